@@ -1,0 +1,8 @@
+#include "titan/core/parallel.h"
+
+namespace titan {
+
+int num_threads() { return omp_get_max_threads(); }
+void set_num_threads(int n) { omp_set_num_threads(n); }
+
+}  // namespace titan

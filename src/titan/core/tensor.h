@@ -1,0 +1,106 @@
+// Tensor: a typed, strided view of a Storage. Storage comes from an Allocator (accounted) or
+// wraps memory owned elsewhere (an mmap'd safetensors file), kept alive by a shared handle.
+// Kernels assume contiguous row-major tensors; op shape checks enforce it at the boundary.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "titan/core/allocator.h"
+#include "titan/core/dtype.h"
+#include "titan/core/error.h"
+
+namespace titan {
+
+enum class Device : uint8_t { cpu, cuda };
+const char* device_name(Device device);
+
+using Shape = std::vector<int64_t>;
+std::string shape_str(const Shape& shape);  // "[2, 3]"
+int64_t shape_numel(const Shape& shape);
+
+class Storage {
+ public:
+  Storage(size_t bytes, Allocator& allocator, Device device);
+  Storage(void* data, size_t bytes, std::shared_ptr<void> keepalive, Device device);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  Device device() const { return device_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  Allocator* allocator_ = nullptr;  // null for borrowed memory
+  std::shared_ptr<void> keepalive_;
+  Device device_ = Device::cpu;
+};
+
+template <class T>
+constexpr bool dtype_matches(DType dtype) {
+  if constexpr (std::is_same_v<T, float>) return dtype == DType::f32;
+  if constexpr (std::is_same_v<T, int32_t>) return dtype == DType::i32;
+  if constexpr (std::is_same_v<T, int64_t>) return dtype == DType::i64;
+  if constexpr (std::is_same_v<T, uint16_t>) return dtype == DType::bf16 || dtype == DType::f16;
+  return false;
+}
+
+class Tensor {
+ public:
+  Tensor() = default;
+
+  static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu);
+  static Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu);
+  // Borrows `data` (must hold numel * dtype_size bytes); `keepalive` owns it.
+  static Tensor wrap(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> keepalive);
+
+  bool defined() const { return storage_ != nullptr; }
+  const Shape& shape() const { return shape_; }
+  const Shape& strides() const { return strides_; }
+  int ndim() const { return static_cast<int>(shape_.size()); }
+  int64_t size(int dim) const;  // negative dims count from the end
+  int64_t numel() const { return shape_numel(shape_); }
+  DType dtype() const { return dtype_; }
+  Device device() const { return storage_ ? storage_->device() : Device::cpu; }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
+  bool is_contiguous() const;
+
+  void* raw_data() const {
+    return static_cast<char*>(storage_->data()) + offset_ * static_cast<int64_t>(dtype_size(dtype_));
+  }
+  template <class T>
+  T* data() const {
+    TITAN_CHECK(dtype_matches<T>(dtype_), "[tensor] data<T>() on a ", dtype_name(dtype_),
+                " tensor of a different element type");
+    return static_cast<T*>(raw_data());
+  }
+
+  // Views sharing storage.
+  Tensor reshape(const Shape& shape) const;  // contiguous only; one -1 allowed
+  Tensor narrow(int dim, int64_t start, int64_t length) const;
+  Tensor select(int64_t index) const;  // drops dim 0
+
+  // Copies.
+  Tensor contiguous() const;
+  Tensor clone() const;
+  Tensor to(DType dtype) const;  // float dtypes only; contiguous result
+  void copy_from(const Tensor& src);  // same shape; converts float dtypes
+  void zero_();
+  void fill_(float value);  // f32 only
+
+  std::string describe() const;  // "f32[2, 3]"
+
+ private:
+  std::shared_ptr<Storage> storage_;
+  Shape shape_;
+  Shape strides_;
+  int64_t offset_ = 0;  // in elements
+  DType dtype_ = DType::f32;
+};
+
+}  // namespace titan

@@ -1,0 +1,23 @@
+// The GEMM seam. Every matrix product in titan goes through here, so the library behind it
+// (chosen by measurement, see docs/performance.md) can change in one place.
+//
+// Row-major: C[M, N] = alpha * op(A) op(B) + beta * C, where op(A) is [M, K] (A stored [K, M]
+// when trans_a) and op(B) is [K, N] (B stored [N, K] when trans_b). lda/ldb/ldc are row strides.
+#pragma once
+
+#include <cstdint>
+
+namespace titan::kernels {
+
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+// Plain triple loop with f64 accumulation: the oracle for tests and the fallback reference.
+void gemm_ref(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+              const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+              int64_t ldc);
+
+// Human-readable name of the library behind gemm(), e.g. "oneDNN 2.6.3 (sgemm, avx512_core)".
+const char* gemm_backend_name();
+
+}  // namespace titan::kernels

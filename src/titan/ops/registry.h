@@ -1,0 +1,62 @@
+// The op registry: for each op, a table of implementations {name, device, supports, forward,
+// backward}. The reference implementation is registered first; device kernels after it; plugins
+// after those. Dispatch takes the most recently added implementation for the device whose
+// `supports` accepts the arguments, and falls back to the reference (logged once per op).
+// `set_use_ref(true)` (or TITAN_USE_REF=1 in the environment) forces the references everywhere.
+#pragma once
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "titan/core/log.h"
+#include "titan/core/tensor.h"
+
+namespace titan::ops {
+
+template <class Supports, class Forward, class Backward>
+struct OpImpl {
+  std::string name;             // e.g. "rms_norm_cpu"
+  Device device = Device::cpu;
+  Supports supports = nullptr;  // null: supports every case the contract allows
+  Forward forward = nullptr;
+  Backward backward = nullptr;
+};
+
+bool use_ref();
+void set_use_ref(bool value);
+
+template <class Impl>
+class OpTable {
+ public:
+  explicit OpTable(std::string op_name) : op_name_(std::move(op_name)) {}
+
+  const std::string& op_name() const { return op_name_; }
+  const std::vector<Impl>& impls() const { return impls_; }
+  const Impl& ref() const { return impls_.front(); }
+
+  // The first call registers the reference; later calls add kernels with higher priority.
+  void add(Impl impl) { impls_.push_back(std::move(impl)); }
+
+  template <class... Args>
+  const Impl& select(Device device, const Args&... args) const {
+    if (!use_ref()) {
+      for (size_t i = impls_.size(); i-- > 1;) {
+        const Impl& impl = impls_[i];
+        if (impl.device == device && (impl.supports == nullptr || impl.supports(args...))) return impl;
+      }
+      std::call_once(fallback_logged_, [&] {
+        log_warn(str("[", op_name_, "] no ", device_name(device), " kernel supports this case; using ",
+                     impls_.front().name));
+      });
+    }
+    return impls_.front();
+  }
+
+ private:
+  std::string op_name_;
+  std::vector<Impl> impls_;
+  mutable std::once_flag fallback_logged_;
+};
+
+}  // namespace titan::ops

@@ -1,0 +1,99 @@
+// RMSNorm on CPU: rows split over threads, 16-lane vectors; dweight reduced from per-thread
+// partial sums in a fixed order (deterministic for a given thread count).
+#include <cmath>
+#include <vector>
+
+#include "titan/core/parallel.h"
+#include "titan/kernels/cpu/simd.h"
+#include "titan/ops/rms_norm/rms_norm.h"
+
+namespace titan::ops {
+
+using namespace titan::kernels;
+
+TITAN_CPU_MULTIVERSION
+static void forward_rows(float eps, int64_t begin, int64_t end, int64_t d, const float* x,
+                         const float* w, float* y, float* rstd) {
+  for (int64_t i = begin; i < end; ++i) {
+    const float* xi = x + i * d;
+    float* yi = y + i * d;
+    f32x16 acc = {};
+    int64_t j = 0;
+    for (; j + kLanes <= d; j += kLanes) {
+      const f32x16 v = load16(xi + j);
+      acc += v * v;
+    }
+    float sum_sq = hsum16(acc);
+    for (; j < d; ++j) sum_sq += xi[j] * xi[j];
+    const float r = 1.0f / std::sqrt(sum_sq / static_cast<float>(d) + eps);
+    rstd[i] = r;
+    j = 0;
+    for (; j + kLanes <= d; j += kLanes) store16(yi + j, load16(w + j) * (load16(xi + j) * r));
+    for (; j < d; ++j) yi[j] = w[j] * (xi[j] * r);
+  }
+}
+
+TITAN_CPU_MULTIVERSION
+static void backward_rows(int64_t begin, int64_t end, int64_t d, const float* dy, const float* x,
+                          const float* w, const float* rstd, float* dx, float* dw) {
+  for (int64_t i = begin; i < end; ++i) {
+    const float* xi = x + i * d;
+    const float* dyi = dy + i * d;
+    float* dxi = dx + i * d;
+    const float r = rstd[i];
+    f32x16 acc = {};
+    int64_t j = 0;
+    for (; j + kLanes <= d; j += kLanes) acc += load16(w + j) * load16(dyi + j) * load16(xi + j);
+    float dot = hsum16(acc);
+    for (; j < d; ++j) dot += w[j] * dyi[j] * xi[j];
+    const float mean = dot * r / static_cast<float>(d);  // mean(w*dy*xhat)
+    j = 0;
+    for (; j + kLanes <= d; j += kLanes) {
+      const f32x16 xhat = load16(xi + j) * r;
+      const f32x16 g = load16(dyi + j);
+      store16(dxi + j, (load16(w + j) * g - xhat * mean) * r);
+      store16(dw + j, load16(dw + j) + g * xhat);
+    }
+    for (; j < d; ++j) {
+      const float xhat = xi[j] * r;
+      dxi[j] = (w[j] * dyi[j] - xhat * mean) * r;
+      dw[j] += dyi[j] * xhat;
+    }
+  }
+}
+
+static void forward_cpu(const RmsNormArgs& args, const Tensor& x, const Tensor& w, Tensor& y,
+                        RmsNormSaved& saved) {
+  const int64_t n = x.size(0), d = x.size(1);
+  const float* xp = x.data<float>();
+  const float* wp = w.data<float>();
+  float* yp = y.data<float>();
+  float* rp = saved.rstd_N.data<float>();
+  parallel_for(n, 16, [&](int64_t b, int64_t e) { forward_rows(args.eps, b, e, d, xp, wp, yp, rp); });
+}
+
+static void backward_cpu(const RmsNormArgs&, const Tensor& dy, const Tensor& x, const Tensor& w,
+                         const RmsNormSaved& saved, Tensor& dx, Tensor& dw) {
+  const int64_t n = x.size(0), d = x.size(1);
+  const int threads = num_threads();
+  // partial_TD: one dweight partial per thread slot, summed in slot order below.
+  std::vector<float> partial_TD(static_cast<size_t>(threads) * d, 0.0f);
+  const int64_t chunk = (n + threads - 1) / threads;
+  parallel_for(threads, 1, [&](int64_t tb, int64_t te) {
+    for (int64_t t = tb; t < te; ++t) {
+      const int64_t b = t * chunk, e = std::min(n, b + chunk);
+      if (b < e) {
+        backward_rows(b, e, d, dy.data<float>(), x.data<float>(), w.data<float>(),
+                      saved.rstd_N.data<float>(), dx.data<float>(), partial_TD.data() + t * d);
+      }
+    }
+  });
+  float* dwp = dw.data<float>();
+  for (int t = 0; t < threads; ++t) {
+    for (int64_t j = 0; j < d; ++j) dwp[j] += partial_TD[static_cast<size_t>(t) * d + j];
+  }
+}
+
+RmsNormImpl rms_norm_impl_cpu() { return {"rms_norm_cpu", Device::cpu, nullptr, forward_cpu, backward_cpu}; }
+
+}  // namespace titan::ops

@@ -1,0 +1,106 @@
+#include "ops/op_harness.h"
+
+#include <cmath>
+
+#include "titan/core/rng.h"
+
+namespace titan::testing {
+
+Tensor random_f32(const Shape& shape, uint64_t seed, float scale) {
+  Tensor t = Tensor::empty(shape);
+  Rng(seed).fill_normal(t.data<float>(), t.numel(), 0.0f, scale);
+  return t;
+}
+
+std::vector<double> random_doubles(size_t n, uint64_t seed, double scale) {
+  Rng rng(seed);
+  std::vector<double> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = scale * rng.normal(i);
+  return v;
+}
+
+std::vector<double> to_doubles(const Tensor& t) {
+  Tensor c = t.to(DType::f32);
+  const float* p = c.data<float>();
+  return std::vector<double>(p, p + c.numel());
+}
+
+Tensor from_doubles(const std::vector<double>& v, const Shape& shape) {
+  Tensor t = Tensor::empty(shape);
+  float* p = t.data<float>();
+  for (size_t i = 0; i < v.size(); ++i) p[i] = static_cast<float>(v[i]);
+  return t;
+}
+
+static ::testing::AssertionResult compare(const std::string& where, const double* got,
+                                          const double* want, size_t n, Tolerance tol) {
+  double max_err = 0.0;
+  size_t worst = 0, bad = 0;
+  size_t first_bad = n;
+  for (size_t i = 0; i < n; ++i) {
+    const double err = std::fabs(got[i] - want[i]);
+    const bool nan = std::isnan(got[i]) != std::isnan(want[i]);
+    if (nan || err > tol.atol + tol.rtol * std::fabs(want[i])) {
+      if (first_bad == n) first_bad = i;
+      ++bad;
+    }
+    if (nan || err > max_err) {
+      max_err = nan ? INFINITY : err;
+      worst = i;
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << where << ": " << bad << "/" << n << " elements out of tolerance (atol " << tol.atol
+         << ", rtol " << tol.rtol << "); first at index " << first_bad << ": got "
+         << got[first_bad] << ", want " << want[first_bad] << "; max err " << max_err
+         << " at index " << worst << " (got " << got[worst] << ", want " << want[worst] << ")";
+}
+
+::testing::AssertionResult all_close(const std::string& where, const Tensor& got, const Tensor& want,
+                                     Tolerance tol) {
+  if (got.shape() != want.shape()) {
+    return ::testing::AssertionFailure()
+           << where << ": shape " << shape_str(got.shape()) << ", want " << shape_str(want.shape());
+  }
+  const std::vector<double> g = to_doubles(got), w = to_doubles(want);
+  return compare(where, g.data(), w.data(), g.size(), tol);
+}
+
+::testing::AssertionResult all_close(const std::string& where, const std::vector<double>& got,
+                                     const std::vector<double>& want, Tolerance tol) {
+  if (got.size() != want.size()) {
+    return ::testing::AssertionFailure()
+           << where << ": size " << got.size() << ", want " << want.size();
+  }
+  return compare(where, got.data(), want.data(), got.size(), tol);
+}
+
+std::vector<double> numeric_gradient(const std::function<double(const std::vector<double>&)>& f,
+                                     std::vector<double> x, double h, bool precise) {
+  std::vector<double> grad(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double x0 = x[i];
+    auto at = [&](double delta) {
+      x[i] = x0 + delta;
+      const double v = f(x);
+      x[i] = x0;
+      return v;
+    };
+    grad[i] = precise ? (-at(2 * h) + 8 * at(h) - 8 * at(-h) + at(-2 * h)) / (12 * h)
+                      : (at(h) - at(-h)) / (2 * h);
+  }
+  return grad;
+}
+
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+std::string source_path(const std::string& relative) {
+  return std::string(TITAN_SOURCE_DIR) + "/" + relative;
+}
+
+}  // namespace titan::testing

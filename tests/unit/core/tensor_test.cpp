@@ -1,0 +1,61 @@
+#include "titan/core/tensor.h"
+
+#include <gtest/gtest.h>
+
+namespace titan {
+namespace {
+
+TEST(Tensor, AllocationIsAccounted) {
+  Allocator& a = host_allocator();
+  const int64_t before = a.stats().live_bytes;
+  {
+    Tensor t = Tensor::empty({4, 256});
+    EXPECT_EQ(a.stats().live_bytes, before + 4096);
+    EXPECT_GE(a.stats().peak_bytes, before + 4096);
+    Tensor view = t.reshape({1024});  // shares storage: no new bytes
+    EXPECT_EQ(a.stats().live_bytes, before + 4096);
+  }
+  EXPECT_EQ(a.stats().live_bytes, before);
+}
+
+TEST(Tensor, ViewsShareStorageAndNarrowIsStrided) {
+  Tensor t = Tensor::zeros({3, 4});
+  float* p = t.data<float>();
+  for (int i = 0; i < 12; ++i) p[i] = static_cast<float>(i);
+  Tensor col = t.narrow(1, 1, 2);  // [3, 2], strides [4, 1]
+  EXPECT_FALSE(col.is_contiguous());
+  Tensor c = col.contiguous();
+  const float want[] = {1, 2, 5, 6, 9, 10};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(c.data<float>()[i], want[i]);
+  EXPECT_EQ(t.select(2).data<float>()[0], 8.0f);
+  EXPECT_EQ(t.reshape({-1}).size(0), 12);
+}
+
+TEST(Tensor, ErrorsNameTheTensor) {
+  Tensor t = Tensor::zeros({3, 4});
+  EXPECT_THROW(t.reshape({5, 3}), Error);
+  EXPECT_THROW(t.narrow(1, 3, 2), Error);
+  EXPECT_THROW(t.data<int64_t>(), Error);
+  try {
+    t.reshape({5, 3});
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot reshape f32[3, 4] to [5, 3]"), std::string::npos);
+  }
+}
+
+TEST(DType, Bf16AndF16RoundTrip) {
+  // Exactly representable values survive; rounding is to nearest even (bf16 keeps 8 bits).
+  const float values[] = {0.0f, 1.0f, -2.5f, 0.15625f, 65504.0f};
+  for (float v : values) {
+    EXPECT_EQ(bf16_to_f32(f32_to_bf16(v)), v == 65504.0f ? 65536.0f : v);
+    EXPECT_EQ(f16_to_f32(f32_to_f16(v)), v);
+  }
+  EXPECT_EQ(bf16_to_f32(f32_to_bf16(1.0f + 0x1p-8f)), 1.0f);         // tie -> even
+  EXPECT_EQ(bf16_to_f32(f32_to_bf16(1.0f + 3 * 0x1p-8f)), 1.0f + 0x1p-6f);  // tie -> even (up)
+  Tensor t = Tensor::zeros({2});
+  t.data<float>()[0] = 3.0f;
+  EXPECT_EQ(t.to(DType::bf16).to(DType::f32).data<float>()[0], 3.0f);
+}
+
+}  // namespace
+}  // namespace titan
