@@ -2,10 +2,29 @@
 // static link could drop). Each op's table calls its register_builtin_<op> on first use.
 #pragma once
 
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "titan/ops/attention/attention.h"
+#include "titan/ops/embedding/embedding.h"
+#include "titan/ops/matmul/linear.h"
 #include "titan/ops/rms_norm/rms_norm.h"
+#include "titan/ops/rope/rope.h"
+#include "titan/ops/softmax_xent/softmax_xent.h"
+#include "titan/ops/swiglu/swiglu.h"
 
 namespace titan::ops {
 
+// {op name, preferred implementation on `device`} for every built-in op, for the startup log.
+std::vector<std::pair<std::string, std::string>> selected_kernels(Device device);
+
 void register_builtin_rms_norm(OpTable<RmsNormImpl>& table);
+void register_builtin_embedding(OpTable<EmbeddingImpl>& table);
+void register_builtin_swiglu(OpTable<SwigluImpl>& table);
+void register_builtin_rope(OpTable<RopeImpl>& table);
+void register_builtin_attention(OpTable<AttentionImpl>& table);
+void register_builtin_linear(OpTable<LinearImpl>& table);
+void register_builtin_lm_head_xent(OpTable<LmHeadXentImpl>& table);
 
 }  // namespace titan::ops

@@ -38,6 +38,16 @@ class OpTable {
   // The first call registers the reference; later calls add kernels with higher priority.
   void add(Impl impl) { impls_.push_back(std::move(impl)); }
 
+  // The implementation dispatch prefers on `device` when it supports the case.
+  const Impl& preferred(Device device) const {
+    if (!use_ref()) {
+      for (size_t i = impls_.size(); i-- > 1;) {
+        if (impls_[i].device == device) return impls_[i];
+      }
+    }
+    return impls_.front();
+  }
+
   template <class... Args>
   const Impl& select(Device device, const Args&... args) const {
     if (!use_ref()) {

@@ -2,6 +2,9 @@
 // compiled twice via TITAN_CPU_MULTIVERSION: an x86-64-v4 clone (one zmm register per vector)
 // and the AVX2 baseline (two ymm registers); the loader picks one from CPUID at start-up.
 // The lane layout fixes the summation order, so both clones give the same bits.
+// Every helper below is always_inline: a 64-byte vector is passed in a zmm register by the
+// AVX-512 clone but in memory by the baseline, so an out-of-line copy (GCC emits one at -O0, and
+// at -O2 for exp16) called from the other clone reads garbage arguments.
 #pragma once
 
 #include <cmath>
@@ -17,40 +20,40 @@ using f32x16 = float __attribute__((vector_size(64), aligned(4)));
 using i32x16 = int32_t __attribute__((vector_size(64), aligned(4)));
 constexpr int64_t kLanes = 16;
 
-inline f32x16 load16(const float* p) {
+[[gnu::always_inline]] inline f32x16 load16(const float* p) {
   f32x16 v;
   std::memcpy(&v, p, sizeof(v));
   return v;
 }
-inline void store16(float* p, f32x16 v) { std::memcpy(p, &v, sizeof(v)); }
-inline f32x16 splat16(float x) { return f32x16{} + x; }
+[[gnu::always_inline]] inline void store16(float* p, f32x16 v) { std::memcpy(p, &v, sizeof(v)); }
+[[gnu::always_inline]] inline f32x16 splat16(float x) { return f32x16{} + x; }
 // Loads the first n (< 16) lanes, zero elsewhere.
-inline f32x16 load16_partial(const float* p, int64_t n) {
+[[gnu::always_inline]] inline f32x16 load16_partial(const float* p, int64_t n) {
   f32x16 v = {};
   for (int64_t i = 0; i < n; ++i) v[i] = p[i];
   return v;
 }
-inline void store16_partial(float* p, f32x16 v, int64_t n) {
+[[gnu::always_inline]] inline void store16_partial(float* p, f32x16 v, int64_t n) {
   for (int64_t i = 0; i < n; ++i) p[i] = v[i];
 }
-inline float hsum16(f32x16 v) {
+[[gnu::always_inline]] inline float hsum16(f32x16 v) {
   // Pairwise tree: fixed order.
   float s8[8], s4[4];
   for (int i = 0; i < 8; ++i) s8[i] = v[i] + v[i + 8];
   for (int i = 0; i < 4; ++i) s4[i] = s8[i] + s8[i + 4];
   return (s4[0] + s4[2]) + (s4[1] + s4[3]);
 }
-inline float hmax16(f32x16 v) {
+[[gnu::always_inline]] inline float hmax16(f32x16 v) {
   float m = v[0];
   for (int i = 1; i < 16; ++i) m = v[i] > m ? v[i] : m;
   return m;
 }
-inline f32x16 max16(f32x16 a, f32x16 b) { return a > b ? a : b; }
+[[gnu::always_inline]] inline f32x16 max16(f32x16 a, f32x16 b) { return a > b ? a : b; }
 
 // exp(x) for f32 lanes: Cody-Waite range reduction x = k*ln2 + r, degree-6 polynomial on r,
 // 2^k through the exponent bits. Max rel. error ~2 ulp over [-87, 88]; inputs below -87
 // flush to 0 (what softmax needs), above 88 saturate to +inf.
-inline f32x16 exp16(f32x16 x) {
+[[gnu::always_inline]] inline f32x16 exp16(f32x16 x) {
   const f32x16 hi = splat16(88.3762626647949f), lo = splat16(-87.3365478515625f);
   x = x > hi ? hi : x;
   const auto underflow = x < lo;

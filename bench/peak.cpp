@@ -1,0 +1,191 @@
+#include "peak.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+
+#include "harness.h"
+#include "titan/core/cpu_features.h"
+#include "titan/core/error.h"
+
+namespace titan::bench {
+
+// Each kernel returns a value derived from every accumulator so nothing is optimized away.
+// acc = acc * a + b with a slightly below 1 converges (no overflow, no denormals).
+
+__attribute__((target("avx512f"))) static float fp32_avx512_loop(int64_t iters, float seed) {
+  const __m512 a = _mm512_set1_ps(0.99999f), b = _mm512_set1_ps(1e-5f * seed);
+  __m512 c0 = _mm512_set1_ps(seed), c1 = _mm512_set1_ps(seed + 1), c2 = _mm512_set1_ps(seed + 2),
+         c3 = _mm512_set1_ps(seed + 3), c4 = _mm512_set1_ps(seed + 4), c5 = _mm512_set1_ps(seed + 5),
+         c6 = _mm512_set1_ps(seed + 6), c7 = _mm512_set1_ps(seed + 7), c8 = _mm512_set1_ps(seed + 8),
+         c9 = _mm512_set1_ps(seed + 9), c10 = _mm512_set1_ps(seed + 10), c11 = _mm512_set1_ps(seed + 11),
+         c12 = _mm512_set1_ps(seed + 12), c13 = _mm512_set1_ps(seed + 13), c14 = _mm512_set1_ps(seed + 14),
+         c15 = _mm512_set1_ps(seed + 15);
+  for (int64_t i = 0; i < iters; ++i) {
+    c0 = _mm512_fmadd_ps(c0, a, b);
+    c1 = _mm512_fmadd_ps(c1, a, b);
+    c2 = _mm512_fmadd_ps(c2, a, b);
+    c3 = _mm512_fmadd_ps(c3, a, b);
+    c4 = _mm512_fmadd_ps(c4, a, b);
+    c5 = _mm512_fmadd_ps(c5, a, b);
+    c6 = _mm512_fmadd_ps(c6, a, b);
+    c7 = _mm512_fmadd_ps(c7, a, b);
+    c8 = _mm512_fmadd_ps(c8, a, b);
+    c9 = _mm512_fmadd_ps(c9, a, b);
+    c10 = _mm512_fmadd_ps(c10, a, b);
+    c11 = _mm512_fmadd_ps(c11, a, b);
+    c12 = _mm512_fmadd_ps(c12, a, b);
+    c13 = _mm512_fmadd_ps(c13, a, b);
+    c14 = _mm512_fmadd_ps(c14, a, b);
+    c15 = _mm512_fmadd_ps(c15, a, b);
+  }
+  const __m512 s = _mm512_add_ps(
+      _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)),
+                    _mm512_add_ps(_mm512_add_ps(c4, c5), _mm512_add_ps(c6, c7))),
+      _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c8, c9), _mm512_add_ps(c10, c11)),
+                    _mm512_add_ps(_mm512_add_ps(c12, c13), _mm512_add_ps(c14, c15))));
+  return _mm512_reduce_add_ps(s);
+}
+
+__attribute__((target("avx2,fma"))) static float fp32_avx2_loop(int64_t iters, float seed) {
+  const __m256 a = _mm256_set1_ps(0.99999f), b = _mm256_set1_ps(1e-5f * seed);
+  __m256 c0 = _mm256_set1_ps(seed), c1 = _mm256_set1_ps(seed + 1), c2 = _mm256_set1_ps(seed + 2),
+         c3 = _mm256_set1_ps(seed + 3), c4 = _mm256_set1_ps(seed + 4), c5 = _mm256_set1_ps(seed + 5),
+         c6 = _mm256_set1_ps(seed + 6), c7 = _mm256_set1_ps(seed + 7), c8 = _mm256_set1_ps(seed + 8),
+         c9 = _mm256_set1_ps(seed + 9), c10 = _mm256_set1_ps(seed + 10), c11 = _mm256_set1_ps(seed + 11);
+  for (int64_t i = 0; i < iters; ++i) {
+    c0 = _mm256_fmadd_ps(c0, a, b);
+    c1 = _mm256_fmadd_ps(c1, a, b);
+    c2 = _mm256_fmadd_ps(c2, a, b);
+    c3 = _mm256_fmadd_ps(c3, a, b);
+    c4 = _mm256_fmadd_ps(c4, a, b);
+    c5 = _mm256_fmadd_ps(c5, a, b);
+    c6 = _mm256_fmadd_ps(c6, a, b);
+    c7 = _mm256_fmadd_ps(c7, a, b);
+    c8 = _mm256_fmadd_ps(c8, a, b);
+    c9 = _mm256_fmadd_ps(c9, a, b);
+    c10 = _mm256_fmadd_ps(c10, a, b);
+    c11 = _mm256_fmadd_ps(c11, a, b);
+  }
+  const __m256 s = _mm256_add_ps(
+      _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(c0, c1), _mm256_add_ps(c2, c3)),
+                    _mm256_add_ps(_mm256_add_ps(c4, c5), _mm256_add_ps(c6, c7))),
+      _mm256_add_ps(_mm256_add_ps(c8, c9), _mm256_add_ps(c10, c11)));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, s);
+  float total = 0.0f;
+  for (const float v : lanes) total += v;
+  return total;
+}
+
+// Each _mm512_dpbf16_ps: 16 fp32 lanes += 2 bf16 products each = 32 multiplies + 32 adds.
+__attribute__((target("avx512bf16,avx512f"))) static float bf16_avx512_loop(int64_t iters, float seed) {
+  const __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f), _mm512_set1_ps(2e-3f));
+  const __m512bh b = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f * seed), _mm512_set1_ps(1e-3f));
+  __m512 c0 = _mm512_set1_ps(seed), c1 = _mm512_set1_ps(seed + 1), c2 = _mm512_set1_ps(seed + 2),
+         c3 = _mm512_set1_ps(seed + 3), c4 = _mm512_set1_ps(seed + 4), c5 = _mm512_set1_ps(seed + 5),
+         c6 = _mm512_set1_ps(seed + 6), c7 = _mm512_set1_ps(seed + 7), c8 = _mm512_set1_ps(seed + 8),
+         c9 = _mm512_set1_ps(seed + 9), c10 = _mm512_set1_ps(seed + 10), c11 = _mm512_set1_ps(seed + 11),
+         c12 = _mm512_set1_ps(seed + 12), c13 = _mm512_set1_ps(seed + 13), c14 = _mm512_set1_ps(seed + 14),
+         c15 = _mm512_set1_ps(seed + 15);
+  for (int64_t i = 0; i < iters; ++i) {
+    c0 = _mm512_dpbf16_ps(c0, a, b);
+    c1 = _mm512_dpbf16_ps(c1, a, b);
+    c2 = _mm512_dpbf16_ps(c2, a, b);
+    c3 = _mm512_dpbf16_ps(c3, a, b);
+    c4 = _mm512_dpbf16_ps(c4, a, b);
+    c5 = _mm512_dpbf16_ps(c5, a, b);
+    c6 = _mm512_dpbf16_ps(c6, a, b);
+    c7 = _mm512_dpbf16_ps(c7, a, b);
+    c8 = _mm512_dpbf16_ps(c8, a, b);
+    c9 = _mm512_dpbf16_ps(c9, a, b);
+    c10 = _mm512_dpbf16_ps(c10, a, b);
+    c11 = _mm512_dpbf16_ps(c11, a, b);
+    c12 = _mm512_dpbf16_ps(c12, a, b);
+    c13 = _mm512_dpbf16_ps(c13, a, b);
+    c14 = _mm512_dpbf16_ps(c14, a, b);
+    c15 = _mm512_dpbf16_ps(c15, a, b);
+  }
+  const __m512 s = _mm512_add_ps(
+      _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)),
+                    _mm512_add_ps(_mm512_add_ps(c4, c5), _mm512_add_ps(c6, c7))),
+      _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c8, c9), _mm512_add_ps(c10, c11)),
+                    _mm512_add_ps(_mm512_add_ps(c12, c13), _mm512_add_ps(c14, c15))));
+  return _mm512_reduce_add_ps(s);
+}
+
+const char* peak_kernel_name(PeakKernel kernel) {
+  switch (kernel) {
+    case PeakKernel::fp32_avx512: return "fp32 FMA AVX-512 (_mm512_fmadd_ps)";
+    case PeakKernel::fp32_avx2: return "fp32 FMA AVX2 (_mm256_fmadd_ps)";
+    case PeakKernel::bf16_avx512: return "bf16 dot AVX-512 (_mm512_dpbf16_ps)";
+  }
+  return "?";
+}
+
+bool peak_kernel_supported(PeakKernel kernel) {
+  const CpuFeatures& f = cpu_features();
+  switch (kernel) {
+    case PeakKernel::fp32_avx512: return f.avx512f;
+    case PeakKernel::fp32_avx2: return f.avx2 && f.fma;
+    case PeakKernel::bf16_avx512: return f.avx512f && f.avx512_bf16;
+  }
+  return false;
+}
+
+PeakKernel best_fp32_kernel() {
+  return peak_kernel_supported(PeakKernel::fp32_avx512) ? PeakKernel::fp32_avx512 : PeakKernel::fp32_avx2;
+}
+
+// FLOPs of one loop iteration, and the loop itself.
+static double flops_per_iter(PeakKernel kernel) {
+  switch (kernel) {
+    case PeakKernel::fp32_avx512: return 16.0 * 16 * 2;
+    case PeakKernel::fp32_avx2: return 12.0 * 8 * 2;
+    case PeakKernel::bf16_avx512: return 16.0 * 32 * 2;
+  }
+  return 0.0;
+}
+
+static float run_loop(PeakKernel kernel, int64_t iters, float seed) {
+  switch (kernel) {
+    case PeakKernel::fp32_avx512: return fp32_avx512_loop(iters, seed);
+    case PeakKernel::fp32_avx2: return fp32_avx2_loop(iters, seed);
+    case PeakKernel::bf16_avx512: return bf16_avx512_loop(iters, seed);
+  }
+  return 0.0f;
+}
+
+static std::atomic<float> g_sink{0.0f};
+
+PeakMeasurement measure_peak(PeakKernel kernel, int threads, double seconds_per_repeat, int repeats) {
+  TITAN_CHECK(peak_kernel_supported(kernel), "[peak_flops] ", peak_kernel_name(kernel),
+              ": this CPU lacks the instruction set (", cpu_path_name(), ")");
+  threads = std::max(1, threads);
+  auto run = [&](int64_t iters) {
+#pragma omp parallel num_threads(threads)
+    {
+      const float r = run_loop(kernel, iters, 1.0f + static_cast<float>(omp_get_thread_num()));
+      g_sink.store(r, std::memory_order_relaxed);
+    }
+  };
+  // Calibrate the iteration count to the requested duration (also warms up clocks and threads).
+  int64_t iters = 1 << 16;
+  for (;;) {
+    const double t0 = now_seconds();
+    run(iters);
+    const double dt = now_seconds() - t0;
+    if (dt >= 0.05) {
+      iters = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(iters) * seconds_per_repeat / dt));
+      break;
+    }
+    iters *= 4;
+  }
+  const Timing t = time_it([&] { run(iters); }, 1, repeats);
+  const double flops = flops_per_iter(kernel) * static_cast<double>(iters) * threads;
+  return {flops / t.median_s * 1e-9, flops / t.min_s * 1e-9};
+}
+
+}  // namespace titan::bench

@@ -1,0 +1,12 @@
+// Subcommands. Each returns the process exit code; errors are thrown as titan::Error and
+// printed by main as one line.
+#pragma once
+
+namespace titan::cli {
+
+int run_demo(int argc, char** argv);
+int run_forward(int argc, char** argv);
+// Logs the build/run environment: CPU path, GEMM backend, threads, kernels in use.
+void log_startup();
+
+}  // namespace titan::cli

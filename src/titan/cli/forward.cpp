@@ -1,0 +1,83 @@
+// titan forward: the numerics command. Runs a Hugging Face model folder on given tokens and
+// writes logits, the HF causal-LM loss and (with --grads) every parameter's gradient under its
+// HF name, so any checkpoint can be compared against Transformers.
+#include <cstdio>
+
+#include "titan/checkpoint/safetensors.h"
+#include "titan/cli/args.h"
+#include "titan/cli/commands.h"
+#include "titan/models/qwen3/hf_names.h"
+#include "titan/models/qwen3/model.h"
+
+namespace titan::cli {
+
+// input_ids / labels as i64 [B, T]; I32 is widened.
+static Tensor read_ids(const ckpt::SafetensorsFile& file, const std::string& name) {
+  const ckpt::TensorInfo* info = file.find(name);
+  TITAN_CHECK(info != nullptr, file.path(), ": no tensor '", name, "'. HINT: the tokens file needs input_ids [B, T]");
+  TITAN_CHECK(info->dtype == DType::i64 || info->dtype == DType::i32, file.path(), ": tensor '", name,
+              "' has dtype ", dtype_name(info->dtype), "; expected I64 or I32");
+  TITAN_CHECK(info->shape.size() == 2 && info->shape[0] > 0 && info->shape[1] > 0, file.path(),
+              ": tensor '", name, "' has shape ", shape_str(info->shape), "; expected [B, T] with B, T > 0");
+  const Tensor raw = file.get(name);
+  if (info->dtype == DType::i64) return raw.clone();
+  Tensor out = Tensor::empty(info->shape, DType::i64);
+  for (int64_t i = 0; i < raw.numel(); ++i) out.data<int64_t>()[i] = raw.data<int32_t>()[i];
+  return out;
+}
+
+int run_forward(int argc, char** argv) {
+  const Args args("forward",
+                  {{"model", "Hugging Face model folder (config.json + *.safetensors)", "", false, true},
+                   {"tokens", "safetensors file with input_ids [B, T] (I64/I32) and optional labels", "", false, true},
+                   {"out", "output safetensors file", "", false, true},
+                   {"grads", "also write grad.<HF name> for every parameter", "", true}},
+                  argc, argv, 2);
+  if (args.help_requested()) {
+    std::fputs(args.usage().c_str(), stdout);
+    return 0;
+  }
+  log_startup();
+  const auto tokens = ckpt::SafetensorsFile::open(args.get("tokens"));
+  const Tensor ids = read_ids(tokens, "input_ids");
+  const Tensor labels = tokens.find("labels") ? read_ids(tokens, "labels") : ids;
+  TITAN_CHECK(labels.shape() == ids.shape(), tokens.path(), ": labels ", labels.describe(),
+              " must have the shape of input_ids ", ids.describe());
+
+  std::unique_ptr<nn::Decoder> model = qwen3::load_hf_model(args.get("model"));
+  const int64_t B = ids.size(0), T = ids.size(1), V = model->config().vocab_size;
+  for (int64_t i = 0; i < ids.numel(); ++i) {
+    const int64_t id = ids.data<int64_t>()[i];
+    TITAN_CHECK(id >= 0 && id < V, tokens.path(), ": input_ids[", i / T, ", ", i % T, "] = ", id,
+                " is outside the vocabulary [0, ", V, ")");
+  }
+  // HF causal-LM loss: position t is scored against labels[t + 1]; the last has no target.
+  Tensor targets = Tensor::empty({B, T}, DType::i64);
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t t = 0; t < T; ++t) {
+      targets.data<int64_t>()[b * T + t] = t + 1 < T ? labels.data<int64_t>()[b * T + t + 1] : -100;
+    }
+  }
+
+  std::vector<std::pair<std::string, Tensor>> out;
+  out.emplace_back("logits", model->forward_logits(ids));
+  nn::LossResult loss;
+  if (args.get_bool("grads")) {
+    model->zero_grad();
+    loss = model->forward_backward(ids, targets);
+  } else {
+    loss = model->forward_loss(ids, targets);
+  }
+  Tensor loss_t = Tensor::empty({});
+  loss_t.data<float>()[0] = static_cast<float>(loss.loss);
+  out.emplace_back("loss", loss_t);
+  if (args.get_bool("grads")) {
+    for (nn::Parameter* p : model->parameters()) out.emplace_back("grad." + qwen3::to_hf_name(p->fqn), p->grad);
+  }
+  ckpt::write_safetensors(args.get("out"), out);
+  std::printf("loss %.6f over %ld targets; wrote %s\n", loss.loss, static_cast<long>(loss.num_targets),
+              args.get("out").c_str());
+  return 0;
+}
+
+}  // namespace titan::cli

@@ -1,0 +1,44 @@
+// titan: the command-line entry point. Only this layer prints errors and exits.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "titan/cli/commands.h"
+#include "titan/core/error.h"
+
+namespace {
+
+const char* kUsage =
+    "usage: titan <command> [flags]\n"
+    "commands:\n"
+    "  demo      forward+backward of a model spec on random weights and tokens; prints loss,\n"
+    "            gradient norm, tokens/s and the kernels in use\n"
+    "  forward   run a Hugging Face model folder on given tokens; write logits, loss, gradients\n"
+    "  version   print the version\n"
+    "Run 'titan <command> --help' for the flags of a command.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "help") == 0 || std::strcmp(argv[1], "--help") == 0) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  try {
+    if (command == "demo") return titan::cli::run_demo(argc, argv);
+    if (command == "forward") return titan::cli::run_forward(argc, argv);
+    if (command == "version" || command == "--version") {
+      std::printf("titan 0.1.0\n");
+      return 0;
+    }
+    std::fprintf(stderr, "titan: unknown command '%s'\n%s", command.c_str(), kUsage);
+    return 2;
+  } catch (const titan::Error& e) {
+    std::fprintf(stderr, "titan: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "titan: internal error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,62 @@
+#include "titan/models/qwen3/hf_names.h"
+
+#include <regex>
+#include <utility>
+
+#include "titan/core/error.h"
+
+namespace titan::qwen3 {
+
+// {ours, HF} for names outside the layers, then the per-layer suffixes.
+static const std::pair<const char*, const char*> kTopLevel[] = {
+    {"tok_embeddings.weight", "model.embed_tokens.weight"},
+    {"norm.weight", "model.norm.weight"},
+    {"output.weight", "lm_head.weight"},
+};
+static const std::pair<const char*, const char*> kPerLayer[] = {
+    {"attention_norm.weight", "input_layernorm.weight"},
+    {"ffn_norm.weight", "post_attention_layernorm.weight"},
+    {"attention.wq.weight", "self_attn.q_proj.weight"},
+    {"attention.wq.bias", "self_attn.q_proj.bias"},
+    {"attention.wk.weight", "self_attn.k_proj.weight"},
+    {"attention.wk.bias", "self_attn.k_proj.bias"},
+    {"attention.wv.weight", "self_attn.v_proj.weight"},
+    {"attention.wv.bias", "self_attn.v_proj.bias"},
+    {"attention.wo.weight", "self_attn.o_proj.weight"},
+    {"attention.wo.bias", "self_attn.o_proj.bias"},
+    {"attention.q_norm.weight", "self_attn.q_norm.weight"},
+    {"attention.k_norm.weight", "self_attn.k_norm.weight"},
+    {"feed_forward.w1.weight", "mlp.gate_proj.weight"},
+    {"feed_forward.w2.weight", "mlp.down_proj.weight"},
+    {"feed_forward.w3.weight", "mlp.up_proj.weight"},
+};
+
+std::string to_hf_name(const std::string& fqn) {
+  for (const auto& [ours, hf] : kTopLevel) {
+    if (fqn == ours) return hf;
+  }
+  static const std::regex layer(R"(layers\.(\d+)\.(.+))");
+  std::smatch m;
+  if (std::regex_match(fqn, m, layer)) {
+    for (const auto& [ours, hf] : kPerLayer) {
+      if (m[2] == ours) return "model.layers." + m[1].str() + "." + hf;
+    }
+  }
+  TITAN_FAIL("[qwen3] no Hugging Face name for parameter '", fqn, "'");
+}
+
+std::optional<std::string> from_hf_name(const std::string& hf_name) {
+  for (const auto& [ours, hf] : kTopLevel) {
+    if (hf_name == hf) return std::string(ours);
+  }
+  static const std::regex layer(R"(model\.layers\.(\d+)\.(.+))");
+  std::smatch m;
+  if (std::regex_match(hf_name, m, layer)) {
+    for (const auto& [ours, hf] : kPerLayer) {
+      if (m[2] == hf) return "layers." + m[1].str() + "." + ours;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace titan::qwen3

@@ -1,0 +1,22 @@
+// Named Qwen3 dense sizes. The published ones are taken from their Hugging Face config.json
+// files (Qwen/Qwen3-*); `debug` is ours, small enough for tests and the quickstart.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "titan/nn/decoder.h"
+
+namespace titan::qwen3 {
+
+struct Spec {
+  std::string name;
+  std::string summary;
+  nn::DecoderConfig config;
+};
+
+const std::vector<Spec>& specs();
+// Throws listing the known names when `name` is not one of them.
+const Spec& find_spec(const std::string& name);
+
+}  // namespace titan::qwen3

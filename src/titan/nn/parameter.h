@@ -1,0 +1,31 @@
+// A trainable tensor with its gradient and its fully-qualified name (FQN), which mirrors the
+// module tree ("layers.3.attention.wq.weight"). Gradients accumulate (+=) across backward calls
+// until zero_grad.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "titan/core/tensor.h"
+
+namespace titan::nn {
+
+struct Parameter {
+  std::string fqn;
+  Tensor value;
+  Tensor grad;  // same shape, f32; allocated with the value
+
+  void init(std::string name, const Shape& shape) {
+    fqn = std::move(name);
+    value = Tensor::zeros(shape);
+    grad = Tensor::zeros(shape);
+  }
+  bool defined() const { return value.defined(); }
+};
+
+using ParameterList = std::vector<Parameter*>;
+
+// Adds a[i] += b[i]; used where two gradient paths meet (residuals, q/k/v inputs).
+void add_inplace(Tensor& a, const Tensor& b);
+
+}  // namespace titan::nn

@@ -1,0 +1,334 @@
+// Causal GQA attention on CPU, FlashAttention-2 style: query tiles x key tiles, the score tile
+// S = Q K^T through kernels::gemm (the tensors' own row strides as leading dims, no copies),
+// online softmax with exp16, O accumulated through gemm. Nothing [T, T] is ever stored; scratch
+// is a few tile-sized buffers per work item. Scheme and derivation: attention.md.
+//
+// Legend: Q tile [rows, K] of q (row stride H*K), K/V tiles [cols, K] of k/v (row stride G*K),
+// S/P/dP/dS tiles [rows, cols] in scratch with row stride kBlockK.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "titan/core/parallel.h"
+#include "titan/kernels/cpu/gemm.h"
+#include "titan/kernels/cpu/simd.h"
+#include "titan/ops/attention/attention.h"
+
+namespace titan::ops {
+
+using namespace titan::kernels;
+
+namespace {
+
+// Tile sizes, chosen by measurement (attention.md, "Tuning"). kBlockK is a multiple of 16 so
+// that a score row's padding to the vector width stays inside the scratch row.
+constexpr int64_t kBlockQ = 128;
+constexpr int64_t kBlockK = 128;
+static_assert(kBlockK % kLanes == 0);
+
+struct Dims {
+  int64_t b, t, h, g, k;
+  int64_t group;      // query heads per kv head (H / G)
+  int64_t ldq, ldkv;  // row strides: H*K for q-shaped tensors, G*K for k/v-shaped ones
+  int64_t num_qt, num_kt;
+  float scale;
+};
+
+Dims make_dims(const AttentionArgs& args, const Tensor& q, const Tensor& k) {
+  Dims d{};
+  d.b = q.size(0), d.t = q.size(1), d.h = q.size(2), d.g = k.size(2), d.k = q.size(3);
+  d.group = d.h / d.g;
+  d.ldq = d.h * d.k, d.ldkv = d.g * d.k;
+  d.num_qt = (d.t + kBlockQ - 1) / kBlockQ;
+  d.num_kt = (d.t + kBlockK - 1) / kBlockK;
+  d.scale = attention_scale(args, d.k);
+  return d;
+}
+
+// Offset of row (b, t, head) in a [B, T, heads, K] tensor.
+int64_t row_offset(const Dims& d, int64_t b, int64_t t, int64_t head, int64_t heads) {
+  return ((b * d.t + t) * heads + head) * d.k;
+}
+
+int64_t round_up16(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
+
+// Keys of a tile starting at k0 that query row t may see (causal): clamp(t - k0 + 1, 0, cols).
+int64_t visible(int64_t t, int64_t k0, int64_t cols) {
+  return std::max<int64_t>(0, std::min<int64_t>(cols, t - k0 + 1));
+}
+
+const i32x16 kIota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+
+// --- forward ---------------------------------------------------------------------------------
+
+// One online-softmax step over a score tile s [rows, cols] (row stride kBlockK) for query rows
+// q0.. and keys k0..: masks invisible keys, updates the running max m and sum l, turns s into
+// P = exp(s - m_new) (0 where masked, and in the padding up to a multiple of 16), and returns
+// alpha = exp(m_old - m_new) per row for rescaling the output accumulated so far.
+TITAN_CPU_MULTIVERSION
+void online_softmax_tile(int64_t rows, int64_t cols, int64_t q0, int64_t k0, float* s, float* m,
+                         float* l, float* alpha) {
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  const int64_t cols16 = round_up16(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* sr = s + r * kBlockK;
+    const int64_t n = visible(q0 + r, k0, cols);
+    if (n == 0) {  // a row above the diagonal in this tile: contributes nothing
+      std::memset(sr, 0, sizeof(float) * cols16);
+      alpha[r] = 1.0f;
+      continue;
+    }
+    f32x16 vmax = splat16(neg_inf);
+    for (int64_t c = 0; c < cols16; c += kLanes) {
+      f32x16 x = load16(sr + c);
+      if (c + kLanes > n) x = (kIota < static_cast<int32_t>(n - c)) ? x : splat16(neg_inf);
+      store16(sr + c, x);
+      vmax = max16(vmax, x);
+    }
+    const float m_new = std::max(m[r], hmax16(vmax));
+    alpha[r] = std::exp(m[r] - m_new);  // m[r] = -inf on the first tile: alpha = 0
+    const f32x16 vm = splat16(m_new);
+    f32x16 vsum = {};
+    for (int64_t c = 0; c < cols16; c += kLanes) {
+      const f32x16 p = exp16(load16(sr + c) - vm);  // exp(-inf) = 0 for masked lanes
+      store16(sr + c, p);
+      vsum += p;
+    }
+    l[r] = l[r] * alpha[r] + hsum16(vsum);
+    m[r] = m_new;
+  }
+}
+
+// o[r, :] *= f[r] for rows of length k with row stride ld.
+TITAN_CPU_MULTIVERSION
+void scale_rows(int64_t rows, int64_t k, float* o, int64_t ld, const float* f) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* orow = o + r * ld;
+    const f32x16 vf = splat16(f[r]);
+    int64_t c = 0;
+    for (; c + kLanes <= k; c += kLanes) store16(orow + c, load16(orow + c) * vf);
+    for (; c < k; ++c) orow[c] *= f[r];
+  }
+}
+
+// Output rows [q0, q0 + rows) of query head h in batch b: loops over the visible key tiles,
+// accumulating straight into out (its rows are this work item's alone).
+void forward_tile(const Dims& d, int64_t b, int64_t h, int64_t qt, const float* q, const float* k,
+                  const float* v, float* out, float* lse, float* s) {
+  const int64_t q0 = qt * kBlockQ, rows = std::min(kBlockQ, d.t - q0);
+  const int64_t g = h / d.group;
+  const float* q_i = q + row_offset(d, b, q0, h, d.h);
+  float* o_i = out + row_offset(d, b, q0, h, d.h);
+  float m[kBlockQ], l[kBlockQ], alpha[kBlockQ];
+  for (int64_t r = 0; r < rows; ++r) m[r] = -std::numeric_limits<float>::infinity(), l[r] = 0.0f;
+  for (int64_t k0 = 0; k0 < q0 + rows; k0 += kBlockK) {  // key tiles up to the diagonal
+    const int64_t cols = std::min(kBlockK, d.t - k0);
+    const float* k_j = k + row_offset(d, b, k0, g, d.g);
+    const float* v_j = v + row_offset(d, b, k0, g, d.g);
+    gemm(false, true, rows, cols, d.k, d.scale, q_i, d.ldq, k_j, d.ldkv, 0.0f, s, kBlockK);
+    online_softmax_tile(rows, cols, q0, k0, s, m, l, alpha);
+    if (k0 > 0) scale_rows(rows, d.k, o_i, d.ldq, alpha);
+    gemm(false, false, rows, d.k, cols, 1.0f, s, kBlockK, v_j, d.ldkv, k0 > 0 ? 1.0f : 0.0f, o_i,
+         d.ldq);
+  }
+  float inv_l[kBlockQ];
+  float* lse_i = lse + (b * d.h + h) * d.t + q0;
+  for (int64_t r = 0; r < rows; ++r) {
+    inv_l[r] = 1.0f / l[r];
+    lse_i[r] = m[r] + std::log(l[r]);
+  }
+  scale_rows(rows, d.k, o_i, d.ldq, inv_l);
+}
+
+void forward_cpu(const AttentionArgs& args, const Tensor& q_BTHK, const Tensor& k_BTGK,
+                 const Tensor& v_BTGK, Tensor& out_BTHK, AttentionSaved& saved) {
+  const Dims d = make_dims(args, q_BTHK, k_BTGK);
+  const float* q = q_BTHK.data<float>();
+  const float* k = k_BTGK.data<float>();
+  const float* v = v_BTGK.data<float>();
+  float* out = out_BTHK.data<float>();
+  float* lse = saved.lse_BHT.data<float>();
+  const int64_t bh = d.b * d.h;
+  // Items (b, h, query tile), the last query tiles (the most key tiles) handed out first.
+  parallel_for_each_dynamic(bh * d.num_qt, [&](int64_t item) {
+    const int64_t qt = d.num_qt - 1 - item / bh;
+    const int64_t b = (item % bh) / d.h, h = item % d.h;
+    std::vector<float> s(static_cast<size_t>(kBlockQ * kBlockK));
+    forward_tile(d, b, h, qt, q, k, v, out, lse, s.data());
+  });
+}
+
+// --- backward --------------------------------------------------------------------------------
+
+// D[b, h, t] = dout_row . out_row (= sum_j P_ij dP_ij), for rows [begin, end) of [B*T*H].
+TITAN_CPU_MULTIVERSION
+void rowdot_rows(const Dims& d, int64_t begin, int64_t end, const float* dout, const float* out,
+                 float* d_BHT) {
+  for (int64_t n = begin; n < end; ++n) {
+    const float* a = dout + n * d.k;
+    const float* o = out + n * d.k;
+    f32x16 acc = {};
+    int64_t c = 0;
+    for (; c + kLanes <= d.k; c += kLanes) acc += load16(a + c) * load16(o + c);
+    float sum = hsum16(acc);
+    for (; c < d.k; ++c) sum += a[c] * o[c];
+    const int64_t h = n % d.h, bt = n / d.h;
+    d_BHT[(bt / d.t * d.h + h) * d.t + bt % d.t] = sum;
+  }
+}
+
+// From S (in p) and dP (in ds): P = exp(S - lse) (0 where masked), dS = P * (dP - D).
+TITAN_CPU_MULTIVERSION
+void softmax_grad_tile(int64_t rows, int64_t cols, int64_t q0, int64_t k0, const float* lse_i,
+                       const float* d_i, float* p, float* ds) {
+  const int64_t cols16 = round_up16(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* pr = p + r * kBlockK;
+    float* dsr = ds + r * kBlockK;
+    const int64_t n = visible(q0 + r, k0, cols);
+    const f32x16 vlse = splat16(lse_i[r]), vd = splat16(d_i[r]);
+    for (int64_t c = 0; c < cols16; c += kLanes) {
+      f32x16 pv = exp16(load16(pr + c) - vlse);
+      if (c + kLanes > n) pv = (kIota < static_cast<int32_t>(n - c)) ? pv : splat16(0.0f);
+      store16(pr + c, pv);
+      store16(dsr + c, pv * (load16(dsr + c) - vd));
+    }
+  }
+}
+
+// The per-item scratch of the backward.
+struct BackwardScratch {
+  std::vector<float> p, ds;
+  BackwardScratch()
+      : p(static_cast<size_t>(kBlockQ * kBlockK)), ds(static_cast<size_t>(kBlockQ * kBlockK)) {}
+};
+
+struct BackwardPtrs {
+  const float *dout, *q, *k, *v, *lse, *d;
+  float *dq, *dk, *dv;
+};
+
+enum TileGrads : int { kGradQ = 1, kGradKV = 2 };
+
+// One (query tile, key tile) pair of query head h: recomputes P and dS and adds the requested
+// gradient contributions: dV_j += P^T dO_i, dK_j += scale dS^T Q_i, dQ_i += scale dS K_j.
+void backward_pair(const Dims& d, const BackwardPtrs& x, int64_t b, int64_t h, int64_t q0,
+                   int64_t k0, int grads, BackwardScratch& sc) {
+  const int64_t rows = std::min(kBlockQ, d.t - q0), cols = std::min(kBlockK, d.t - k0);
+  const int64_t g = h / d.group;
+  const int64_t qo = row_offset(d, b, q0, h, d.h), kvo = row_offset(d, b, k0, g, d.g);
+  const int64_t lo = (b * d.h + h) * d.t + q0;
+  gemm(false, true, rows, cols, d.k, d.scale, x.q + qo, d.ldq, x.k + kvo, d.ldkv, 0.0f,
+       sc.p.data(), kBlockK);  // S
+  gemm(false, true, rows, cols, d.k, 1.0f, x.dout + qo, d.ldq, x.v + kvo, d.ldkv, 0.0f,
+       sc.ds.data(), kBlockK);  // dP
+  softmax_grad_tile(rows, cols, q0, k0, x.lse + lo, x.d + lo, sc.p.data(), sc.ds.data());
+  if (grads & kGradKV) {
+    gemm(true, false, cols, d.k, rows, 1.0f, sc.p.data(), kBlockK, x.dout + qo, d.ldq, 1.0f,
+         x.dv + kvo, d.ldkv);
+    gemm(true, false, cols, d.k, rows, d.scale, sc.ds.data(), kBlockK, x.q + qo, d.ldq, 1.0f,
+         x.dk + kvo, d.ldkv);
+  }
+  if (grads & kGradQ) {
+    gemm(false, false, rows, d.k, cols, d.scale, sc.ds.data(), kBlockK, x.k + kvo, d.ldkv, 1.0f,
+         x.dq + qo, d.ldq);
+  }
+}
+
+// Zeroes rows [t0, t0 + n) of one head of a [B, T, heads, K] tensor.
+void zero_rows(const Dims& d, float* x, int64_t b, int64_t t0, int64_t n, int64_t head,
+               int64_t heads) {
+  for (int64_t t = t0; t < t0 + n; ++t) {
+    std::memset(x + row_offset(d, b, t, head, heads), 0, sizeof(float) * d.k);
+  }
+}
+
+// Fused scheme: one item per (b, kv head g) owns dK/dV of g and dQ of g's query heads, so every
+// pair is visited once (5 GEMMs per pair) with no races. Used when B*G spreads evenly over the
+// threads.
+void backward_fused(const Dims& d, const BackwardPtrs& x) {
+  parallel_for_each_dynamic(d.b * d.g, [&](int64_t item) {
+    const int64_t b = item / d.g, g = item % d.g;
+    zero_rows(d, x.dk, b, 0, d.t, g, d.g);
+    zero_rows(d, x.dv, b, 0, d.t, g, d.g);
+    for (int64_t hh = 0; hh < d.group; ++hh) zero_rows(d, x.dq, b, 0, d.t, g * d.group + hh, d.h);
+    BackwardScratch sc;
+    for (int64_t k0 = 0; k0 < d.t; k0 += kBlockK) {
+      for (int64_t hh = 0; hh < d.group; ++hh) {
+        for (int64_t q0 = k0 / kBlockQ * kBlockQ; q0 < d.t; q0 += kBlockQ) {
+          backward_pair(d, x, b, g * d.group + hh, q0, k0, kGradQ | kGradKV, sc);
+        }
+      }
+    }
+  });
+}
+
+// Split scheme, for few (b, g) pairs: pass 1 has one item per (b, g, key tile) owning that
+// tile's dK/dV; pass 2 one item per (b, h, query tile) owning its dQ rows. S and dP are
+// recomputed in pass 2 (7 GEMMs per pair instead of 5) in exchange for T/kBlock-fold parallelism.
+void backward_split(const Dims& d, const BackwardPtrs& x) {
+  const int64_t bg = d.b * d.g, bh = d.b * d.h;
+  // Pass 1: the first key tiles (the most query tiles) handed out first.
+  parallel_for_each_dynamic(bg * d.num_kt, [&](int64_t item) {
+    const int64_t kt = item / bg, b = (item % bg) / d.g, g = item % d.g;
+    const int64_t k0 = kt * kBlockK, cols = std::min(kBlockK, d.t - k0);
+    zero_rows(d, x.dk, b, k0, cols, g, d.g);
+    zero_rows(d, x.dv, b, k0, cols, g, d.g);
+    BackwardScratch sc;
+    for (int64_t hh = 0; hh < d.group; ++hh) {
+      for (int64_t q0 = k0 / kBlockQ * kBlockQ; q0 < d.t; q0 += kBlockQ) {
+        backward_pair(d, x, b, g * d.group + hh, q0, k0, kGradKV, sc);
+      }
+    }
+  });
+  // Pass 2: the last query tiles (the most key tiles) handed out first.
+  parallel_for_each_dynamic(bh * d.num_qt, [&](int64_t item) {
+    const int64_t qt = d.num_qt - 1 - item / bh, b = (item % bh) / d.h, h = item % d.h;
+    const int64_t q0 = qt * kBlockQ, rows = std::min(kBlockQ, d.t - q0);
+    zero_rows(d, x.dq, b, q0, rows, h, d.h);
+    BackwardScratch sc;
+    for (int64_t k0 = 0; k0 < q0 + rows; k0 += kBlockK) {
+      backward_pair(d, x, b, h, q0, k0, kGradQ, sc);
+    }
+  });
+}
+
+void backward_cpu(const AttentionArgs& args, const Tensor& dout_BTHK, const Tensor& q_BTHK,
+                  const Tensor& k_BTGK, const Tensor& v_BTGK, const Tensor& out_BTHK,
+                  const AttentionSaved& saved, Tensor& dq_BTHK, Tensor& dk_BTGK, Tensor& dv_BTGK) {
+  const Dims d = make_dims(args, q_BTHK, k_BTGK);
+  // d_BHT: D_i = dout_i . out_i per query row, laid out like lse.
+  std::vector<float> d_BHT(static_cast<size_t>(d.b * d.h * d.t));
+  const float* dout = dout_BTHK.data<float>();
+  const float* out = out_BTHK.data<float>();
+  parallel_for(d.b * d.t * d.h, 64, [&](int64_t begin, int64_t end) {
+    rowdot_rows(d, begin, end, dout, out, d_BHT.data());
+  });
+  const BackwardPtrs x{dout,
+                       q_BTHK.data<float>(),
+                       k_BTGK.data<float>(),
+                       v_BTGK.data<float>(),
+                       saved.lse_BHT.data<float>(),
+                       d_BHT.data(),
+                       dq_BTHK.data<float>(),
+                       dk_BTGK.data<float>(),
+                       dv_BTGK.data<float>()};
+  // Fused when the (b, g) items fill the threads to at least 3/4 (each item is the same work).
+  const int64_t threads = omp_in_parallel() ? 1 : num_threads();
+  const int64_t items = d.b * d.g;
+  const int64_t rounds = (items + threads - 1) / threads;
+  if (4 * items >= 3 * rounds * threads) {
+    backward_fused(d, x);
+  } else {
+    backward_split(d, x);
+  }
+}
+
+}  // namespace
+
+AttentionImpl attention_impl_cpu() {
+  return {"attention_cpu", Device::cpu, nullptr, forward_cpu, backward_cpu};
+}
+
+}  // namespace titan::ops

@@ -1,0 +1,82 @@
+// Linear on CPU: the three products go to kernels::gemm (forward NT, dx NN, dw TN with
+// beta = 1); the bias broadcast and the bias-gradient column sums are 16-lane loops here.
+#include <algorithm>
+#include <vector>
+
+#include "titan/core/parallel.h"
+#include "titan/kernels/cpu/gemm.h"
+#include "titan/kernels/cpu/simd.h"
+#include "titan/ops/matmul/linear.h"
+
+namespace titan::ops {
+
+using namespace titan::kernels;
+
+// y[r, :] = b for rows [begin, end); the GEMM then adds x w^T with beta = 1.
+TITAN_CPU_MULTIVERSION
+static void broadcast_rows(int64_t begin, int64_t end, int64_t out, const float* b, float* y) {
+  for (int64_t r = begin; r < end; ++r) {
+    float* yr = y + r * out;
+    int64_t j = 0;
+    for (; j + kLanes <= out; j += kLanes) store16(yr + j, load16(b + j));
+    for (; j < out; ++j) yr[j] = b[j];
+  }
+}
+
+// db[j] += sum_r dy[r, j] for columns [begin, end): each column is summed in row order, so the
+// result does not depend on the thread count.
+TITAN_CPU_MULTIVERSION
+static void column_sums(int64_t begin, int64_t end, int64_t n, int64_t out, const float* dy,
+                        float* db) {
+  const int64_t width = end - begin;
+  std::vector<float> acc(static_cast<size_t>(width), 0.0f);
+  for (int64_t r = 0; r < n; ++r) {
+    const float* row = dy + r * out + begin;
+    int64_t j = 0;
+    for (; j + kLanes <= width; j += kLanes) store16(&acc[j], load16(&acc[j]) + load16(row + j));
+    for (; j < width; ++j) acc[j] += row[j];
+  }
+  for (int64_t j = 0; j < width; ++j) db[begin + j] += acc[j];
+}
+
+static void forward_cpu(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
+  const int64_t in = w.size(1), out = w.size(0), n = x.numel() / in;
+  float* yp = y.data<float>();
+  float beta = 0.0f;
+  if (b.defined()) {
+    const float* bp = b.data<float>();
+    parallel_for(n, 64, [&](int64_t rb, int64_t re) { broadcast_rows(rb, re, out, bp, yp); });
+    beta = 1.0f;
+  }
+  // y_NO = x_NI w_OI^T: M = N, N = O, K = I.
+  gemm(false, true, n, out, in, 1.0f, x.data<float>(), in, w.data<float>(), in, beta, yp, out);
+}
+
+static void backward_cpu(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,
+                         Tensor& db) {
+  const int64_t in = w.size(1), out = w.size(0), n = x.numel() / in;
+  const float* dyp = dy.data<float>();
+  if (dx.defined()) {
+    // dx_NI = dy_NO w_OI: M = N, N = I, K = O.
+    if (out == 0) {
+      dx.zero_();
+    } else {
+      gemm(false, false, n, in, out, 1.0f, dyp, out, w.data<float>(), in, 0.0f, dx.data<float>(), in);
+    }
+  }
+  if (n == 0) return;
+  // dw_OI += dy_NO^T x_NI: M = O, N = I, K = N.
+  gemm(true, false, out, in, n, 1.0f, dyp, out, x.data<float>(), in, 1.0f, dw.data<float>(), in);
+  if (db.defined()) {
+    float* dbp = db.data<float>();
+    // Column blocks of whole vectors; each thread owns its columns (no reduction across threads).
+    const int64_t num_blocks = (out + kLanes - 1) / kLanes;
+    parallel_for(num_blocks, 4, [&](int64_t bb, int64_t be) {
+      column_sums(bb * kLanes, std::min(out, be * kLanes), n, out, dyp, dbp);
+    });
+  }
+}
+
+LinearImpl linear_impl_cpu() { return {"linear_cpu", Device::cpu, nullptr, forward_cpu, backward_cpu}; }
+
+}  // namespace titan::ops

@@ -1,0 +1,59 @@
+// RoPE on CPU: the N*H rows of K lanes split over threads, 16-lane vectors over each half.
+// Backward is the same rotation with sin negated (exact in f32), so one kernel serves both.
+// Each step loads both halves before storing either, so y may alias x.
+#include "titan/core/parallel.h"
+#include "titan/kernels/cpu/simd.h"
+#include "titan/ops/rope/rope.h"
+
+namespace titan::ops {
+
+using namespace titan::kernels;
+
+// Rotates rows [begin, end) of h heads x k lanes: row r belongs to token r / h.
+// sign = +1: y = R(angle) x (forward); sign = -1: y = R(-angle) x (backward, the transpose).
+// flatten: the f32x16 helpers must be inlined into each clone (an out-of-line baseline copy
+// would take its vectors in a different convention than the AVX-512 clone passes them).
+TITAN_CPU_MULTIVERSION __attribute__((flatten))
+static void rotate_rows(int64_t begin, int64_t end, int64_t h, int64_t k, const float* cos,
+                        const float* sin, float sign, const float* x, float* y) {
+  const int64_t k2 = k / 2;
+  for (int64_t r = begin; r < end; ++r) {
+    const float* c = cos + (r / h) * k2;
+    const float* s = sin + (r / h) * k2;
+    const float* xr = x + r * k;
+    float* yr = y + r * k;
+    int64_t i = 0;
+    for (; i + kLanes <= k2; i += kLanes) {
+      const f32x16 cv = load16(c + i), sv = load16(s + i) * sign;
+      const f32x16 x1 = load16(xr + i), x2 = load16(xr + k2 + i);
+      store16(yr + i, x1 * cv - x2 * sv);
+      store16(yr + k2 + i, x2 * cv + x1 * sv);
+    }
+    for (; i < k2; ++i) {
+      const float sv = s[i] * sign, x1 = xr[i], x2 = xr[k2 + i];
+      yr[i] = x1 * c[i] - x2 * sv;
+      yr[k2 + i] = x2 * c[i] + x1 * sv;
+    }
+  }
+}
+
+static void rotate_cpu(const RopeTables& tables, const Tensor& x, Tensor& y, float sign) {
+  const int64_t k = x.size(-1), h = x.size(-2), rows = x.numel() / k;
+  const float* cp = tables.cos_NK2.data<float>();
+  const float* sp = tables.sin_NK2.data<float>();
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  parallel_for(rows, 32, [&](int64_t b, int64_t e) { rotate_rows(b, e, h, k, cp, sp, sign, xp, yp); });
+}
+
+static void forward_cpu(const RopeTables& tables, const Tensor& x, Tensor& y) {
+  rotate_cpu(tables, x, y, 1.0f);
+}
+
+static void backward_cpu(const RopeTables& tables, const Tensor& dy, Tensor& dx) {
+  rotate_cpu(tables, dy, dx, -1.0f);
+}
+
+RopeImpl rope_impl_cpu() { return {"rope_cpu", Device::cpu, nullptr, forward_cpu, backward_cpu}; }
+
+}  // namespace titan::ops

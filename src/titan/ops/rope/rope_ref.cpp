@@ -1,0 +1,91 @@
+// Scalar reference for RoPE: plain loops, tables in double.
+#include <cmath>
+#include <vector>
+
+#include "titan/ops/rope/rope.h"
+
+namespace titan::ops {
+namespace ref {
+
+template <class T>
+void rope_tables(double theta, int64_t n, int64_t k, const int64_t* positions, T* cos, T* sin) {
+  const int64_t k2 = k / 2;
+  std::vector<double> inv_freq(k2);
+  for (int64_t i = 0; i < k2; ++i) {
+    inv_freq[i] = 1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(k));
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t i = 0; i < k2; ++i) {
+      const double angle = static_cast<double>(positions[t]) * inv_freq[i];
+      cos[t * k2 + i] = static_cast<T>(std::cos(angle));
+      sin[t * k2 + i] = static_cast<T>(std::sin(angle));
+    }
+  }
+}
+
+template <class T>
+void rope_forward(int64_t n, int64_t h, int64_t k, const T* cos, const T* sin, const T* x, T* y) {
+  const int64_t k2 = k / 2;
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t hd = 0; hd < h; ++hd) {
+      const int64_t row = (t * h + hd) * k;
+      for (int64_t i = 0; i < k2; ++i) {
+        const double c = cos[t * k2 + i], s = sin[t * k2 + i];
+        const double x1 = x[row + i], x2 = x[row + k2 + i];  // both read before y (may alias x)
+        y[row + i] = static_cast<T>(x1 * c - x2 * s);
+        y[row + k2 + i] = static_cast<T>(x2 * c + x1 * s);
+      }
+    }
+  }
+}
+
+// dx = R(angle)^T dy = R(-angle) dy.
+template <class T>
+void rope_backward(int64_t n, int64_t h, int64_t k, const T* cos, const T* sin, const T* dy, T* dx) {
+  const int64_t k2 = k / 2;
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t hd = 0; hd < h; ++hd) {
+      const int64_t row = (t * h + hd) * k;
+      for (int64_t i = 0; i < k2; ++i) {
+        const double c = cos[t * k2 + i], s = sin[t * k2 + i];
+        const double g1 = dy[row + i], g2 = dy[row + k2 + i];
+        dx[row + i] = static_cast<T>(g1 * c + g2 * s);
+        dx[row + k2 + i] = static_cast<T>(g2 * c - g1 * s);
+      }
+    }
+  }
+}
+
+template void rope_tables<float>(double, int64_t, int64_t, const int64_t*, float*, float*);
+template void rope_tables<double>(double, int64_t, int64_t, const int64_t*, double*, double*);
+template void rope_forward<float>(int64_t, int64_t, int64_t, const float*, const float*, const float*, float*);
+template void rope_forward<double>(int64_t, int64_t, int64_t, const double*, const double*, const double*, double*);
+template void rope_backward<float>(int64_t, int64_t, int64_t, const float*, const float*, const float*, float*);
+template void rope_backward<double>(int64_t, int64_t, int64_t, const double*, const double*, const double*, double*);
+
+}  // namespace ref
+
+// n rows of h heads x k lanes, from x's shape (check_rope has validated it).
+static void rows_heads_dim(const Tensor& x, int64_t& n, int64_t& h, int64_t& k) {
+  k = x.size(-1);
+  h = x.size(-2);
+  n = x.numel() / (h * k);
+}
+
+static void forward_ref(const RopeTables& tables, const Tensor& x, Tensor& y) {
+  int64_t n, h, k;
+  rows_heads_dim(x, n, h, k);
+  ref::rope_forward(n, h, k, tables.cos_NK2.data<float>(), tables.sin_NK2.data<float>(),
+                    x.data<float>(), y.data<float>());
+}
+
+static void backward_ref(const RopeTables& tables, const Tensor& dy, Tensor& dx) {
+  int64_t n, h, k;
+  rows_heads_dim(dy, n, h, k);
+  ref::rope_backward(n, h, k, tables.cos_NK2.data<float>(), tables.sin_NK2.data<float>(),
+                     dy.data<float>(), dx.data<float>());
+}
+
+RopeImpl rope_impl_ref() { return {"rope_ref", Device::cpu, nullptr, forward_ref, backward_ref}; }
+
+}  // namespace titan::ops

@@ -1,0 +1,72 @@
+// Fused lm_head + softmax cross-entropy, chunked over tokens so that the fp32 [tokens, vocab]
+// logits never exist whole (151,936 x 4 bytes per token for Qwen3):
+//   logits_NV = x_ND w_VD^T
+//   loss_sum  = sum over n with target_n != ignore_index of (logsumexp(logits_n) - logits_n[target_n])
+// and, when gradient tensors are given, the gradients of (loss_sum * grad_scale):
+//   dlogits_NV = (softmax(logits_n) - onehot(target_n)) * grad_scale   (zero rows where ignored)
+//   dx_ND  = dlogits_NV w_VD          (written, =)
+//   dw_VD += dlogits_NV^T x_ND        (accumulated, +=)
+// Shapes: N tokens (x and targets may have any leading dims; flattened), D hidden, V vocab.
+//   x_ND f32, w_VD f32 (lm_head weight or the tied embedding), targets_N i64.
+// grad_scale is typically 1 / (number of targets in the global batch), so that the gradients
+// are those of the mean loss while loss_sum and num_targets stay exact sums to all-reduce.
+// Design, derivation and memory bound: softmax_xent.md.
+#pragma once
+
+#include "titan/core/tensor.h"
+#include "titan/ops/registry.h"
+
+namespace titan::ops {
+
+struct LmHeadXentArgs {
+  int64_t ignore_index = -100;
+  // Tokens per chunk; 0 = auto: as many as keep the [chunk, V] f32 buffer <= kLmHeadXentChunkBytes.
+  int64_t chunk_tokens = 0;
+};
+
+struct LmHeadXentResult {
+  double loss_sum = 0.0;    // sum over non-ignored targets of (logsumexp - target logit)
+  int64_t num_targets = 0;  // number of non-ignored targets
+};
+
+// Budget of the auto-sized logits chunk (bytes).
+constexpr int64_t kLmHeadXentChunkBytes = int64_t{128} << 20;
+
+// Throws naming the tensor and the expected shape; also checks every target is ignore_index or
+// in [0, V) (naming the first bad index and value).
+void check_lm_head_xent(const LmHeadXentArgs& args, const Tensor& x_ND, const Tensor& w_VD,
+                        const Tensor& targets_N);
+
+// Loss (and, when dx_ND / dw_VD are defined, gradients) in one pass. Either gradient may be
+// undefined (Tensor{}) to skip it; with both undefined only the loss is computed.
+LmHeadXentResult lm_head_xent(const LmHeadXentArgs& args, const Tensor& x_ND, const Tensor& w_VD,
+                              const Tensor& targets_N, float grad_scale, Tensor& dx_ND,
+                              Tensor& dw_VD);
+
+// Number of targets that are not ignore_index.
+int64_t count_targets(const Tensor& targets_N, int64_t ignore_index = -100);
+
+// Tokens per chunk for the given args (resolves chunk_tokens = 0), at least 1.
+int64_t lm_head_xent_chunk_tokens(const LmHeadXentArgs& args, int64_t num_tokens, int64_t vocab);
+
+// The registry entry: `forward` computes the loss only; `backward` computes the loss and the
+// gradients in the same pass (the fused path; no forward has to run before it).
+using LmHeadXentImpl = OpImpl<
+    bool (*)(const Tensor& x_ND, const Tensor& w_VD, const Tensor& targets_N),
+    LmHeadXentResult (*)(const LmHeadXentArgs&, const Tensor& x_ND, const Tensor& w_VD,
+                         const Tensor& targets_N),
+    LmHeadXentResult (*)(const LmHeadXentArgs&, const Tensor& x_ND, const Tensor& w_VD,
+                         const Tensor& targets_N, float grad_scale, Tensor& dx_ND, Tensor& dw_VD)>;
+OpTable<LmHeadXentImpl>& lm_head_xent_table();
+LmHeadXentImpl lm_head_xent_impl_ref();
+LmHeadXentImpl lm_head_xent_impl_cpu();
+
+namespace ref {
+// Scalar reference over raw row-major arrays, one token row of V logits at a time, in double;
+// instantiated for float and double. dx and dw may be null (skipped).
+template <class T>
+LmHeadXentResult lm_head_xent(int64_t ignore_index, int64_t n, int64_t d, int64_t v, const T* x,
+                              const T* w, const int64_t* targets, double grad_scale, T* dx, T* dw);
+}  // namespace ref
+
+}  // namespace titan::ops

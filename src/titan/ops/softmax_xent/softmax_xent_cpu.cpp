@@ -1,0 +1,132 @@
+// Fused lm_head + cross-entropy on CPU: token chunks of c rows, one [c, V] f32 buffer reused
+// for the logits and then, in place, for dlogits. Per chunk: logits = x_c w^T (GEMM), per-row
+// max / exp / sum in 16-lane vectors, loss; dlogits = (softmax - onehot) * grad_scale;
+// dx_c = dlogits w (GEMM); dw += dlogits^T x_c (GEMM, beta = 1). See softmax_xent.md.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "titan/core/parallel.h"
+#include "titan/kernels/cpu/gemm.h"
+#include "titan/kernels/cpu/simd.h"
+#include "titan/ops/softmax_xent/softmax_xent.h"
+
+namespace titan::ops {
+
+using namespace titan::kernels;
+
+// For rows [begin, end) of the chunk: loss_rows[r] = logsumexp(l_r) - l_r[target_r] (0 where
+// ignored). With `grads`, the row is overwritten with (softmax - onehot) * grad_scale (zeros
+// where ignored). One exp per logit: exp(l - max) is stored, then scaled by grad_scale / sum.
+TITAN_CPU_MULTIVERSION
+static void xent_rows(int64_t begin, int64_t end, int64_t v, float* logits_cV, const int64_t* targets_c,
+                      int64_t ignore_index, bool grads, float grad_scale, double* loss_rows) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const int64_t v16 = v - v % kLanes, rem = v - v16;
+  for (int64_t r = begin; r < end; ++r) {
+    float* l = logits_cV + r * v;
+    const int64_t target = targets_c[r];
+    if (target == ignore_index) {
+      loss_rows[r] = 0.0;
+      if (grads) std::memset(l, 0, static_cast<size_t>(v) * sizeof(float));
+      continue;
+    }
+    // Tail lanes padded with -inf: neutral for max, exp(-inf) = 0 for the sum.
+    float tail[kLanes];
+    std::fill(tail, tail + kLanes, kNegInf);
+    std::copy(l + v16, l + v, tail);
+
+    f32x16 max16v = load16(tail);
+    for (int64_t j = 0; j < v16; j += kLanes) max16v = max16(max16v, load16(l + j));
+    const float max = hmax16(max16v);
+    const float target_logit = l[target];
+
+    f32x16 sum16 = {};
+    if (grads) {
+      for (int64_t j = 0; j < v16; j += kLanes) {
+        const f32x16 e = exp16(load16(l + j) - max);
+        store16(l + j, e);
+        sum16 += e;
+      }
+    } else {
+      for (int64_t j = 0; j < v16; j += kLanes) sum16 += exp16(load16(l + j) - max);
+    }
+    const f32x16 etail = exp16(load16(tail) - max);
+    sum16 += etail;
+    const float sum = hsum16(sum16);
+    loss_rows[r] = static_cast<double>(max) + std::log(static_cast<double>(sum)) - target_logit;
+    if (!grads) continue;
+
+    store16_partial(l + v16, etail, rem);
+    const float scale = grad_scale / sum;
+    for (int64_t j = 0; j < v16; j += kLanes) store16(l + j, load16(l + j) * scale);
+    for (int64_t j = v16; j < v; ++j) l[j] *= scale;
+    l[target] -= grad_scale;
+  }
+}
+
+static LmHeadXentResult run_cpu(const LmHeadXentArgs& args, const Tensor& x, const Tensor& w,
+                                const Tensor& targets, float grad_scale, Tensor* dx, Tensor* dw) {
+  const int64_t v = w.size(0), d = w.size(1), n = targets.numel();
+  const bool grads = dx != nullptr || dw != nullptr;
+  const int64_t c = lm_head_xent_chunk_tokens(args, n, v);
+  const float* xp = x.data<float>();
+  const float* wp = w.data<float>();
+  const int64_t* tp = targets.data<int64_t>();
+
+  LmHeadXentResult result;
+  if (n == 0) return result;
+  // logits_cV: the one [c, V] buffer; logits, then dlogits in place.
+  Tensor logits_cV = Tensor::empty({c, v});
+  float* lp = logits_cV.data<float>();
+  std::vector<double> loss_rows(static_cast<size_t>(c));
+
+  for (int64_t c0 = 0; c0 < n; c0 += c) {
+    const int64_t cn = std::min(c, n - c0);
+    const float* xc = xp + c0 * d;
+    const int64_t* tc = tp + c0;
+    const int64_t num_valid =
+        std::count_if(tc, tc + cn, [&](int64_t t) { return t != args.ignore_index; });
+    if (num_valid == 0) {  // nothing to learn from this chunk: zero dx rows, skip the GEMMs
+      if (dx != nullptr) std::memset(dx->data<float>() + c0 * d, 0, sizeof(float) * cn * d);
+      continue;
+    }
+    if (d == 0) {
+      std::memset(lp, 0, sizeof(float) * cn * v);
+    } else {
+      gemm(false, true, cn, v, d, 1.0f, xc, d, wp, d, 0.0f, lp, v);  // logits_cV = x_cD w_VD^T
+    }
+    parallel_for(cn, 1, [&](int64_t rb, int64_t re) {
+      xent_rows(rb, re, v, lp, tc, args.ignore_index, grads, grad_scale, loss_rows.data());
+    });
+    for (int64_t r = 0; r < cn; ++r) result.loss_sum += loss_rows[r];  // fixed order
+    result.num_targets += num_valid;
+    if (dx != nullptr) {  // dx_cD = dlogits_cV w_VD
+      gemm(false, false, cn, d, v, 1.0f, lp, v, wp, d, 0.0f, dx->data<float>() + c0 * d, d);
+    }
+    if (dw != nullptr) {  // dw_VD += dlogits_cV^T x_cD
+      gemm(true, false, v, d, cn, 1.0f, lp, v, xc, d, 1.0f, dw->data<float>(), d);
+    }
+  }
+  return result;
+}
+
+static LmHeadXentResult forward_cpu(const LmHeadXentArgs& args, const Tensor& x, const Tensor& w,
+                                    const Tensor& targets) {
+  return run_cpu(args, x, w, targets, 0.0f, nullptr, nullptr);
+}
+
+static LmHeadXentResult backward_cpu(const LmHeadXentArgs& args, const Tensor& x, const Tensor& w,
+                                     const Tensor& targets, float grad_scale, Tensor& dx,
+                                     Tensor& dw) {
+  return run_cpu(args, x, w, targets, grad_scale, dx.defined() ? &dx : nullptr,
+                 dw.defined() ? &dw : nullptr);
+}
+
+LmHeadXentImpl lm_head_xent_impl_cpu() {
+  return {"lm_head_xent_cpu", Device::cpu, nullptr, forward_cpu, backward_cpu};
+}
+
+}  // namespace titan::ops

@@ -1,0 +1,17 @@
+// Training FLOPs per token as torchtitan counts them (and as tools/bench_torch_qwen3.py does, so
+// our MFU and the PyTorch peer's are comparable):
+//   6 * N_matmul + 12 * L * H * K * T
+// N_matmul: parameters that take part in a matmul per token — q/k/v/o, gate/up/down in every
+// layer and the output head V*D (counted even when tied to the embedding, since the matmul runs);
+// the embedding lookup, norms and biases are excluded. The attention term counts the full T x T
+// score and value products (not halved for the causal mask), forward + backward.
+#pragma once
+
+#include "titan/nn/decoder.h"
+
+namespace titan::train {
+
+int64_t matmul_params(const nn::DecoderConfig& config);
+double train_flops_per_token(const nn::DecoderConfig& config, int64_t seq_len);
+
+}  // namespace titan::train

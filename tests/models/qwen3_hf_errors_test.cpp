@@ -1,0 +1,120 @@
+// Bad Hugging Face folders give one-line errors naming the file, the field or key, and the fix.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "ops/op_harness.h"
+#include "titan/checkpoint/json_file.h"
+#include "titan/checkpoint/safetensors.h"
+#include "titan/models/qwen3/model.h"
+#include "titan/models/qwen3/specs.h"
+
+namespace titan::qwen3 {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A scratch copy of a fixture folder that a test may edit.
+class ScratchModel {
+ public:
+  explicit ScratchModel(const std::string& name) {
+    dir_ = fs::temp_directory_path() / ("titan_hf_" + name + "_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    const fs::path src = testing::source_path("tests/fixtures/hf/untied_gqa2");
+    fs::copy_file(src / "config.json", dir_ / "config.json");
+    fs::copy_file(src / "model.safetensors", dir_ / "model.safetensors");
+  }
+  ~ScratchModel() { fs::remove_all(dir_); }
+  std::string dir() const { return dir_.string(); }
+
+  void edit_config(const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json j = ckpt::read_json_file((dir_ / "config.json").string());
+    edit(j);
+    std::ofstream(dir_ / "config.json") << j.dump(2);
+  }
+  // Rewrites model.safetensors after `edit` changes the name -> tensor list.
+  void edit_weights(const std::function<void(std::vector<std::pair<std::string, Tensor>>&)>& edit) {
+    const auto file = ckpt::SafetensorsFile::open((dir_ / "model.safetensors").string());
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    for (const ckpt::TensorInfo& info : file.tensors()) tensors.emplace_back(info.name, file.get(info.name).clone());
+    edit(tensors);
+    ckpt::write_safetensors((dir_ / "model.safetensors").string(), tensors);
+  }
+
+ private:
+  fs::path dir_;
+};
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+#define EXPECT_ERROR_CONTAINS(stmt, text) \
+  EXPECT_NE(error_of([&] { stmt; }).find(text), std::string::npos) << error_of([&] { stmt; })
+
+TEST(HfErrors, UnsupportedConfigFieldsAreNamed) {
+  ScratchModel m("config");
+  m.edit_config([](auto& j) { j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; });
+  EXPECT_ERROR_CONTAINS(load_hf_config(m.dir()), "field 'rope_scaling'");
+  m.edit_config([](auto& j) { j.erase("rope_scaling"); j["use_sliding_window"] = true; });
+  EXPECT_ERROR_CONTAINS(load_hf_config(m.dir()), "field 'use_sliding_window'");
+  m.edit_config([](auto& j) { j["use_sliding_window"] = false; j["architectures"] = {"GPTNeoXForCausalLM"}; });
+  EXPECT_ERROR_CONTAINS(load_hf_config(m.dir()), "architecture 'GPTNeoXForCausalLM' is not supported");
+  m.edit_config([](auto& j) { j["architectures"] = {"Qwen3ForCausalLM"}; j["hidden_size"] = "64"; });
+  EXPECT_ERROR_CONTAINS(load_hf_config(m.dir()), "field 'hidden_size' must be an integer");
+  m.edit_config([](auto& j) { j["hidden_size"] = 64; j["num_key_value_heads"] = 3; });
+  EXPECT_ERROR_CONTAINS(load_hf_config(m.dir()), "must be a multiple of num_kv_heads");
+}
+
+TEST(HfErrors, MissingUnexpectedAndMisshapenWeightsAreListed) {
+  ScratchModel m("weights");
+  m.edit_weights([](auto& t) {
+    std::erase_if(t, [](auto& kv) { return kv.first == "model.norm.weight"; });
+  });
+  EXPECT_ERROR_CONTAINS(load_hf_model(m.dir()), "missing weights for this Qwen3 config: model.norm.weight");
+  m.edit_weights([](auto& t) {
+    t.emplace_back("model.norm.weight", Tensor::zeros({64}));
+    t.emplace_back("model.layers.0.self_attn.rotary_emb.inv_freq", Tensor::zeros({8}));
+  });
+  EXPECT_ERROR_CONTAINS(load_hf_model(m.dir()), "unexpected weights not in this Qwen3 config: model.layers.0.self_attn.rotary_emb.inv_freq");
+  m.edit_weights([](auto& t) {
+    std::erase_if(t, [](auto& kv) { return kv.first.find("rotary_emb") != std::string::npos; });
+    for (auto& [name, tensor] : t) {
+      if (name == "model.norm.weight") tensor = Tensor::zeros({63});
+    }
+  });
+  EXPECT_ERROR_CONTAINS(load_hf_model(m.dir()), "tensor 'model.norm.weight' has shape [63], the model expects [64]");
+}
+
+TEST(HfErrors, Bf16WeightsLoadConverted) {
+  ScratchModel m("bf16");
+  m.edit_weights([](auto& t) {
+    for (auto& kv : t) kv.second = kv.second.to(DType::bf16);
+  });
+  std::unique_ptr<nn::Decoder> model = load_hf_model(m.dir());
+  // Each value is the bf16 rounding of the fixture's f32 value.
+  const auto original = ckpt::SafetensorsFile::open(testing::source_path("tests/fixtures/hf/untied_gqa2/model.safetensors"));
+  const Tensor want = original.get("model.embed_tokens.weight");
+  const Tensor& got = model->tok_embeddings.weight.value;
+  for (int64_t i = 0; i < got.numel(); i += 97) {
+    EXPECT_EQ(got.data<float>()[i], bf16_to_f32(f32_to_bf16(want.data<float>()[i])));
+  }
+}
+
+TEST(Specs, PublishedSizesAndUnknownName) {
+  // Parameter counts of the published models (tied counted once): 0.6B has 596M, 8B 8.19B.
+  EXPECT_NEAR(find_spec("0.6B").config.num_params() / 1e6, 596.0, 1.0);
+  EXPECT_NEAR(find_spec("8B").config.num_params() / 1e9, 8.19, 0.01);
+  EXPECT_ERROR_CONTAINS(find_spec("7B"), "unknown Qwen3 spec '7B'. HINT: use one of debug, 0.6B");
+}
+
+}  // namespace
+}  // namespace titan::qwen3

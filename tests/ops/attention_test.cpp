@@ -1,0 +1,205 @@
+// Causal GQA attention: case list for the shared harness, plus two outcomes known from the math.
+#include "titan/ops/attention/attention.h"
+
+#include <cmath>
+
+#include "ops/op_harness.h"
+#include "titan/core/parallel.h"
+
+namespace titan::ops {
+namespace {
+
+using namespace titan::testing;
+
+struct Case {
+  int64_t b, t, h, g, k;
+};
+// Odd T (1, 3, 17, 33, 130), T off the 128-row tile (130, 200, 257, 300), GQA ratios 1, 2, 4,
+// head dims 16..128, batch 1..3. B*G = 1 cases take the CPU backward's split scheme on 2 threads.
+const Case kCases[] = {{1, 1, 1, 1, 16},   {1, 3, 2, 1, 32},    {2, 17, 4, 2, 16},
+                       {1, 33, 4, 1, 64},  {3, 130, 2, 2, 32},  {1, 130, 8, 2, 128},
+                       {2, 200, 4, 4, 64}, {1, 257, 8, 2, 128}, {1, 300, 4, 1, 64},
+                       {3, 5, 4, 4, 16}};
+
+std::string name(const Case& c) {
+  return str("B=", c.b, " T=", c.t, " H=", c.h, " G=", c.g, " K=", c.k);
+}
+
+TEST(Attention, ReferenceBackwardMatchesFiniteDifferences) {
+  // Tiny sizes: finite differences cost O(size^2) forward passes.
+  const Case cases[] = {{1, 1, 2, 1, 2}, {1, 2, 2, 1, 3}, {1, 3, 2, 1, 4}, {2, 5, 2, 1, 4},
+                        {1, 4, 2, 2, 1}};
+  for (const Case& c : cases) {
+    const int64_t nq = c.b * c.t * c.h * c.k, nkv = c.b * c.t * c.g * c.k;
+    const double scale = 0.7;
+    const auto q0 = random_doubles(nq, 1), k0 = random_doubles(nkv, 2), v0 = random_doubles(nkv, 3);
+    const auto r = random_doubles(nq, 4);  // loss = sum(out * r), so dout = r
+    auto loss = [&](const std::vector<double>& q, const std::vector<double>& k,
+                    const std::vector<double>& v) {
+      std::vector<double> out(nq), lse(c.b * c.h * c.t);
+      ref::attention_forward(c.b, c.t, c.h, c.g, c.k, scale, q.data(), k.data(), v.data(),
+                             out.data(), lse.data());
+      return dot(out, r);
+    };
+    std::vector<double> out(nq), lse(c.b * c.h * c.t), dq(nq), dk(nkv), dv(nkv);
+    ref::attention_forward(c.b, c.t, c.h, c.g, c.k, scale, q0.data(), k0.data(), v0.data(),
+                           out.data(), lse.data());
+    ref::attention_backward(c.b, c.t, c.h, c.g, c.k, scale, r.data(), q0.data(), k0.data(),
+                            v0.data(), out.data(), lse.data(), dq.data(), dk.data(), dv.data());
+    const std::string where = "attention_ref " + name(c);
+    EXPECT_TRUE(all_close(where + " dq", dq,
+                          numeric_gradient([&](const auto& q) { return loss(q, k0, v0); }, q0),
+                          kFdTol));
+    EXPECT_TRUE(all_close(where + " dk", dk,
+                          numeric_gradient([&](const auto& k) { return loss(q0, k, v0); }, k0),
+                          kFdTol));
+    EXPECT_TRUE(all_close(where + " dv", dv,
+                          numeric_gradient([&](const auto& v) { return loss(q0, k0, v); }, v0),
+                          kFdTol));
+  }
+}
+
+// Restores the thread count a test changed.
+struct ThreadCountGuard {
+  int saved = num_threads();
+  ~ThreadCountGuard() { set_num_threads(saved); }
+};
+
+TEST(Attention, KernelsMatchReference) {
+  const AttentionArgs args{};
+  const AttentionImpl& ref = attention_table().ref();
+  ThreadCountGuard guard;
+  for (const Case& c : kCases) {
+    const Tensor q = random_f32({c.b, c.t, c.h, c.k}, 11);
+    const Tensor k = random_f32({c.b, c.t, c.g, c.k}, 12);
+    const Tensor v = random_f32({c.b, c.t, c.g, c.k}, 13);
+    const Tensor dout = random_f32(q.shape(), 14);
+    Tensor out_ref = Tensor::empty(q.shape());
+    AttentionSaved saved_ref{Tensor::empty({c.b, c.h, c.t})};
+    ref.forward(args, q, k, v, out_ref, saved_ref);
+    Tensor dq_ref = Tensor::empty(q.shape()), dk_ref = Tensor::empty(k.shape()),
+           dv_ref = Tensor::empty(k.shape());
+    ref.backward(args, dout, q, k, v, out_ref, saved_ref, dq_ref, dk_ref, dv_ref);
+    for (const AttentionImpl& impl : attention_table().impls()) {
+      if (impl.supports && !impl.supports(q, k, v)) continue;
+      // 1, 2 and 3 threads: with 3, B*G = 2 also takes the split backward scheme.
+      for (int threads : {1, 2, 3}) {
+        set_num_threads(threads);
+        const std::string where = str(impl.name, " ", name(c), " threads=", threads);
+        Tensor out = Tensor::empty(q.shape());
+        AttentionSaved saved{Tensor::empty({c.b, c.h, c.t})};
+        impl.forward(args, q, k, v, out, saved);
+        EXPECT_TRUE(all_close(where + " out", out, out_ref, kF32Tol));
+        EXPECT_TRUE(all_close(where + " lse", saved.lse_BHT, saved_ref.lse_BHT, kF32Tol));
+        // Gradients are written (=): start from garbage.
+        Tensor dq = random_f32(q.shape(), 21), dk = random_f32(k.shape(), 22),
+               dv = random_f32(k.shape(), 23);
+        impl.backward(args, dout, q, k, v, out_ref, saved_ref, dq, dk, dv);
+        EXPECT_TRUE(all_close(where + " dq", dq, dq_ref, kF32Tol));
+        EXPECT_TRUE(all_close(where + " dk", dk, dk_ref, kF32Tol));
+        EXPECT_TRUE(all_close(where + " dv", dv, dv_ref, kF32Tol));
+      }
+    }
+  }
+}
+
+// One token: the only visible key is itself, so out = v of the head's kv head and
+// lse = scale * q . k.
+TEST(Attention, SingleTokenOutputIsV) {
+  const int64_t b = 2, h = 4, g = 2, k = 8;
+  const Tensor q = random_f32({b, 1, h, k}, 1), key = random_f32({b, 1, g, k}, 2),
+               v = random_f32({b, 1, g, k}, 3);
+  const float scale = 0.3f;
+  Tensor want_out = Tensor::empty(q.shape()), want_lse = Tensor::empty({b, h, 1});
+  for (int64_t bi = 0; bi < b; ++bi) {
+    for (int64_t hi = 0; hi < h; ++hi) {
+      const int64_t gi = hi / (h / g);
+      double s = 0.0;
+      for (int64_t c = 0; c < k; ++c) {
+        want_out.data<float>()[(bi * h + hi) * k + c] = v.data<float>()[(bi * g + gi) * k + c];
+        s += static_cast<double>(q.data<float>()[(bi * h + hi) * k + c]) *
+             key.data<float>()[(bi * g + gi) * k + c];
+      }
+      want_lse.data<float>()[bi * h + hi] = static_cast<float>(s * scale);
+    }
+  }
+  for (const AttentionImpl& impl : attention_table().impls()) {
+    Tensor out = Tensor::empty(q.shape());
+    AttentionSaved saved{Tensor::empty({b, h, 1})};
+    impl.forward({scale}, q, key, v, out, saved);
+    EXPECT_TRUE(all_close(impl.name + " out", out, want_out, kF32Tol));
+    EXPECT_TRUE(all_close(impl.name + " lse", saved.lse_BHT, want_lse, kF32Tol));
+  }
+}
+
+// Identical keys give equal scores, so row t averages v_0..v_t (whatever q is).
+TEST(Attention, IdenticalKeysAverageValues) {
+  const int64_t b = 1, t = 150, h = 2, g = 1, k = 16;
+  const Tensor q = random_f32({b, t, h, k}, 1), v = random_f32({b, t, g, k}, 3);
+  const Tensor one_key = random_f32({k}, 2);
+  Tensor key = Tensor::empty({b, t, g, k});
+  for (int64_t ti = 0; ti < t; ++ti) {
+    for (int64_t c = 0; c < k; ++c) key.data<float>()[ti * k + c] = one_key.data<float>()[c];
+  }
+  Tensor want = Tensor::empty(q.shape());
+  for (int64_t c = 0; c < k; ++c) {
+    double sum = 0.0;
+    for (int64_t ti = 0; ti < t; ++ti) {
+      sum += v.data<float>()[ti * k + c];
+      for (int64_t hi = 0; hi < h; ++hi) {
+        want.data<float>()[(ti * h + hi) * k + c] = static_cast<float>(sum / (ti + 1));
+      }
+    }
+  }
+  for (const AttentionImpl& impl : attention_table().impls()) {
+    Tensor out = Tensor::empty(q.shape());
+    AttentionSaved saved{Tensor::empty({b, h, t})};
+    impl.forward({}, q, key, v, out, saved);
+    EXPECT_TRUE(all_close(impl.name + " out", out, want, kF32Tol));
+  }
+}
+
+TEST(Attention, DispatchAllocatesLse) {
+  const Tensor q = random_f32({2, 9, 4, 16}, 1), k = random_f32({2, 9, 2, 16}, 2),
+               v = random_f32({2, 9, 2, 16}, 3);
+  Tensor out = Tensor::empty(q.shape());
+  AttentionSaved saved;
+  attention_forward({}, q, k, v, out, saved);
+  ASSERT_TRUE(saved.lse_BHT.defined());
+  EXPECT_EQ(saved.lse_BHT.shape(), (Shape{2, 4, 9}));
+  Tensor dq = Tensor::empty(q.shape()), dk = Tensor::empty(k.shape()), dv = Tensor::empty(k.shape());
+  attention_backward({}, random_f32(q.shape(), 4), q, k, v, out, saved, dq, dk, dv);
+}
+
+TEST(Attention, RejectsHeadsNotDivisibleByKvHeads) {
+  const Tensor q = random_f32({1, 4, 6, 8}, 1), k = random_f32({1, 4, 4, 8}, 2),
+               v = random_f32({1, 4, 4, 8}, 3);
+  Tensor out = Tensor::empty(q.shape());
+  AttentionSaved saved;
+  try {
+    attention_forward({}, q, k, v, out, saved);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[attention] k: 4 kv heads do not divide q's 6 query heads"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Attention, RejectsMismatchedSequenceLength) {
+  const Tensor q = random_f32({1, 4, 2, 8}, 1), k = random_f32({1, 5, 1, 8}, 2),
+               v = random_f32({1, 5, 1, 8}, 3);
+  Tensor out = Tensor::empty(q.shape());
+  AttentionSaved saved;
+  try {
+    attention_forward({}, q, k, v, out, saved);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[attention] k: expected f32[1, 4, G, 8]"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace titan::ops

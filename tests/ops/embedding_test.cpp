@@ -1,0 +1,149 @@
+// Embedding: case list for the shared harness, plus the out-of-range id error.
+#include "titan/ops/embedding/embedding.h"
+
+#include "titan/core/parallel.h"
+#include "titan/core/rng.h"
+#include "ops/op_harness.h"
+
+namespace titan::ops {
+namespace {
+
+using namespace titan::testing;
+
+struct Case {
+  Shape ids;  // any shape; read flat
+  int64_t v, d;
+};
+// Small vocabs force repeated ids (the scatter-add must sum them); widths below, at and past
+// the 16-lane vector; ids of rank 1 and 2.
+const Case kCases[] = {{{1}, 1, 1},      {{5}, 3, 7},        {{2, 4}, 4, 16},   {{9}, 6, 33},
+                       {{3, 5}, 50, 64}, {{300}, 7, 130},    {{4, 16}, 1000, 48}, {{2, 8}, 5, 1024}};
+
+std::string name(const Case& c) { return str("ids=", shape_str(c.ids), " v=", c.v, " d=", c.d); }
+
+std::vector<int64_t> random_ids(const Case& c, uint64_t seed) {
+  std::vector<int64_t> ids(shape_numel(c.ids));
+  Rng(seed).fill_int(ids.data(), static_cast<int64_t>(ids.size()), c.v);
+  return ids;
+}
+
+Tensor ids_tensor(const std::vector<int64_t>& ids, const Shape& shape, DType dtype) {
+  Tensor t = Tensor::empty(shape, dtype);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (dtype == DType::i64) {
+      t.data<int64_t>()[i] = ids[i];
+    } else {
+      t.data<int32_t>()[i] = static_cast<int32_t>(ids[i]);
+    }
+  }
+  return t;
+}
+
+TEST(Embedding, ReferenceBackwardMatchesFiniteDifferences) {
+  for (const Case& c : kCases) {
+    if (c.v * c.d > 1500) continue;  // finite differences cost O(size^2)
+    const int64_t n = shape_numel(c.ids);
+    const auto ids = random_ids(c, 1);
+    const auto table0 = random_doubles(c.v * c.d, 2);
+    const auto r = random_doubles(n * c.d, 3);  // loss = sum(y * r), so dy = r
+    auto loss = [&](const std::vector<double>& table) {
+      std::vector<double> y(n * c.d);
+      ref::embedding_forward(n, c.d, ids.data(), table.data(), y.data());
+      return dot(y, r);
+    };
+    std::vector<double> dtable(c.v * c.d, 0.0);
+    ref::embedding_backward(n, c.d, ids.data(), r.data(), dtable.data());
+    EXPECT_TRUE(all_close("embedding_ref " + name(c) + " dtable", dtable,
+                          numeric_gradient(loss, table0), kFdTol));
+  }
+}
+
+TEST(Embedding, KernelsMatchReference) {
+  // A gather and an in-order scatter-add: the kernel gives the reference's bits exactly, for
+  // any thread count.
+  const Tolerance exact{0.0, 0.0};
+  const int saved_threads = num_threads();
+  for (const EmbeddingImpl& impl : embedding_table().impls()) {
+    for (const Case& c : kCases) {
+      for (DType dtype : {DType::i64, DType::i32}) {
+        for (int threads : {1, 2, 3}) {
+          set_num_threads(threads);
+          const Tensor ids = ids_tensor(random_ids(c, 10), c.ids, dtype);
+          const Tensor table = random_f32({c.v, c.d}, 11);
+          if (impl.supports && !impl.supports(ids, table)) continue;
+          const int64_t n = ids.numel();
+          const std::string where = str(impl.name, " ", name(c), " ", dtype_name(dtype), " threads=", threads);
+          const EmbeddingImpl& ref = embedding_table().ref();
+
+          Tensor y_ref = Tensor::empty({n, c.d}), y = Tensor::empty({n, c.d});
+          ref.forward(ids, table, y_ref);
+          impl.forward(ids, table, y);
+          EXPECT_TRUE(all_close(where + " y", y, y_ref, exact));
+
+          // dtable accumulates: start both from the same non-zero values.
+          const Tensor dy = random_f32({n, c.d}, 12);
+          Tensor dt_ref = random_f32({c.v, c.d}, 13), dt = dt_ref.clone();
+          ref.backward(ids, dy, dt_ref);
+          impl.backward(ids, dy, dt);
+          EXPECT_TRUE(all_close(where + " dtable", dt, dt_ref, exact));
+        }
+      }
+    }
+  }
+  set_num_threads(saved_threads);
+}
+
+// Two rows of ids hitting the same token: y copies table rows; dtable sums both dy rows onto
+// the existing value (values from arithmetic).
+TEST(Embedding, DispatchGathersAndAccumulates) {
+  const Tensor ids = ids_tensor({2, 0, 2}, {1, 3}, DType::i64);
+  const Tensor table = from_doubles({1, 2, 3, 4, 5, 6}, {3, 2});
+  Tensor y = Tensor::empty({3, 2});
+  embedding_forward(ids, table, y);
+  EXPECT_TRUE(all_close("embedding y", to_doubles(y), {5, 6, 1, 2, 5, 6}, {0, 0}));
+  const Tensor dy = from_doubles({1, 10, 100, 1000, 0.5, 0.25}, {3, 2});
+  Tensor dtable = from_doubles({1, 1, 1, 1, 1, 1}, {3, 2});
+  embedding_backward(ids, dy, dtable);
+  EXPECT_TRUE(all_close("embedding dtable", to_doubles(dtable), {101, 1001, 1, 1, 2.5, 11.25}, {0, 0}));
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Embedding, RejectsOutOfRangeIds) {
+  const Tensor table = random_f32({5, 4}, 1);
+  Tensor y = Tensor::empty({4, 4});
+  const Tensor too_big = ids_tensor({0, 3, 5, 7}, {4}, DType::i64);
+  std::string msg = error_of([&] { embedding_forward(too_big, table, y); });
+  EXPECT_NE(msg.find("[embedding] ids: id 5 at index 2 is outside [0, 5)"), std::string::npos) << msg;
+
+  const Tensor negative = ids_tensor({0, -1, 1, 1}, {2, 2}, DType::i32);
+  msg = error_of([&] { embedding_forward(negative, table, y); });
+  EXPECT_NE(msg.find("[embedding] ids: id -1 at index 1 is outside [0, 5)"), std::string::npos) << msg;
+
+  // The backward checks before it touches dtable.
+  Tensor dtable = Tensor::zeros({5, 4});
+  const Tensor dy = random_f32({4, 4}, 2);
+  EXPECT_THROW(embedding_backward(too_big, dy, dtable), Error);
+  EXPECT_TRUE(all_close("dtable untouched", to_doubles(dtable), std::vector<double>(20, 0.0), {0, 0}));
+}
+
+TEST(Embedding, RejectsBadShapes) {
+  const Tensor ids = ids_tensor({0, 1, 2}, {3}, DType::i64), table = random_f32({5, 4}, 1);
+  Tensor y = Tensor::empty({3, 5});
+  std::string msg = error_of([&] { embedding_forward(ids, table, y); });
+  EXPECT_NE(msg.find("[embedding] y: expected contiguous f32[3, 4]"), std::string::npos) << msg;
+  const Tensor float_ids = random_f32({3}, 2);
+  msg = error_of([&] { embedding_forward(float_ids, table, y); });
+  EXPECT_NE(msg.find("[embedding] ids: expected a contiguous i64 or i32 tensor, got f32[3]"), std::string::npos)
+      << msg;
+}
+
+}  // namespace
+}  // namespace titan::ops

@@ -1,0 +1,207 @@
+// RoPE: case list for the shared harness, values from math (Python's math module), in-place use,
+// and the shape errors.
+#include "titan/ops/rope/rope.h"
+
+#include <cmath>
+
+#include "titan/core/rng.h"
+#include "ops/op_harness.h"
+
+namespace titan::ops {
+namespace {
+
+using namespace titan::testing;
+
+struct Case {
+  Shape x;  // [N, H, K] or [B, T, H, K]
+};
+// K/2 below, at and past the 16-lane vector (K/2 = 1, 3, 17, 32, 64, 128), one and many heads;
+// the last two have enough rows to be split over threads.
+const Case kCases[] = {{{1, 1, 2}},   {{3, 2, 6}},      {{5, 3, 34}},      {{4, 2, 64}},
+                       {{7, 4, 128}}, {{2, 3, 256}},    {{2, 3, 2, 128}},  {{4, 64, 2, 16}},
+                       {{200, 8, 64}}};
+
+std::string name(const Case& c) { return "x=" + shape_str(c.x); }
+int64_t rows(const Case& c) { return shape_numel(c.x) / (c.x.end()[-2] * c.x.back()); }
+
+// Positions up to 40000: large angles exercise the double-precision angle.
+Tensor random_positions(int64_t n, uint64_t seed) {
+  Tensor p = Tensor::empty({n}, DType::i64);
+  Rng(seed).fill_int(p.data<int64_t>(), n, 40000);
+  return p;
+}
+
+Tensor positions(const std::vector<int64_t>& values) {
+  Tensor p = Tensor::empty({static_cast<int64_t>(values.size())}, DType::i64);
+  for (size_t i = 0; i < values.size(); ++i) p.data<int64_t>()[i] = values[i];
+  return p;
+}
+
+TEST(Rope, ReferenceBackwardMatchesFiniteDifferences) {
+  for (const Case& c : kCases) {
+    const int64_t size = shape_numel(c.x);
+    if (size > 1000) continue;  // finite differences cost O(size^2)
+    const int64_t n = rows(c), h = c.x.end()[-2], k = c.x.back();
+    const Tensor pos = random_positions(n, 1);
+    std::vector<double> cos(n * k / 2), sin(n * k / 2);
+    ref::rope_tables(1e6, n, k, pos.data<int64_t>(), cos.data(), sin.data());
+    const auto x0 = random_doubles(size, 2), r = random_doubles(size, 3);  // dy = r
+    auto loss = [&](const std::vector<double>& x) {
+      std::vector<double> y(size);
+      ref::rope_forward(n, h, k, cos.data(), sin.data(), x.data(), y.data());
+      return dot(y, r);
+    };
+    std::vector<double> dx(size);
+    ref::rope_backward(n, h, k, cos.data(), sin.data(), r.data(), dx.data());
+    EXPECT_TRUE(all_close("rope_ref " + name(c) + " dx", dx, numeric_gradient(loss, x0), kFdTol));
+  }
+}
+
+// rope_tables splits rows over threads; each row must match the single-threaded reference.
+TEST(Rope, TablesMatchReference) {
+  const int64_t n = 300, k = 128;
+  const Tensor pos = random_positions(n, 7);
+  const RopeTables t = rope_tables({}, pos, k);
+  Tensor cos = Tensor::empty({n, k / 2}), sin = Tensor::empty({n, k / 2});
+  ref::rope_tables(1e6, n, k, pos.data<int64_t>(), cos.data<float>(), sin.data<float>());
+  EXPECT_TRUE(all_close("rope_tables cos", t.cos_NK2, cos, {0, 0}));
+  EXPECT_TRUE(all_close("rope_tables sin", t.sin_NK2, sin, {0, 0}));
+  EXPECT_EQ(t.head_dim, k);
+}
+
+TEST(Rope, KernelsMatchReferenceOutOfPlaceAndInPlace) {
+  const Tolerance exact{0.0, 0.0};
+  for (const RopeImpl& impl : rope_table().impls()) {
+    for (const Case& c : kCases) {
+      const RopeTables tables = rope_tables({}, random_positions(rows(c), 10), c.x.back());
+      const Tensor x = random_f32(c.x, 11), dy = random_f32(c.x, 12);
+      if (impl.supports && !impl.supports(tables, x)) continue;
+      const std::string where = impl.name + " " + name(c);
+      const RopeImpl& ref = rope_table().ref();
+
+      Tensor y_ref = Tensor::empty(c.x), y = Tensor::empty(c.x);
+      ref.forward(tables, x, y_ref);
+      impl.forward(tables, x, y);
+      EXPECT_TRUE(all_close(where + " y", y, y_ref, kF32Tol));
+      Tensor y_inplace = x.clone();
+      impl.forward(tables, y_inplace, y_inplace);
+      EXPECT_TRUE(all_close(where + " y in place", y_inplace, y, exact));
+
+      Tensor dx_ref = Tensor::empty(c.x), dx = Tensor::empty(c.x);
+      ref.backward(tables, dy, dx_ref);
+      impl.backward(tables, dy, dx);
+      EXPECT_TRUE(all_close(where + " dx", dx, dx_ref, kF32Tol));
+      Tensor dx_inplace = dy.clone();
+      impl.backward(tables, dx_inplace, dx_inplace);
+      EXPECT_TRUE(all_close(where + " dx in place", dx_inplace, dx, exact));
+    }
+  }
+}
+
+// Tables against Python: inv_freq = 1e6^(-2i/8) = 1, 1e6^-0.25, 1e-3, 1e6^-0.75 at position 3,
+// and a large position where an f32 angle (HF's) would be off by ~4e-6 in cos.
+TEST(Rope, TablesMatchHandComputedValues) {
+  const Tolerance f32_rounding{1e-7, 1e-7};
+  RopeTables t = rope_tables({1e6f}, positions({3}), 8);
+  EXPECT_TRUE(all_close("cos p=3", to_doubles(t.cos_NK2),
+                        {-0.9899924966004454, 0.9955033739876628, 0.999995500003375, 0.9999999955}, f32_rounding));
+  EXPECT_TRUE(all_close("sin p=3", to_doubles(t.sin_NK2),
+                        {0.1411200080598672, 0.0947260913327461, 0.002999995500002025, 9.48683296627489e-05},
+                        f32_rounding));
+  t = rope_tables({1e4f}, positions({123457}), 4);  // inv_freq = 1, 0.01
+  EXPECT_TRUE(all_close("cos p=123457", to_doubles(t.cos_NK2), {0.259684572196596, -0.99712000224394}, f32_rounding));
+  EXPECT_TRUE(all_close("sin p=123457", to_doubles(t.sin_NK2), {-0.9656934932798662, 0.07583997049739058},
+                        f32_rounding));
+}
+
+// K = 4, theta = 1e4, position 1: angles 1 and 0.01; x = [1, 2, 3, 4] gives
+// y = [1 cos1 - 3 sin1, 2 cos.01 - 4 sin.01, 3 cos1 + 1 sin1, 4 cos.01 + 2 sin.01].
+TEST(Rope, ForwardMatchesHandComputedValues) {
+  const RopeTables t = rope_tables({1e4f}, positions({1}), 4);
+  const Tensor x = from_doubles({1, 2, 3, 4}, {1, 1, 4});
+  Tensor y = Tensor::empty({1, 1, 4});
+  rope_forward(t, x, y);
+  EXPECT_TRUE(all_close("rope y", to_doubles(y),
+                        {-1.9841106485555495, 1.959900667496664, 2.4623779024123156, 4.019799668334994},
+                        {1e-6, 1e-6}));
+}
+
+TEST(Rope, PositionZeroIsIdentity) {
+  const RopeTables t = rope_tables({}, positions({0, 0, 0}), 40);
+  const Tensor x = random_f32({3, 2, 40}, 5);
+  for (const RopeImpl& impl : rope_table().impls()) {
+    Tensor y = Tensor::empty(x.shape()), dx = Tensor::empty(x.shape());
+    impl.forward(t, x, y);
+    impl.backward(t, x, dx);
+    EXPECT_TRUE(all_close(impl.name + " y at position 0", y, x, {0, 0}));
+    EXPECT_TRUE(all_close(impl.name + " dx at position 0", dx, x, {0, 0}));
+  }
+}
+
+// A rotation keeps |(x[i], x[i + K/2])| for every pair, and its transpose (the backward) undoes
+// it, as does the forward at the negated position.
+TEST(Rope, RotationPreservesPairNormsAndInverts) {
+  const int64_t n = 4, h = 3, k = 36, k2 = k / 2;
+  const std::vector<int64_t> p = {1, 17, 4096, 39999};
+  std::vector<int64_t> minus_p;
+  for (int64_t v : p) minus_p.push_back(-v);
+  const RopeTables t = rope_tables({}, positions(p), k), t_neg = rope_tables({}, positions(minus_p), k);
+  const Tensor x = random_f32({n, h, k}, 6);
+  Tensor y = Tensor::empty(x.shape());
+  rope_forward(t, x, y);
+  const auto xs = to_doubles(x), ys = to_doubles(y);
+  std::vector<double> norm_x, norm_y;
+  for (int64_t row = 0; row < n * h; ++row) {
+    for (int64_t i = 0; i < k2; ++i) {
+      const int64_t a = row * k + i, b = a + k2;
+      norm_x.push_back(std::hypot(xs[a], xs[b]));
+      norm_y.push_back(std::hypot(ys[a], ys[b]));
+    }
+  }
+  EXPECT_TRUE(all_close("pair norms", norm_y, norm_x, {1e-6, 1e-6}));
+
+  Tensor back = Tensor::empty(x.shape()), undo = Tensor::empty(x.shape());
+  rope_backward(t, y, back);
+  rope_forward(t_neg, y, undo);
+  EXPECT_TRUE(all_close("backward(forward(x))", back, x, {1e-6, 1e-6}));
+  EXPECT_TRUE(all_close("forward(-p, forward(p, x))", undo, x, {1e-6, 1e-6}));
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Rope, RejectsBadShapes) {
+  std::string msg = error_of([] { rope_tables({}, positions({0, 1}), 7); });
+  EXPECT_NE(msg.find("[rope] head_dim: expected a positive even number, got 7"), std::string::npos) << msg;
+
+  const RopeTables t = rope_tables({}, positions({0, 1, 2, 3}), 8);
+  Tensor x = random_f32({4, 3, 6}, 1), y = Tensor::empty({4, 3, 6});
+  msg = error_of([&] { rope_forward(t, x, y); });
+  EXPECT_NE(msg.find("[rope] x: expected a contiguous f32 [..., H, 8] tensor"), std::string::npos) << msg;
+
+  x = random_f32({4, 8}, 1);  // no heads dim
+  y = Tensor::empty({4, 8});
+  msg = error_of([&] { rope_forward(t, x, y); });
+  EXPECT_NE(msg.find("got f32[4, 8]"), std::string::npos) << msg;
+
+  x = random_f32({2, 3, 2, 8}, 1);  // 6 rows, tables for 4 positions
+  y = Tensor::empty({2, 3, 2, 8});
+  msg = error_of([&] { rope_backward(t, x, y); });
+  EXPECT_NE(msg.find("[rope] x: f32[2, 3, 2, 8] has 6 rows of 2 heads x 8 lanes, but the tables have 4 rows"),
+            std::string::npos)
+      << msg;
+
+  x = random_f32({4, 1, 8}, 1);
+  y = Tensor::empty({4, 8});
+  msg = error_of([&] { rope_forward(t, x, y); });
+  EXPECT_NE(msg.find("[rope] y: expected contiguous f32[4, 1, 8], got f32[4, 8]"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace titan::ops

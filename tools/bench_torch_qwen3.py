@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""PyTorch peer for titan.cpp's end-to-end training-step benchmark.
+
+Runs Hugging Face ``Qwen3ForCausalLM`` in PyTorch eager mode, float32, on the CPU,
+and times full training steps:
+
+    model.zero_grad(set_to_none=True); loss = model(input_ids, labels=input_ids).loss;
+    loss.backward()
+
+(no optimizer step; HF's causal-LM loss = labels shifted by one inside the model,
+mean over the B*(T-1) targets).  Random weights (HF init, seeded) and random
+tokens (seeded).
+
+Defaults are the "bench config": hidden 1024, 16 heads, 8 kv heads, head_dim 128,
+intermediate 3072, vocab 151936, 4 layers, tied embeddings, rope_theta 1e6,
+rms_norm_eps 1e-6, batch 1, seq 2048, 2 threads, attn_implementation "sdpa".
+
+    python3 tools/bench_torch_qwen3.py                      # full bench config
+    python3 tools/bench_torch_qwen3.py --layers 1 --vocab 1000 --seq 128   # quick
+    python3 tools/bench_torch_qwen3.py --attn eager --profile
+
+FLOP convention (shared with the C++ benchmark; see ``train_flops_per_token``)
+-----------------------------------------------------------------------------
+Training FLOPs per token = 6 * N_matmul + 12 * L * H * D * T, where
+
+  N_matmul = L * (  hidden*H*D          # q_proj
+                  + 2*hidden*KV*D       # k_proj, v_proj
+                  + H*D*hidden          # o_proj
+                  + 3*hidden*I )        # gate_proj, up_proj, down_proj
+             + V*hidden                 # lm_head matmul (counted even when tied
+                                        #  to the embedding: the matmul is executed)
+  L = layers, H = attention heads, KV = kv heads, D = head_dim, I = intermediate,
+  V = vocab, T = sequence length.
+
+6*N_matmul is 2 FLOPs per multiply-add, times 3 for forward + backward (dX and
+dW).  The embedding lookup (a gather), RMSNorms, biases, RoPE, SiLU, residuals and
+the softmax/cross-entropy are not counted.  The attention term 12*L*H*D*T is the
+PaLM / torchtitan convention: QK^T and PV, 2 FLOPs per MAC each, over the FULL
+T x T score matrix (causal masking is NOT halved), times 3 for fwd+bwd.  The
+causal-only attention work would be half of that term; the script prints it for
+information but all reported GFLOP/s use the formula above.
+
+Step FLOPs = train_flops_per_token * B * T;  GFLOP/s = step FLOPs / median step
+seconds / 1e9.
+
+Memory
+------
+``peak_rss_mib`` is the process high-water RSS (``resource.getrusage`` ru_maxrss)
+after the timed steps (before the optional profiler step).  Also printed: the
+high-water mark at start, the current RSS in steady state (model, inputs, no
+grads) right before the first step, and the peak minus that steady-state RSS
+(= the transient memory of a training step: activations, logits, gradients).
+
+Output: human-readable lines, then one final line ``RESULT {json}`` with keys
+impl, threads, tokens_per_step, median_s, tokens_per_s, gflops, peak_rss_mib,
+torch_version (plus a few extra informational keys).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import sys
+import time
+
+
+def train_flops_per_token(*, layers: int, hidden: int, heads: int, kv_heads: int, head_dim: int,
+                          intermediate: int, vocab: int, seq: int) -> dict:
+    """Training (fwd+bwd) FLOPs per token; see the module docstring for the convention.
+
+    Returns a dict with n_matmul, dense (6*n_matmul), attn (12*L*H*D*T), total,
+    and attn_causal (half of attn, informational only).
+    """
+    per_layer = (hidden * heads * head_dim          # q_proj
+                 + 2 * hidden * kv_heads * head_dim  # k_proj, v_proj
+                 + heads * head_dim * hidden         # o_proj
+                 + 3 * hidden * intermediate)        # gate, up, down
+    n_matmul = layers * per_layer + vocab * hidden  # + lm_head (tied or not)
+    dense = 6 * n_matmul
+    attn = 12 * layers * heads * head_dim * seq
+    return {"n_matmul": n_matmul, "dense": dense, "attn": attn, "total": dense + attn,
+            "attn_causal": attn // 2}
+
+
+def rss_now_mib() -> float:
+    """Current resident set size (Linux /proc), MiB."""
+    try:
+        with open("/proc/self/statm") as f:
+            pages = int(f.read().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        return float("nan")
+
+
+def maxrss_mib() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return r / 2**20 if sys.platform == "darwin" else r / 1024  # bytes on macOS, KiB on Linux
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="HF Qwen3 fp32 CPU training-step benchmark (PyTorch eager)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--seq", type=int, default=2048)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--hidden", type=int, default=1024)
+    ap.add_argument("--heads", type=int, default=16)
+    ap.add_argument("--kv-heads", type=int, default=8)
+    ap.add_argument("--head-dim", type=int, default=128)
+    ap.add_argument("--intermediate", type=int, default=3072)
+    ap.add_argument("--vocab", type=int, default=151936)
+    ap.add_argument("--rope-theta", type=float, default=1e6)
+    ap.add_argument("--rms-eps", type=float, default=1e-6)
+    ap.add_argument("--untied", action="store_true", help="untie lm_head from the embedding (default: tied)")
+    ap.add_argument("--attn", choices=["sdpa", "eager"], default="sdpa")
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--profile", action="store_true", help="profile one extra step, print top-15 ops by self CPU")
+    args = ap.parse_args()
+
+    rss_start_hw = maxrss_mib()
+    os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # quiet the profiler backend's stderr chatter
+    import torch
+    import transformers
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+    transformers.logging.set_verbosity_error()
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+
+    print(f"torch {torch.__version__}  transformers {transformers.__version__}  python {platform.python_version()}")
+    print(f"cpu: {platform.processor() or platform.machine()}  os.cpu_count={os.cpu_count()}  "
+          f"torch threads={torch.get_num_threads()}  interop={torch.get_num_interop_threads()}  "
+          f"mkldnn={torch.backends.mkldnn.is_available()}  mkl={torch.backends.mkl.is_available()}")
+    for k in sorted(os.environ):
+        if k.startswith(("OPENBLAS_", "OMP_", "MKL_", "KMP_", "GOMP_")):
+            print(f"env {k}={os.environ[k]}")
+    try:
+        print("loadavg:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    except OSError:
+        pass
+
+    config = Qwen3Config(
+        vocab_size=args.vocab, hidden_size=args.hidden, intermediate_size=args.intermediate,
+        num_hidden_layers=args.layers, num_attention_heads=args.heads, num_key_value_heads=args.kv_heads,
+        head_dim=args.head_dim, hidden_act="silu", max_position_embeddings=max(args.seq, 128),
+        rms_norm_eps=args.rms_eps, use_cache=False, tie_word_embeddings=not args.untied,
+        rope_parameters={"rope_type": "default", "rope_theta": args.rope_theta},
+        attention_bias=False, attention_dropout=0.0,
+    )
+    config._attn_implementation = args.attn
+    t0 = time.perf_counter()
+    model = Qwen3ForCausalLM(config).float()
+    model.config._attn_implementation = args.attn
+    model.train()
+    t_build = time.perf_counter() - t0
+    n_params = sum(p.numel() for p in model.parameters())
+    gen = torch.Generator().manual_seed(args.seed + 1)
+    input_ids = torch.randint(0, args.vocab, (args.batch, args.seq), generator=gen, dtype=torch.int64)
+    labels = input_ids
+
+    fl = train_flops_per_token(layers=args.layers, hidden=args.hidden, heads=args.heads, kv_heads=args.kv_heads,
+                               head_dim=args.head_dim, intermediate=args.intermediate, vocab=args.vocab,
+                               seq=args.seq)
+    tokens = args.batch * args.seq
+    step_flops = fl["total"] * tokens
+    print(f"config: L={args.layers} hidden={args.hidden} H={args.heads} KV={args.kv_heads} D={args.head_dim} "
+          f"I={args.intermediate} V={args.vocab} tied={not args.untied} B={args.batch} T={args.seq} "
+          f"attn={model.config._attn_implementation}")
+    print(f"params: {n_params / 1e6:.2f} M total, N_matmul {fl['n_matmul'] / 1e6:.2f} M (build {t_build:.1f} s)")
+    print(f"flops/token: 6*N={fl['dense'] / 1e9:.4f} G + attn 12*L*H*D*T={fl['attn'] / 1e9:.4f} G "
+          f"= {fl['total'] / 1e9:.4f} G  (causal-only attn would be {fl['attn_causal'] / 1e9:.4f} G); "
+          f"step = {step_flops / 1e12:.4f} TFLOP")
+
+    def step():
+        model.zero_grad(set_to_none=True)
+        out = model(input_ids=input_ids, labels=labels)
+        out.loss.backward()
+        return out.loss.item()
+
+    rss_steady = rss_now_mib()
+    rss_steady_hw = maxrss_mib()
+    print(f"rss: high-water at start {rss_start_hw:.0f} MiB, steady (model+inputs) {rss_steady:.0f} MiB, "
+          f"high-water before steps {rss_steady_hw:.0f} MiB")
+
+    for i in range(args.warmup):
+        t0 = time.perf_counter()
+        loss = step()
+        print(f"warmup {i}: {time.perf_counter() - t0:.3f} s  loss={loss:.4f}")
+    times = []
+    for i in range(args.repeats):
+        t0 = time.perf_counter()
+        loss = step()
+        dt = time.perf_counter() - t0
+        times.append(dt)
+        print(f"step {i}: {dt:.3f} s  loss={loss:.4f}  {tokens / dt:.1f} tok/s  {step_flops / dt / 1e9:.1f} GFLOP/s")
+    med = statistics.median(times)
+    peak = maxrss_mib()
+    print(f"median {med:.3f} s/step  {tokens / med:.1f} tokens/s  {step_flops / med / 1e9:.2f} GFLOP/s  "
+          f"(min {min(times):.3f} max {max(times):.3f})")
+    print(f"rss: peak {peak:.0f} MiB, peak - steady = {peak - rss_steady:.0f} MiB, now {rss_now_mib():.0f} MiB")
+
+    prof_top = None
+    if args.profile:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            step()
+        avgs = prof.key_averages()
+        total_us = sum(e.self_cpu_time_total for e in avgs)
+        top = sorted(avgs, key=lambda e: e.self_cpu_time_total, reverse=True)[:15]
+        print(f"profile (one step, self CPU total {total_us / 1e3:.1f} ms; profiler overhead included):")
+        print(f"  {'op':<60s} {'self ms':>10s} {'%':>6s} {'calls':>6s}")
+        prof_top = []
+        for e in top:
+            pct = 100.0 * e.self_cpu_time_total / total_us if total_us else 0.0
+            print(f"  {e.key[:60]:<60s} {e.self_cpu_time_total / 1e3:10.1f} {pct:6.1f} {e.count:6d}")
+            prof_top.append({"op": e.key, "self_ms": round(e.self_cpu_time_total / 1e3, 2), "pct": round(pct, 2)})
+
+    result = {
+        "impl": "pytorch-eager",
+        "threads": torch.get_num_threads(),
+        "tokens_per_step": tokens,
+        "median_s": round(med, 6),
+        "tokens_per_s": round(tokens / med, 3),
+        "gflops": round(step_flops / med / 1e9, 3),
+        "peak_rss_mib": round(peak, 1),
+        "torch_version": torch.__version__,
+        "transformers_version": transformers.__version__,
+        "attn": args.attn,
+        "steady_rss_mib": round(rss_steady, 1),
+        "peak_minus_steady_mib": round(peak - rss_steady, 1),
+        "flops_per_token": fl["total"],
+        "step_times_s": [round(t, 6) for t in times],
+        "config": {"layers": args.layers, "hidden": args.hidden, "heads": args.heads, "kv_heads": args.kv_heads,
+                   "head_dim": args.head_dim, "intermediate": args.intermediate, "vocab": args.vocab,
+                   "tied": not args.untied, "batch": args.batch, "seq": args.seq},
+    }
+    if prof_top is not None:
+        result["profile_top"] = prof_top
+    print("RESULT " + json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
