@@ -2,6 +2,15 @@
 
 #include "titan/core/error.h"
 
+namespace {
+
+template <class... Parts>
+void usage_check(bool ok, Parts&&... parts) {
+  if (!ok) throw titan::cli::UsageError(titan::str(std::forward<Parts>(parts)...));
+}
+
+}  // namespace
+
 namespace titan::cli {
 
 Args::Args(const std::string& command, const std::vector<FlagSpec>& specs, int argc, char** argv,
@@ -14,7 +23,7 @@ Args::Args(const std::string& command, const std::vector<FlagSpec>& specs, int a
       help_ = true;
       continue;
     }
-    TITAN_CHECK(arg.rfind("--", 0) == 0, "titan ", command_, ": unexpected argument '", arg,
+    usage_check(arg.rfind("--", 0) == 0, "titan ", command_, ": unexpected argument '", arg,
                 "'. HINT: flags look like --name value; see titan ", command_, " --help");
     std::string name = arg.substr(2), value;
     bool has_value = false;
@@ -30,21 +39,21 @@ Args::Args(const std::string& command, const std::vector<FlagSpec>& specs, int a
     if (spec == nullptr) {
       std::string known;
       for (const FlagSpec& s : specs_) known += (known.empty() ? "--" : ", --") + s.name;
-      TITAN_FAIL("titan ", command_, ": unknown flag '--", name, "'. HINT: accepted flags: ", known);
+      usage_check(false, "titan ", command_, ": unknown flag '--", name, "'. HINT: accepted flags: ", known);
     }
     if (spec->is_bool) {
       values_[name] = has_value ? value : "true";
       continue;
     }
     if (!has_value) {
-      TITAN_CHECK(i + 1 < argc, "titan ", command_, ": flag --", name, " needs a value");
+      usage_check(i + 1 < argc, "titan ", command_, ": flag --", name, " needs a value");
       value = argv[++i];
     }
     values_[name] = value;
   }
   if (help_) return;
   for (const FlagSpec& s : specs_) {
-    TITAN_CHECK(!s.required || !values_[s.name].empty(), "titan ", command_, ": missing required flag --",
+    usage_check(!s.required || !values_[s.name].empty(), "titan ", command_, ": missing required flag --",
                 s.name, " (", s.help, ")");
   }
 }
@@ -60,14 +69,14 @@ int64_t Args::get_int(const std::string& name) const {
   } catch (const std::exception&) {
     used = 0;
   }
-  TITAN_CHECK(used == v.size() && !v.empty(), "titan ", command_, ": --", name,
+  usage_check(used == v.size() && !v.empty(), "titan ", command_, ": --", name,
               " expects an integer, got '", v, "'");
   return out;
 }
 
 bool Args::get_bool(const std::string& name) const {
   const std::string& v = values_.at(name);
-  TITAN_CHECK(v == "true" || v == "false" || v == "1" || v == "0", "titan ", command_, ": --", name,
+  usage_check(v == "true" || v == "false" || v == "1" || v == "0", "titan ", command_, ": --", name,
               " expects true or false, got '", v, "'");
   return v == "true" || v == "1";
 }

@@ -7,7 +7,15 @@
 #include <string>
 #include <vector>
 
+#include "titan/core/error.h"
+
 namespace titan::cli {
+
+// A mistake on the command line (unknown flag, missing value): main exits with code 2.
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
 
 struct FlagSpec {
   std::string name;   // without "--"

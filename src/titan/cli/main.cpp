@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "titan/cli/args.h"
 #include "titan/cli/commands.h"
 #include "titan/core/error.h"
 
@@ -33,6 +34,9 @@ int main(int argc, char** argv) {
       return 0;
     }
     std::fprintf(stderr, "titan: unknown command '%s'\n%s", command.c_str(), kUsage);
+    return 2;
+  } catch (const titan::cli::UsageError& e) {
+    std::fprintf(stderr, "titan: error: %s\n", e.what());
     return 2;
   } catch (const titan::Error& e) {
     std::fprintf(stderr, "titan: error: %s\n", e.what());

@@ -28,6 +28,9 @@ const CpuFeatures& cpu_features() {
 }
 
 std::string cpu_path_name() {
+#ifdef TITAN_BASELINE_ONLY
+  return "avx2 (baseline-only build)";
+#endif
   const CpuFeatures& f = cpu_features();
   const bool avx512 = f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
   if (avx512 && f.avx512_bf16) return "avx512-bf16";

@@ -11,8 +11,14 @@
 #include <cstdint>
 #include <cstring>
 
-// The one attribute macro: without it every kernel would repeat the clone list.
+// The one attribute macro: without it every kernel would repeat the clone list. A build with
+// TITAN_BASELINE_ONLY (CMake option of the same name) compiles the AVX2 baseline alone, so the
+// test suite can exercise the path an AVX2-only machine takes on this AVX-512 machine.
+#ifdef TITAN_BASELINE_ONLY
+#define TITAN_CPU_MULTIVERSION
+#else
 #define TITAN_CPU_MULTIVERSION __attribute__((target_clones("arch=x86-64-v4", "default")))
+#endif
 
 namespace titan::kernels {
 

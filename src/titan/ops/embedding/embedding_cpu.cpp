@@ -20,9 +20,7 @@ static inline int64_t id_at(const int64_t* ids64, const int32_t* ids32, int64_t 
   return ids64 != nullptr ? ids64[i] : static_cast<int64_t>(ids32[i]);
 }
 
-// flatten: the f32x16 helpers must be inlined into each clone (an out-of-line baseline copy
-// would take its vectors in a different convention than the AVX-512 clone passes them).
-TITAN_CPU_MULTIVERSION __attribute__((flatten))
+TITAN_CPU_MULTIVERSION
 static void backward_cols(int64_t c0, int64_t c1, int64_t n, int64_t d, const int64_t* ids64,
                           const int32_t* ids32, const float* dy, float* dtable) {
   for (int64_t i = 0; i < n; ++i) {

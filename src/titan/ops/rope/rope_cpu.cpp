@@ -11,9 +11,7 @@ using namespace titan::kernels;
 
 // Rotates rows [begin, end) of h heads x k lanes: row r belongs to token r / h.
 // sign = +1: y = R(angle) x (forward); sign = -1: y = R(-angle) x (backward, the transpose).
-// flatten: the f32x16 helpers must be inlined into each clone (an out-of-line baseline copy
-// would take its vectors in a different convention than the AVX-512 clone passes them).
-TITAN_CPU_MULTIVERSION __attribute__((flatten))
+TITAN_CPU_MULTIVERSION
 static void rotate_rows(int64_t begin, int64_t end, int64_t h, int64_t k, const float* cos,
                         const float* sin, float sign, const float* x, float* y) {
   const int64_t k2 = k / 2;

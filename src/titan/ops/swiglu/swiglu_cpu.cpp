@@ -8,10 +8,9 @@ namespace titan::ops {
 
 using namespace titan::kernels;
 
-// flatten on each kernel: every f32x16 helper it calls (exp16 included) must be inlined into
-// the clone. An out-of-line copy is compiled for the baseline ISA and takes its vectors in a
-// different convention than the AVX-512 clone passes them (a silent ABI mismatch that
-// -Wno-psabi hides; it crashed this kernel).
+// The f32x16 helpers here are always_inline, like simd.h's: an out-of-line copy (GCC makes one
+// at -O0, and at -O2 for anything exp-sized) is compiled for the baseline ISA and takes its
+// vectors in a different convention than the AVX-512 clone passes them.
 
 // Elements per thread chunk at least: below this the fork costs more than the work.
 constexpr int64_t kGrain = 1 << 14;
@@ -19,15 +18,17 @@ constexpr int64_t kGrain = 1 << 14;
 // sigmoid via e = exp(-|g|) in (0, 1]: exp never overflows, and for g < 0 the result
 // e / (1 + e) keeps its relative precision. exp16 flushes e to 0 below -87, where the true
 // sigmoid(g) is < 1e-37 anyway.
-static inline f32x16 sigmoid16(f32x16 g) {
+[[gnu::always_inline]] static inline f32x16 sigmoid16(f32x16 g) {
   const f32x16 e = exp16(g < 0.0f ? g : -g);
   const f32x16 r = 1.0f / (1.0f + e);
   return g >= 0.0f ? r : e * r;
 }
 
-static inline f32x16 swiglu16(f32x16 g, f32x16 u) { return g * sigmoid16(g) * u; }
+[[gnu::always_inline]] static inline f32x16 swiglu16(f32x16 g, f32x16 u) {
+  return g * sigmoid16(g) * u;
+}
 
-TITAN_CPU_MULTIVERSION __attribute__((flatten))
+TITAN_CPU_MULTIVERSION
 static void forward_range(int64_t begin, int64_t end, const float* gate, const float* up,
                           float* h) {
   int64_t i = begin;
@@ -40,13 +41,14 @@ static void forward_range(int64_t begin, int64_t end, const float* gate, const f
 
 // dgate = dh * up * s * (1 + g * (1 - s)), dup = dh * g * s (swiglu.md). Both outputs are
 // computed from loaded registers before either store.
-static inline void swiglu_grad16(f32x16 d, f32x16 g, f32x16 u, f32x16& dg, f32x16& du) {
+[[gnu::always_inline]] static inline void swiglu_grad16(f32x16 d, f32x16 g, f32x16 u, f32x16& dg,
+                                                       f32x16& du) {
   const f32x16 s = sigmoid16(g);
   dg = d * u * s * (1.0f + g * (1.0f - s));
   du = d * g * s;
 }
 
-TITAN_CPU_MULTIVERSION __attribute__((flatten))
+TITAN_CPU_MULTIVERSION
 static void backward_range(int64_t begin, int64_t end, const float* dh, const float* gate,
                            const float* up, float* dgate, float* dup) {
   f32x16 dg, du;

@@ -1,0 +1,122 @@
+// gemm_bench: GFLOP/s and % of this machine's measured 2-thread fp32 peak for titan's GEMM
+// seam (kernels::gemm) at the linear-layer shapes of the bench config, in all three forms
+// (fwd y = x w^T, dX = dy w, dW += dy^T x), plus the fused lm_head + cross-entropy op
+// (3 GEMMs over token chunks) at the same lm_head shape.
+//
+//   OMP_NUM_THREADS=2 build-lin/bench/gemm_bench [--tokens N] [--min-seconds S] [--only LAYER]
+//                                                [--no-fused] [--xent-chunks C1,C2,...]
+// --xent-chunks times the fused op at the given chunk_tokens values (default: auto only).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "gemm_shapes.h"
+#include "harness.h"
+#include "peak.h"
+#include "titan/core/parallel.h"
+#include "titan/core/rng.h"
+#include "titan/kernels/cpu/gemm.h"
+#include "titan/ops/softmax_xent/softmax_xent.h"
+
+using namespace titan;
+using namespace titan::bench;
+
+// Warm-up once, then enough repeats to fill ~min_seconds (at least 3).
+static Timing time_adaptive(const std::function<void()>& fn, double min_seconds) {
+  const double t0 = now_seconds();
+  fn();
+  const double first = now_seconds() - t0;
+  const int repeats = static_cast<int>(std::clamp(min_seconds / std::max(first, 1e-6), 3.0, 50.0));
+  return time_it(fn, 0, repeats);
+}
+
+int main(int argc, char** argv) {
+  int64_t tokens = kBenchTokens;
+  double min_seconds = 3.0;
+  std::string only;
+  bool fused = true;
+  std::vector<int64_t> xent_chunks = {0};  // 0 = auto
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--tokens") && i + 1 < argc) {
+      tokens = std::atoll(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--min-seconds") && i + 1 < argc) {
+      min_seconds = std::atof(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) {
+      only = argv[++i];
+    } else if (!std::strcmp(argv[i], "--no-fused")) {
+      fused = false;
+    } else if (!std::strcmp(argv[i], "--xent-chunks") && i + 1 < argc) {
+      xent_chunks.clear();
+      for (char* p = argv[++i]; *p != '\0';) {
+        xent_chunks.push_back(std::strtoll(p, &p, 10));
+        if (*p == ',') ++p;
+      }
+    } else {
+      std::cerr << "usage: gemm_bench [--tokens N] [--min-seconds S] [--only LAYER] [--no-fused] [--xent-chunks C1,C2]\n";
+      return 2;
+    }
+  }
+  const int threads = num_threads();
+  const PeakKernel peak_kernel = best_fp32_kernel();
+  const double peak = measure_peak(peak_kernel, 2).median_gflops;
+  std::cout << "GEMM: " << kernels::gemm_backend_name() << ", " << threads << " threads\n"
+            << "peak: " << fixed(peak) << " GFLOP/s (" << peak_kernel_name(peak_kernel)
+            << ", 2 threads, measured now)\n"
+            << "tokens N = " << tokens << "; median over >= 3 repeats after 1 warm-up\n\n";
+
+  Table table({{"layer", -26}, {"form", -4}, {"M", 6}, {"N", 6}, {"K", 6}, {"ms", 9}, {"GFLOP/s", 8}, {"% peak", 6}});
+  table.print_header();
+  nlohmann::json rows = nlohmann::json::array();
+  for (const LinearShape& shape : qwen3_bench_linear_shapes()) {
+    if (!only.empty() && shape.layer.find(only) == std::string::npos) continue;
+    for (const GemmForm form : kGemmForms) {
+      const GemmProblem p = gemm_problem(form, tokens, shape);
+      FloatBuffer a(p.a_rows() * p.a_cols()), b(p.b_rows() * p.b_cols()), c(p.m * p.n);
+      const Timing t = time_adaptive([&] {
+        kernels::gemm(p.trans_a, p.trans_b, p.m, p.n, p.k, 1.0f, a.data, p.a_cols(), b.data,
+                      p.b_cols(), p.beta, c.data, p.n);
+      }, min_seconds);
+      const double gflops = p.flops() / t.median_s * 1e-9;
+      table.print_row({shape.layer, form_name(form), std::to_string(p.m), std::to_string(p.n),
+                       std::to_string(p.k), fixed(t.median_s * 1e3, 2), fixed(gflops),
+                       fixed(100.0 * gflops / peak)});
+      rows.push_back({{"layer", shape.layer}, {"form", form_name(form)}, {"m", p.m}, {"n", p.n},
+                      {"k", p.k}, {"median_s", t.median_s}, {"gflops", gflops}});
+    }
+  }
+
+  if (fused && (only.empty() || std::string("lm_head").find(only) != std::string::npos)) {
+    // The fused op at the lm_head shape: loss only (1 GEMM) and loss + dx + dw (3 GEMMs).
+    const int64_t d = 1024, v = 151936;
+    FloatBuffer xb(tokens * d), wb(v * d);
+    const Tensor x = Tensor::wrap(xb.data, {tokens, d}, DType::f32, nullptr);
+    const Tensor w = Tensor::wrap(wb.data, {v, d}, DType::f32, nullptr);
+    Tensor targets = Tensor::empty({tokens}, DType::i64);
+    Rng(7).fill_int(targets.data<int64_t>(), tokens, v);
+    Tensor dx = Tensor::empty({tokens, d}), dw = Tensor::zeros({v, d}), none;
+    for (const int64_t chunk_arg : xent_chunks) {
+      const ops::LmHeadXentArgs args{-100, chunk_arg};
+      const int64_t chunk = ops::lm_head_xent_chunk_tokens(args, tokens, v);
+      const std::string layer = "lm_head_xent (c=" + std::to_string(chunk) + ")";
+      for (const bool grads : {false, true}) {
+        const Timing t = time_adaptive([&] {
+          ops::lm_head_xent(args, x, w, targets, 1.0f / static_cast<float>(tokens), grads ? dx : none,
+                            grads ? dw : none);
+        }, min_seconds);
+        const double flops = (grads ? 6.0 : 2.0) * static_cast<double>(tokens) * v * d;
+        const double gflops = flops / t.median_s * 1e-9;
+        table.print_row({layer, grads ? "all" : "loss", std::to_string(tokens), std::to_string(v),
+                         std::to_string(d), fixed(t.median_s * 1e3, 2), fixed(gflops),
+                         fixed(100.0 * gflops / peak)});
+        rows.push_back({{"layer", "lm_head_xent"}, {"form", grads ? "loss+dx+dw" : "loss"},
+                        {"chunk_tokens", chunk}, {"median_s", t.median_s}, {"gflops", gflops}});
+      }
+    }
+  }
+  print_result({{"bench", "gemm_bench"}, {"backend", kernels::gemm_backend_name()},
+                {"threads", threads}, {"tokens", tokens}, {"peak_gflops", peak}, {"rows", rows}});
+  return 0;
+}

@@ -1,0 +1,101 @@
+// The `titan forward` command end to end (the binary, as a user runs it), against the Hugging
+// Face fixture, and its one-line errors with a non-zero exit code.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "ops/op_harness.h"
+#include "titan/checkpoint/safetensors.h"
+
+namespace titan {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CommandResult {
+  int exit_code;
+  std::string output;  // stdout + stderr
+};
+
+CommandResult run_titan(const std::string& args) {
+  const std::string cmd = std::string(TITAN_BINARY) + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof(buf), pipe)) out.append(buf, n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+fs::path scratch(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("titan_cli_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+TEST(CliForward, WritesLogitsLossAndGradsMatchingTransformers) {
+  const std::string dir = testing::source_path("tests/fixtures/hf/untied_gqa2");
+  const fs::path tmp = scratch("forward");
+  const fs::path out = tmp / "out.safetensors";
+  const CommandResult run = run_titan("forward --model " + dir + " --tokens " + dir + "/tokens.safetensors --out " +
+                            out.string() + " --grads");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto got = ckpt::SafetensorsFile::open(out.string());
+  const auto want = ckpt::SafetensorsFile::open(dir + "/expected.safetensors");
+  EXPECT_EQ(got.get("loss").shape(), Shape{});
+  EXPECT_NEAR(got.get("loss").data<float>()[0], want.get("loss").data<float>()[0], 1e-5);
+  EXPECT_TRUE(testing::all_close("logits", got.get("logits"), want.get("logits"), {2e-4, 0.0}));
+  for (const ckpt::TensorInfo& info : want.tensors()) {
+    if (info.name.rfind("grad.", 0) != 0) continue;
+    ASSERT_NE(got.find(info.name), nullptr) << info.name;
+    EXPECT_TRUE(testing::all_close(info.name, got.get(info.name), want.get(info.name), {1e-5, 1e-3}));
+  }
+  EXPECT_EQ(got.tensors().size(), want.tensors().size());
+  fs::remove_all(tmp);
+}
+
+TEST(CliForward, BadInputsAreOneLineErrors) {
+  const std::string dir = testing::source_path("tests/fixtures/hf/untied_gqa2");
+  const fs::path tmp = scratch("errors");
+  CommandResult run = run_titan("forward --model " + tmp.string() + " --tokens " + dir + "/tokens.safetensors --out " +
+                      (tmp / "o.safetensors").string());
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.output.find("config.json"), std::string::npos) << run.output;
+
+  run = run_titan("forward --model " + dir + " --tokens " + (tmp / "nope.safetensors").string() + " --out x");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.output.find("nope.safetensors"), std::string::npos) << run.output;
+
+  run = run_titan("forward --model " + dir + " --tokens " + dir + "/tokens.safetensors");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.output.find("missing required flag --out"), std::string::npos) << run.output;
+
+  run = run_titan("forward --modle x");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.output.find("unknown flag '--modle'"), std::string::npos) << run.output;
+
+  // An existing output file survives a failed run untouched.
+  const fs::path keep = tmp / "keep.safetensors";
+  std::ofstream(keep) << "precious";
+  run = run_titan("forward --model " + tmp.string() + " --tokens " + dir + "/tokens.safetensors --out " + keep.string());
+  EXPECT_EQ(run.exit_code, 1);
+  std::ifstream in(keep);
+  std::string content((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(content, "precious");
+  fs::remove_all(tmp);
+}
+
+TEST(CliDemo, RunsAndPrintsMetrics) {
+  const CommandResult run = run_titan("demo --steps 1 --batch 1 --seq 32");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  for (const char* what : {"cpu path", "GEMM oneDNN", "kernels:", "loss", "grad_norm", "tokens/s"}) {
+    EXPECT_NE(run.output.find(what), std::string::npos) << what << " missing in:\n" << run.output;
+  }
+}
+
+}  // namespace
+}  // namespace titan
