@@ -7,7 +7,7 @@
 // OpenBLAS runs twice: with the environment as inherited and with OPENBLAS_CORETYPE /
 // OPENBLAS_L2_SIZE unset (forcing a core type can select a slower kernel than autodetection).
 //
-//   build-lin/bench/gemm_libs_bench [--threads T] [--tokens N] [--min-seconds S] [--only LAYER]
+//   build-lin/bench/gemm_libs_bench [--threads T] [--tokens N] [--min-seconds S] [--runs R] [--only LAYER]
 //                                   [--libs onednn,onednn-bf16,openblas,openblas-unset,blis,eigen,eigen-avx2]
 #include <dlfcn.h>
 #include <unistd.h>
@@ -55,6 +55,7 @@ struct Options {
   double min_seconds = 3.0;
   std::string only;
   std::string libs = kAllLibs;
+  int runs = 3;  // rounds over all libraries (parent only)
 };
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -220,23 +221,33 @@ std::string self_path() {
 int run_parent(const Options& opt) {
   const std::vector<std::string> libs = split(opt.libs, ',');
   std::cout << "GEMM libraries at the bench-config shapes, " << opt.threads << " threads, N = " << opt.tokens
-            << " tokens; median GFLOP/s (>= 3 repeats after 1 warm-up), each library in its own process\n"
+            << " tokens, each library in its own process; " << opt.runs
+            << " rounds over all libraries (interleaved, so a burst of other load hits one round); cell = median\n"
+            << "over rounds of GFLOP/s at each round's median time (>= 3 repeats after 1 warm-up)\n"
             << "inherited env: OPENBLAS_CORETYPE=" << env_or("OPENBLAS_CORETYPE", "<unset>")
             << " OPENBLAS_L2_SIZE=" << env_or("OPENBLAS_L2_SIZE", "<unset>") << "\n";
   const std::string t = std::to_string(opt.threads);
-  std::map<std::string, nlohmann::json> results;
-  for (const std::string& lib : libs) {
-    std::string command = "env ";
-    if (lib == "openblas-unset") command += "-u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ";
-    command += "OMP_NUM_THREADS=" + t + " OPENBLAS_NUM_THREADS=" + t + " BLIS_NUM_THREADS=" + t + " " +
-               shell_quote(self_path()) + " --child " + shell_quote(lib) + " --threads " + t + " --tokens " +
-               std::to_string(opt.tokens) + " --min-seconds " + std::to_string(opt.min_seconds);
-    if (!opt.only.empty()) command += " --only " + shell_quote(opt.only);
-    const PeerRun run = run_peer(command);
-    results[lib] = run.result.is_null() ? nlohmann::json{{"lib", lib}, {"error", "no RESULT line, exit " + std::to_string(run.exit_code)}} : run.result;
-    const nlohmann::json& r = results[lib];
-    std::cout << "  " << lib << ": " << (r.contains("error") ? "FAILED: " + r["error"].get<std::string>()
-                                                              : r["detail"].get<std::string>()) << "\n";
+  std::map<std::string, nlohmann::json> rounds;  // lib -> array of child RESULTs
+  std::map<std::string, std::string> details;
+  for (int round = 0; round < opt.runs; ++round) {
+    for (const std::string& lib : libs) {
+      std::string command = "env ";
+      if (lib == "openblas-unset") command += "-u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ";
+      command += "OMP_NUM_THREADS=" + t + " OPENBLAS_NUM_THREADS=" + t + " BLIS_NUM_THREADS=" + t + " " +
+                 shell_quote(self_path()) + " --child " + shell_quote(lib) + " --threads " + t + " --tokens " +
+                 std::to_string(opt.tokens) + " --min-seconds " + std::to_string(opt.min_seconds);
+      if (!opt.only.empty()) command += " --only " + shell_quote(opt.only);
+      const PeerRun run = run_peer(command);
+      const nlohmann::json r = run.result.is_null()
+                                   ? nlohmann::json{{"lib", lib}, {"error", "no RESULT line, exit " + std::to_string(run.exit_code)}}
+                                   : run.result;
+      if (!rounds.count(lib)) rounds[lib] = nlohmann::json::array();
+      rounds[lib].push_back(r);
+      if (round == 0) {
+        details[lib] = r.contains("error") ? "FAILED: " + r["error"].get<std::string>() : r["detail"].get<std::string>();
+        std::cout << "  " << lib << ": " << details[lib] << "\n";
+      }
+    }
   }
   std::cout << "\n";
 
@@ -245,6 +256,7 @@ int run_parent(const Options& opt) {
   columns.push_back({"best fp32", -14});
   Table table(columns);
   table.print_header();
+  nlohmann::json summary = nlohmann::json::array();
   for (const LinearShape& shape : qwen3_bench_linear_shapes()) {
     if (!opt.only.empty() && shape.layer.find(opt.only) == std::string::npos) continue;
     for (const GemmForm form : kGemmForms) {
@@ -252,14 +264,17 @@ int run_parent(const Options& opt) {
       std::string best;
       double best_gflops = 0.0;
       for (const std::string& lib : libs) {
-        double g = NAN;
-        const nlohmann::json& r = results[lib];
-        if (r.contains("rows")) {
+        std::vector<double> per_round;
+        for (const auto& r : rounds[lib]) {
+          if (!r.contains("rows")) continue;
           for (const auto& row : r["rows"]) {
-            if (row["layer"] == shape.layer && row["form"] == form_name(form)) g = row["gflops"].get<double>();
+            if (row["layer"] == shape.layer && row["form"] == form_name(form)) per_round.push_back(row["gflops"].get<double>());
           }
         }
+        const double g = per_round.empty() ? NAN : median(per_round);
         cells.push_back(fixed(g));
+        summary.push_back({{"lib", lib}, {"layer", shape.layer}, {"form", form_name(form)}, {"gflops", g},
+                           {"rounds", per_round}});
         if (lib != "onednn-bf16" && !std::isnan(g) && g > best_gflops) {
           best_gflops = g;
           best = lib;
@@ -269,9 +284,8 @@ int run_parent(const Options& opt) {
       table.print_row(cells);
     }
   }
-  nlohmann::json all = nlohmann::json::array();
-  for (const std::string& lib : libs) all.push_back(results[lib]);
-  print_result({{"bench", "gemm_libs_bench"}, {"threads", opt.threads}, {"tokens", opt.tokens}, {"libs", all}});
+  print_result({{"bench", "gemm_libs_bench"}, {"threads", opt.threads}, {"tokens", opt.tokens}, {"runs", opt.runs},
+                {"details", details}, {"median_gflops", summary}});
   return 0;
 }
 
@@ -293,10 +307,12 @@ int main(int argc, char** argv) {
       opt.min_seconds = std::atof(argv[++i]);
     } else if (arg == "--only" && has_value) {
       opt.only = argv[++i];
+    } else if (arg == "--runs" && has_value) {
+      opt.runs = std::max(1, std::atoi(argv[++i]));
     } else if (arg == "--libs" && has_value) {
       opt.libs = argv[++i];
     } else {
-      std::cerr << "usage: gemm_libs_bench [--threads T] [--tokens N] [--min-seconds S] [--only LAYER] [--libs "
+      std::cerr << "usage: gemm_libs_bench [--threads T] [--tokens N] [--min-seconds S] [--runs R] [--only LAYER] [--libs "
                 << kAllLibs << "]\n";
       return 2;
     }

@@ -26,6 +26,28 @@ struct OpImpl {
 bool use_ref();
 void set_use_ref(bool value);
 
+// Per-op wall time for benchmarks (bench/e2e_bench). Off by default: then an OpTimer costs one
+// relaxed load. Dispatch functions open one OpTimer per call, named "<op>_forward"/"_backward".
+void set_op_profiling(bool on);
+struct OpProfileEntry {
+  std::string name;
+  double seconds = 0.0;
+  int64_t calls = 0;
+};
+std::vector<OpProfileEntry> op_profile();  // slowest first; reset when profiling is switched on
+
+class OpTimer {
+ public:
+  explicit OpTimer(const char* name);
+  ~OpTimer();
+  OpTimer(const OpTimer&) = delete;
+  OpTimer& operator=(const OpTimer&) = delete;
+
+ private:
+  const char* name_;
+  double start_ = -1.0;  // < 0: profiling off
+};
+
 template <class Impl>
 class OpTable {
  public:

@@ -49,6 +49,7 @@ static Shape lse_shape(const Tensor& q_BTHK) {
 
 void attention_forward(const AttentionArgs& args, const Tensor& q_BTHK, const Tensor& k_BTGK,
                        const Tensor& v_BTGK, Tensor& out_BTHK, AttentionSaved& saved) {
+  OpTimer timer("attention_forward");
   check_attention(q_BTHK, k_BTGK, v_BTGK);
   TITAN_CHECK(out_BTHK.shape() == q_BTHK.shape() && is_f32_4d(out_BTHK),
               "[attention] out: expected a contiguous f32", shape_str(q_BTHK.shape()),
@@ -67,6 +68,7 @@ void attention_backward(const AttentionArgs& args, const Tensor& dout_BTHK, cons
                         const Tensor& k_BTGK, const Tensor& v_BTGK, const Tensor& out_BTHK,
                         const AttentionSaved& saved, Tensor& dq_BTHK, Tensor& dk_BTGK,
                         Tensor& dv_BTGK) {
+  OpTimer timer("attention_backward");
   check_attention(q_BTHK, k_BTGK, v_BTGK);
   TITAN_CHECK(is_f32_4d(dout_BTHK) && dout_BTHK.shape() == q_BTHK.shape() &&
                   is_f32_4d(out_BTHK) && out_BTHK.shape() == q_BTHK.shape() &&

@@ -21,11 +21,11 @@ using namespace titan::kernels;
 
 namespace {
 
-// Tile sizes, chosen by measurement (attention.md, "Tuning"). kBlockK is a multiple of 16 so
-// that a score row's padding to the vector width stays inside the scratch row.
+// Tile sizes, chosen by measurement (attention.md). Both are multiples of 16 so that a score
+// row, and the per-row softmax state, pad to the vector width inside their buffers.
 constexpr int64_t kBlockQ = 128;
 constexpr int64_t kBlockK = 128;
-static_assert(kBlockK % kLanes == 0);
+static_assert(kBlockQ % kLanes == 0 && kBlockK % kLanes == 0);
 
 struct Dims {
   int64_t b, t, h, g, k;
@@ -63,40 +63,49 @@ const i32x16 kIota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 // --- forward ---------------------------------------------------------------------------------
 
 // One online-softmax step over a score tile s [rows, cols] (row stride kBlockK) for query rows
-// q0.. and keys k0..: masks invisible keys, updates the running max m and sum l, turns s into
-// P = exp(s - m_new) (0 where masked, and in the padding up to a multiple of 16), and returns
-// alpha = exp(m_old - m_new) per row for rescaling the output accumulated so far.
+// q0.. and keys k0..: masks invisible keys, turns s into P = exp(s - m_new) (0 where masked, and
+// in the padding up to a multiple of 16), updates the running max m and sum l, and returns
+// alpha = exp(m_old - m_new) per row for rescaling the output accumulated so far. m, l and
+// alpha hold kBlockQ entries (rows past `rows` are padding).
 TITAN_CPU_MULTIVERSION
 void online_softmax_tile(int64_t rows, int64_t cols, int64_t q0, int64_t k0, float* s, float* m,
                          float* l, float* alpha) {
   const float neg_inf = -std::numeric_limits<float>::infinity();
   const int64_t cols16 = round_up16(cols);
+  float m_new[kBlockQ], row_sum[kBlockQ];
   for (int64_t r = 0; r < rows; ++r) {
     float* sr = s + r * kBlockK;
     const int64_t n = visible(q0 + r, k0, cols);
-    if (n == 0) {  // a row above the diagonal in this tile: contributes nothing
-      std::memset(sr, 0, sizeof(float) * cols16);
-      alpha[r] = 1.0f;
-      continue;
-    }
     f32x16 vmax = splat16(neg_inf);
     for (int64_t c = 0; c < cols16; c += kLanes) {
       f32x16 x = load16(sr + c);
-      if (c + kLanes > n) x = (kIota < static_cast<int32_t>(n - c)) ? x : splat16(neg_inf);
-      store16(sr + c, x);
+      if (c + kLanes > n) {
+        x = (kIota < static_cast<int32_t>(n - c)) ? x : splat16(neg_inf);
+        store16(sr + c, x);
+      }
       vmax = max16(vmax, x);
     }
-    const float m_new = std::max(m[r], hmax16(vmax));
-    alpha[r] = std::exp(m[r] - m_new);  // m[r] = -inf on the first tile: alpha = 0
-    const f32x16 vm = splat16(m_new);
+    // n == 0 (a row above the diagonal in this tile): m stays, P = exp(-inf) = 0.
+    const float mr = std::max(m[r], hmax16(vmax));
+    m_new[r] = mr;
+    const f32x16 vm = splat16(mr == neg_inf ? 0.0f : mr);
     f32x16 vsum = {};
     for (int64_t c = 0; c < cols16; c += kLanes) {
       const f32x16 p = exp16(load16(sr + c) - vm);  // exp(-inf) = 0 for masked lanes
       store16(sr + c, p);
       vsum += p;
     }
-    l[r] = l[r] * alpha[r] + hsum16(vsum);
-    m[r] = m_new;
+    row_sum[r] = hsum16(vsum);
+  }
+  for (int64_t r = rows; r < round_up16(rows); ++r) m_new[r] = 0.0f, row_sum[r] = 0.0f;
+  // Sixteen rows at a time: alpha = exp(m_old - m_new) (0 on the first tile, where m_old = -inf;
+  // 1 while a row has seen no visible key), l = alpha * l + row_sum.
+  for (int64_t r = 0; r < rows; r += kLanes) {
+    const f32x16 mo = load16(m + r), mn = load16(m_new + r);
+    const f32x16 a = exp16(mn == splat16(neg_inf) ? splat16(0.0f) : mo - mn);
+    store16(alpha + r, a);
+    store16(l + r, load16(l + r) * a + load16(row_sum + r));
+    store16(m + r, mn);
   }
 }
 
@@ -121,7 +130,7 @@ void forward_tile(const Dims& d, int64_t b, int64_t h, int64_t qt, const float* 
   const float* q_i = q + row_offset(d, b, q0, h, d.h);
   float* o_i = out + row_offset(d, b, q0, h, d.h);
   float m[kBlockQ], l[kBlockQ], alpha[kBlockQ];
-  for (int64_t r = 0; r < rows; ++r) m[r] = -std::numeric_limits<float>::infinity(), l[r] = 0.0f;
+  for (int64_t r = 0; r < kBlockQ; ++r) m[r] = -std::numeric_limits<float>::infinity(), l[r] = 0.0f;
   for (int64_t k0 = 0; k0 < q0 + rows; k0 += kBlockK) {  // key tiles up to the diagonal
     const int64_t cols = std::min(kBlockK, d.t - k0);
     const float* k_j = k + row_offset(d, b, k0, g, d.g);

@@ -47,12 +47,14 @@ static void check_rows(const char* what, const Tensor& t, const Tensor& ids_N, i
 }
 
 void embedding_forward(const Tensor& ids_N, const Tensor& table_VD, Tensor& y_ND) {
+  OpTimer timer("embedding_forward");
   check_embedding(ids_N, table_VD);
   check_rows("y", y_ND, ids_N, table_VD.size(1));
   embedding_table().select(table_VD.device(), ids_N, table_VD).forward(ids_N, table_VD, y_ND);
 }
 
 void embedding_backward(const Tensor& ids_N, const Tensor& dy_ND, Tensor& dtable_VD) {
+  OpTimer timer("embedding_backward");
   check_embedding(ids_N, dtable_VD);
   check_rows("dy", dy_ND, ids_N, dtable_VD.size(1));
   embedding_table().select(dtable_VD.device(), ids_N, dtable_VD).backward(ids_N, dy_ND, dtable_VD);

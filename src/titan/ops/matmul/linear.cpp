@@ -44,6 +44,7 @@ OpTable<LinearImpl>& linear_table() {
 }
 
 void linear_forward(const Tensor& x_NI, const Tensor& w_OI, const Tensor& b_O, Tensor& y_NO) {
+  OpTimer timer("linear_forward");
   check_linear(x_NI, w_OI, b_O);
   check_output("y", y_NO, x_NI.numel() / w_OI.size(1), w_OI.size(0));
   linear_table().select(x_NI.device(), x_NI, w_OI, b_O).forward(x_NI, w_OI, b_O, y_NO);
@@ -51,6 +52,7 @@ void linear_forward(const Tensor& x_NI, const Tensor& w_OI, const Tensor& b_O, T
 
 void linear_backward(const Tensor& dy_NO, const Tensor& x_NI, const Tensor& w_OI, Tensor& dx_NI,
                      Tensor& dw_OI, Tensor& db_O) {
+  OpTimer timer("linear_backward");
   check_linear(x_NI, w_OI, Tensor{});
   check_output("dy", dy_NO, x_NI.numel() / w_OI.size(1), w_OI.size(0));
   if (dx_NI.defined()) {

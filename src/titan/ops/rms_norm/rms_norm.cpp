@@ -25,6 +25,7 @@ OpTable<RmsNormImpl>& rms_norm_table() {
 
 void rms_norm_forward(const RmsNormArgs& args, const Tensor& x_ND, const Tensor& weight_D,
                       Tensor& y_ND, RmsNormSaved& saved) {
+  OpTimer timer("rms_norm_forward");
   check_rms_norm(x_ND, weight_D);
   TITAN_CHECK(y_ND.shape() == x_ND.shape(), "[rms_norm] y: expected ", shape_str(x_ND.shape()),
               ", got ", y_ND.describe());
@@ -37,6 +38,7 @@ void rms_norm_forward(const RmsNormArgs& args, const Tensor& x_ND, const Tensor&
 void rms_norm_backward(const RmsNormArgs& args, const Tensor& dy_ND, const Tensor& x_ND,
                        const Tensor& weight_D, const RmsNormSaved& saved, Tensor& dx_ND,
                        Tensor& dweight_D) {
+  OpTimer timer("rms_norm_backward");
   check_rms_norm(x_ND, weight_D);
   TITAN_CHECK(dy_ND.shape() == x_ND.shape() && dx_ND.shape() == x_ND.shape() &&
                   dweight_D.shape() == weight_D.shape(),

@@ -65,12 +65,14 @@ static void check_out(const char* what, const Tensor& out, const Tensor& in) {
 }
 
 void rope_forward(const RopeTables& tables, const Tensor& x_NHK, Tensor& y_NHK) {
+  OpTimer timer("rope_forward");
   check_rope(tables, x_NHK);
   check_out("y", y_NHK, x_NHK);
   rope_table().select(x_NHK.device(), tables, x_NHK).forward(tables, x_NHK, y_NHK);
 }
 
 void rope_backward(const RopeTables& tables, const Tensor& dy_NHK, Tensor& dx_NHK) {
+  OpTimer timer("rope_backward");
   check_rope(tables, dy_NHK);
   check_out("dx", dx_NHK, dy_NHK);
   rope_table().select(dy_NHK.device(), tables, dy_NHK).backward(tables, dy_NHK, dx_NHK);

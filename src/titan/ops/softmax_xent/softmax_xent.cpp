@@ -63,6 +63,7 @@ OpTable<LmHeadXentImpl>& lm_head_xent_table() {
 LmHeadXentResult lm_head_xent(const LmHeadXentArgs& args, const Tensor& x_ND, const Tensor& w_VD,
                               const Tensor& targets_N, float grad_scale, Tensor& dx_ND,
                               Tensor& dw_VD) {
+  OpTimer timer("lm_head_xent");
   check_lm_head_xent(args, x_ND, w_VD, targets_N);
   if (dx_ND.defined()) {
     TITAN_CHECK(dx_ND.shape() == x_ND.shape() && dx_ND.dtype() == DType::f32 && dx_ND.is_contiguous(),

@@ -31,6 +31,7 @@ OpTable<SwigluImpl>& swiglu_table() {
 }
 
 void swiglu_forward(const Tensor& gate_NF, const Tensor& up_NF, Tensor& h_NF) {
+  OpTimer timer("swiglu_forward");
   check_swiglu(gate_NF, up_NF);
   check_like_gate("h", h_NF, gate_NF);
   swiglu_table().select(gate_NF.device(), gate_NF, up_NF).forward(gate_NF, up_NF, h_NF);
@@ -38,6 +39,7 @@ void swiglu_forward(const Tensor& gate_NF, const Tensor& up_NF, Tensor& h_NF) {
 
 void swiglu_backward(const Tensor& dh_NF, const Tensor& gate_NF, const Tensor& up_NF,
                      Tensor& dgate_NF, Tensor& dup_NF) {
+  OpTimer timer("swiglu_backward");
   check_swiglu(gate_NF, up_NF);
   check_like_gate("dh", dh_NF, gate_NF);
   check_like_gate("dgate", dgate_NF, gate_NF);
