@@ -3,7 +3,8 @@
 # (or sudo) only when something is missing.
 set -euo pipefail
 
-packages=(g++ cmake ninja-build libdnnl-dev nlohmann-json3-dev libgtest-dev libgmock-dev)
+# libeigen3-dev: header-only, used by bench/gemm_libs_bench only.
+packages=(g++ cmake ninja-build libdnnl-dev nlohmann-json3-dev libgtest-dev libgmock-dev libeigen3-dev)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
