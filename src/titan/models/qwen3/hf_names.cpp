@@ -1,6 +1,6 @@
 #include "titan/models/qwen3/hf_names.h"
 
-#include <regex>
+#include <cctype>
 #include <utility>
 
 #include "titan/core/error.h"
@@ -31,15 +31,26 @@ static const std::pair<const char*, const char*> kPerLayer[] = {
     {"feed_forward.w3.weight", "mlp.up_proj.weight"},
 };
 
+// Splits "<prefix><digits>.<rest>" into {digits, rest}; false when `name` has another shape.
+static bool split_layer(const std::string& name, const std::string& prefix, std::string& index,
+                        std::string& rest) {
+  if (name.rfind(prefix, 0) != 0) return false;
+  size_t i = prefix.size();
+  while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) ++i;
+  if (i == prefix.size() || i >= name.size() || name[i] != '.') return false;
+  index = name.substr(prefix.size(), i - prefix.size());
+  rest = name.substr(i + 1);
+  return true;
+}
+
 std::string to_hf_name(const std::string& fqn) {
   for (const auto& [ours, hf] : kTopLevel) {
     if (fqn == ours) return hf;
   }
-  static const std::regex layer(R"(layers\.(\d+)\.(.+))");
-  std::smatch m;
-  if (std::regex_match(fqn, m, layer)) {
+  std::string index, rest;
+  if (split_layer(fqn, "layers.", index, rest)) {
     for (const auto& [ours, hf] : kPerLayer) {
-      if (m[2] == ours) return "model.layers." + m[1].str() + "." + hf;
+      if (rest == ours) return "model.layers." + index + "." + hf;
     }
   }
   TITAN_FAIL("[qwen3] no Hugging Face name for parameter '", fqn, "'");
@@ -49,11 +60,10 @@ std::optional<std::string> from_hf_name(const std::string& hf_name) {
   for (const auto& [ours, hf] : kTopLevel) {
     if (hf_name == hf) return std::string(ours);
   }
-  static const std::regex layer(R"(model\.layers\.(\d+)\.(.+))");
-  std::smatch m;
-  if (std::regex_match(hf_name, m, layer)) {
+  std::string index, rest;
+  if (split_layer(hf_name, "model.layers.", index, rest)) {
     for (const auto& [ours, hf] : kPerLayer) {
-      if (m[2] == hf) return "layers." + m[1].str() + "." + ours;
+      if (rest == hf) return "layers." + index + "." + ours;
     }
   }
   return std::nullopt;
