@@ -91,4 +91,16 @@ class OpTable {
   mutable std::once_flag fallback_logged_;
 };
 
+// The table of one op, created on first use and filled by its register_builtin_<op> (the
+// explicit list in builtin.cpp). One static per Impl type.
+template <class Impl>
+OpTable<Impl>& builtin_table(const char* op_name, void (*register_builtin)(OpTable<Impl>&)) {
+  static OpTable<Impl>* table = [&] {
+    auto* t = new OpTable<Impl>(op_name);
+    register_builtin(*t);
+    return t;
+  }();
+  return *table;
+}
+
 }  // namespace titan::ops

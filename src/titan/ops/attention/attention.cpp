@@ -35,12 +35,7 @@ float attention_scale(const AttentionArgs& args, int64_t head_dim) {
 }
 
 OpTable<AttentionImpl>& attention_table() {
-  static OpTable<AttentionImpl>* table = [] {
-    auto* t = new OpTable<AttentionImpl>("attention");
-    register_builtin_attention(*t);
-    return t;
-  }();
-  return *table;
+  return builtin_table<AttentionImpl>("attention", register_builtin_attention);
 }
 
 static Shape lse_shape(const Tensor& q_BTHK) {

@@ -29,12 +29,7 @@ void check_embedding(const Tensor& ids_N, const Tensor& table_VD) {
 }
 
 OpTable<EmbeddingImpl>& embedding_table() {
-  static OpTable<EmbeddingImpl>* table = [] {
-    auto* t = new OpTable<EmbeddingImpl>("embedding");
-    register_builtin_embedding(*t);
-    return t;
-  }();
-  return *table;
+  return builtin_table<EmbeddingImpl>("embedding", register_builtin_embedding);
 }
 
 // y_ND / dy_ND: contiguous f32 [numel(ids), D].

@@ -35,12 +35,7 @@ static void check_output(const char* what, const Tensor& y_NO, int64_t n, int64_
 }
 
 OpTable<LinearImpl>& linear_table() {
-  static OpTable<LinearImpl>* table = [] {
-    auto* t = new OpTable<LinearImpl>("linear");
-    register_builtin_linear(*t);
-    return t;
-  }();
-  return *table;
+  return builtin_table<LinearImpl>("linear", register_builtin_linear);
 }
 
 void linear_forward(const Tensor& x_NI, const Tensor& w_OI, const Tensor& b_O, Tensor& y_NO) {

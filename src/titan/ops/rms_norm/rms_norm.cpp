@@ -15,12 +15,7 @@ void check_rms_norm(const Tensor& x_ND, const Tensor& weight_D) {
 }
 
 OpTable<RmsNormImpl>& rms_norm_table() {
-  static OpTable<RmsNormImpl>* table = [] {
-    auto* t = new OpTable<RmsNormImpl>("rms_norm");
-    register_builtin_rms_norm(*t);
-    return t;
-  }();
-  return *table;
+  return builtin_table<RmsNormImpl>("rms_norm", register_builtin_rms_norm);
 }
 
 void rms_norm_forward(const RmsNormArgs& args, const Tensor& x_ND, const Tensor& weight_D,

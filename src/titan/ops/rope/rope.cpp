@@ -49,12 +49,7 @@ void check_rope(const RopeTables& tables, const Tensor& x_NHK) {
 }
 
 OpTable<RopeImpl>& rope_table() {
-  static OpTable<RopeImpl>* table = [] {
-    auto* t = new OpTable<RopeImpl>("rope");
-    register_builtin_rope(*t);
-    return t;
-  }();
-  return *table;
+  return builtin_table<RopeImpl>("rope", register_builtin_rope);
 }
 
 // The output must be shaped like the input; it may be the input itself.

@@ -52,12 +52,7 @@ int64_t lm_head_xent_chunk_tokens(const LmHeadXentArgs& args, int64_t num_tokens
 }
 
 OpTable<LmHeadXentImpl>& lm_head_xent_table() {
-  static OpTable<LmHeadXentImpl>* table = [] {
-    auto* t = new OpTable<LmHeadXentImpl>("lm_head_xent");
-    register_builtin_lm_head_xent(*t);
-    return t;
-  }();
-  return *table;
+  return builtin_table<LmHeadXentImpl>("lm_head_xent", register_builtin_lm_head_xent);
 }
 
 LmHeadXentResult lm_head_xent(const LmHeadXentArgs& args, const Tensor& x_ND, const Tensor& w_VD,

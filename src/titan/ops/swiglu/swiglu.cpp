@@ -22,12 +22,7 @@ static void check_like_gate(const char* what, const Tensor& t, const Tensor& gat
 }
 
 OpTable<SwigluImpl>& swiglu_table() {
-  static OpTable<SwigluImpl>* table = [] {
-    auto* t = new OpTable<SwigluImpl>("swiglu");
-    register_builtin_swiglu(*t);
-    return t;
-  }();
-  return *table;
+  return builtin_table<SwigluImpl>("swiglu", register_builtin_swiglu);
 }
 
 void swiglu_forward(const Tensor& gate_NF, const Tensor& up_NF, Tensor& h_NF) {
