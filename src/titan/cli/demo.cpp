@@ -10,6 +10,7 @@
 #include "titan/core/rng.h"
 #include "titan/models/qwen3/model.h"
 #include "titan/models/qwen3/specs.h"
+#include "titan/ops/registry.h"
 #include "titan/train/flops.h"
 
 namespace titan::cli {
@@ -22,7 +23,8 @@ int run_demo(int argc, char** argv) {
                    {"seq", "tokens per sequence", "256"},
                    {"steps", "forward+backward repetitions", "3"},
                    {"seed", "seed for weights and tokens", "0"},
-                   {"threads", "CPU threads (0 = OpenMP default)", "0"}},
+                   {"threads", "CPU threads (0 = OpenMP default)", "0"},
+                   {"profile", "print per-op wall time of the last step", "", true}},
                   argc, argv, 2);
   if (args.help_requested()) {
     std::fputs(args.usage().c_str(), stdout);
@@ -56,6 +58,7 @@ int run_demo(int argc, char** argv) {
 
   const double flops_per_token = train::train_flops_per_token(config, T);
   for (int64_t step = 1; step <= steps; ++step) {
+    if (step == steps && args.get_bool("profile")) ops::set_op_profiling(true);
     model.zero_grad();
     host_allocator().reset_peak();
     const auto t0 = std::chrono::steady_clock::now();
@@ -72,6 +75,12 @@ int run_demo(int argc, char** argv) {
                 seconds, static_cast<double>(host_allocator().stats().peak_bytes) / (1 << 20),
                 static_cast<double>(process_peak_rss_bytes()) / (1 << 20));
     std::fflush(stdout);
+  }
+  if (args.get_bool("profile")) {
+    ops::set_op_profiling(false);
+    for (const ops::OpProfileEntry& e : ops::op_profile()) {
+      std::printf("  %-20s %8.4f s  (%ld calls)\n", e.name.c_str(), e.seconds, static_cast<long>(e.calls));
+    }
   }
   return 0;
 }
