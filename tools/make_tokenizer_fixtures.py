@@ -7,7 +7,8 @@
 
 qwen3_cases.jsonl: one {"text", "ids", "decoded"} per line, from Qwen3's tokenizer.json as is.
 qwen3_variants_cases.jsonl: the same vocabulary with another pre_tokenizer (GPT-2 layout,
-Digits); each line also carries "variant" and the "pre_tokenizer" JSON that replaced Qwen3's.
+Digits) or other added-token flags; each line also names its "variant", and qwen3_variants.json
+maps each variant to the top-level tokenizer.json fields that replaced Qwen3's.
 Expected values come only from HF tokenizers (encode without special tokens; decode keeping them).
 """
 import argparse
@@ -75,6 +76,8 @@ def edge_cases(added):
         "ideographic\u3000space\u3000\u3000end\u3000",
         "ogham\u1680space en\u2002em\u2003thin\u2009 nnbsp\u202f mmsp\u205f mvs\u180e zwsp\u200b",
         " \u00a0\n\u3000 \u0085 ",
+        # U+180E is not White_Space (Oniguruma's \s) but PCRE2's \s matches it.
+        "a!\u180e!b \u180e\u180e c\t\u180e\n .\u180e x \u180e!y z \u180e\u180e!!",
         "tab\tafter\t",
         "Ünïcödé ÀÉÎÕÜ straße ǅ ﬁ ℌ ⅷ ½ ² ٣ ௰",
         "中文，日本語のテキスト、한국어!",
@@ -107,16 +110,41 @@ def edge_cases(added):
 
 
 VARIANTS = {
-    "gpt2": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
-    "gpt2_prefix_space": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
-                          "use_regex": True},
-    "digits": {"type": "Sequence", "pretokenizers": [
+    "gpt2": {"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}},
+    "gpt2_prefix_space": {"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                          "use_regex": True}},
+    "digits": {"pre_tokenizer": {"type": "Sequence", "pretokenizers": [
         {"type": "Digits", "individual_digits": True},
-        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}]},
-    "digits_contiguous": {"type": "Sequence", "pretokenizers": [
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}]}},
+    "digits_contiguous": {"pre_tokenizer": {"type": "Sequence", "pretokenizers": [
         {"type": "Digits", "individual_digits": False},
-        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}]},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}]}},
+    # added_tokens flags: filled in by added_token_flags() below.
+    "added_token_flags": None,
 }
+
+FLAG_TEXTS = [
+    "a  <|im_start|>  b\n\n<|im_start|>x",
+    "x<|im_end|>   \n y<|im_end|>z <|im_end|>",
+    "word<think>x <think> y (<think>) <think>",
+    " </think> x </think>\t\n</think>",
+    "<tool_call> x<tool_call>y",
+    "cafe\u0301x e\u0301x \u00e9x xe\u0301xe\u0301",
+]
+
+
+def added_token_flags(spec):
+    added = [dict(t) for t in spec["added_tokens"]]
+    by_content = {t["content"]: t for t in added}
+    by_content["<|im_start|>"]["lstrip"] = True
+    by_content["<|im_end|>"]["rstrip"] = True
+    by_content["<think>"]["single_word"] = True
+    by_content["</think>"].update(lstrip=True, rstrip=True)
+    by_content["<tool_call>"]["normalized"] = True
+    # A normalized token whose content NFC changes: HF matches it in its NFC form.
+    added.append({"id": len(spec["model"]["vocab"]) + len(added), "content": "e\u0301x", "single_word": False,
+                  "lstrip": False, "rstrip": False, "normalized": True, "special": False})
+    return {"added_tokens": added}
 
 
 def main():
@@ -138,18 +166,22 @@ def main():
             dec = tok.decode(ids, skip_special_tokens=False)
             f.write(json.dumps({"text": t, "ids": ids, "decoded": dec}, ensure_ascii=True) + "\n")
     variant_texts = [t for t in texts if len(t) <= 400]
+    patches = {name: (patch if patch is not None else added_token_flags(spec)) for name, patch in VARIANTS.items()}
+    with open(os.path.join(args.out, "qwen3_variants.json"), "w", encoding="utf-8") as f:
+        json.dump(patches, f, ensure_ascii=True, indent=1)
+        f.write("\n")
     with open(os.path.join(args.out, "qwen3_variants_cases.jsonl"), "w", encoding="utf-8") as f:
-        for name, pre in VARIANTS.items():
+        for name, patch in patches.items():
             s = dict(spec)
-            s["pre_tokenizer"] = pre
+            s.update(patch)
             vtok = Tokenizer.from_str(json.dumps(s))
-            for t in variant_texts:
+            for t in variant_texts + (FLAG_TEXTS if name == "added_token_flags" else []):
                 ids = vtok.encode(t, add_special_tokens=False).ids
                 dec = vtok.decode(ids, skip_special_tokens=False)
-                f.write(json.dumps({"variant": name, "pre_tokenizer": pre, "text": t, "ids": ids,
-                                    "decoded": dec}, ensure_ascii=True) + "\n")
+                f.write(json.dumps({"variant": name, "text": t, "ids": ids, "decoded": dec},
+                                   ensure_ascii=True) + "\n")
     print(f"tokenizers {tokenizers.__version__}: {len(texts)} cases, "
-          f"{len(variant_texts) * len(VARIANTS)} variant cases")
+          f"{len(variant_texts) * len(VARIANTS) + len(FLAG_TEXTS)} variant cases")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ const char* kUsage =
     "  demo      forward+backward of a model spec on random weights and tokens; prints loss,\n"
     "            gradient norm, tokens/s and the kernels in use\n"
     "  forward   run a Hugging Face model folder on given tokens; write logits, loss, gradients\n"
+    "  tokenize  encode JSONL text (or decode ids) with a Hugging Face tokenizer.json\n"
     "  version   print the version\n"
     "Run 'titan <command> --help' for the flags of a command.\n";
 
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
   try {
     if (command == "demo") return titan::cli::run_demo(argc, argv);
     if (command == "forward") return titan::cli::run_forward(argc, argv);
+    if (command == "tokenize") return titan::cli::run_tokenize(argc, argv);
     if (command == "version" || command == "--version") {
       std::printf("titan 0.1.0\n");
       return 0;

@@ -167,8 +167,11 @@ void pre_tokenize(const std::vector<PreTokenizeStep>& steps, std::string_view te
           break;
         case PreTokenizeStep::Kind::byte_level:
           if (step.add_prefix_space && piece.front() != ' ') {
-            arena.push_back(" " + std::string(piece));
-            piece = arena.back();
+            std::string& prefixed = arena.emplace_back();
+            prefixed.reserve(piece.size() + 1);
+            prefixed.push_back(' ');
+            prefixed.append(piece);
+            piece = prefixed;
           }
           if (step.regex) {
             split_isolated(*step.regex, piece, scratch, next);

@@ -1,0 +1,108 @@
+// titan tokenize: JSONL in, JSONL out, through a Hugging Face tokenizer.json.
+//   encode: each input line is an object; its --field string becomes one {"ids":[...]} line.
+//   --decode: each input line is {"ids":[...]}; it becomes one {"text":"..."} line (bytes that are
+//   not valid UTF-8, from ids that cut a character, are written as U+FFFD, as HF's decode does).
+// A malformed line stops the run with an error naming the input and the line number.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "titan/cli/args.h"
+#include "titan/cli/commands.h"
+#include "titan/data/tokenizer/tokenizer.h"
+
+namespace titan::cli {
+namespace {
+
+using nlohmann::json;
+
+json parse_line(const std::string& line, const std::string& where) {
+  try {
+    return json::parse(line);
+  } catch (const json::parse_error& e) {
+    std::string msg = e.what();
+    const size_t at = msg.find("parse error");
+    if (at != std::string::npos) msg = msg.substr(at);
+    TITAN_FAIL(where, ": invalid JSON: ", msg);
+  }
+}
+
+std::string encode_line(const data::Tokenizer& tok, const json& record, const std::string& field,
+                        const std::string& where) {
+  TITAN_CHECK(record.is_object(), where, ": expected a JSON object with a \"", field, "\" string");
+  const auto it = record.find(field);
+  TITAN_CHECK(it != record.end() && it->is_string(), where, ": expected a \"", field,
+              "\" string field. HINT: --field names the field to encode");
+  std::string out = "{\"ids\":[";
+  bool first = true;
+  for (const int32_t id : tok.encode(it->get_ref<const std::string&>())) {
+    if (!first) out += ',';
+    first = false;
+    out += std::to_string(id);
+  }
+  out += "]}\n";
+  return out;
+}
+
+std::string decode_line(const data::Tokenizer& tok, const json& record, const std::string& where) {
+  TITAN_CHECK(record.is_object(), where, ": expected a JSON object {\"ids\": [...]}");
+  const auto it = record.find("ids");
+  TITAN_CHECK(it != record.end() && it->is_array(), where, ": expected an \"ids\" array of token ids");
+  std::vector<int32_t> ids;
+  ids.reserve(it->size());
+  for (const json& v : *it) {
+    TITAN_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= INT32_MAX, where,
+                ": \"ids\" holds ", v.dump(), "; expected non-negative integer ids");
+    ids.push_back(static_cast<int32_t>(v.get<int64_t>()));
+  }
+  const json out = {{"text", tok.decode(ids)}};
+  return out.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace
+
+int run_tokenize(int argc, char** argv) {
+  const Args args("tokenize",
+                  {{"tokenizer", "tokenizer.json, or a folder that holds one", "", false, true},
+                   {"input", "JSONL input file (default: stdin)", ""},
+                   {"field", "the string field of each input object to encode", "text"},
+                   {"decode", "read {\"ids\": [...]} lines and write {\"text\": ...} lines", "", true}},
+                  argc, argv, 2);
+  if (args.help_requested()) {
+    std::fputs(args.usage().c_str(), stdout);
+    return 0;
+  }
+  const data::Tokenizer tok = data::Tokenizer::from_file(args.get("tokenizer"));
+  const std::string input = args.get("input");
+  const std::string name = input.empty() ? "<stdin>" : input;
+  std::ifstream file;
+  if (!input.empty()) {
+    file.open(input, std::ios::binary);
+    TITAN_CHECK(file.good(), "[tokenize] cannot open ", input);
+  }
+  std::istream& in = input.empty() ? std::cin : file;
+  const bool decode = args.get_bool("decode");
+  const std::string field = args.get("field");
+  std::string line;
+  int64_t line_number = 0;
+  while (std::getline(in, line)) {
+    ++line_number;
+    const std::string where = str("[tokenize] ", name, ":", line_number);
+    const json record = parse_line(line, where);
+    std::string out;
+    try {
+      out = decode ? decode_line(tok, record, where) : encode_line(tok, record, field, where);
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      if (msg.rfind(where, 0) == 0) throw;
+      TITAN_FAIL(where, ": ", msg);
+    }
+    std::fwrite(out.data(), 1, out.size(), stdout);
+  }
+  TITAN_CHECK(!in.bad(), "[tokenize] cannot read ", name);
+  TITAN_CHECK(std::fflush(stdout) == 0, "[tokenize] cannot write the output");
+  return 0;
+}
+
+}  // namespace titan::cli

@@ -1,0 +1,122 @@
+// The `titan tokenize` command end to end (the binary): ids and decodes against the HF fixture,
+// stdin and --field, and one-line errors naming the line.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "ops/op_harness.h"
+
+namespace titan {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct CommandResult {
+  int exit_code;
+  std::string output;  // stdout (+ stderr when asked)
+};
+
+CommandResult run_titan(const std::string& args, bool with_stderr = true) {
+  const std::string cmd = std::string(TITAN_BINARY) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof(buf), pipe)) out.append(buf, n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+fs::path scratch(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("titan_cli_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+std::vector<json> lines_of(const std::string& text) {
+  std::vector<json> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) out.push_back(json::parse(line));
+  return out;
+}
+
+const std::string kTokenizerDir = "../shared/assets/qwen3-tokenizer";
+
+TEST(CliTokenize, EncodesAndDecodesLikeHfTokenizers) {
+  std::ifstream fixture(testing::source_path("tests/fixtures/tokenizer/qwen3_cases.jsonl"));
+  std::vector<json> cases;
+  std::string line;
+  while (std::getline(fixture, line)) cases.push_back(json::parse(line));
+  ASSERT_GE(cases.size(), 200u);
+
+  const fs::path tmp = scratch("tokenize");
+  {
+    std::ofstream texts(tmp / "texts.jsonl");
+    for (const json& c : cases) texts << json{{"body", c["text"]}, {"n", 1}}.dump() << "\n";
+  }
+  const std::string tok = testing::source_path(kTokenizerDir);
+  // Encode from stdin, with --field.
+  const CommandResult enc =
+      run_titan("tokenize --tokenizer " + tok + " --field body < " + (tmp / "texts.jsonl").string(), false);
+  ASSERT_EQ(enc.exit_code, 0) << enc.output;
+  const std::vector<json> got = lines_of(enc.output);
+  ASSERT_EQ(got.size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(got[i]["ids"], cases[i]["ids"]) << "case " << i;
+
+  // Decode from a file given by --input, with tokenizer.json named directly.
+  {
+    std::ofstream ids(tmp / "ids.jsonl");
+    for (const json& c : cases) ids << json{{"ids", c["ids"]}}.dump() << "\n";
+  }
+  const CommandResult dec = run_titan("tokenize --decode --tokenizer " + tok + "/tokenizer.json --input " +
+                                          (tmp / "ids.jsonl").string(), false);
+  ASSERT_EQ(dec.exit_code, 0) << dec.output;
+  const std::vector<json> texts = lines_of(dec.output);
+  ASSERT_EQ(texts.size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(texts[i]["text"], cases[i]["decoded"]) << "case " << i;
+  fs::remove_all(tmp);
+}
+
+TEST(CliTokenize, BadInputsAreOneLineErrors) {
+  const fs::path tmp = scratch("tokenize_errors");
+  const std::string tok = testing::source_path(kTokenizerDir);
+  {
+    std::ofstream bad(tmp / "bad.jsonl");
+    bad << "{\"text\": \"fine\"}\n{\"text\": broken}\n";
+    std::ofstream no_field(tmp / "no_field.jsonl");
+    no_field << "{\"text\": \"a\"}\n{\"text\": \"b\"}\n{\"other\": \"c\"}\n";
+    std::ofstream bad_id(tmp / "bad_id.jsonl");
+    bad_id << "{\"ids\": [1, 2]}\n{\"ids\": [999999999]}\n";
+  }
+  CommandResult run = run_titan("tokenize --tokenizer " + tok + " --input " + (tmp / "bad.jsonl").string());
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.output.find("bad.jsonl:2: invalid JSON"), std::string::npos) << run.output;
+
+  run = run_titan("tokenize --tokenizer " + tok + " --input " + (tmp / "no_field.jsonl").string());
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.output.find("no_field.jsonl:3: expected a \"text\" string field"), std::string::npos) << run.output;
+
+  run = run_titan("tokenize --decode --tokenizer " + tok + " --input " + (tmp / "bad_id.jsonl").string());
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.output.find("bad_id.jsonl:2: [tokenizer] decode: id 999999999 is not in the vocabulary"),
+            std::string::npos)
+      << run.output;
+
+  run = run_titan("tokenize --tokenizer " + tmp.string() + " --input " + (tmp / "bad.jsonl").string());
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.output.find("tokenizer.json"), std::string::npos) << run.output;
+
+  run = run_titan("tokenize --input x.jsonl");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.output.find("missing required flag --tokenizer"), std::string::npos) << run.output;
+  fs::remove_all(tmp);
+}
+
+}  // namespace
+}  // namespace titan
