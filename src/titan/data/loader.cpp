@@ -1,0 +1,143 @@
+#include "titan/data/loader.h"
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "titan/core/error.h"
+#include "titan/core/log.h"
+
+namespace titan::data {
+
+using nlohmann::json;
+
+std::string LoaderState::to_json() const {
+  json j = {{"epoch", epoch},
+            {"file_index", position.file_index},
+            {"byte_offset", position.byte_offset},
+            {"line", position.line},
+            {"doc_index", doc_index},
+            {"documents_seen", documents_seen},
+            {"carry", carry},
+            {"rank", rank},
+            {"world", world}};
+  return j.dump();
+}
+
+LoaderState LoaderState::from_json(std::string_view text) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  TITAN_CHECK(!j.is_discarded() && j.is_object(),
+              "[data] loader state: not a JSON object. HINT: pass what LoaderState::to_json wrote.");
+  auto integer = [&](const char* field) -> int64_t {
+    auto it = j.find(field);
+    TITAN_CHECK(it != j.end() && it->is_number_integer(), "[data] loader state: field \"", field,
+                "\" is missing or not an integer. HINT: pass what LoaderState::to_json wrote.");
+    return it->get<int64_t>();
+  };
+  LoaderState s;
+  s.epoch = integer("epoch");
+  s.position = SourcePosition{integer("file_index"), integer("byte_offset"), integer("line")};
+  s.doc_index = integer("doc_index");
+  s.documents_seen = integer("documents_seen");
+  s.rank = static_cast<int>(integer("rank"));
+  s.world = static_cast<int>(integer("world"));
+  auto carry = j.find("carry");
+  TITAN_CHECK(carry != j.end() && carry->is_array(), "[data] loader state: field \"carry\" is missing "
+              "or not an array. HINT: pass what LoaderState::to_json wrote.");
+  for (const auto& id : *carry) {
+    TITAN_CHECK(id.is_number_integer(), "[data] loader state: \"carry\" holds a non-integer");
+    s.carry.push_back(id.get<int32_t>());
+  }
+  return s;
+}
+
+Loader::Loader(LoaderConfig config, const Tokenizer& tokenizer)
+    : config_(std::move(config)), tokenizer_(&tokenizer), source_(config_.dataset) {
+  const LoaderConfig& c = config_;
+  const int64_t vocab = tokenizer.vocab_size();
+  TITAN_CHECK(c.batch_size >= 1 && c.seq_len >= 1, "[data] loader: batch_size ", c.batch_size,
+              " and seq_len ", c.seq_len, " must both be >= 1");
+  TITAN_CHECK(c.eot_id >= 0 && c.eot_id < vocab, "[data] loader: eot_id ", c.eot_id,
+              " is not a token id (vocabulary ", vocab, "). HINT: use tokenizer.token_id(\"<|endoftext|>\").");
+  TITAN_CHECK(!c.bos_id || (*c.bos_id >= 0 && *c.bos_id < vocab), "[data] loader: bos_id ",
+              c.bos_id.value_or(0), " is not a token id (vocabulary ", vocab, ")");
+  TITAN_CHECK(c.world >= 1 && c.rank >= 0 && c.rank < c.world, "[data] loader: rank ", c.rank,
+              " of world ", c.world, " is out of range");
+}
+
+bool Loader::fill(size_t want) {
+  while (carry_.size() < want) {
+    std::optional<std::string> doc = source_.next();
+    if (!doc) {
+      if (!config_.infinite) return false;
+      // Each document adds at least its eot, so an epoch that gives this rank one document ends
+      // the loop; one that gives it none would spin forever.
+      TITAN_CHECK(doc_index_ > config_.rank, "[data] ", config_.dataset.path, ": an epoch holds ",
+                  doc_index_, " documents, none for rank ", config_.rank, " of ", config_.world,
+                  ". HINT: use more data or fewer data-parallel ranks.");
+      ++epoch_;
+      doc_index_ = 0;
+      source_.rewind();
+      log_info(str("[data] epoch ", epoch_ + 1));
+      continue;
+    }
+    const int64_t index = doc_index_++;
+    if (index % config_.world != config_.rank) continue;
+    if (config_.bos_id) carry_.push_back(*config_.bos_id);
+    const std::vector<int32_t> ids = tokenizer_->encode(*doc);
+    carry_.insert(carry_.end(), ids.begin(), ids.end());
+    carry_.push_back(config_.eot_id);
+    ++documents_seen_;
+  }
+  return true;
+}
+
+std::optional<Batch> Loader::next() {
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t B = config_.batch_size, T = config_.seq_len;
+  const size_t want = static_cast<size_t>(B * (T + 1));
+  if (!fill(want)) {
+    seconds_in_next_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return std::nullopt;
+  }
+  Batch batch{Tensor::empty({B, T}, DType::i64), Tensor::empty({B, T}, DType::i64),
+              Tensor::empty({B, T}, DType::i64)};
+  int64_t* inputs = batch.inputs_BT.data<int64_t>();
+  int64_t* labels = batch.labels_BT.data<int64_t>();
+  int64_t* positions = batch.positions_BT.data<int64_t>();
+  for (int64_t b = 0; b < B; ++b) {
+    const int32_t* row = carry_.data() + b * (T + 1);  // T+1 tokens: inputs and labels overlap by T
+    int64_t pos = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      if (t > 0) pos = row[t - 1] == config_.eot_id ? 0 : pos + 1;
+      inputs[b * T + t] = row[t];
+      labels[b * T + t] = row[t + 1];
+      positions[b * T + t] = pos;
+    }
+  }
+  carry_.erase(carry_.begin(), carry_.begin() + static_cast<std::ptrdiff_t>(want));
+  tokens_emitted_ += B * T;
+  seconds_in_next_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return batch;
+}
+
+LoaderState Loader::state() const {
+  return LoaderState{epoch_, source_.position(), doc_index_, documents_seen_, carry_, config_.rank,
+                     config_.world};
+}
+
+void Loader::restore(const LoaderState& state) {
+  TITAN_CHECK(state.rank == config_.rank && state.world == config_.world, "[data] loader state: saved by "
+              "rank ", state.rank, " of ", state.world, ", restored on rank ", config_.rank, " of ",
+              config_.world, ". HINT: resume with the same data-parallel layout.");
+  source_.seek(state.position);
+  epoch_ = state.epoch;
+  doc_index_ = state.doc_index;
+  documents_seen_ = state.documents_seen;
+  carry_ = state.carry;
+}
+
+double Loader::tokens_per_second() const {
+  return seconds_in_next_ > 0 ? static_cast<double>(tokens_emitted_) / seconds_in_next_ : 0.0;
+}
+
+}  // namespace titan::data

@@ -1,0 +1,93 @@
+// Loader: the packing data loader (as torchtitan does it). This rank's documents are tokenized,
+// [bos] + encode(doc) + [eot] each, concatenated into one stream, and cut into rows of T+1 tokens;
+// B rows make a batch. Tokens left over after a batch carry into the next one (and across epochs).
+//
+// Shape legend: B = batch_size rows, T = seq_len tokens per row.
+//   inputs_BT    i64  row[:-1]
+//   labels_BT    i64  row[1:]  (the next token of each input)
+//   positions_BT i64  0 at the start of each row and at each token that follows an eot, else
+//                     previous + 1: each document's tokens count from 0, for document-causal use.
+//                     (Read from the row alone, so no extra state; a document whose text holds a
+//                     literal "<|endoftext|>" encodes to eot there and restarts too.)
+//
+// Sharding: the documents of an epoch are numbered 0, 1, 2, ... in DocumentSource order; rank r of
+// w takes those with index % w == r. Every rank reads every document (cheap next to tokenizing) but
+// tokenizes only its own: disjoint, covering, and independent of timing.
+//
+// Resume: state() is a small cursor (source position, carried tokens, epoch, counters); a loader
+// restored from it yields exactly the batches the original would have yielded next. When the data
+// runs out, the next epoch starts from the first file (log "epoch N"), or, with infinite = false,
+// next() returns nullopt. Tokenization runs on the calling thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "titan/core/tensor.h"
+#include "titan/data/dataset.h"
+#include "titan/data/tokenizer/tokenizer.h"
+
+namespace titan::data {
+
+struct LoaderConfig {
+  DatasetConfig dataset;
+  int64_t batch_size = 1;         // B
+  int64_t seq_len = 2048;         // T
+  int32_t eot_id = -1;            // appended to every document, e.g. the id of <|endoftext|>
+  std::optional<int32_t> bos_id;  // prepended to every document when set
+  int rank = 0;                   // data-parallel rank and world size
+  int world = 1;
+  bool infinite = true;           // false: next() returns nullopt when the data runs out
+};
+
+struct Batch {
+  Tensor inputs_BT;
+  Tensor labels_BT;
+  Tensor positions_BT;
+};
+
+struct LoaderState {
+  int64_t epoch = 0;           // 0-based; the log names epoch + 1
+  SourcePosition position;     // where the next document starts
+  int64_t doc_index = 0;       // global index (all ranks) of that document within the epoch
+  int64_t documents_seen = 0;  // documents this rank has tokenized, all epochs
+  std::vector<int32_t> carry;  // tokens packed but not yet emitted
+  int rank = 0;                // checked on restore: a cursor belongs to one shard
+  int world = 1;
+
+  std::string to_json() const;
+  static LoaderState from_json(std::string_view text);  // throws titan::Error naming the bad field
+};
+
+class Loader {
+ public:
+  // `tokenizer` must outlive the loader. Throws for a bad config (B, T, eot, rank/world).
+  Loader(LoaderConfig config, const Tokenizer& tokenizer);
+
+  std::optional<Batch> next();
+
+  LoaderState state() const;
+  void restore(const LoaderState& state);  // throws if it was saved by another rank or world size
+
+  int64_t tokens_emitted() const { return tokens_emitted_; }  // B*T per batch, since construction
+  double tokens_per_second() const;  // tokens emitted / seconds spent inside next()
+  int64_t num_bad_lines() const { return source_.num_bad_lines(); }
+
+ private:
+  bool fill(size_t want);  // tokenizes documents until carry_ holds `want` tokens; false at end
+
+  LoaderConfig config_;
+  const Tokenizer* tokenizer_;
+  DocumentSource source_;
+  int64_t epoch_ = 0;
+  int64_t doc_index_ = 0;
+  int64_t documents_seen_ = 0;
+  std::vector<int32_t> carry_;
+  int64_t tokens_emitted_ = 0;
+  double seconds_in_next_ = 0.0;
+};
+
+}  // namespace titan::data

@@ -1,0 +1,255 @@
+// Loader: packing against the rule stated here (stream = for each doc [bos] + encode(doc) + [eot],
+// cut into rows of T+1), labels = inputs shifted by one, positions restarting at document starts,
+// sharding (disjoint + covering), resume bit for bit (mid-file, across epochs), and its errors.
+#include "titan/data/loader.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "titan/core/error.h"
+#include "titan/core/log.h"
+#include "unit/data/data_test_util.h"
+
+namespace titan::data {
+namespace {
+
+using testing::shakespeare;
+using testing::TempDir;
+using testing::write_file;
+
+const Tokenizer& qwen3() {
+  static const Tokenizer tok =
+      Tokenizer::from_file(titan::testing::source_path("../shared/assets/qwen3-tokenizer/tokenizer.json"));
+  return tok;
+}
+int32_t eot() { return qwen3().token_id("<|endoftext|>").value(); }
+
+std::string jsonl(const std::vector<std::string>& docs) {
+  std::string out;
+  for (const auto& d : docs) out += nlohmann::json{{"text", d}}.dump() + "\n";
+  return out;
+}
+
+std::vector<int64_t> values(const Tensor& t) {
+  return std::vector<int64_t>(t.data<int64_t>(), t.data<int64_t>() + t.numel());
+}
+
+// The expected token stream and, per token, whether it starts a document.
+struct Stream {
+  std::vector<int64_t> tokens;
+  std::vector<bool> doc_start;
+};
+Stream pack(const std::vector<std::string>& docs, std::optional<int32_t> bos = std::nullopt) {
+  Stream s;
+  for (const auto& d : docs) {
+    s.doc_start.push_back(true);
+    if (bos) s.tokens.push_back(*bos);
+    for (int32_t id : qwen3().encode(d)) s.tokens.push_back(id);
+    s.tokens.push_back(eot());
+    s.doc_start.resize(s.tokens.size(), false);
+  }
+  return s;
+}
+
+LoaderConfig config_for(const std::string& path, int64_t B, int64_t T) {
+  LoaderConfig c;
+  c.dataset.path = path;
+  c.batch_size = B;
+  c.seq_len = T;
+  c.eot_id = eot();
+  return c;
+}
+
+// Checks every batch of a finite loader against `want`: row r of the whole run is
+// want[r*(T+1), (r+1)*(T+1)), inputs/labels are its [:-1]/[1:], positions count from 0 at the row
+// start and at each document start. Returns the number of batches.
+int64_t expect_packed(Loader& loader, const Stream& want, int64_t B, int64_t T) {
+  int64_t row = 0, batches = 0;
+  while (auto batch = loader.next()) {
+    ++batches;
+    EXPECT_EQ(batch->inputs_BT.shape(), (Shape{B, T}));
+    const auto in = values(batch->inputs_BT), lab = values(batch->labels_BT), pos = values(batch->positions_BT);
+    for (int64_t b = 0; b < B; ++b, ++row) {
+      const size_t base = static_cast<size_t>(row * (T + 1));
+      EXPECT_LE(base + T + 1, want.tokens.size());
+      if (base + T + 1 > want.tokens.size()) return batches;
+      int64_t p = 0;
+      for (int64_t t = 0; t < T; ++t) {
+        const size_t i = static_cast<size_t>(b * T + t);
+        p = (t == 0 || want.doc_start[base + t]) ? 0 : p + 1;
+        EXPECT_EQ(in[i], want.tokens[base + t]) << "row " << row << " t " << t;
+        EXPECT_EQ(lab[i], want.tokens[base + t + 1]) << "row " << row << " t " << t;
+        EXPECT_EQ(pos[i], p) << "row " << row << " t " << t;
+        if (t + 1 < T) {
+          EXPECT_EQ(lab[i], in[i + 1]);  // labels are inputs shifted by one
+        }
+      }
+    }
+  }
+  // Only a remainder shorter than one batch is left unemitted.
+  EXPECT_LT(want.tokens.size() - static_cast<size_t>(row * (T + 1)), static_cast<size_t>(B * (T + 1)));
+  return batches;
+}
+
+TEST(Loader, PacksDocumentsIntoRows) {
+  TempDir dir;
+  const auto docs = shakespeare(40);
+  write_file(dir.file("s.jsonl"), jsonl(docs));
+  for (const auto& [B, T] : std::vector<std::pair<int64_t, int64_t>>{{2, 16}, {3, 7}, {1, 64}}) {
+    LoaderConfig c = config_for(dir.file("s.jsonl"), B, T);
+    c.infinite = false;
+    Loader loader(c, qwen3());
+    const int64_t batches = expect_packed(loader, pack(docs), B, T);
+    EXPECT_GT(batches, 2);
+    EXPECT_EQ(loader.tokens_emitted(), batches * B * T);
+    EXPECT_GT(loader.tokens_per_second(), 0.0);
+    EXPECT_EQ(loader.state().documents_seen, 40);
+  }
+}
+
+TEST(Loader, BosIsPrependedAndTextFilesSplitOnBlankLines) {
+  TempDir dir;
+  const auto docs = shakespeare(30);
+  std::string text;
+  for (const auto& d : docs) text += d + "\n\n";
+  write_file(dir.file("s.txt"), text);
+  LoaderConfig c = config_for(dir.file("s.txt"), 2, 24);
+  c.dataset.split_blank_lines = true;
+  c.bos_id = qwen3().token_id("<|im_start|>").value();
+  c.infinite = false;
+  Loader loader(c, qwen3());
+  EXPECT_GT(expect_packed(loader, pack(docs, c.bos_id), 2, 24), 2);
+}
+
+TEST(Loader, ShardsAreDisjointAndCovering) {
+  TempDir dir;
+  const auto docs = shakespeare(42);
+  // Two files: sharding numbers documents across file boundaries.
+  write_file(dir.file("d/a.jsonl"), jsonl(std::vector<std::string>(docs.begin(), docs.begin() + 17)));
+  write_file(dir.file("d/b.jsonl"), jsonl(std::vector<std::string>(docs.begin() + 17, docs.end())));
+  int64_t seen = 0;
+  for (int rank = 0; rank < 4; ++rank) {
+    std::vector<std::string> mine;
+    for (size_t i = static_cast<size_t>(rank); i < docs.size(); i += 4) mine.push_back(docs[i]);
+    LoaderConfig c = config_for(dir.file("d"), 1, 8);
+    c.rank = rank;
+    c.world = 4;
+    c.infinite = false;
+    Loader loader(c, qwen3());
+    expect_packed(loader, pack(mine), 1, 8);
+    EXPECT_EQ(loader.state().documents_seen, static_cast<int64_t>(mine.size()));
+    seen += loader.state().documents_seen;
+  }
+  EXPECT_EQ(seen, 42);  // every document exactly once
+}
+
+// Runs k batches, saves, runs m more; a new loader restored from the JSON yields the same m.
+// Returns the epoch at the save and at the end.
+std::pair<int64_t, int64_t> expect_resume(const LoaderConfig& c, int k, int m) {
+  Loader original(c, qwen3());
+  for (int i = 0; i < k; ++i) EXPECT_TRUE(original.next());
+  const std::string saved = original.state().to_json();
+  std::vector<Batch> want;
+  for (int i = 0; i < m; ++i) want.push_back(original.next().value());  // infinite: never ends
+
+  Loader resumed(c, qwen3());
+  resumed.restore(LoaderState::from_json(saved));
+  for (int i = 0; i < m; ++i) {
+    auto got = resumed.next();
+    if (!got) {
+      ADD_FAILURE() << "resumed loader ended at batch " << i;
+      break;
+    }
+    EXPECT_EQ(values(got->inputs_BT), values(want[i].inputs_BT)) << "batch " << i;
+    EXPECT_EQ(values(got->labels_BT), values(want[i].labels_BT)) << "batch " << i;
+    EXPECT_EQ(values(got->positions_BT), values(want[i].positions_BT)) << "batch " << i;
+  }
+  EXPECT_EQ(resumed.state().to_json(), original.state().to_json());
+  return {LoaderState::from_json(saved).epoch, original.state().epoch};
+}
+
+TEST(Loader, ResumeYieldsTheSameBatches) {
+  set_log_level(LogLevel::warn);  // no "epoch N" lines in test output
+  TempDir dir;
+  const auto docs = shakespeare(24);  // a few hundred tokens: an epoch is a handful of batches
+  write_file(dir.file("s.jsonl"), jsonl(docs));
+  std::string text;
+  for (const auto& d : docs) text += d + "\n\n";
+  write_file(dir.file("t/part0.txt"), text.substr(0, text.size() / 2) + "\n\n");
+  write_file(dir.file("t/part1.txt"), text.substr(text.size() / 2));
+
+  LoaderConfig jsonl_c = config_for(dir.file("s.jsonl"), 2, 32);
+  EXPECT_EQ(expect_resume(jsonl_c, 3, 2), (std::pair<int64_t, int64_t>{0, 0}));  // mid-file
+  const auto [saved_epoch, end_epoch] = expect_resume(jsonl_c, 5, 12);
+  EXPECT_GT(end_epoch, saved_epoch);                   // across an epoch boundary
+  EXPECT_GE(expect_resume(jsonl_c, 40, 5).first, 2);   // saved in a later epoch
+  LoaderConfig text_c = config_for(dir.file("t"), 3, 20);
+  text_c.dataset.split_blank_lines = true;
+  text_c.rank = 1;
+  text_c.world = 2;
+  EXPECT_GT(expect_resume(text_c, 2, 30).second, 1);
+
+  Loader original(jsonl_c, qwen3());
+  original.next();
+  const LoaderState s = original.state();
+  EXPECT_GT(s.position.byte_offset, 0);  // saved mid-file
+  EXPECT_FALSE(s.carry.empty());
+  LoaderConfig other = jsonl_c;
+  other.world = 2;
+  Loader wrong(other, qwen3());
+  EXPECT_THROW(wrong.restore(s), Error);
+}
+
+TEST(Loader, FiniteStopsInfiniteWraps) {
+  set_log_level(LogLevel::warn);
+  TempDir dir;
+  const auto docs = shakespeare(3);
+  write_file(dir.file("s.jsonl"), jsonl(docs));
+  const Stream one = pack(docs);
+  const int64_t T = static_cast<int64_t>(one.tokens.size());  // one row = an epoch plus one token
+  LoaderConfig c = config_for(dir.file("s.jsonl"), 1, T);
+  c.infinite = false;
+  EXPECT_FALSE(Loader(c, qwen3()).next());
+  c.infinite = true;
+  Loader loader(c, qwen3());
+  auto batch = loader.next();
+  ASSERT_TRUE(batch);
+  EXPECT_EQ(values(batch->inputs_BT), one.tokens);
+  EXPECT_EQ(values(batch->labels_BT).back(), one.tokens.front());  // the next epoch's first token
+  EXPECT_EQ(loader.state().epoch, 1);
+}
+
+TEST(Loader, Errors) {
+  TempDir dir;
+  write_file(dir.file("bad.jsonl"), jsonl({"fine"}) + "{\"text\": 3}\n");
+  Loader loader(config_for(dir.file("bad.jsonl"), 1, 4), qwen3());
+  try {
+    loader.next();
+    ADD_FAILURE() << "no error for a bad line";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.jsonl:2:"), std::string::npos) << e.what();
+  }
+  LoaderConfig skip = config_for(dir.file("bad.jsonl"), 1, 4);
+  skip.dataset.skip_bad_lines = true;
+  skip.infinite = false;
+  Loader skipping(skip, qwen3());
+  while (skipping.next()) {
+  }
+  EXPECT_EQ(skipping.num_bad_lines(), 1);
+
+  LoaderConfig lonely = config_for(dir.file("bad.jsonl"), 1, 4);
+  lonely.dataset.skip_bad_lines = true;
+  lonely.rank = 2;
+  lonely.world = 3;  // one good document: ranks 1 and 2 never get one
+  set_log_level(LogLevel::error);
+  EXPECT_THROW(Loader(lonely, qwen3()).next(), Error);
+  EXPECT_THROW(Loader(config_for(dir.file("missing"), 1, 4), qwen3()), Error);
+  LoaderConfig no_eot = config_for(dir.file("bad.jsonl"), 1, 4);
+  no_eot.eot_id = -1;
+  EXPECT_THROW(Loader(no_eot, qwen3()), Error);
+  EXPECT_THROW(LoaderState::from_json("{\"epoch\": 1}"), Error);
+}
+
+}  // namespace
+}  // namespace titan::data
