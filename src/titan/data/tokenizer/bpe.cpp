@@ -1,5 +1,6 @@
 #include "titan/data/tokenizer/bpe.h"
 
+#include <functional>
 #include <queue>
 
 #include "titan/data/tokenizer/unicode.h"
@@ -33,18 +34,22 @@ void Bpe::encode_piece(std::string_view piece, std::vector<int32_t>& out) const 
     return;
   }
   const std::string key(piece);
+  // High hash bits pick the shard; the map's buckets use the low ones.
+  CacheShard& shard = cache_[(std::hash<std::string>{}(key) >> 32) % kCacheShards];
   {
-    std::lock_guard<std::mutex> lock(cache_mutex_);
-    const auto it = cache_.find(key);
-    if (it != cache_.end()) {
+    std::lock_guard<std::mutex> lock(shard.mutex);
+    const auto it = shard.pieces.find(key);
+    if (it != shard.pieces.end()) {
       out.insert(out.end(), it->second.begin(), it->second.end());
       return;
     }
   }
   const size_t first = out.size();
   merge_word(piece, out);
-  std::lock_guard<std::mutex> lock(cache_mutex_);
-  if (cache_.size() < kCacheMaxEntries) cache_.emplace(key, std::vector<int32_t>(out.begin() + first, out.end()));
+  std::lock_guard<std::mutex> lock(shard.mutex);
+  if (shard.pieces.size() < kCacheMaxEntriesPerShard) {
+    shard.pieces.emplace(key, std::vector<int32_t>(out.begin() + first, out.end()));
+  }
 }
 
 void Bpe::merge_word(std::string_view piece, std::vector<int32_t>& out) const {

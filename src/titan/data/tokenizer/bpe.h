@@ -41,10 +41,16 @@ class Bpe {
   std::array<int32_t, 256> byte_ids_{};       // id of each byte's single-character token, -1 if absent
   bool ignore_merges_ = false;
 
-  static constexpr size_t kCacheMaxPiece = 64;       // bytes
-  static constexpr size_t kCacheMaxEntries = 1 << 18;
-  mutable std::mutex cache_mutex_;
-  mutable std::unordered_map<std::string, std::vector<int32_t>> cache_;
+  // The piece cache is split into shards, each behind its own mutex, so that threads encoding at
+  // once rarely wait on each other.
+  static constexpr size_t kCacheMaxPiece = 64;  // bytes
+  static constexpr size_t kCacheShards = 64;
+  static constexpr size_t kCacheMaxEntriesPerShard = (1 << 18) / kCacheShards;
+  struct CacheShard {
+    std::mutex mutex;
+    std::unordered_map<std::string, std::vector<int32_t>> pieces;
+  };
+  mutable std::array<CacheShard, kCacheShards> cache_;
 };
 
 }  // namespace titan::data
