@@ -16,6 +16,8 @@ const char* kUsage =
     "            gradient norm, tokens/s and the kernels in use\n"
     "  forward   run a Hugging Face model folder on given tokens; write logits, loss, gradients\n"
     "  tokenize  encode JSONL text (or decode ids) with a Hugging Face tokenizer.json\n"
+    "  train-tokenizer  train a byte-level BPE tokenizer (Qwen3 pre-tokenizer) on text files;\n"
+    "            write tokenizer.json + tokenizer_config.json\n"
     "  version   print the version\n"
     "Run 'titan <command> --help' for the flags of a command.\n";
 
@@ -31,6 +33,7 @@ int main(int argc, char** argv) {
     if (command == "demo") return titan::cli::run_demo(argc, argv);
     if (command == "forward") return titan::cli::run_forward(argc, argv);
     if (command == "tokenize") return titan::cli::run_tokenize(argc, argv);
+    if (command == "train-tokenizer") return titan::cli::run_train_tokenizer(argc, argv);
     if (command == "version" || command == "--version") {
       std::printf("titan 0.1.0\n");
       return 0;

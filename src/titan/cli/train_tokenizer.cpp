@@ -1,0 +1,108 @@
+// titan train-tokenizer: trains a byte-level BPE tokenizer (Qwen3's pre-tokenizer, one special token
+// "<|endoftext|>") on text files and writes DIR/tokenizer.json and DIR/tokenizer_config.json, each
+// atomically (tmp + rename). Inputs by suffix: .txt is one document, .jsonl / .json one "text" field
+// per line (DocumentSource; .zst and folders work too). --input takes several paths and may repeat.
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "titan/checkpoint/atomic_file.h"
+#include "titan/cli/args.h"
+#include "titan/cli/commands.h"
+#include "titan/data/dataset.h"
+#include "titan/data/tokenizer/trainer.h"
+
+namespace titan::cli {
+namespace {
+
+// Takes every "--input A B ..." / "--input=A" out of argv (Args keeps one value per flag); the rest
+// goes to Args.
+std::vector<std::string> take_inputs(int argc, char** argv, std::vector<char*>& rest) {
+  std::vector<std::string> inputs;
+  for (int i = 0; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (i >= 2 && arg.rfind("--input=", 0) == 0) {
+      inputs.push_back(arg.substr(std::strlen("--input=")));
+    } else if (i >= 2 && arg == "--input") {
+      while (i + 1 < argc && std::strncmp(argv[i + 1], "--", 2) != 0) inputs.emplace_back(argv[++i]);
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  return inputs;
+}
+
+}  // namespace
+
+int run_train_tokenizer(int argc, char** argv) {
+  std::vector<char*> rest;
+  const std::vector<std::string> inputs = take_inputs(argc, argv, rest);
+  const Args args("train-tokenizer",
+                  {{"input", "text files (.txt: one document; .jsonl: a \"text\" field per line); several "
+                             "paths, or repeat the flag", ""},
+                   {"vocab-size", "tokens in all, the special token <|endoftext|> included (>= 257)", "", false, true},
+                   {"out", "folder for tokenizer.json and tokenizer_config.json (created if missing)", "", false,
+                    true},
+                   {"model-max-length", "model_max_length in tokenizer_config.json", "131072"}},
+                  static_cast<int>(rest.size()), rest.data(), 2);
+  if (args.help_requested()) {
+    std::fputs(args.usage().c_str(), stdout);
+    return 0;
+  }
+  if (inputs.empty()) {
+    throw UsageError("titan train-tokenizer: missing required flag --input (text files to train on)");
+  }
+  const int64_t vocab_size = args.get_int("vocab-size");
+  data::BpeTrainer trainer(vocab_size);  // checks the range before any reading
+  const int64_t model_max_length = args.get_int("model-max-length");
+  if (model_max_length <= 0) {
+    throw UsageError(str("titan train-tokenizer: --model-max-length must be positive, got ", model_max_length));
+  }
+
+  for (const std::string& input : inputs) {
+    TITAN_CHECK(std::filesystem::exists(input), "[train-tokenizer] input ", input,
+                " does not exist. HINT: --input takes text files (.txt, .jsonl)");
+  }
+  // Check the output folder before the work, not after it.
+  const std::string out = args.get("out");
+  std::error_code ec;
+  std::filesystem::create_directories(out, ec);
+  TITAN_CHECK(!ec && std::filesystem::is_directory(out), "[train-tokenizer] cannot create the output folder ", out,
+              ": ", ec ? ec.message() : "a file is in the way", ". HINT: pass a writable --out folder");
+  TITAN_CHECK(::access(out.c_str(), W_OK) == 0, "[train-tokenizer] output folder ", out,
+              " is not writable: ", std::strerror(errno), ". HINT: pass a writable --out folder");
+
+  const auto start = std::chrono::steady_clock::now();
+  for (const std::string& input : inputs) {
+    data::DatasetConfig config;
+    config.path = input;
+    data::DocumentSource source(config);
+    while (std::optional<std::string> doc = source.next()) trainer.add_text(*doc, input);
+  }
+  const data::TrainedBpe bpe = trainer.train();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  const std::filesystem::path dir(out);
+  ckpt::write_text_file_atomic((dir / "tokenizer.json").string(), bpe.tokenizer_json());
+  ckpt::write_text_file_atomic((dir / "tokenizer_config.json").string(),
+                               bpe.tokenizer_config_json(model_max_length));
+  const int64_t total = static_cast<int64_t>(bpe.tokens.size()) + 1;
+  std::fprintf(stderr, "[train-tokenizer] %lld pieces, %lld distinct; %lld merges, vocab %lld in %.2f s -> %s\n",
+               static_cast<long long>(bpe.num_pieces), static_cast<long long>(bpe.num_words),
+               static_cast<long long>(bpe.merges.size()), static_cast<long long>(total), seconds,
+               (dir / "tokenizer.json").c_str());
+  if (total < vocab_size) {
+    std::fprintf(stderr, "[train-tokenizer] warning: the corpus ran out of pairs; vocab is %lld, not %lld\n",
+                 static_cast<long long>(total), static_cast<long long>(vocab_size));
+  }
+  return 0;
+}
+
+}  // namespace titan::cli
