@@ -8,13 +8,19 @@
 //   N threads: N std::threads take documents from a shared counter (peer: encode_batch, rayon N).
 // MB/s counts 1e6 bytes of UTF-8 input per second; "cold" is the first pass of a freshly loaded
 // tokenizer (empty BPE word cache) on both sides, median of 3 loads. Also times the pre-tokenizer's Split regex
-// (PCRE2, JIT) alone over the same documents. Token totals must equal the peer's.
+// (PCRE2, JIT) alone over the same documents. Token totals must equal the peer's. Last, the packing
+// loader (PrefetchLoader, B=8, T=2048, eot = <|endoftext|>) over the same documents, written to a
+// temporary .jsonl: tokens/s of its producer thread (JSONL parse + encode + packing, warm cache)
+// and how long the consumer waited.
 //
 //   build/bench/tokenizer_bench [--tokenizer tokenizer.json] [--text file]... [--threads 2]
 //                               [--chunk 2048] [--repeats 5] [--no-peer]
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -25,6 +31,7 @@
 
 #include "harness.h"
 #include "titan/core/error.h"
+#include "titan/data/prefetch_loader.h"
 #include "titan/data/tokenizer/pre_tokenizer.h"
 #include "titan/data/tokenizer/tokenizer.h"
 
@@ -131,6 +138,41 @@ Measured encode_all(const data::Tokenizer& tok, const std::vector<std::string_vi
   return m;
 }
 
+struct LoaderRun {
+  int64_t num_batches = 0;
+  double tokens_per_s = 0.0;  // the producer's: tokens / its seconds inside Loader::next()
+  double wall_s = 0.0;        // the consumer's, all batches
+  double waited_s = 0.0;      // the consumer's, blocked on an empty queue
+};
+
+// One pass of a PrefetchLoader (B=8, T=2048) over `docs`, written as JSONL to a temporary file.
+LoaderRun run_loader(const data::Tokenizer& tok, const std::vector<std::string_view>& docs) {
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / str("titan_tokenizer_bench_", ::getpid(), ".jsonl");
+  {
+    std::ofstream out(path, std::ios::binary);
+    for (std::string_view doc : docs) out << nlohmann::json{{"text", doc}}.dump() << '\n';
+    TITAN_CHECK(out.good(), "tokenizer_bench: cannot write ", path.string());
+  }
+  data::LoaderConfig c;
+  c.dataset.path = path.string();
+  c.batch_size = 8;
+  c.seq_len = 2048;
+  c.eot_id = tok.token_id("<|endoftext|>").value();
+  c.infinite = false;
+  LoaderRun r;
+  {
+    const double t0 = bench::now_seconds();
+    data::PrefetchLoader loader(c, tok);
+    while (loader.next()) ++r.num_batches;
+    r.wall_s = bench::now_seconds() - t0;
+    r.tokens_per_s = loader.tokens_per_second();
+    r.waited_s = loader.seconds_waiting();
+  }
+  std::filesystem::remove(path);
+  return r;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -185,6 +227,10 @@ int main(int argc, char** argv) try {
                 mode.threads, static_cast<long>(mode.ours.num_tokens), t.median_s, t.min_s, t.max_s,
                 mb / t.median_s, static_cast<double>(mode.ours.num_tokens) / t.median_s, mb / mode.cold_s);
   }
+  const LoaderRun loader = run_loader(tok, docs);
+  std::printf("loader (PrefetchLoader, B=8, T=2048, 1 producer thread): %ld batches | %.0f tokens/s"
+              " (producer) | consumer %.4f s, of which waiting %.4f s\n",
+              static_cast<long>(loader.num_batches), loader.tokens_per_s, loader.wall_s, loader.waited_s);
   if (!opt.peer) return 0;
 
   std::string files;
@@ -216,7 +262,8 @@ int main(int argc, char** argv) try {
   std::printf("\n| threads | impl | MB/s | tokens/s | ours / HF | cold first pass MB/s | ours / HF |\n"
               "|---|---|---|---|---|---|---|\n");
   nlohmann::json result = {{"impl", "titan.cpp"}, {"num_bytes", text.size()}, {"num_docs", docs.size()},
-                           {"regex_mb_per_s", mb / regex_timing.median_s}, {"tokens_match", tokens_match}};
+                           {"regex_mb_per_s", mb / regex_timing.median_s}, {"tokens_match", tokens_match},
+                           {"loader_tokens_per_s", loader.tokens_per_s}};
   for (const Mode& mode : modes) {
     const double ours_mbs = mb / mode.ours.timing.median_s;
     const double peer_mbs = mode.peer["mb_per_s"].get<double>();

@@ -17,7 +17,8 @@
 // Resume: state() is a small cursor (source position, carried tokens, epoch, counters); a loader
 // restored from it yields exactly the batches the original would have yielded next. When the data
 // runs out, the next epoch starts from the first file (log "epoch N"), or, with infinite = false,
-// next() returns nullopt. Tokenization runs on the calling thread.
+// next() returns nullopt. Tokenization runs on the calling thread; PrefetchLoader
+// (prefetch_loader.h) runs it on a background thread, batches ahead, with the same stream and cursor.
 #pragma once
 
 #include <cstdint>

@@ -5,10 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include <nlohmann/json.hpp>
 
 #include "titan/core/error.h"
 #include "titan/core/log.h"
+#include "titan/data/prefetch_loader.h"
 #include "unit/data/data_test_util.h"
 
 namespace titan::data {
@@ -249,6 +253,134 @@ TEST(Loader, Errors) {
   no_eot.eot_id = -1;
   EXPECT_THROW(Loader(no_eot, qwen3()), Error);
   EXPECT_THROW(LoaderState::from_json("{\"epoch\": 1}"), Error);
+}
+
+// PrefetchLoader: the same stream as Loader, batch for batch; a cursor that counts consumed batches
+// only (while the producer runs ahead); producer errors re-thrown on the caller; a clean shutdown
+// with a full queue.
+
+void expect_same_batch(const Batch& got, const Batch& want, int i) {
+  EXPECT_EQ(values(got.inputs_BT), values(want.inputs_BT)) << "batch " << i;
+  EXPECT_EQ(values(got.labels_BT), values(want.labels_BT)) << "batch " << i;
+  EXPECT_EQ(values(got.positions_BT), values(want.positions_BT)) << "batch " << i;
+}
+
+// Waits (polling, no timing asserted) until the producer has made `tokens`.
+void wait_for_producer(const PrefetchLoader& p, int64_t tokens) {
+  for (int i = 0; i < 20000 && p.tokens_emitted() < tokens; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(p.tokens_emitted(), tokens) << "the producer did not fill its queue";
+}
+
+TEST(PrefetchLoader, SameStreamAsLoader) {
+  TempDir dir;
+  write_file(dir.file("s.jsonl"), jsonl(shakespeare(40)));
+  for (int64_t depth : {1, 2, 5}) {
+    LoaderConfig c = config_for(dir.file("s.jsonl"), 2, 16);
+    c.infinite = false;
+    Loader plain(c, qwen3());
+    PrefetchLoader prefetch(c, qwen3(), depth);
+    int i = 0;
+    for (;; ++i) {
+      auto want = plain.next();
+      auto got = prefetch.next();
+      ASSERT_EQ(got.has_value(), want.has_value()) << "batch " << i << ", depth " << depth;
+      if (!want) break;
+      expect_same_batch(*got, *want, i);
+      EXPECT_EQ(prefetch.state().to_json(), plain.state().to_json()) << "batch " << i;
+    }
+    EXPECT_GT(i, 2);
+    EXPECT_FALSE(prefetch.next());  // stays at the end
+    EXPECT_EQ(prefetch.state().to_json(), plain.state().to_json());
+    EXPECT_EQ(prefetch.tokens_emitted(), plain.tokens_emitted());
+    EXPECT_GT(prefetch.tokens_per_second(), 0.0);
+    EXPECT_GE(prefetch.seconds_waiting(), 0.0);
+  }
+
+  // An epoch shorter than one row: nullopt at once, as Loader.
+  write_file(dir.file("short.jsonl"), jsonl(shakespeare(1)));
+  LoaderConfig c = config_for(dir.file("short.jsonl"), 1, 4096);
+  c.infinite = false;
+  EXPECT_FALSE(PrefetchLoader(c, qwen3()).next());
+}
+
+TEST(PrefetchLoader, StateCountsConsumedBatchesOnly) {
+  set_log_level(LogLevel::warn);
+  TempDir dir;
+  write_file(dir.file("s.jsonl"), jsonl(shakespeare(24)));  // an epoch is a handful of batches
+  const LoaderConfig c = config_for(dir.file("s.jsonl"), 2, 32);
+  const int64_t depth = 3, B = 2, T = 32;
+  for (int k : {0, 3, 7}) {
+    Loader plain(c, qwen3());
+    PrefetchLoader prefetch(c, qwen3(), depth);
+    for (int i = 0; i < k; ++i) {
+      expect_same_batch(prefetch.next().value(), plain.next().value(), i);
+    }
+    wait_for_producer(prefetch, (k + depth) * B * T);  // run ahead: depth batches queued
+    const LoaderState saved = prefetch.state();
+    EXPECT_EQ(saved.to_json(), plain.state().to_json()) << "k " << k;
+    std::vector<Batch> want;
+    for (int i = 0; i < 10; ++i) want.push_back(plain.next().value());  // crosses an epoch
+
+    PrefetchLoader resumed(c, qwen3(), depth);
+    resumed.next();  // somewhere else first
+    resumed.restore(LoaderState::from_json(saved.to_json()));
+    prefetch.restore(saved);  // the run-ahead loader itself, rewound to its consumed cursor
+    for (int i = 0; i < 10; ++i) {
+      expect_same_batch(resumed.next().value(), want[i], i);
+      expect_same_batch(prefetch.next().value(), want[i], i);
+    }
+    EXPECT_EQ(resumed.state().to_json(), plain.state().to_json());
+    EXPECT_GT(plain.state().epoch, 0);
+  }
+
+  // A cursor from another layout is refused, and the loader carries on where it was.
+  LoaderConfig other = c;
+  other.world = 2;
+  Loader plain(c, qwen3());
+  PrefetchLoader prefetch(c, qwen3());
+  expect_same_batch(prefetch.next().value(), plain.next().value(), 0);
+  EXPECT_THROW(prefetch.restore(Loader(other, qwen3()).state()), Error);
+  expect_same_batch(prefetch.next().value(), plain.next().value(), 1);
+}
+
+TEST(PrefetchLoader, ProducerErrorsAreRethrown) {
+  TempDir dir;
+  write_file(dir.file("bad.jsonl"), jsonl(shakespeare(2)) + "{\"text\": \"unterminated\n" + jsonl({"later"}));
+  const LoaderConfig c = config_for(dir.file("bad.jsonl"), 1, 4);
+  std::string want;
+  try {
+    Loader plain(c, qwen3());
+    while (plain.next()) {
+    }
+  } catch (const Error& e) {
+    want = e.what();
+  }
+  EXPECT_NE(want.find("bad.jsonl:3:"), std::string::npos) << want;
+
+  PrefetchLoader prefetch(c, qwen3());
+  int batches = 0;
+  try {
+    while (prefetch.next()) ++batches;
+    ADD_FAILURE() << "no error for a bad line";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), want);
+  }
+  EXPECT_GT(batches, 0);  // the batches before the bad line came first
+  EXPECT_THROW(prefetch.next(), Error);  // and it stays failed
+}
+
+TEST(PrefetchLoader, DestroysWithAFullQueue) {
+  TempDir dir;
+  write_file(dir.file("s.jsonl"), jsonl(shakespeare(24)));
+  const LoaderConfig c = config_for(dir.file("s.jsonl"), 2, 32);
+  {
+    PrefetchLoader never_read(c, qwen3(), 2);
+    wait_for_producer(never_read, 2 * 2 * 32);  // queue full: the producer waits for room
+  }  // must not hang
+  { PrefetchLoader just_started(c, qwen3(), 1); }  // stopped while (maybe) mid-batch
+  EXPECT_THROW(PrefetchLoader(c, qwen3(), 0), Error);
 }
 
 }  // namespace
