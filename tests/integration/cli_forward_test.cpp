@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "integration/cli_runner.h"
 #include "ops/op_harness.h"
 #include "titan/checkpoint/safetensors.h"
 
@@ -14,32 +15,13 @@ namespace titan {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct CommandResult {
-  int exit_code;
-  std::string output;  // stdout + stderr
-};
-
-CommandResult run_titan(const std::string& args) {
-  const std::string cmd = std::string(TITAN_BINARY) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof(buf), pipe)) out.append(buf, n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-fs::path scratch(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("titan_cli_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
+using testing::CommandResult;
+using testing::run_titan;
+using testing::scratch_dir;
 
 TEST(CliForward, WritesLogitsLossAndGradsMatchingTransformers) {
   const std::string dir = testing::source_path("tests/fixtures/hf/untied_gqa2");
-  const fs::path tmp = scratch("forward");
+  const fs::path tmp = scratch_dir("forward");
   const fs::path out = tmp / "out.safetensors";
   const CommandResult run = run_titan("forward --model " + dir + " --tokens " + dir + "/tokens.safetensors --out " +
                             out.string() + " --grads");
@@ -60,7 +42,7 @@ TEST(CliForward, WritesLogitsLossAndGradsMatchingTransformers) {
 
 TEST(CliForward, BadInputsAreOneLineErrors) {
   const std::string dir = testing::source_path("tests/fixtures/hf/untied_gqa2");
-  const fs::path tmp = scratch("errors");
+  const fs::path tmp = scratch_dir("errors");
   CommandResult run = run_titan("forward --model " + tmp.string() + " --tokens " + dir + "/tokens.safetensors --out " +
                       (tmp / "o.safetensors").string());
   EXPECT_EQ(run.exit_code, 1);

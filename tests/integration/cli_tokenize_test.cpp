@@ -8,35 +8,17 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "integration/cli_runner.h"
 #include "ops/op_harness.h"
 
 namespace titan {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::CommandResult;
+using testing::run_titan;
+using testing::scratch_dir;
 using nlohmann::json;
-
-struct CommandResult {
-  int exit_code;
-  std::string output;  // stdout (+ stderr when asked)
-};
-
-CommandResult run_titan(const std::string& args, bool with_stderr = true) {
-  const std::string cmd = std::string(TITAN_BINARY) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof(buf), pipe)) out.append(buf, n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-fs::path scratch(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("titan_cli_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
 
 std::vector<json> lines_of(const std::string& text) {
   std::vector<json> out;
@@ -55,7 +37,7 @@ TEST(CliTokenize, EncodesAndDecodesLikeHfTokenizers) {
   while (std::getline(fixture, line)) cases.push_back(json::parse(line));
   ASSERT_GE(cases.size(), 200u);
 
-  const fs::path tmp = scratch("tokenize");
+  const fs::path tmp = scratch_dir("tokenize");
   {
     std::ofstream texts(tmp / "texts.jsonl");
     for (const json& c : cases) texts << json{{"body", c["text"]}, {"n", 1}}.dump() << "\n";
@@ -84,7 +66,7 @@ TEST(CliTokenize, EncodesAndDecodesLikeHfTokenizers) {
 }
 
 TEST(CliTokenize, BadInputsAreOneLineErrors) {
-  const fs::path tmp = scratch("tokenize_errors");
+  const fs::path tmp = scratch_dir("tokenize_errors");
   const std::string tok = testing::source_path(kTokenizerDir);
   {
     std::ofstream bad(tmp / "bad.jsonl");

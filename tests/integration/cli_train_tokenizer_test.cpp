@@ -9,26 +9,16 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "integration/cli_runner.h"
+
 namespace titan {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::CommandResult;
+using testing::run_titan;
+using testing::scratch_dir;
 using nlohmann::json;
-
-struct CommandResult {
-  int exit_code;
-  std::string output;  // stdout + stderr
-};
-
-CommandResult run_titan(const std::string& args) {
-  const std::string cmd = std::string(TITAN_BINARY) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof(buf), pipe)) out.append(buf, n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
 
 std::string read_text(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
