@@ -1,0 +1,68 @@
+#include "titan/data/tokenizer/special_tokens.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "titan/core/error.h"
+
+namespace titan::data {
+
+using nlohmann::json;
+
+// A token field is a string, null, or an AddedToken object {"content": ...}.
+static std::optional<std::string> token_field(const json& config, const char* key, const std::string& path) {
+  if (!config.contains(key) || config[key].is_null()) return std::nullopt;
+  const json& v = config[key];
+  if (v.is_string()) return v.get<std::string>();
+  TITAN_CHECK(v.is_object() && v.contains("content") && v["content"].is_string(), path, ": field '", key,
+              "' must be a string, null or an object with a string \"content\", got ", v.dump());
+  return v["content"].get<std::string>();
+}
+
+static int32_t id_of(const Tokenizer& tokenizer, const std::string& token, const std::string& path,
+                     const char* key) {
+  const std::optional<int32_t> id = tokenizer.token_id(token);
+  TITAN_CHECK(id.has_value(), path, ": field '", key, "' names \"", token,
+              "\", which is not in the tokenizer's vocabulary");
+  return *id;
+}
+
+DocumentTokens document_tokens_from_folder(const std::string& dir, const Tokenizer& tokenizer) {
+  const std::string path = (std::filesystem::path(dir) / "tokenizer_config.json").string();
+  json config = json::object();
+  if (std::filesystem::exists(path)) {
+    std::ifstream in(path, std::ios::binary);
+    TITAN_CHECK(in.good(), path, ": cannot read the file");
+    std::ostringstream text;
+    text << in.rdbuf();
+    try {
+      config = json::parse(text.str());
+    } catch (const json::parse_error& e) {
+      TITAN_FAIL(path, ": invalid JSON: ", e.what());
+    }
+    TITAN_CHECK(config.is_object(), path, ": expected a JSON object");
+  }
+
+  DocumentTokens out;
+  if (const auto eot = tokenizer.token_id("<|endoftext|>")) {
+    out.eot_id = *eot;
+  } else if (const auto eos = token_field(config, "eos_token", path)) {
+    out.eot_id = id_of(tokenizer, *eos, path, "eos_token");
+  } else {
+    TITAN_FAIL(path, ": the tokenizer has no <|endoftext|> and the config no eos_token; cannot ",
+               "separate documents. HINT: set eos_token in tokenizer_config.json");
+  }
+  if (config.contains("add_bos_token") && !config["add_bos_token"].is_null()) {
+    TITAN_CHECK(config["add_bos_token"].is_boolean(), path, ": field 'add_bos_token' must be true or false");
+    if (config["add_bos_token"].get<bool>()) {
+      const auto bos = token_field(config, "bos_token", path);
+      TITAN_CHECK(bos.has_value(), path, ": add_bos_token is true but bos_token is null. HINT: set bos_token");
+      out.bos_id = id_of(tokenizer, *bos, path, "bos_token");
+    }
+  }
+  return out;
+}
+
+}  // namespace titan::data
