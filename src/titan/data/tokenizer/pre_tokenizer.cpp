@@ -11,9 +11,10 @@
 namespace titan::data {
 namespace {
 
-// Unicode White_Space, which Oniguruma's \s matches (and Rust's char::is_whitespace).
-constexpr std::string_view kWhiteSpaceClass =
-    R"(\t\n\x0B\f\r\x20\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
+// Unicode White_Space, which Oniguruma's \s matches (and Rust's char::is_whitespace): the
+// separator categories Zs/Zl/Zp (from PCRE2's Unicode tables) plus the controls TAB..CR and NEL.
+// PCRE2's own \s also takes U+180E (Cf since Unicode 6.3), which Oniguruma does not.
+constexpr std::string_view kWhiteSpaceClass = R"(\p{Zs}\p{Zl}\p{Zp}\t\n\x0B\f\r\x{85})";
 
 std::string pcre2_message(int code) {
   PCRE2_UCHAR buffer[256];
