@@ -107,14 +107,7 @@ TEST(Embedding, DispatchGathersAndAccumulates) {
   EXPECT_TRUE(all_close("embedding dtable", to_doubles(dtable), {101, 1001, 1, 1, 2.5, 11.25}, {0, 0}));
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::error_of;
 
 TEST(Embedding, RejectsOutOfRangeIds) {
   const Tensor table = random_f32({5, 4}, 1);

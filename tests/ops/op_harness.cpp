@@ -99,6 +99,15 @@ double dot(const std::vector<double>& a, const std::vector<double>& b) {
   return s;
 }
 
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
 std::string source_path(const std::string& relative) {
   return std::string(TITAN_SOURCE_DIR) + "/" + relative;
 }

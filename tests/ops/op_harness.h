@@ -42,6 +42,9 @@ std::vector<double> numeric_gradient(const std::function<double(const std::vecto
 
 double dot(const std::vector<double>& a, const std::vector<double>& b);
 
+// The message of the titan::Error that fn throws, or "(no error)".
+std::string error_of(const std::function<void()>& fn);
+
 // Path of a file under the source tree (tests/fixtures/...).
 std::string source_path(const std::string& relative);
 

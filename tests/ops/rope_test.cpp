@@ -167,14 +167,7 @@ TEST(Rope, RotationPreservesPairNormsAndInverts) {
   EXPECT_TRUE(all_close("forward(-p, forward(p, x))", undo, x, {1e-6, 1e-6}));
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::error_of;
 
 TEST(Rope, RejectsBadShapes) {
   std::string msg = error_of([] { rope_tables({}, positions({0, 1}), 7); });

@@ -35,14 +35,7 @@ class SpecialTokens : public ::testing::Test {
 };
 Tokenizer* SpecialTokens::tokenizer_ = nullptr;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::error_of;
 
 TEST_F(SpecialTokens, Qwen3UsesEndOfTextAndNoBos) {
   const DocumentTokens t =

@@ -23,14 +23,16 @@ void rope_tables(double theta, int64_t n, int64_t k, const int64_t* positions, T
   }
 }
 
+// Rotates each (i, i + K/2) pair by its angle: by +angle (sign = 1) or -angle (sign = -1).
 template <class T>
-void rope_forward(int64_t n, int64_t h, int64_t k, const T* cos, const T* sin, const T* x, T* y) {
+static void rotate_pairs(int64_t n, int64_t h, int64_t k, const T* cos, const T* sin, double sign,
+                         const T* x, T* y) {
   const int64_t k2 = k / 2;
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t hd = 0; hd < h; ++hd) {
       const int64_t row = (t * h + hd) * k;
       for (int64_t i = 0; i < k2; ++i) {
-        const double c = cos[t * k2 + i], s = sin[t * k2 + i];
+        const double c = cos[t * k2 + i], s = sign * sin[t * k2 + i];
         const double x1 = x[row + i], x2 = x[row + k2 + i];  // both read before y (may alias x)
         y[row + i] = static_cast<T>(x1 * c - x2 * s);
         y[row + k2 + i] = static_cast<T>(x2 * c + x1 * s);
@@ -39,21 +41,15 @@ void rope_forward(int64_t n, int64_t h, int64_t k, const T* cos, const T* sin, c
   }
 }
 
+template <class T>
+void rope_forward(int64_t n, int64_t h, int64_t k, const T* cos, const T* sin, const T* x, T* y) {
+  rotate_pairs(n, h, k, cos, sin, 1.0, x, y);
+}
+
 // dx = R(angle)^T dy = R(-angle) dy.
 template <class T>
 void rope_backward(int64_t n, int64_t h, int64_t k, const T* cos, const T* sin, const T* dy, T* dx) {
-  const int64_t k2 = k / 2;
-  for (int64_t t = 0; t < n; ++t) {
-    for (int64_t hd = 0; hd < h; ++hd) {
-      const int64_t row = (t * h + hd) * k;
-      for (int64_t i = 0; i < k2; ++i) {
-        const double c = cos[t * k2 + i], s = sin[t * k2 + i];
-        const double g1 = dy[row + i], g2 = dy[row + k2 + i];
-        dx[row + i] = static_cast<T>(g1 * c + g2 * s);
-        dx[row + k2 + i] = static_cast<T>(g2 * c - g1 * s);
-      }
-    }
-  }
+  rotate_pairs(n, h, k, cos, sin, -1.0, dy, dx);
 }
 
 template void rope_tables<float>(double, int64_t, int64_t, const int64_t*, float*, float*);
