@@ -1,0 +1,218 @@
+// JobConfig: everything a training run reads, as plain structs with defaults, plus the field table
+// (path, type, help, default) that the TOML reader, the CLI flags, `titan train --help` and the
+// effective-config dump all derive from.
+//
+// A field's dotted path ("training.steps") is its TOML [section] + key and its CLI flag
+// (--training.steps). The table is visit_fields() below: one explicit line per field, so adding a
+// field to a struct without a line here is caught by config_test (defaults of job_config_fields()
+// vs a default JobConfig, and the to_toml round trip).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "titan/config/config_error.h"
+
+namespace titan::config {
+
+struct JobSection {
+  std::string dump_folder = "./outputs";
+  std::string config_file = "";
+  std::string description = "";
+
+  bool operator==(const JobSection&) const = default;
+};
+
+struct ModelSection {
+  std::string name = "debug";
+  std::string hf_assets_path = "";
+  int64_t n_layers = 0;  // 0 = the spec's depth
+
+  bool operator==(const ModelSection&) const = default;
+};
+
+struct TrainingSection {
+  int64_t steps = 1000;
+  int64_t local_batch_size = 8;
+  int64_t global_batch_size = -1;
+  int64_t seq_len = 2048;
+  double max_norm = 1.0;
+  int64_t seed = 0;
+  bool deterministic = false;
+  std::string dataset = "quickstart";
+  std::string dataset_path = "";
+  std::string dtype = "float32";
+
+  bool operator==(const TrainingSection&) const = default;
+};
+
+struct OptimizerSection {
+  std::string name = "AdamW";
+  double lr = 8e-4;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+
+  bool operator==(const OptimizerSection&) const = default;
+};
+
+struct LrSchedulerSection {
+  int64_t warmup_steps = 200;
+  double decay_ratio = -1.0;
+  std::string decay_type = "linear";
+  double min_lr_factor = 0.0;
+
+  bool operator==(const LrSchedulerSection&) const = default;
+};
+
+struct MetricsSection {
+  int64_t log_freq = 10;
+  bool enable_tensorboard = false;
+  bool enable_jsonl = true;
+  std::string save_tb_folder = "tb";
+  double peak_tflops = 0.0;
+
+  bool operator==(const MetricsSection&) const = default;
+};
+
+struct CheckpointSection {
+  bool enable = false;
+  std::string folder = "checkpoint";
+  int64_t interval = 500;
+  int64_t keep_latest_k = 0;
+  std::string initial_load_path = "";
+
+  bool operator==(const CheckpointSection&) const = default;
+};
+
+struct ParallelismSection {
+  int64_t data_parallel_replicate_degree = 1;
+  int64_t data_parallel_shard_degree = -1;
+  int64_t tensor_parallel_degree = 1;
+
+  bool operator==(const ParallelismSection&) const = default;
+};
+
+struct JobConfig {
+  JobSection job;
+  ModelSection model;
+  TrainingSection training;
+  OptimizerSection optimizer;
+  LrSchedulerSection lr_scheduler;
+  MetricsSection metrics;
+  CheckpointSection checkpoint;
+  ParallelismSection parallelism;
+
+  bool operator==(const JobConfig&) const = default;
+};
+
+// The field table. Calls v(path, field, help) for every field, sections in JobConfig order; `field`
+// is a (const when `c` is const) bool, int64_t, double or std::string reference.
+template <class Config, class V>
+  requires std::is_same_v<std::remove_const_t<Config>, JobConfig>
+void visit_fields(Config& c, V&& v) {
+  auto& job = c.job;
+  v("job.dump_folder", job.dump_folder, "folder for everything the run writes (logs, metrics, checkpoints)");
+  v("job.config_file", job.config_file,
+    "TOML file applied after the config function and before CLI flags (read first wherever it appears)");
+  v("job.description", job.description, "free text, saved with the effective config");
+
+  auto& model = c.model;
+  v("model.name", model.name, "Qwen3 spec: debug, 0.6B, 1.7B, 4B, 8B, 14B or 32B");
+  v("model.hf_assets_path", model.hf_assets_path, "folder with tokenizer.json (+ later config.json/safetensors)");
+  v("model.n_layers", model.n_layers, "decoder layers; 0 = the spec's depth (fewer for quick experiments)");
+
+  auto& training = c.training;
+  v("training.steps", training.steps, "optimizer steps to run");
+  v("training.local_batch_size", training.local_batch_size, "sequences per rank in one micro-batch");
+  v("training.global_batch_size", training.global_batch_size,
+    "-1: local_batch_size x data-parallel degree (no accumulation); else a multiple of it, the rest by "
+    "gradient accumulation");
+  v("training.seq_len", training.seq_len, "tokens per sequence (documents are packed to this length)");
+  v("training.max_norm", training.max_norm, "clip the global gradient L2 norm to this; <= 0 disables clipping");
+  v("training.seed", training.seed, "seed for weight init and anything else random");
+  v("training.deterministic", training.deterministic,
+    "bit-reproducible runs (same losses on a rerun), at some cost in speed");
+  v("training.dataset", training.dataset,
+    "built-in dataset name ('quickstart': titan's own docs and sources, built into the binary) when "
+    "dataset_path is empty");
+  v("training.dataset_path", training.dataset_path, "a .txt/.jsonl(.zst) file or a folder of them; overrides dataset");
+  v("training.dtype", training.dtype, "float32 (bfloat16 arrives with the bf16 path)");
+
+  auto& optimizer = c.optimizer;
+  v("optimizer.name", optimizer.name, "optimizer; only AdamW for now");
+  v("optimizer.lr", optimizer.lr, "peak learning rate, reached at the end of warmup");
+  v("optimizer.beta1", optimizer.beta1, "AdamW decay rate of the first moment (mean of gradients)");
+  v("optimizer.beta2", optimizer.beta2, "AdamW decay rate of the second moment (mean of squared gradients)");
+  v("optimizer.eps", optimizer.eps, "AdamW epsilon, added to the square root of the second moment");
+  v("optimizer.weight_decay", optimizer.weight_decay, "decoupled weight decay: each step, param -= lr x weight_decay x param");
+
+  auto& lr_scheduler = c.lr_scheduler;
+  v("lr_scheduler.warmup_steps", lr_scheduler.warmup_steps, "steps of linear warmup up to optimizer.lr");
+  v("lr_scheduler.decay_ratio", lr_scheduler.decay_ratio,
+    "fraction of steps spent decaying; -1: every step after warmup (torchtitan's None)");
+  v("lr_scheduler.decay_type", lr_scheduler.decay_type, "shape of the decay: linear, sqrt or cosine");
+  v("lr_scheduler.min_lr_factor", lr_scheduler.min_lr_factor, "lr at the end of decay, as a fraction of optimizer.lr");
+
+  auto& metrics = c.metrics;
+  v("metrics.log_freq", metrics.log_freq, "log metrics every N steps");
+  v("metrics.enable_tensorboard", metrics.enable_tensorboard, "write TensorBoard event files");
+  v("metrics.enable_jsonl", metrics.enable_jsonl, "write one JSON line of metrics per logged step");
+  v("metrics.save_tb_folder", metrics.save_tb_folder, "TensorBoard folder, inside job.dump_folder");
+  v("metrics.peak_tflops", metrics.peak_tflops, "device peak for MFU; 0 = measure once and cache");
+
+  auto& checkpoint = c.checkpoint;
+  v("checkpoint.enable", checkpoint.enable, "save checkpoints (used by the checkpoint issue)");
+  v("checkpoint.folder", checkpoint.folder, "checkpoint folder, inside job.dump_folder (used by the checkpoint issue)");
+  v("checkpoint.interval", checkpoint.interval, "save every N steps (used by the checkpoint issue)");
+  v("checkpoint.keep_latest_k", checkpoint.keep_latest_k,
+    "keep only the newest k checkpoints; 0 keeps all (used by the checkpoint issue)");
+  v("checkpoint.initial_load_path", checkpoint.initial_load_path,
+    "checkpoint to start from when checkpoint.folder has none; empty: fresh init (used by the checkpoint issue)");
+
+  auto& parallelism = c.parallelism;
+  v("parallelism.data_parallel_replicate_degree", parallelism.data_parallel_replicate_degree,
+    "replicated (DDP) data-parallel degree (used by the parallelism issue)");
+  v("parallelism.data_parallel_shard_degree", parallelism.data_parallel_shard_degree,
+    "sharded (FSDP) data-parallel degree; -1: the ranks left over (used by the parallelism issue)");
+  v("parallelism.tensor_parallel_degree", parallelism.tensor_parallel_degree,
+    "tensor-parallel degree (used by the parallelism issue)");
+}
+
+enum class FieldType { boolean, integer, number, string };
+
+struct Field {
+  std::string path;           // "training.steps"
+  FieldType type;
+  std::string help;           // one line
+  std::string default_value;  // as text (get_field of a default-constructed JobConfig)
+};
+
+// Every field, in visit_fields order (sections as in JobConfig).
+const std::vector<Field>& job_config_fields();
+
+// "boolean", "integer", "number", "string".
+const char* field_type_name(FieldType type);
+
+// The field at `path`, or nullptr.
+const Field* find_field(const std::string& path);
+
+// A field's value as text: booleans "true"/"false", integers in decimal, numbers as the shortest
+// text that parses back to the same double, strings verbatim. ConfigError on an unknown path.
+std::string get_field(const JobConfig& config, const std::string& path);
+
+// Parses `text` by the field's type and stores it. Integers: "10", "-1", "+3"; numbers: "8e-4",
+// "1", ".5"; booleans: true/false, 1/0, yes/no (any case); strings: verbatim.
+// ConfigError on an unknown path (naming the nearest field) or a value that does not parse:
+// "training.steps: 'abc' is not an integer".
+void set_field(JobConfig& config, const std::string& path, const std::string& text);
+
+// The field path closest to `path` by edit distance (Levenshtein), also matching on the last
+// component alone ("steps" -> "training.steps", "train.lr" -> "optimizer.lr"); "" when nothing is
+// close. (Also declared for overrides.h users: it includes this header.)
+std::string nearest_field(const std::string& path);
+
+}  // namespace titan::config

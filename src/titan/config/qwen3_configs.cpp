@@ -1,0 +1,63 @@
+// Qwen3 config functions. Each names only what differs from base_config(); the numbers of a run
+// live in its function and nowhere else.
+#include "titan/config/qwen3_configs.h"
+
+#include "titan/config/registry.h"
+
+namespace titan::config {
+
+JobConfig qwen3_debug() {
+  JobConfig c = base_config();
+  c.job.dump_folder = "./outputs/qwen3_debug";
+  c.model.name = "debug";
+  c.model.hf_assets_path = "./outputs/quickstart_tokenizer";
+  c.training.dataset = "quickstart";
+  c.training.steps = 300;
+  c.training.local_batch_size = 8;
+  c.training.seq_len = 256;
+  c.training.max_norm = 1.0;
+  c.training.deterministic = true;
+  c.optimizer.lr = 3e-3;
+  c.optimizer.weight_decay = 0.1;
+  c.lr_scheduler.warmup_steps = 30;
+  c.lr_scheduler.decay_ratio = -1.0;
+  c.lr_scheduler.decay_type = "cosine";
+  c.lr_scheduler.min_lr_factor = 0.1;
+  c.metrics.log_freq = 10;
+  return c;
+}
+
+namespace {
+
+// What the published sizes share: HF assets under ./assets/hf/Qwen3-<size>, 4096-token sequences,
+// 10k steps with cosine decay to 10% of the peak lr. Larger models get a smaller batch per rank
+// (memory), a lower peak lr and a longer warmup.
+JobConfig qwen3_published(const char* size, const char* run_name, int64_t local_batch_size, double lr,
+                          int64_t warmup_steps) {
+  JobConfig c = base_config();
+  c.job.dump_folder = std::string("./outputs/") + run_name;
+  c.model.name = size;
+  c.model.hf_assets_path = std::string("./assets/hf/Qwen3-") + size;
+  c.training.steps = 10000;
+  c.training.local_batch_size = local_batch_size;
+  c.training.seq_len = 4096;
+  c.training.max_norm = 1.0;
+  c.optimizer.lr = lr;
+  c.optimizer.weight_decay = 0.1;
+  c.lr_scheduler.warmup_steps = warmup_steps;
+  c.lr_scheduler.decay_ratio = -1.0;
+  c.lr_scheduler.decay_type = "cosine";
+  c.lr_scheduler.min_lr_factor = 0.1;
+  return c;
+}
+
+}  // namespace
+
+JobConfig qwen3_0_6b() { return qwen3_published("0.6B", "qwen3_0_6b", 4, 3e-4, 600); }
+JobConfig qwen3_1_7b() { return qwen3_published("1.7B", "qwen3_1_7b", 4, 3e-4, 600); }
+JobConfig qwen3_4b() { return qwen3_published("4B", "qwen3_4b", 2, 2e-4, 2000); }
+JobConfig qwen3_8b() { return qwen3_published("8B", "qwen3_8b", 2, 2e-4, 2000); }
+JobConfig qwen3_14b() { return qwen3_published("14B", "qwen3_14b", 1, 1.5e-4, 2000); }
+JobConfig qwen3_32b() { return qwen3_published("32B", "qwen3_32b", 1, 1.5e-4, 2000); }
+
+}  // namespace titan::config

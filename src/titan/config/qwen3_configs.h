@@ -1,0 +1,17 @@
+// The Qwen3 config functions registered in registry.cpp. Each starts from base_config() and sets
+// what differs; callable directly (tests, tools) as well as by name through the registry.
+#pragma once
+
+#include "titan/config/job_config.h"
+
+namespace titan::config {
+
+JobConfig qwen3_debug();  // the quickstart: debug model, built-in dataset, minutes on a CPU
+JobConfig qwen3_0_6b();
+JobConfig qwen3_1_7b();
+JobConfig qwen3_4b();
+JobConfig qwen3_8b();
+JobConfig qwen3_14b();
+JobConfig qwen3_32b();
+
+}  // namespace titan::config

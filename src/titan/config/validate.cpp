@@ -1,0 +1,112 @@
+#include "titan/config/validate.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include "titan/config/value_text.h"
+
+namespace titan::config {
+
+namespace {
+
+std::string lower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  return text;
+}
+
+// "<path>=<value> <problem>" in the shortest number form, so that messages show what was set.
+std::string shown(double value) { return format_double(value); }
+
+void check_batch(const TrainingSection& t, int64_t dp) {
+  if (dp < 1) config_fail("data-parallel degree ", dp, " must be >= 1 (internal: the caller passes the rank count)");
+  if (t.global_batch_size == -1) return;
+  const int64_t per_step = t.local_batch_size * dp;
+  if (t.global_batch_size <= 0 || t.global_batch_size % per_step != 0) {
+    config_fail("training.global_batch_size=", t.global_batch_size, " is not a multiple of local_batch_size (",
+                t.local_batch_size, ") x data-parallel degree (", dp, ") = ", per_step, "; set it to ", per_step, ", ",
+                2 * per_step, ", ... or -1");
+  }
+}
+
+}  // namespace
+
+int64_t accumulation_steps(const JobConfig& config, int64_t data_parallel_degree) {
+  const TrainingSection& t = config.training;
+  if (t.local_batch_size < 1) config_fail("training.local_batch_size=", t.local_batch_size, " must be >= 1");
+  check_batch(t, data_parallel_degree);
+  if (t.global_batch_size == -1) return 1;
+  return t.global_batch_size / (t.local_batch_size * data_parallel_degree);
+}
+
+void validate(const JobConfig& c, int64_t data_parallel_degree) {
+  const TrainingSection& t = c.training;
+  if (c.job.dump_folder.empty()) config_fail("job.dump_folder is empty; set a folder, e.g. --job.dump_folder ./outputs");
+  if (c.model.name.empty()) config_fail("model.name is empty; set a Qwen3 spec such as debug or 0.6B");
+  if (c.model.n_layers < 0) config_fail("model.n_layers=", c.model.n_layers, " must be >= 0 (0 = the spec's depth)");
+
+  if (t.steps < 1) config_fail("training.steps=", t.steps, " must be >= 1");
+  if (t.local_batch_size < 1) config_fail("training.local_batch_size=", t.local_batch_size, " must be >= 1");
+  if (t.seq_len < 2) config_fail("training.seq_len=", t.seq_len, " must be >= 2 (an input token and its label)");
+  if (t.global_batch_size != -1 && t.global_batch_size < 1) {
+    config_fail("training.global_batch_size=", t.global_batch_size, " must be -1 or a positive multiple of ",
+                "local_batch_size x data-parallel degree");
+  }
+  check_batch(t, data_parallel_degree);
+  if (std::isnan(t.max_norm)) config_fail("training.max_norm is nan; set a positive norm, or <= 0 to disable clipping");
+  if (t.dtype == "bfloat16" || t.dtype == "bf16") {
+    config_fail("training.dtype=", t.dtype, " is not supported yet; use float32 (bf16 training arrives with the bf16 path)");
+  }
+  if (t.dtype != "float32") config_fail("training.dtype='", t.dtype, "' is unknown; use float32");
+  if (t.dataset_path.empty() && t.dataset != "quickstart") {
+    config_fail("training.dataset='", t.dataset, "' is not a built-in dataset (known: quickstart); use quickstart ",
+                "or set training.dataset_path to a .txt/.jsonl(.zst) file or folder");
+  }
+
+  const OptimizerSection& o = c.optimizer;
+  if (lower(o.name) != "adamw") config_fail("optimizer.name='", o.name, "' is not supported; use AdamW");
+  if (!(o.lr > 0) || !std::isfinite(o.lr)) config_fail("optimizer.lr=", shown(o.lr), " must be a finite number > 0");
+  if (!(o.beta1 >= 0 && o.beta1 < 1)) config_fail("optimizer.beta1=", shown(o.beta1), " must be in [0, 1), e.g. 0.9");
+  if (!(o.beta2 >= 0 && o.beta2 < 1)) config_fail("optimizer.beta2=", shown(o.beta2), " must be in [0, 1), e.g. 0.95");
+  if (!(o.eps > 0) || !std::isfinite(o.eps)) config_fail("optimizer.eps=", shown(o.eps), " must be a finite number > 0, e.g. 1e-8");
+  if (!(o.weight_decay >= 0) || !std::isfinite(o.weight_decay)) {
+    config_fail("optimizer.weight_decay=", shown(o.weight_decay), " must be >= 0 (0 disables weight decay)");
+  }
+
+  const LrSchedulerSection& s = c.lr_scheduler;
+  if (s.warmup_steps < 0) config_fail("lr_scheduler.warmup_steps=", s.warmup_steps, " must be >= 0");
+  if (s.decay_ratio != -1.0 && !(s.decay_ratio >= 0 && s.decay_ratio <= 1)) {
+    config_fail("lr_scheduler.decay_ratio=", shown(s.decay_ratio),
+                " must be in [0, 1], or -1 to decay over every step after warmup");
+  }
+  if (s.decay_type != "linear" && s.decay_type != "sqrt" && s.decay_type != "cosine") {
+    config_fail("lr_scheduler.decay_type='", s.decay_type, "' is unknown; use linear, sqrt or cosine");
+  }
+  if (!(s.min_lr_factor >= 0 && s.min_lr_factor <= 1)) {
+    config_fail("lr_scheduler.min_lr_factor=", shown(s.min_lr_factor), " must be in [0, 1] (a fraction of optimizer.lr)");
+  }
+
+  const MetricsSection& m = c.metrics;
+  if (m.log_freq < 1) config_fail("metrics.log_freq=", m.log_freq, " must be >= 1 (log every N steps)");
+  if (!(m.peak_tflops >= 0) || !std::isfinite(m.peak_tflops)) {
+    config_fail("metrics.peak_tflops=", shown(m.peak_tflops), " must be >= 0 (0 = measure once and cache)");
+  }
+
+  const CheckpointSection& k = c.checkpoint;
+  if (k.interval < 1) config_fail("checkpoint.interval=", k.interval, " must be >= 1 (save every N steps)");
+  if (k.keep_latest_k < 0) config_fail("checkpoint.keep_latest_k=", k.keep_latest_k, " must be >= 0 (0 keeps all)");
+
+  const ParallelismSection& p = c.parallelism;
+  if (p.data_parallel_replicate_degree < 1) {
+    config_fail("parallelism.data_parallel_replicate_degree=", p.data_parallel_replicate_degree, " must be >= 1");
+  }
+  if (p.data_parallel_shard_degree != -1 && p.data_parallel_shard_degree < 1) {
+    config_fail("parallelism.data_parallel_shard_degree=", p.data_parallel_shard_degree,
+                " must be >= 1, or -1 for the ranks left over");
+  }
+  if (p.tensor_parallel_degree < 1) {
+    config_fail("parallelism.tensor_parallel_degree=", p.tensor_parallel_degree, " must be >= 1");
+  }
+}
+
+}  // namespace titan::config

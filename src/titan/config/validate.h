@@ -1,0 +1,25 @@
+// validate(): the one check of a resolved JobConfig, before step 1 (STYLE.md "check at the
+// boundary, once"). Each impossible value or combination is a ConfigError of one line: the field
+// and its value, what is allowed, and the fix.
+//
+// Conventions it enforces (the trainer relies on them):
+//   training.max_norm <= 0 disables gradient clipping (any positive value clips to that norm);
+//   training.global_batch_size -1 means local_batch_size x data-parallel degree (no accumulation);
+//   lr_scheduler.decay_ratio -1 means "decay over every step after warmup".
+#pragma once
+
+#include <cstdint>
+
+#include "titan/config/job_config.h"
+
+namespace titan::config {
+
+// data_parallel_degree: the number of data-parallel ranks the run actually has (>= 1).
+void validate(const JobConfig& config, int64_t data_parallel_degree);
+
+// Micro-batches per optimizer step: 1 when global_batch_size is -1, else
+// global_batch_size / (local_batch_size x data_parallel_degree). ConfigError when that is not a
+// positive whole number (the same message as validate()).
+int64_t accumulation_steps(const JobConfig& config, int64_t data_parallel_degree);
+
+}  // namespace titan::config
