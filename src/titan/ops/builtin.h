@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "titan/ops/adamw/adamw.h"
 #include "titan/ops/attention/attention.h"
 #include "titan/ops/embedding/embedding.h"
 #include "titan/ops/matmul/linear.h"
@@ -26,5 +27,6 @@ void register_builtin_rope(OpTable<RopeImpl>& table);
 void register_builtin_attention(OpTable<AttentionImpl>& table);
 void register_builtin_linear(OpTable<LinearImpl>& table);
 void register_builtin_lm_head_xent(OpTable<LmHeadXentImpl>& table);
+void register_builtin_adamw(OpTable<AdamWImpl>& table);
 
 }  // namespace titan::ops

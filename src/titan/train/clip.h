@@ -1,0 +1,28 @@
+// Gradient norm and clipping over a parameter list (torch.nn.utils.clip_grad_norm_ with
+// norm_type=2, error_if_nonfinite=False, foreach=False).
+//   total_norm = sqrt(sum over all parameters and elements of grad^2)     (accumulated in fp64)
+//   clip_coef  = min(max_norm / (total_norm + 1e-6), 1)                  (grads *= clip_coef)
+// Determinism: each gradient is cut into fixed chunks of kNormChunk elements whose partial
+// sums are formed in order and combined in chunk order, so the norm is the same bits for any
+// thread count and any schedule.
+#pragma once
+
+#include <string>
+
+#include "titan/nn/parameter.h"
+
+namespace titan::train {
+
+// Global L2 norm of all gradients. NaN/Inf when any gradient element is non-finite.
+double grad_norm(const nn::ParameterList& params);
+
+// Returns the norm before clipping. When max_norm > 0 and max_norm / (norm + 1e-6) < 1 (i.e.
+// norm > max_norm - 1e-6), scales every grad by that factor. max_norm <= 0 disables clipping.
+// A non-finite norm is returned without touching the grads (the caller stops the run; see
+// first_nonfinite_grad).
+double clip_grad_norm(const nn::ParameterList& params, double max_norm);
+
+// FQN of the first parameter (in list order) whose grad holds a NaN or Inf; "" if none.
+std::string first_nonfinite_grad(const nn::ParameterList& params);
+
+}  // namespace titan::train

@@ -1,0 +1,57 @@
+// AdamW over a list of parameters (torch.optim.AdamW with foreach=False, amsgrad=False), one
+// ops::adamw_step per parameter. Moments (exp_avg m, exp_avg_sq v) are fp32 tensors shaped like
+// each parameter, zero at construction.
+// Weight decay applies to every parameter, norms and embeddings included: torchtitan builds one
+// param group with weight_decay for all parameters by default, and we match it.
+// Step counting: step(lr) first increments step_count, then updates with bias corrections for
+// that count, so after the first step() step_count() == 1 (torch's state["step"]).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "titan/core/tensor.h"
+#include "titan/nn/parameter.h"
+
+namespace titan::train {
+
+// Defaults are torchtitan's ([optimizer] beta1/beta2/eps/weight_decay); lr comes per step.
+struct AdamWConfig {
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+};
+
+class AdamW {
+ public:
+  // Throws if a parameter is undefined, its grad is not shaped like it, or cfg is out of range.
+  AdamW(nn::ParameterList params, AdamWConfig cfg);
+
+  // One update of every parameter from its .grad at learning rate `lr` (already scheduled).
+  void step(double lr);
+
+  int64_t step_count() const { return step_count_; }
+  size_t num_params() const { return params_.size(); }
+  const nn::ParameterList& params() const { return params_; }
+  const AdamWConfig& config() const { return cfg_; }
+
+  // Moments of params()[i], for checkpoints.
+  const Tensor& exp_avg(size_t i) const;
+  const Tensor& exp_avg_sq(size_t i) const;
+
+  // Restores a checkpointed state: the step count and one (exp_avg, exp_avg_sq) per parameter,
+  // in params() order, each shaped like its parameter (copied, converted to f32 if needed).
+  // Throws naming the parameter FQN on a count or shape mismatch; on throw nothing changes.
+  void restore(int64_t step_count, const std::vector<Tensor>& exp_avg,
+               const std::vector<Tensor>& exp_avg_sq);
+
+ private:
+  nn::ParameterList params_;
+  AdamWConfig cfg_;
+  std::vector<Tensor> exp_avg_;
+  std::vector<Tensor> exp_avg_sq_;
+  int64_t step_count_ = 0;
+};
+
+}  // namespace titan::train
