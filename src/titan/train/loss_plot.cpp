@@ -1,0 +1,194 @@
+#include "titan/train/loss_plot.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "titan/checkpoint/atomic_file.h"
+#include "titan/core/error.h"
+
+namespace titan::train {
+namespace {
+
+// Tick spacing from the 1-2-5 series giving about `target` intervals over `span`.
+double nice_step(double span, int target) {
+  const double raw = span / target;
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  const double f = raw / mag;
+  const double nice = f <= 1.0 ? 1.0 : f <= 2.0 ? 2.0 : f <= 5.0 ? 5.0 : 10.0;
+  return nice * mag;
+}
+
+struct Axis {
+  double lo, hi, step;  // lo/hi are multiples of step enclosing the data
+};
+
+Axis nice_axis(double lo, double hi, int target, bool integer) {
+  if (!(hi > lo)) {  // one value: open a window around it
+    const double pad = std::max(std::abs(lo) * 0.1, integer ? 1.0 : 1e-3);
+    lo -= pad;
+    hi += pad;
+  }
+  double step = nice_step(hi - lo, target);
+  if (integer) step = std::max(step, 1.0);
+  return {std::floor(lo / step) * step, std::ceil(hi / step) * step, step};
+}
+
+// Tick label with as many decimals as the step needs (0.05 -> 2, 500 -> 0); large integer steps
+// read better compact: 20000 -> "20k".
+std::string tick_label(double v, double step) {
+  char buf[64];
+  if (std::abs(v) < step * 1e-9) return "0";  // no "-0", no "0k"
+  if (step >= 1000 && std::fmod(v, 1000.0) == 0.0 && step == std::floor(step)) {
+    if (step >= 1e6 && std::fmod(v, 1e6) == 0.0) {
+      std::snprintf(buf, sizeof buf, "%.0fM", v / 1e6);
+    } else {
+      std::snprintf(buf, sizeof buf, "%.0fk", v / 1e3);
+    }
+    return buf;
+  }
+  const int decimals = std::max(0, static_cast<int>(std::ceil(-std::log10(step) - 1e-9)));
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (const char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out.push_back(c);
+    }
+  }
+  return out;
+}
+
+std::string fmt(const char* format, double a, double b = 0.0, double c = 0.0, double d = 0.0) {
+  char buf[128];
+  std::snprintf(buf, sizeof buf, format, a, b, c, d);
+  return buf;
+}
+
+}  // namespace
+
+std::string loss_plot_svg(const std::vector<int64_t>& steps, const std::vector<double>& losses,
+                          const std::string& title, const LossPlotOptions& options) {
+  TITAN_CHECK(steps.size() == losses.size(), "[loss_plot] ", steps.size(), " steps but ",
+              losses.size(), " losses. HINT: pass one step per loss value");
+  TITAN_CHECK(options.width >= 200 && options.height >= 150, "[loss_plot] size ", options.width,
+              "x", options.height, " is too small. HINT: use at least 200x150");
+  TITAN_CHECK(options.ema >= 0.0 && options.ema < 1.0, "[loss_plot] ema = ", options.ema,
+              " is outside [0, 1). HINT: 0 turns smoothing off, 0.9 is TensorBoard-like");
+
+  std::vector<double> xs, ys;  // finite points only
+  for (size_t i = 0; i < losses.size(); ++i) {
+    if (!std::isfinite(losses[i])) continue;
+    xs.push_back(static_cast<double>(steps[i]));
+    ys.push_back(losses[i]);
+  }
+  std::vector<double> smooth;  // debiased EMA over the finite points
+  if (options.ema > 0.0 && ys.size() >= 2) {
+    double acc = 0.0, weight = 0.0;
+    for (const double y : ys) {
+      acc = options.ema * acc + (1.0 - options.ema) * y;
+      weight = options.ema * weight + (1.0 - options.ema);
+      smooth.push_back(acc / weight);
+    }
+  }
+
+  const double w = options.width, h = options.height;
+  const double left = 72, right = 24, top = 44, bottom = 56;
+  const double pw = w - left - right, ph = h - top - bottom;  // plot area
+
+  Axis ax{0, 1, 0.2}, ay{0, 1, 0.2};
+  if (!xs.empty()) {
+    ax = nice_axis(*std::min_element(xs.begin(), xs.end()), *std::max_element(xs.begin(), xs.end()),
+                   8, true);
+    ay = nice_axis(*std::min_element(ys.begin(), ys.end()), *std::max_element(ys.begin(), ys.end()),
+                   6, false);
+  }
+  auto px = [&](double x) { return left + (x - ax.lo) / (ax.hi - ax.lo) * pw; };
+  auto py = [&](double y) { return top + (ay.hi - y) / (ay.hi - ay.lo) * ph; };
+
+  std::string s;
+  s += fmt("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+           "viewBox=\"0 0 %.0f %.0f\">\n", w, h, w, h);
+  s += "<style>text{font-family:'DejaVu Sans',Helvetica,Arial,sans-serif;fill:#333}"
+       ".tick{font-size:12px}.label{font-size:13px}.title{font-size:16px;font-weight:600}"
+       ".grid{stroke:#e6e6e6;stroke-width:1}.axis{stroke:#555;stroke-width:1}</style>\n";
+  s += fmt("<rect width=\"%.0f\" height=\"%.0f\" fill=\"#ffffff\"/>\n", w, h);
+  s += "<text class=\"title\" x=\"" + fmt("%.1f", left + pw / 2) +
+       "\" y=\"26\" text-anchor=\"middle\">" + xml_escape(title) + "</text>\n";
+
+  // Grid lines and tick labels; the index loop avoids drifting float accumulation.
+  const int nx = static_cast<int>(std::lround((ax.hi - ax.lo) / ax.step));
+  const int ny = static_cast<int>(std::lround((ay.hi - ay.lo) / ay.step));
+  for (int i = 0; i <= nx; ++i) {
+    const double v = ax.lo + i * ax.step, x = px(v);
+    s += fmt("<line class=\"grid\" x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\"/>\n", x, top, x,
+             top + ph);
+    s += fmt("<line class=\"axis\" x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\"/>\n", x,
+             top + ph, x, top + ph + 5);
+    s += fmt("<text class=\"tick\" x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\">", x,
+             top + ph + 19) + tick_label(v, ax.step) + "</text>\n";
+  }
+  for (int i = 0; i <= ny; ++i) {
+    const double v = ay.lo + i * ay.step, y = py(v);
+    s += fmt("<line class=\"grid\" x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\"/>\n", left, y,
+             left + pw, y);
+    s += fmt("<line class=\"axis\" x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\"/>\n", left - 5,
+             y, left, y);
+    s += fmt("<text class=\"tick\" x=\"%.2f\" y=\"%.2f\" text-anchor=\"end\">", left - 8, y + 4) +
+         tick_label(v, ay.step) + "</text>\n";
+  }
+  s += fmt("<rect class=\"axis\" x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" "
+           "fill=\"none\"/>\n", left, top, pw, ph);
+  s += fmt("<text class=\"label\" x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\">step</text>\n",
+           left + pw / 2, h - 12);
+  s += fmt("<text class=\"label\" transform=\"translate(%.2f %.2f) rotate(-90)\" "
+           "text-anchor=\"middle\">loss</text>\n", 20.0, top + ph / 2);
+
+  auto polyline = [&](const char* cls, const std::vector<double>& vals, const char* style) {
+    std::string p = std::string("<polyline class=\"") + cls + "\" fill=\"none\" " + style +
+                    " stroke-linejoin=\"round\" stroke-linecap=\"round\" points=\"";
+    for (size_t i = 0; i < xs.size(); ++i) {
+      if (i) p.push_back(' ');
+      p += fmt("%.2f,%.2f", px(xs[i]), py(vals[i]));
+    }
+    return p + "\"/>\n";
+  };
+  if (xs.empty()) {
+    s += fmt("<text class=\"label\" x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\">"
+             "no finite loss values</text>\n", left + pw / 2, top + ph / 2);
+  } else if (smooth.empty()) {
+    s += polyline("raw", ys, "stroke=\"#1f77b4\" stroke-width=\"1.8\"");
+  } else {
+    // Raw underneath, faded; the smoothed trend on top.
+    s += polyline("raw", ys, "stroke=\"#1f77b4\" stroke-opacity=\"0.3\" stroke-width=\"1.2\"");
+    s += polyline("smooth", smooth, "stroke=\"#1f77b4\" stroke-width=\"2.2\"");
+    const double lx = left + pw - 150, ly = top + 12;
+    s += fmt("<rect x=\"%.2f\" y=\"%.2f\" width=\"140\" height=\"42\" fill=\"#ffffff\" "
+             "fill-opacity=\"0.85\" stroke=\"#ddd\"/>\n", lx, ly);
+    s += fmt("<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#1f77b4\" "
+             "stroke-opacity=\"0.3\" stroke-width=\"1.2\"/>\n", lx + 10, ly + 14, lx + 34, ly + 14);
+    s += fmt("<text class=\"tick\" x=\"%.2f\" y=\"%.2f\">raw</text>\n", lx + 42, ly + 18);
+    s += fmt("<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#1f77b4\" "
+             "stroke-width=\"2.2\"/>\n", lx + 10, ly + 30, lx + 34, ly + 30);
+    s += fmt("<text class=\"tick\" x=\"%.2f\" y=\"%.2f\">EMA ", lx + 42, ly + 34) +
+         fmt("%.2f", options.ema) + "</text>\n";
+  }
+  s += "</svg>\n";
+  return s;
+}
+
+void write_loss_plot_svg(const std::string& path, const std::vector<int64_t>& steps,
+                         const std::vector<double>& losses, const std::string& title,
+                         const LossPlotOptions& options) {
+  ckpt::write_text_file_atomic(path, loss_plot_svg(steps, losses, title, options));
+}
+
+}  // namespace titan::train
