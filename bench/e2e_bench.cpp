@@ -10,7 +10,7 @@
 #include <string>
 
 #include "harness.h"
-#include "peak.h"
+#include "titan/kernels/cpu/peak.h"
 #include "titan/core/allocator.h"
 #include "titan/core/cpu_features.h"
 #include "titan/core/parallel.h"
@@ -62,9 +62,9 @@ int main(int argc, char** argv) try {
               static_cast<long>(opt.layers), static_cast<long>(B), static_cast<long>(T), threads);
   std::printf("cpu path %s | GEMM %s\n", cpu_path_name().c_str(), kernels::gemm_backend_name());
 
-  const bench::PeakMeasurement peak = bench::measure_peak(bench::best_fp32_kernel(), threads);
+  const kernels::PeakMeasurement peak = kernels::measure_peak(kernels::best_fp32_kernel(), threads);
   std::printf("measured fp32 peak (%s, %d threads): %.1f GFLOP/s\n",
-              bench::peak_kernel_name(bench::best_fp32_kernel()), threads, peak.median_gflops);
+              kernels::peak_kernel_name(kernels::best_fp32_kernel()), threads, peak.median_gflops);
 
   const int64_t rss_before_model = process_peak_rss_bytes();
   nn::Decoder model(config);

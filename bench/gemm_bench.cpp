@@ -15,7 +15,7 @@
 
 #include "gemm_shapes.h"
 #include "harness.h"
-#include "peak.h"
+#include "titan/kernels/cpu/peak.h"
 #include "titan/core/parallel.h"
 #include "titan/core/rng.h"
 #include "titan/kernels/cpu/gemm.h"
@@ -23,6 +23,7 @@
 
 using namespace titan;
 using namespace titan::bench;
+using namespace titan::kernels;
 
 // Warm-up once, then enough repeats to fill ~min_seconds (at least 3).
 static Timing time_adaptive(const std::function<void()>& fn, double min_seconds) {

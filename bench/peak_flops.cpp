@@ -13,10 +13,11 @@
 #include <string>
 
 #include "harness.h"
-#include "peak.h"
+#include "titan/kernels/cpu/peak.h"
 #include "titan/core/cpu_features.h"
 
 using namespace titan::bench;
+using namespace titan::kernels;
 
 static std::string cpu_model_name() {
   std::ifstream in("/proc/cpuinfo");

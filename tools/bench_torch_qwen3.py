@@ -7,8 +7,10 @@ and times full training steps:
     model.zero_grad(set_to_none=True); loss = model(input_ids, labels=input_ids).loss;
     loss.backward()
 
-(no optimizer step; HF's causal-LM loss = labels shifted by one inside the model,
-mean over the B*(T-1) targets).  Random weights (HF init, seeded) and random
+(HF's causal-LM loss = labels shifted by one inside the model, mean over the B*(T-1) targets).
+With ``--train-step`` the step is a whole training step as titan's trainer runs it (bench/train_bench):
+the above, then ``torch.nn.utils.clip_grad_norm_(max_norm=1.0)`` and ``torch.optim.AdamW``
+(lr 3e-4, betas (0.9, 0.95), eps 1e-8, weight_decay 0.1, PyTorch's default implementation).  Random weights (HF init, seeded) and random
 tokens (seeded).
 
 Defaults are the "bench config": hidden 1024, 16 heads, 8 kv heads, head_dim 128,
@@ -120,6 +122,8 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--train-step", action="store_true",
+                    help="time zero_grad + fwd + bwd + clip_grad_norm_ + AdamW.step (else fwd + bwd)")
     ap.add_argument("--profile", action="store_true", help="profile one extra step, print top-15 ops by self CPU")
     args = ap.parse_args()
 
@@ -177,10 +181,17 @@ def main() -> None:
           f"= {fl['total'] / 1e9:.4f} G  (causal-only attn would be {fl['attn_causal'] / 1e9:.4f} G); "
           f"step = {step_flops / 1e12:.4f} TFLOP")
 
+    optimizer = None
+    if args.train_step:
+        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+
     def step():
         model.zero_grad(set_to_none=True)
         out = model(input_ids=input_ids, labels=labels)
         out.loss.backward()
+        if optimizer is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
+            optimizer.step()
         return out.loss.item()
 
     rss_steady = rss_now_mib()
@@ -232,6 +243,7 @@ def main() -> None:
         "torch_version": torch.__version__,
         "transformers_version": transformers.__version__,
         "attn": args.attn,
+        "train_step": args.train_step,
         "steady_rss_mib": round(rss_steady, 1),
         "peak_minus_steady_mib": round(peak - rss_steady, 1),
         "flops_per_token": fl["total"],

@@ -89,8 +89,21 @@ TEST_F(CliTrainTokenizer, OneLineErrors) {
                "out of range");
   expect_error(run_titan("train-tokenizer --input " + a + " --vocab-size 300 --out " + a + "/sub"), 1,
                "cannot create the output folder");
-  expect_error(run_titan("train-tokenizer --vocab-size 300 --out " + out), 2, "missing required flag --input");
+  expect_error(run_titan("train-tokenizer --vocab-size 300 --out " + out), 2, "missing --input (text files to train on) or --dataset NAME");
+  expect_error(run_titan("train-tokenizer --input " + a + " --dataset quickstart --vocab-size 300 --out " + out), 2,
+               "not both");
+  expect_error(run_titan("train-tokenizer --dataset nope --vocab-size 300 --out " + out), 1,
+               "unknown built-in dataset 'nope'; built in: quickstart");
   EXPECT_FALSE(fs::exists(tmp_ / "out"));  // every error comes before the output folder is made
+}
+
+// The corpus built into the binary (titan's own docs and sources) trains without any file.
+TEST_F(CliTrainTokenizer, TrainsOnTheBuiltInDataset) {
+  const fs::path out = tmp_ / "builtin";
+  const CommandResult r = run_titan("train-tokenizer --dataset quickstart --vocab-size 600 --out " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json tok = nlohmann::json::parse(read_text(out / "tokenizer.json"));
+  EXPECT_EQ(tok["model"]["vocab"].size() + tok["added_tokens"].size(), 600u) << r.output;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "titan/cli/args.h"
 #include "titan/cli/commands.h"
+#include "titan/config/config_error.h"
 #include "titan/core/error.h"
 
 namespace {
@@ -12,6 +13,8 @@ namespace {
 const char* kUsage =
     "usage: titan <command> [flags]\n"
     "commands:\n"
+    "  train     train a model from a named config function + TOML job file + --section.field flags\n"
+    "  configs   list the registered config functions\n"
     "  demo      forward+backward of a model spec on random weights and tokens; prints loss,\n"
     "            gradient norm, tokens/s and the kernels in use\n"
     "  forward   run a Hugging Face model folder on given tokens; write logits, loss, gradients\n"
@@ -30,6 +33,8 @@ int main(int argc, char** argv) {
   }
   const std::string command = argv[1];
   try {
+    if (command == "train") return titan::cli::run_train(argc, argv);
+    if (command == "configs") return titan::cli::run_configs(argc, argv);
     if (command == "demo") return titan::cli::run_demo(argc, argv);
     if (command == "forward") return titan::cli::run_forward(argc, argv);
     if (command == "tokenize") return titan::cli::run_tokenize(argc, argv);
@@ -39,6 +44,9 @@ int main(int argc, char** argv) {
       return 0;
     }
     std::fprintf(stderr, "titan: unknown command '%s'\n%s", command.c_str(), kUsage);
+    return 2;
+  } catch (const titan::config::ConfigError& e) {
+    std::fprintf(stderr, "titan: error: %s\n", e.what());
     return 2;
   } catch (const titan::cli::UsageError& e) {
     std::fprintf(stderr, "titan: error: %s\n", e.what());

@@ -1,7 +1,8 @@
 // titan train-tokenizer: trains a byte-level BPE tokenizer (Qwen3's pre-tokenizer, one special token
 // "<|endoftext|>") on text files and writes DIR/tokenizer.json and DIR/tokenizer_config.json, each
 // atomically (tmp + rename). Inputs by suffix: .txt is one document, .jsonl / .json one "text" field
-// per line (DocumentSource; .zst and folders work too). --input takes several paths and may repeat.
+// per line (DocumentSource; .zst and folders work too). --input takes several paths and may repeat;
+// --dataset NAME trains on a dataset built into the binary (data/builtin_datasets.h) instead.
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,6 +17,7 @@
 #include "titan/checkpoint/atomic_file.h"
 #include "titan/cli/args.h"
 #include "titan/cli/commands.h"
+#include "titan/data/builtin_datasets.h"
 #include "titan/data/dataset.h"
 #include "titan/data/tokenizer/trainer.h"
 
@@ -47,6 +49,8 @@ int run_train_tokenizer(int argc, char** argv) {
   const Args args("train-tokenizer",
                   {{"input", "text files (.txt: one document; .jsonl: a \"text\" field per line); several "
                              "paths, or repeat the flag", ""},
+                   {"dataset", "a built-in dataset instead of --input files ('quickstart': titan's own docs and sources)",
+                    ""},
                    {"vocab-size", "tokens in all, the special token <|endoftext|> included (>= 257)", "", false, true},
                    {"out", "folder for tokenizer.json and tokenizer_config.json (created if missing)", "", false,
                     true},
@@ -56,9 +60,12 @@ int run_train_tokenizer(int argc, char** argv) {
     std::fputs(args.usage().c_str(), stdout);
     return 0;
   }
-  if (inputs.empty()) {
-    throw UsageError("titan train-tokenizer: missing required flag --input (text files to train on)");
+  const std::string dataset = args.get("dataset");
+  if (inputs.empty() == dataset.empty()) {
+    throw UsageError(inputs.empty() ? "titan train-tokenizer: missing --input (text files to train on) or --dataset NAME"
+                                    : "titan train-tokenizer: give --input files or --dataset, not both");
   }
+  if (!dataset.empty()) data::builtin_dataset_text(dataset);  // an unknown name fails before any work
   const int64_t vocab_size = args.get_int("vocab-size");
   data::BpeTrainer trainer(vocab_size);  // checks the range before any reading
   const int64_t model_max_length = args.get_int("model-max-length");
@@ -86,6 +93,7 @@ int run_train_tokenizer(int argc, char** argv) {
     data::DocumentSource source(config);
     while (std::optional<std::string> doc = source.next()) trainer.add_text(*doc, input);
   }
+  if (!dataset.empty()) trainer.add_text(data::builtin_dataset_text(dataset), "built-in dataset " + dataset);
   const data::TrainedBpe bpe = trainer.train();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 

@@ -1,16 +1,21 @@
-#include "peak.h"
+#include "titan/kernels/cpu/peak.h"
 
 #include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <atomic>
+#include <vector>
 
-#include "harness.h"
+#include <chrono>
 #include "titan/core/cpu_features.h"
 #include "titan/core/error.h"
 
-namespace titan::bench {
+namespace titan::kernels {
+
+static double seconds_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 // Each kernel returns a value derived from every accumulator so nothing is optimized away.
 // acc = acc * a + b with a slightly below 1 converges (no overflow, no denormals).
@@ -184,18 +189,25 @@ PeakMeasurement measure_peak(PeakKernel kernel, int threads, double seconds_per_
   // Calibrate the iteration count to the requested duration (also warms up clocks and threads).
   int64_t iters = 1 << 16;
   for (;;) {
-    const double t0 = now_seconds();
+    const double t0 = seconds_now();
     run(iters);
-    const double dt = now_seconds() - t0;
+    const double dt = seconds_now() - t0;
     if (dt >= 0.05) {
       iters = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(iters) * seconds_per_repeat / dt));
       break;
     }
     iters *= 4;
   }
-  const Timing t = time_it([&] { run(iters); }, 1, repeats);
+  run(iters);  // warm-up
+  std::vector<double> seconds;
+  for (int r = 0; r < std::max(1, repeats); ++r) {
+    const double t0 = seconds_now();
+    run(iters);
+    seconds.push_back(seconds_now() - t0);
+  }
+  std::sort(seconds.begin(), seconds.end());
   const double flops = flops_per_iter(kernel) * static_cast<double>(iters) * threads;
-  return {flops / t.median_s * 1e-9, flops / t.min_s * 1e-9};
+  return {flops / seconds[seconds.size() / 2] * 1e-9, flops / seconds.front() * 1e-9};
 }
 
-}  // namespace titan::bench
+}  // namespace titan::kernels

@@ -1,12 +1,13 @@
 // Measured peak arithmetic throughput of this machine: long chains of independent FMA /
 // dot-product instructions in registers (no memory traffic), on 1..n OpenMP threads.
-// Used by peak_flops (the table in docs/performance.md) and by gemm_bench (% of peak).
+// Used by the trainer (MFU, cached: train/peak_flops.h), bench/peak_flops (the table in
+// docs/performance.md) and bench/gemm_bench (% of peak).
 #pragma once
 
 #include <string>
 #include <vector>
 
-namespace titan::bench {
+namespace titan::kernels {
 
 enum class PeakKernel {
   fp32_avx512,  // _mm512_fmadd_ps, 16 chains x 16 lanes x 2 FLOPs
@@ -30,4 +31,4 @@ PeakMeasurement measure_peak(PeakKernel kernel, int threads, double seconds_per_
 // The fp32 peak that GEMM efficiency is quoted against: AVX-512 when the CPU has it, else AVX2.
 PeakKernel best_fp32_kernel();
 
-}  // namespace titan::bench
+}  // namespace titan::kernels

@@ -1,0 +1,90 @@
+#include "titan/train/metrics.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "titan/core/error.h"
+#include "titan/train/jsonl_writer.h"
+#include "titan/train/loss_plot.h"
+#include "titan/train/tensorboard.h"
+
+namespace titan::train {
+namespace {
+
+// 12345678 -> "12,345,678"
+std::string with_commas(double value) {
+  const std::string digits = std::to_string(std::llabs(std::llround(value)));
+  std::string out = value < -0.5 ? "-" : "";
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
+    out.push_back(digits[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+MetricsLogger::MetricsLogger(MetricsOptions options) : options_(std::move(options)) {
+  const std::filesystem::path dump(options_.dump_folder);
+  if (options_.enable_jsonl) jsonl_ = std::make_unique<JsonlWriter>((dump / "metrics.jsonl").string());
+  if (options_.enable_tensorboard) {
+    tensorboard_ = std::make_unique<TensorBoardWriter>((dump / options_.tb_folder).string());
+  }
+}
+
+MetricsLogger::~MetricsLogger() = default;
+
+std::string MetricsLogger::format_line(const StepMetrics& m) {
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "step: %5lld  loss: %8.4f  grad_norm: %7.4f  memory: %6.2fGiB(%.2f%%)  tps: %s  tflops: %.2f  "
+                "mfu: %.2f%%  lr: %.3e%s",
+                static_cast<long long>(m.step), m.loss, m.grad_norm, m.memory_bytes / double(1 << 30),
+                m.memory_percent, with_commas(m.tps).c_str(), m.tflops, m.mfu, m.lr,
+                m.step == 1 ? "  (step 1 includes warm-up)" : "");
+  return line;
+}
+
+void MetricsLogger::record(const StepMetrics& m) {
+  history_.push_back(m);
+  const bool log = m.step == 1 || m.step % options_.log_freq == 0 || m.step == options_.total_steps;
+  if (!log) return;
+  std::printf("%s\n", format_line(m).c_str());
+  std::fflush(stdout);
+  if (jsonl_) {
+    jsonl_->write({{"step", m.step}, {"loss", m.loss}, {"grad_norm", m.grad_norm}, {"lr", m.lr},
+                   {"tokens", m.tokens}, {"seconds", m.seconds}, {"tps", m.tps}, {"tflops", m.tflops},
+                   {"mfu", m.mfu}, {"memory_gib", m.memory_bytes / double(1 << 30)},
+                   {"memory_percent", m.memory_percent}, {"data_wait_seconds", m.data_wait_seconds}});
+  }
+  if (tensorboard_) {
+    tensorboard_->add_scalars({{"loss_metrics/global_avg_loss", m.loss},
+                               {"grad_norm", m.grad_norm},
+                               {"lr", m.lr},
+                               {"throughput(tps)", m.tps},
+                               {"tflops", m.tflops},
+                               {"mfu(%)", m.mfu},
+                               {"memory/peak_active(GiB)", m.memory_bytes / double(1 << 30)},
+                               {"memory/peak_active(%)", m.memory_percent}},
+                              m.step);
+    tensorboard_->flush();
+  }
+}
+
+void MetricsLogger::finish() {
+  if (history_.empty()) return;
+  std::vector<int64_t> steps;
+  std::vector<double> losses;
+  for (const StepMetrics& m : history_) {
+    steps.push_back(m.step);
+    losses.push_back(m.loss);
+  }
+  write_loss_plot_svg((std::filesystem::path(options_.dump_folder) / "loss.svg").string(), steps, losses,
+                      options_.run_name);
+  if (tensorboard_) tensorboard_->flush();
+}
+
+}  // namespace titan::train

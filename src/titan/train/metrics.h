@@ -1,0 +1,65 @@
+// Per-step metrics and where they go: one console line (torchtitan's layout), a JSONL file and
+// TensorBoard event files at the logged steps, and a loss-curve SVG over every step at the end.
+//
+//   tps     tokens per second per rank (this rank's tokens of the step / step wall time)
+//   tflops  tps x training FLOPs per token (flops.h) / 1e12
+//   mfu     tflops / the device peak (peak_flops.h), in %
+//   memory  peak bytes of live tensors during the step, and that as % of the device's memory
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace titan::train {
+
+struct StepMetrics {
+  int64_t step = 0;
+  double loss = 0.0;
+  double grad_norm = 0.0;  // before clipping
+  double lr = 0.0;
+  int64_t tokens = 0;      // this rank's tokens in the step
+  double seconds = 0.0;
+  double tps = 0.0;
+  double tflops = 0.0;
+  double mfu = 0.0;        // percent
+  double memory_bytes = 0.0;
+  double memory_percent = 0.0;
+  double data_wait_seconds = 0.0;  // time the step waited for the loader
+};
+
+struct MetricsOptions {
+  std::string dump_folder;
+  int64_t log_freq = 10;
+  int64_t total_steps = 0;
+  bool enable_jsonl = true;
+  bool enable_tensorboard = false;
+  std::string tb_folder;  // relative to dump_folder
+  std::string run_name;   // plot title
+};
+
+class TensorBoardWriter;
+class JsonlWriter;
+
+class MetricsLogger {
+ public:
+  explicit MetricsLogger(MetricsOptions options);
+  ~MetricsLogger();
+
+  // Prints and writes when the step is 1, a multiple of log_freq, or the last; remembers every step.
+  void record(const StepMetrics& m);
+  // Writes loss.svg (every step) into the dump folder and flushes the writers.
+  void finish();
+
+  const std::vector<StepMetrics>& history() const { return history_; }
+  static std::string format_line(const StepMetrics& m);
+
+ private:
+  MetricsOptions options_;
+  std::unique_ptr<JsonlWriter> jsonl_;
+  std::unique_ptr<TensorBoardWriter> tensorboard_;
+  std::vector<StepMetrics> history_;
+};
+
+}  // namespace titan::train

@@ -1,0 +1,34 @@
+// Trainer: one training run from a resolved JobConfig (config/job_config.h).
+//
+//   setup   dump folder (config.toml = the resolved config), tokenizer (model.hf_assets_path),
+//           data (PrefetchLoader over training.dataset_path or a built-in dataset), model (a named
+//           spec, model.n_layers to cut its depth; random init from training.seed), AdamW, schedule.
+//   step    accumulation_steps micro-batches of local_batch_size x seq_len: forward+backward each,
+//           gradients scaled by 1 / (predicted tokens of the whole step), so the step's gradient is
+//           that of the mean loss over every token of the global batch; then clip (the logged
+//           grad_norm is the norm before clipping), lr = optimizer.lr x schedule(step), AdamW.
+//   stop    a non-finite loss or gradient stops the run with an Error naming the step (and the
+//           first parameter whose gradient is non-finite).
+//   output  a console line every metrics.log_freq steps (and step 1), JSONL / TensorBoard at the
+//           same steps, and loss.svg over every step at the end (metrics.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "titan/config/job_config.h"
+#include "titan/train/metrics.h"
+
+namespace titan::train {
+
+struct TrainSummary {
+  std::vector<StepMetrics> steps;  // every step, in order
+  double seconds = 0.0;            // wall time of the loop (setup excluded)
+};
+
+// Runs `config` (already validated) to the end. `config_name` is the registered function it came
+// from, for the logs. Throws titan::Error for bad input and for a non-finite loss or gradient.
+TrainSummary run_training(const config::JobConfig& config, const std::string& config_name);
+
+}  // namespace titan::train

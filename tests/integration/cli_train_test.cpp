@@ -1,0 +1,223 @@
+// `titan train` end to end (the binary, as a user runs it): learning on real text against a bound
+// from the text's own unigram entropy, bit-identical determinism, gradient accumulation equal to a
+// larger batch, the outputs of a run, the config commands, and one-line errors with exit code 2.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "integration/cli_runner.h"
+#include "titan/data/tokenizer/tokenizer.h"
+
+namespace titan {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::CommandResult;
+using testing::run_titan;
+using testing::scratch_dir;
+
+const fs::path kShakespeare = fs::path(TITAN_SOURCE_DIR) / "../shared/assets/text/tinyshakespeare.txt";
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+std::vector<nlohmann::json> read_jsonl(const fs::path& path) {
+  std::ifstream in(path);
+  std::vector<nlohmann::json> rows;
+  for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
+  return rows;
+}
+
+// A small debug model on a corpus, with its own tokenizer trained by `titan train-tokenizer`.
+class CliTrain : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = scratch_dir("train");
+    ASSERT_TRUE(fs::exists(kShakespeare)) << kShakespeare;
+    const CommandResult r = run_titan(str_cat("train-tokenizer --input ", kShakespeare.string(),
+                                              " --vocab-size 1024 --out ", (dir_ / "tok").string()));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+
+  template <class... Parts>
+  static std::string str_cat(const Parts&... parts) {
+    std::ostringstream os;
+    (os << ... << parts);
+    return os.str();
+  }
+
+  // `titan train` of a tiny run on tinyshakespeare into dir_/name; extra overrides appended.
+  static CommandResult train(const std::string& name, const std::string& extra) {
+    return run_titan(str_cat("train --config qwen3_debug --job.dump_folder ", (dir_ / name).string(),
+                             " --model.hf_assets_path ", (dir_ / "tok").string(), " --training.dataset_path ",
+                             kShakespeare.string(), " --metrics.peak_tflops 1 ", extra));
+  }
+
+  static fs::path dir_;
+};
+fs::path CliTrain::dir_;
+
+// The loss falls below the unigram entropy of the text (in nats per token, under the same
+// tokenizer): a model that only learned token frequencies would sit at that entropy, so being below
+// it means the model uses context. Computed here from the text, not taken from a run of ours.
+TEST_F(CliTrain, LearnsBeyondUnigramOnTinyShakespeare) {
+  const data::Tokenizer tok = data::Tokenizer::from_file((dir_ / "tok").string());
+  const std::vector<int32_t> ids = tok.encode(read_text(kShakespeare));
+  std::map<int32_t, double> counts;
+  for (const int32_t id : ids) counts[id] += 1.0;
+  double entropy = 0.0;
+  for (const auto& [id, n] : counts) {
+    const double p = n / static_cast<double>(ids.size());
+    entropy -= p * std::log(p);
+  }
+  ASSERT_GT(entropy, 3.0);  // a real text under a 1024-token vocabulary
+
+  const CommandResult r = train("learn", "--training.steps 80 --training.local_batch_size 8 --training.seq_len 128 "
+                                         "--lr_scheduler.warmup_steps 10 --metrics.log_freq 5");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<nlohmann::json> rows = read_jsonl(dir_ / "learn" / "metrics.jsonl");
+  ASSERT_GE(rows.size(), 3u);
+  const double first = rows.front()["loss"].get<double>(), last = rows.back()["loss"].get<double>();
+  EXPECT_GT(first, std::log(1024.0)) << "an untrained model does no better than uniform over the vocabulary";
+  EXPECT_LT(last, entropy) << "final loss " << last << " is not below the unigram entropy " << entropy << "\n"
+                           << r.output;
+}
+
+// Same config and seed, same thread count: the same loss sequence to the bit.
+TEST_F(CliTrain, DeterministicRunsAreBitIdentical) {
+  const std::string flags = "--training.steps 6 --training.local_batch_size 2 --training.seq_len 64 "
+                            "--model.n_layers 2 --metrics.log_freq 1 --training.deterministic";
+  const CommandResult a = train("det_a", flags), b = train("det_b", flags);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  const std::vector<nlohmann::json> ra = read_jsonl(dir_ / "det_a" / "metrics.jsonl");
+  const std::vector<nlohmann::json> rb = read_jsonl(dir_ / "det_b" / "metrics.jsonl");
+  ASSERT_EQ(ra.size(), 6u);
+  ASSERT_EQ(rb.size(), 6u);
+  for (size_t i = 0; i < ra.size(); ++i) {
+    EXPECT_EQ(ra[i]["loss"].get<double>(), rb[i]["loss"].get<double>()) << "step " << i + 1;
+    EXPECT_EQ(ra[i]["grad_norm"].get<double>(), rb[i]["grad_norm"].get<double>()) << "step " << i + 1;
+  }
+}
+
+// global_batch_size = 2 x local_batch_size (two micro-batches, loss normalised by the step's total
+// target count) equals one batch of twice the rows: same tokens, same mean loss and gradient.
+TEST_F(CliTrain, AccumulationEqualsTheLargerBatch) {
+  const std::string common = "--training.steps 3 --training.seq_len 64 --model.n_layers 2 --metrics.log_freq 1 ";
+  const CommandResult big = train("acc_big", common + "--training.local_batch_size 4");
+  const CommandResult acc = train("acc_two", common + "--training.local_batch_size 2 --training.global_batch_size 4");
+  ASSERT_EQ(big.exit_code, 0) << big.output;
+  ASSERT_EQ(acc.exit_code, 0) << acc.output;
+  const std::vector<nlohmann::json> rb = read_jsonl(dir_ / "acc_big" / "metrics.jsonl");
+  const std::vector<nlohmann::json> ra = read_jsonl(dir_ / "acc_two" / "metrics.jsonl");
+  ASSERT_EQ(rb.size(), 3u);
+  ASSERT_EQ(ra.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(ra[i]["tokens"].get<int64_t>(), rb[i]["tokens"].get<int64_t>());
+    for (const char* key : {"loss", "grad_norm"}) {
+      const double want = rb[i][key].get<double>(), got = ra[i][key].get<double>();
+      EXPECT_NEAR(got, want, 1e-4 * std::abs(want)) << key << " at step " << i + 1;
+    }
+  }
+}
+
+TEST_F(CliTrain, WritesConfigMetricsTensorBoardAndPlot) {
+  const CommandResult r = train("outputs", "--training.steps 4 --training.local_batch_size 2 --training.seq_len 32 "
+                                           "--model.n_layers 1 --metrics.log_freq 2 --metrics.enable_tensorboard");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const fs::path out = dir_ / "outputs";
+  // Console: steps 1, 2, 4 (step 1 always, then every log_freq, and the last).
+  EXPECT_NE(r.output.find("step:     1  loss:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("step:     4  loss:"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("step:     3  loss:"), std::string::npos) << r.output;
+  for (const char* key : {"grad_norm:", "memory:", "tps:", "tflops:", "mfu:", "lr:"}) {
+    EXPECT_NE(r.output.find(key), std::string::npos) << key;
+  }
+  EXPECT_EQ(read_jsonl(out / "metrics.jsonl").size(), 3u);
+  const std::string svg = read_text(out / "loss.svg");
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u) << svg.substr(0, 100);
+  EXPECT_NE(read_text(out / "config.toml").find("steps = 4"), std::string::npos);
+  bool has_events = false;
+  for (const auto& e : fs::directory_iterator(out / "tb")) {
+    has_events |= e.path().filename().string().rfind("events.out.tfevents.", 0) == 0 && fs::file_size(e.path()) > 0;
+  }
+  EXPECT_TRUE(has_events);
+}
+
+TEST_F(CliTrain, NonFiniteLossStopsNamingTheStep) {
+  const CommandResult r = train("nan", "--training.steps 20 --training.local_batch_size 2 --training.seq_len 32 "
+                                       "--model.n_layers 1 --optimizer.lr 1e30 --lr_scheduler.warmup_steps 0 "
+                                       "--training.max_norm 0");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("titan: error: [train] step "), std::string::npos) << r.output;
+}
+
+TEST(CliTrainConfig, ErrorsAreOneLineWithExitCode2) {
+  struct Case {
+    std::string args, expect;
+  };
+  const std::vector<Case> cases = {
+      {"train --config qwen3_nope", "qwen3_debug"},  // lists the registered names
+      {"train --config qwen3_debug --training.step 3", "--training.steps"},  // suggests the nearest field
+      {"train --config qwen3_debug --training.steps abc", "training.steps"},
+      {"train --config qwen3_debug --training.global_batch_size 12", "global_batch_size"},
+      {"train --config qwen3_debug --lr_scheduler.decay_type exp", "decay_type"},
+      {"train --config qwen3_debug --job.config_file /nonexistent/job.toml", "/nonexistent/job.toml"},
+      {"train --training.steps 3", "--config"},
+  };
+  for (const Case& c : cases) {
+    const CommandResult r = run_titan(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.expect), std::string::npos) << c.args << "\n" << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << c.args << "\n" << r.output;
+  }
+}
+
+TEST(CliTrainConfig, ConfigsListsTheRegisteredFunctions) {
+  const CommandResult r = run_titan("configs");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* name : {"qwen3_debug", "qwen3_0_6b", "qwen3_1_7b", "qwen3_4b", "qwen3_8b", "qwen3_14b", "qwen3_32b"}) {
+    EXPECT_NE(r.output.find(name), std::string::npos) << name;
+  }
+}
+
+// --print-config prints the resolved config as TOML; fed back as a job file it resolves to itself,
+// and CLI flags still win over the file.
+TEST(CliTrainConfig, PrintConfigRoundTripsThroughAJobFile) {
+  const fs::path dir = scratch_dir("print_config");
+  const CommandResult a = run_titan("train --config qwen3_0_6b --training.steps 7 --optimizer.lr=0.00123 "
+                                    "--no-metrics.enable_jsonl --print-config", /*with_stderr=*/false);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  EXPECT_NE(a.output.find("steps = 7"), std::string::npos) << a.output;
+  std::ofstream(dir / "job.toml") << a.output;
+  const CommandResult b = run_titan("train --config qwen3_debug --job.config_file " + (dir / "job.toml").string() +
+                                    " --print-config", false);
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  // config_file is the one field that differs: it names the file just read.
+  auto without_config_file = [](const std::string& toml) {
+    std::istringstream in(toml);
+    std::string out;
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("config_file", 0) != 0) out += line + "\n";
+    }
+    return out;
+  };
+  EXPECT_EQ(without_config_file(b.output), without_config_file(a.output));
+  const CommandResult c = run_titan("train --config qwen3_debug --training.steps 9 --job.config_file " +
+                                    (dir / "job.toml").string() + " --print-config", false);
+  EXPECT_NE(c.output.find("steps = 9"), std::string::npos) << c.output;
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace titan
