@@ -180,16 +180,16 @@ TEST(LmHeadXent, ChunkBufferIsBounded) {
     EXPECT_LT(delta, n * v * 4 / 8) << "peak rose by " << delta << " bytes";
     EXPECT_GE(delta, chunk * v * 4) << "the chunk buffer should come from the host allocator";
   }
-  // Auto chunk: 512 tokens x V = 131072 would be 256 MiB of logits, twice the auto budget.
+  // Auto chunk: twice as many tokens as the budget holds at V = 2^20, so two chunks.
   {
-    const int64_t n = 512, d = 4, v = 131072;
+    const int64_t d = 4, v = int64_t{1} << 20, chunk = kLmHeadXentChunkBytes / (v * 4), n = 2 * chunk;
     const Tensor x = random_f32({n, d}, 4), w = random_f32({v, d}, 5, 0.1f);
     const Tensor targets = make_targets(n, v, 6, 0);
     Tensor dx = Tensor::empty({n, d}), none;
     const int64_t delta = peak_delta([&] { lm_head_xent({}, x, w, targets, 1.0f, dx, none); });
     EXPECT_LE(delta, kLmHeadXentChunkBytes + (int64_t{1} << 20)) << "peak rose by " << delta << " bytes";
     EXPECT_LT(delta, n * v * 4);
-    EXPECT_EQ(lm_head_xent_chunk_tokens({}, n, v), 256);
+    EXPECT_EQ(lm_head_xent_chunk_tokens({}, n, v), chunk);
   }
 }
 

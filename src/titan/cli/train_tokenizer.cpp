@@ -17,6 +17,7 @@
 #include "titan/checkpoint/atomic_file.h"
 #include "titan/cli/args.h"
 #include "titan/cli/commands.h"
+#include "titan/core/progress.h"
 #include "titan/data/builtin_datasets.h"
 #include "titan/data/dataset.h"
 #include "titan/data/tokenizer/trainer.h"
@@ -87,13 +88,18 @@ int run_train_tokenizer(int argc, char** argv) {
               " is not writable: ", std::strerror(errno), ". HINT: pass a writable --out folder");
 
   const auto start = std::chrono::steady_clock::now();
+  Progress reading("reading", 0, "documents");
   for (const std::string& input : inputs) {
     data::DatasetConfig config;
     config.path = input;
     data::DocumentSource source(config);
-    while (std::optional<std::string> doc = source.next()) trainer.add_text(*doc, input);
+    while (std::optional<std::string> doc = source.next()) {
+      trainer.add_text(*doc, input);
+      reading.advance();
+    }
   }
   if (!dataset.empty()) trainer.add_text(data::builtin_dataset_text(dataset), "built-in dataset " + dataset);
+  reading.done();
   const data::TrainedBpe bpe = trainer.train();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 

@@ -438,24 +438,16 @@ TEST(Registry, EveryFunctionValidates) {
   }
 }
 
-TEST(Registry, QuickstartValues) {
+// The quickstart needs nothing outside the binary: the built-in corpus, the tokenizer folder that
+// scripts/run.sh trains into, the debug spec, and a reproducible run.
+TEST(Registry, QuickstartIsSelfContained) {
   const JobConfig c = find_config("qwen3_debug").fn();
   EXPECT_EQ(c.model.name, "debug");
   EXPECT_EQ(c.training.dataset, "quickstart");
+  EXPECT_EQ(c.training.dataset_path, "");
   EXPECT_EQ(c.model.hf_assets_path, "./outputs/quickstart_tokenizer");
-  EXPECT_EQ(c.job.dump_folder, "./outputs/qwen3_debug");
-  EXPECT_EQ(c.training.steps, 300);
-  EXPECT_EQ(c.training.local_batch_size, 8);
-  EXPECT_EQ(c.training.seq_len, 256);
-  EXPECT_EQ(c.optimizer.lr, 3e-3);
-  EXPECT_EQ(c.lr_scheduler.warmup_steps, 30);
-  EXPECT_EQ(c.lr_scheduler.decay_ratio, -1.0);
-  EXPECT_EQ(c.lr_scheduler.decay_type, "cosine");
-  EXPECT_EQ(c.lr_scheduler.min_lr_factor, 0.1);
-  EXPECT_EQ(c.optimizer.weight_decay, 0.1);
-  EXPECT_EQ(c.training.max_norm, 1.0);
-  EXPECT_EQ(c.metrics.log_freq, 10);
   EXPECT_TRUE(c.training.deterministic);
+  EXPECT_LT(c.lr_scheduler.warmup_steps, c.training.steps);
 }
 
 // ---- validate -------------------------------------------------------------------------------

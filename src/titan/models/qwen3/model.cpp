@@ -7,6 +7,7 @@
 
 #include "titan/checkpoint/hf_folder.h"
 #include "titan/checkpoint/json_file.h"
+#include "titan/core/progress.h"
 #include "titan/core/rng.h"
 #include "titan/models/qwen3/hf_config.h"
 #include "titan/models/qwen3/hf_names.h"
@@ -33,7 +34,9 @@ void init_weights(nn::Decoder& model, uint64_t seed) {
   auto init_linear = [&](nn::Linear& linear, float std) {
     fill_trunc_normal(linear.weight.value, Rng(seed, stream(linear.weight.fqn)), std, -2.0f, 2.0f);
   };
+  Progress progress("initializing weights", static_cast<int64_t>(model.layers.size()) + 1, "parts (layers, then embedding and head)");
   for (size_t i = 0; i < model.layers.size(); ++i) {
+    progress.advance();
     nn::TransformerBlock& block = *model.layers[i];
     const float depth_std = 0.02f / std::sqrt(2.0f * static_cast<float>(i + 1));
     init_linear(block.attention.wq, 0.02f);
@@ -58,6 +61,7 @@ void init_weights(nn::Decoder& model, uint64_t seed) {
     nn::Parameter& emb = model.tok_embeddings.weight;
     Rng(seed, stream(emb.fqn)).fill_normal(emb.value.data<float>(), emb.value.numel(), 0.0f, 1.0f);
   }
+  progress.advance();
 }
 
 nn::DecoderConfig load_hf_config(const std::string& dir) {
@@ -71,7 +75,10 @@ void load_hf_weights(nn::Decoder& model, const std::string& dir) {
   for (const std::string& name : weights.names()) unused.insert(name);
 
   std::vector<std::string> missing;
-  for (nn::Parameter* p : model.parameters()) {
+  const nn::ParameterList params = model.parameters();
+  Progress progress("loading weights from " + dir, static_cast<int64_t>(params.size()), "tensors");
+  for (nn::Parameter* p : params) {
+    progress.advance();
     const std::string hf = to_hf_name(p->fqn);
     const ckpt::TensorInfo* info = weights.find(hf);
     if (info == nullptr) {

@@ -30,7 +30,7 @@ struct LmHeadXentResult {
 };
 
 // Budget of the auto-sized logits chunk (bytes).
-constexpr int64_t kLmHeadXentChunkBytes = int64_t{128} << 20;
+constexpr int64_t kLmHeadXentChunkBytes = int64_t{512} << 20;
 
 // Throws naming the tensor and the expected shape; also checks every target is ignore_index or
 // in [0, V) (naming the first bad index and value).
