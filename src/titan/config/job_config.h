@@ -84,6 +84,14 @@ struct CheckpointSection {
   int64_t interval = 500;
   int64_t keep_latest_k = 0;
   std::string initial_load_path = "";
+  bool initial_load_in_hf = false;
+  bool initial_load_model_only = true;
+  bool last_save_in_hf = false;
+  bool last_save_model_only = true;
+  std::string export_dtype = "float32";
+  std::string max_shard_size = "5GB";
+  std::string async_mode = "disabled";
+  int64_t load_step = -1;
 
   bool operator==(const CheckpointSection&) const = default;
 };
@@ -165,14 +173,28 @@ void visit_fields(Config& c, V&& v) {
   v("metrics.peak_tflops", metrics.peak_tflops, "device peak for MFU; 0 = measure once and cache");
 
   auto& checkpoint = c.checkpoint;
-  v("checkpoint.enable", checkpoint.enable, "save checkpoints (used by the checkpoint issue)");
-  v("checkpoint.folder", checkpoint.folder, "checkpoint folder, inside job.dump_folder (used by the checkpoint issue)");
-  v("checkpoint.interval", checkpoint.interval, "save every N steps (used by the checkpoint issue)");
+  v("checkpoint.enable", checkpoint.enable, "save checkpoints");
+  v("checkpoint.folder", checkpoint.folder, "checkpoint folder, inside job.dump_folder");
+  v("checkpoint.interval", checkpoint.interval, "save every N steps");
   v("checkpoint.keep_latest_k", checkpoint.keep_latest_k,
-    "keep only the newest k checkpoints; 0 keeps all (used by the checkpoint issue)");
+    "keep only the newest k checkpoints; 0 keeps all");
   v("checkpoint.initial_load_path", checkpoint.initial_load_path,
-    "checkpoint to start from when checkpoint.folder has none; empty: fresh init (used by the checkpoint issue)");
-
+    "checkpoint (native step folder, or an HF folder with initial_load_in_hf) to start from when checkpoint.folder "
+    "has none; empty: fresh init");
+  v("checkpoint.initial_load_in_hf", checkpoint.initial_load_in_hf,
+    "initial_load_path is a Hugging Face folder (config.json + *.safetensors)");
+  v("checkpoint.initial_load_model_only", checkpoint.initial_load_model_only,
+    "load only the weights from initial_load_path (not optimizer, schedule, data cursor or step)");
+  v("checkpoint.last_save_in_hf", checkpoint.last_save_in_hf,
+    "at the end of training, also export an HF folder (config.json, safetensors, tokenizer) to <folder>/hf");
+  v("checkpoint.last_save_model_only", checkpoint.last_save_model_only,
+    "the final save holds the weights only (no optimizer state)");
+  v("checkpoint.export_dtype", checkpoint.export_dtype, "dtype of exported weights: float32 or bfloat16");
+  v("checkpoint.max_shard_size", checkpoint.max_shard_size,
+    "largest safetensors shard of an HF export, e.g. 5GB, 500MB; larger models are split with an index");
+  v("checkpoint.async_mode", checkpoint.async_mode,
+    "disabled: save on the training thread; async: copy the state, write it on a background thread");
+  v("checkpoint.load_step", checkpoint.load_step, "resume from this step's checkpoint; -1: the newest valid one");
   auto& parallelism = c.parallelism;
   v("parallelism.data_parallel_replicate_degree", parallelism.data_parallel_replicate_degree,
     "replicated (DDP) data-parallel degree (used by the parallelism issue)");

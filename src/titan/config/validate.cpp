@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "titan/config/value_text.h"
 
@@ -37,6 +39,29 @@ int64_t accumulation_steps(const JobConfig& config, int64_t data_parallel_degree
   check_batch(t, data_parallel_degree);
   if (t.global_batch_size == -1) return 1;
   return t.global_batch_size / (t.local_batch_size * data_parallel_degree);
+}
+
+int64_t parse_byte_size(const std::string& text) {
+  size_t used = 0;
+  double value = 0.0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return -1;
+  }
+  std::string unit = text.substr(used);
+  while (!unit.empty() && unit.front() == ' ') unit.erase(unit.begin());
+  for (char& ch : unit) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  double scale = 0.0;
+  if (unit.empty() || unit == "B") scale = 1.0;
+  else if (unit == "KB") scale = 1e3;
+  else if (unit == "MB") scale = 1e6;
+  else if (unit == "GB") scale = 1e9;
+  else if (unit == "KIB") scale = 1024.0;
+  else if (unit == "MIB") scale = 1024.0 * 1024.0;
+  else if (unit == "GIB") scale = 1024.0 * 1024.0 * 1024.0;
+  if (scale == 0.0 || !(value > 0.0) || !std::isfinite(value * scale) || value * scale > 9e18) return -1;
+  return static_cast<int64_t>(value * scale);
 }
 
 void validate(const JobConfig& c, int64_t data_parallel_degree) {
@@ -95,6 +120,21 @@ void validate(const JobConfig& c, int64_t data_parallel_degree) {
   const CheckpointSection& k = c.checkpoint;
   if (k.interval < 1) config_fail("checkpoint.interval=", k.interval, " must be >= 1 (save every N steps)");
   if (k.keep_latest_k < 0) config_fail("checkpoint.keep_latest_k=", k.keep_latest_k, " must be >= 0 (0 keeps all)");
+  if (k.export_dtype != "float32" && k.export_dtype != "bfloat16") {
+    config_fail("checkpoint.export_dtype='", k.export_dtype, "' is not float32 or bfloat16");
+  }
+  if (k.async_mode != "disabled" && k.async_mode != "async") {
+    config_fail("checkpoint.async_mode='", k.async_mode, "' is not disabled or async");
+  }
+  if (k.load_step < -1) config_fail("checkpoint.load_step=", k.load_step, " must be >= 0, or -1 for the newest");
+  if (k.initial_load_in_hf && k.initial_load_path.empty()) {
+    config_fail("checkpoint.initial_load_in_hf is set but checkpoint.initial_load_path is empty; set it to the HF "
+                "folder to load");
+  }
+  if (parse_byte_size(k.max_shard_size) <= 0) {
+    config_fail("checkpoint.max_shard_size='", k.max_shard_size,
+                "' is not a size; write e.g. 5GB, 500MB, 2GiB or a byte count");
+  }
 
   const ParallelismSection& p = c.parallelism;
   if (p.data_parallel_replicate_degree < 1) {

@@ -20,6 +20,9 @@ void validate(const JobConfig& config, int64_t data_parallel_degree);
 // Micro-batches per optimizer step: 1 when global_batch_size is -1, else
 // global_batch_size / (local_batch_size x data_parallel_degree). ConfigError when that is not a
 // positive whole number (the same message as validate()).
+// "5GB" (10^9), "500MB", "2GiB" (2^30), "123" bytes, case-insensitive; -1 when it is not a size.
+int64_t parse_byte_size(const std::string& text);
+
 int64_t accumulation_steps(const JobConfig& config, int64_t data_parallel_degree);
 
 }  // namespace titan::config

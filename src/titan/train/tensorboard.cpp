@@ -11,7 +11,7 @@
 #include <type_traits>
 
 #include "titan/core/error.h"
-#include "titan/train/crc32c.h"
+#include "titan/core/crc32c.h"
 
 namespace titan::train {
 namespace {

@@ -91,7 +91,7 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
   [[maybe_unused]] const auto& [o1, o2, o3, o4, o5, o6] = c.optimizer;
   [[maybe_unused]] const auto& [l1, l2, l3, l4] = c.lr_scheduler;
   [[maybe_unused]] const auto& [x1, x2, x3, x4, x5] = c.metrics;
-  [[maybe_unused]] const auto& [k1, k2, k3, k4, k5] = c.checkpoint;
+  [[maybe_unused]] const auto& [k1, k2, k3, k4, k5, k6, k7, k8, k9, k10, k11, k12, k13] = c.checkpoint;
   [[maybe_unused]] const auto& [p1, p2, p3] = c.parallelism;
   [[maybe_unused]] const auto& [s1, s2, s3, s4, s5, s6, s7, s8] = c;
   EXPECT_EQ(count_in_section("job"), 3u);
@@ -100,9 +100,9 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
   EXPECT_EQ(count_in_section("optimizer"), 6u);
   EXPECT_EQ(count_in_section("lr_scheduler"), 4u);
   EXPECT_EQ(count_in_section("metrics"), 5u);
-  EXPECT_EQ(count_in_section("checkpoint"), 5u);
+  EXPECT_EQ(count_in_section("checkpoint"), 13u);
   EXPECT_EQ(count_in_section("parallelism"), 3u);
-  EXPECT_EQ(job_config_fields().size(), 39u);
+  EXPECT_EQ(job_config_fields().size(), 47u);
 
   // Every field reaches a distinct member: setting all of them changes every section.
   const JobConfig changed = all_non_default();
@@ -500,6 +500,11 @@ TEST(Validate, EachImpossibleValueIsOneClearError) {
       {[](JobConfig& c) { c.model.n_layers = -2; }, "model.n_layers=-2 must be >= 0"},
       {[](JobConfig& c) { c.checkpoint.interval = 0; }, "checkpoint.interval=0 must be >= 1"},
       {[](JobConfig& c) { c.checkpoint.keep_latest_k = -1; }, "checkpoint.keep_latest_k=-1 must be >= 0"},
+      {[](JobConfig& c) { c.checkpoint.export_dtype = "fp8"; }, "checkpoint.export_dtype='fp8' is not float32"},
+      {[](JobConfig& c) { c.checkpoint.async_mode = "threads"; }, "checkpoint.async_mode='threads' is not"},
+      {[](JobConfig& c) { c.checkpoint.load_step = -2; }, "checkpoint.load_step=-2 must be >= 0"},
+      {[](JobConfig& c) { c.checkpoint.initial_load_in_hf = true; }, "checkpoint.initial_load_in_hf is set but"},
+      {[](JobConfig& c) { c.checkpoint.max_shard_size = "5 parsecs"; }, "checkpoint.max_shard_size='5 parsecs'"},
       {[](JobConfig& c) { c.parallelism.data_parallel_shard_degree = 0; }, "parallelism.data_parallel_shard_degree=0"},
       {[](JobConfig& c) { c.parallelism.tensor_parallel_degree = 0; }, "parallelism.tensor_parallel_degree=0"},
   };
@@ -510,6 +515,15 @@ TEST(Validate, EachImpossibleValueIsOneClearError) {
     EXPECT_EQ(message.rfind(k.message_start, 0), 0u) << "got: " << message << "\nwant start: " << k.message_start;
     EXPECT_EQ(message.find('\n'), std::string::npos) << message;
   }
+}
+
+TEST(Validate, ByteSizes) {
+  EXPECT_EQ(parse_byte_size("5GB"), 5'000'000'000);
+  EXPECT_EQ(parse_byte_size("500mb"), 500'000'000);
+  EXPECT_EQ(parse_byte_size("2GiB"), int64_t{2} << 30);
+  EXPECT_EQ(parse_byte_size("1.5 KiB"), 1536);
+  EXPECT_EQ(parse_byte_size("123"), 123);
+  for (const char* bad : {"", "GB", "-1GB", "0", "5XB", "1e30GB"}) EXPECT_EQ(parse_byte_size(bad), -1) << bad;
 }
 
 TEST(Validate, GlobalBatchAndAccumulation) {

@@ -17,13 +17,13 @@
 #include <vector>
 
 #include "titan/core/error.h"
-#include "titan/train/crc32c.h"
+#include "titan/core/crc32c.h"
 #include "titan/train/jsonl_writer.h"
 #include "titan/train/loss_plot.h"
 #include "titan/train/tensorboard.h"
 
 namespace fs = std::filesystem;
-using titan::train::crc32c;
+using titan::crc32c;
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
-namespace titan::train {
+namespace titan {
 
 // crc32c of `size` bytes; `crc` continues a previous result (0 to start).
 uint32_t crc32c(const void* data, size_t size, uint32_t crc = 0);
@@ -16,4 +16,4 @@ inline uint32_t crc32c(std::string_view bytes) { return crc32c(bytes.data(), byt
 // itself holds CRCs from being degenerate.
 inline uint32_t crc32c_mask(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }
 
-}  // namespace titan::train
+}  // namespace titan

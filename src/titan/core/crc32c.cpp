@@ -1,8 +1,8 @@
-#include "titan/train/crc32c.h"
+#include "titan/core/crc32c.h"
 
 #include <array>
 
-namespace titan::train {
+namespace titan {
 namespace {
 
 constexpr std::array<uint32_t, 256> make_table() {
@@ -26,4 +26,4 @@ uint32_t crc32c(const void* data, size_t size, uint32_t crc) {
   return ~crc;
 }
 
-}  // namespace titan::train
+}  // namespace titan
