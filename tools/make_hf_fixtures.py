@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Generate Hugging Face reference fixtures for titan.cpp's Qwen3 dense model tests.
+"""Generate Hugging Face reference fixtures for titan.cpp's dense decoder tests (Qwen3, plus the
+Qwen2 / Llama / Mistral layouts that map onto the same decoder).
 
 Usage (from the repository root):
 
@@ -7,7 +8,8 @@ Usage (from the repository root):
 
 For every case in CASES this writes ``<out>/<case>/``:
 
-  config.json            HF config of a tiny random Qwen3ForCausalLM (see CASES)
+  config.json            HF config of a tiny random <Arch>ForCausalLM (see CASES; Qwen3
+                         unless the case names another architecture)
   model.safetensors      its float32 weights, as written by save_pretrained()
   tokens.safetensors     input_ids I64 [B, T], labels I64 [B, T] (-100 = ignored)
   expected.safetensors   logits F32 [B, T, V], loss F32 [] (0-dim),
@@ -44,7 +46,10 @@ re-running reproduces the files bit-for-bit for the same torch version:
 matmul / embedding weights ~ N(0, init_std), RMSNorm weights = 1 + 0.1*N(0,1),
 biases = 0.05*N(0,1).
 
-Two cases (tied_mha, gqa4_headdim) get their config.json rewritten into the legacy
+The float64 patches are installed into each architecture's modeling module (Qwen3, Qwen2,
+Llama and Mistral each carry their own copies of these functions).
+
+Three cases (tied_mha, gqa4_headdim, llama_bias) get their config.json rewritten into the legacy
 layout that real Qwen3 checkpoints on the Hub use (top-level "rope_theta",
 "rope_scaling": null, "torch_dtype") instead of transformers>=5's
 "rope_parameters" block, so the C++ config loader is exercised on both layouts.
@@ -66,8 +71,20 @@ import torch
 import torch.nn as nn
 import transformers
 from safetensors.torch import save_file
-from transformers import Qwen3Config, Qwen3ForCausalLM
+from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config,
+                          Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
+from transformers.models.llama import modeling_llama
+from transformers.models.mistral import modeling_mistral
+from transformers.models.qwen2 import modeling_qwen2
 from transformers.models.qwen3 import modeling_qwen3 as mq
+
+# arch -> (config class, model class, modeling module, class-name prefix)
+ARCHS = {
+    "qwen3": (Qwen3Config, Qwen3ForCausalLM, mq, "Qwen3"),
+    "qwen2": (Qwen2Config, Qwen2ForCausalLM, modeling_qwen2, "Qwen2"),
+    "llama": (LlamaConfig, LlamaForCausalLM, modeling_llama, "Llama"),
+    "mistral": (MistralConfig, MistralForCausalLM, modeling_mistral, "Mistral"),
+}
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUT = os.path.join(REPO_ROOT, "tests", "fixtures", "hf")
@@ -81,11 +98,13 @@ class Case:
     hidden: int
     heads: int
     kv_heads: int
-    head_dim: int
+    head_dim: int | None  # None: not passed (the architecture derives hidden / heads)
     intermediate: int
     rope_theta: float
     tied: bool
     attention_bias: bool = False
+    arch: str = "qwen3"
+    mlp_bias: bool = False  # llama only
     batch: int = 2
     seq: int = 16
     layers: int = 2
@@ -112,6 +131,16 @@ CASES = [
          ignore=[(0, 0, 6), (1, 3, 4), (1, 9, 11)],
          description="q/k/v/o biases, tied, GQA 2; row 0 prompt prefix [0,6) = -100, "
                      "row 1 scattered -100"),
+    Case("qwen2_bias", seed=1005, vocab=280, hidden=64, heads=4, kv_heads=2, head_dim=None,
+         intermediate=96, rope_theta=1e6, tied=True, arch="qwen2", seq=12, ignore=[(0, 0, 3)],
+         description="Qwen2ForCausalLM: q/k/v biases, no o bias, no q/k norm; head_dim derived (16); tied"),
+    Case("llama_bias", seed=1006, vocab=310, hidden=64, heads=4, kv_heads=1, head_dim=None,
+         intermediate=96, rope_theta=10000.0, tied=False, arch="llama", attention_bias=True, mlp_bias=True,
+         seq=11, legacy_config=True,
+         description="LlamaForCausalLM: attention_bias (q/k/v/o) and mlp_bias, MQA, untied; legacy layout"),
+    Case("mistral_headdim", seed=1007, vocab=256, hidden=48, heads=6, kv_heads=2, head_dim=16,
+         intermediate=80, rope_theta=1e6, tied=False, arch="mistral", seq=10, ignore=[(1, 5, 7)],
+         description="MistralForCausalLM: no biases, sliding_window null, head_dim 16 != hidden/heads (8)"),
 ]
 
 
@@ -149,15 +178,20 @@ def _rotary_forward_exact(self, x, position_ids):
 class exact_fp64:
     """Context manager that installs the float64-faithful patches."""
 
+    def __init__(self, arch: str = "qwen3"):
+        _, _, self.mod, prefix = ARCHS[arch]
+        self.norm = getattr(self.mod, prefix + "RMSNorm")
+        self.rope = getattr(self.mod, prefix + "RotaryEmbedding")
+
     def __enter__(self):
-        self.saved = (mq.Qwen3RMSNorm.forward, mq.eager_attention_forward, mq.Qwen3RotaryEmbedding.forward)
-        mq.Qwen3RMSNorm.forward = _rmsnorm_forward_exact
-        mq.eager_attention_forward = _eager_attention_exact
-        mq.Qwen3RotaryEmbedding.forward = _rotary_forward_exact
+        self.saved = (self.norm.forward, self.mod.eager_attention_forward, self.rope.forward)
+        self.norm.forward = _rmsnorm_forward_exact
+        self.mod.eager_attention_forward = _eager_attention_exact
+        self.rope.forward = _rotary_forward_exact
         return self
 
     def __exit__(self, *exc):
-        mq.Qwen3RMSNorm.forward, mq.eager_attention_forward, mq.Qwen3RotaryEmbedding.forward = self.saved
+        self.norm.forward, self.mod.eager_attention_forward, self.rope.forward = self.saved
         return False
 
 
@@ -172,15 +206,25 @@ def causal_lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 # ----------------------------------------------------------------------------------
 
-def make_config(c: Case) -> Qwen3Config:
-    return Qwen3Config(
+def make_config(c: Case):
+    extra = {}
+    if c.head_dim is not None:
+        extra["head_dim"] = c.head_dim
+    if c.arch in ("qwen3", "llama"):
+        extra["attention_bias"] = c.attention_bias
+    if c.arch == "llama":
+        extra["mlp_bias"] = c.mlp_bias
+    if c.arch in ("qwen3", "qwen2"):
+        extra["use_sliding_window"] = False
+    if c.arch == "mistral":
+        extra["sliding_window"] = None
+    return ARCHS[c.arch][0](
         vocab_size=c.vocab,
         hidden_size=c.hidden,
         intermediate_size=c.intermediate,
         num_hidden_layers=c.layers,
         num_attention_heads=c.heads,
         num_key_value_heads=c.kv_heads,
-        head_dim=c.head_dim,
         hidden_act="silu",
         max_position_embeddings=128,
         initializer_range=c.init_std,
@@ -188,8 +232,8 @@ def make_config(c: Case) -> Qwen3Config:
         use_cache=False,
         tie_word_embeddings=c.tied,
         rope_parameters={"rope_type": "default", "rope_theta": float(c.rope_theta)},
-        attention_bias=c.attention_bias,
         attention_dropout=0.0,
+        **extra,
     )
 
 
@@ -242,7 +286,8 @@ def build_case(c: Case, out_root: str) -> dict:
     torch.manual_seed(c.seed)
     gen = torch.Generator().manual_seed(c.seed)
     config = make_config(c)
-    model = Qwen3ForCausalLM(config).float()
+    model_class = ARCHS[c.arch][1]
+    model = model_class(config).float()
     init_weights(model, c, gen)
     model.save_pretrained(d, safe_serialization=True)
     for fn in os.listdir(d):
@@ -260,7 +305,7 @@ def build_case(c: Case, out_root: str) -> dict:
               os.path.join(d, "tokens.safetensors"))
 
     # ---- reference: load from disk, float64 ----
-    ref = Qwen3ForCausalLM.from_pretrained(d, attn_implementation="eager", dtype=torch.float32)
+    ref = model_class.from_pretrained(d, attn_implementation="eager", dtype=torch.float32)
     # sanity: everything came back from disk
     sd_saved = model.state_dict()
     for k, v in ref.state_dict().items():
@@ -271,7 +316,7 @@ def build_case(c: Case, out_root: str) -> dict:
     ref = ref.double()
     ref.train()  # dropout is 0 anyway
 
-    with exact_fp64():
+    with exact_fp64(c.arch):
         ref.zero_grad(set_to_none=True)
         logits = ref(input_ids=input_ids).logits
         loss = causal_lm_loss(logits, labels)
@@ -299,7 +344,7 @@ def build_case(c: Case, out_root: str) -> dict:
     stats["hf64_grad_rel"] = max(max_rel_diff(p.grad, grads[n]) for n, p in ref.named_parameters())
 
     # (b) plain HF float32 (what a float32 engine should be close to)
-    m32 = Qwen3ForCausalLM.from_pretrained(d, attn_implementation="eager", dtype=torch.float32)
+    m32 = model_class.from_pretrained(d, attn_implementation="eager", dtype=torch.float32)
     m32.train()
     out = m32(input_ids=input_ids, labels=labels)
     out.loss.backward()
@@ -323,7 +368,7 @@ def build_case(c: Case, out_root: str) -> dict:
 def write_readme(out_root: str, all_stats: list) -> None:
     total = sum(sum(s["files"].values()) for s in all_stats)
     L = []
-    L.append("# Hugging Face reference fixtures (Qwen3 dense)\n")
+    L.append("# Hugging Face reference fixtures (Qwen3 dense; Qwen2 / Llama / Mistral layouts)\n")
     L.append("Generated by `tools/make_hf_fixtures.py`; do not edit by hand. Regenerate with\n")
     L.append("```sh\npython3 tools/make_hf_fixtures.py\n```\n")
     L.append("(from the repository root; needs the packages in `tools/requirements.txt`). "
@@ -337,7 +382,7 @@ def write_readme(out_root: str, all_stats: list) -> None:
     L.append(f"- numpy {np.__version__}\n")
     L.append("## Files in each case directory\n")
     L.append("| file | contents |\n|---|---|")
-    L.append("| `config.json` | HF config of a tiny random `Qwen3ForCausalLM` (2 layers, silu, "
+    L.append("| `config.json` | HF config of a tiny random `Qwen3ForCausalLM` (or the case's architecture; 2 layers, silu, "
              "rms_norm_eps 1e-6, max_position_embeddings 128, use_cache false). |")
     L.append("| `model.safetensors` | float32 weights exactly as written by `save_pretrained(..., "
              "safe_serialization=True)` (HF parameter names; tied models store only "
@@ -359,19 +404,23 @@ def write_readme(out_root: str, all_stats: list) -> None:
              "upcasts (RMSNorm, softmax, RoPE, loss) patched to stay in float64, and then "
              "rounded to float32. RoPE: inv_freq = 1/theta^(2i/head_dim) in float64, "
              "rotate-half layout (first half / second half of head_dim), positions 0..T-1.")
-    L.append("- Config layout: `tied_mha` and `gqa4_headdim` use the layout of real Hub Qwen3 "
+    L.append("- Config layout: `tied_mha`, `gqa4_headdim` and `llama_bias` use the layout of real Hub "
              "checkpoints (top-level `rope_theta`, `rope_scaling: null`, `torch_dtype`); "
-             "`untied_gqa2` and `attn_bias` use the transformers>=5 layout "
+             "the others use the transformers>=5 layout "
              "(`rope_parameters: {rope_theta, rope_type}`, `dtype`, `layer_types`). A loader "
              "must accept both.\n")
     L.append("## Cases\n")
-    L.append("| case | V | hidden | heads | kv | head_dim | inter | rope_theta | tied | bias | B x T | "
+    L.append("| case | arch | V | hidden | heads | kv | head_dim | inter | rope_theta | tied | bias | B x T | "
              "targets | params | description |")
-    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for s in all_stats:
         c = s["case"]
-        L.append(f"| `{c.name}` | {c.vocab} | {c.hidden} | {c.heads} | {c.kv_heads} | {c.head_dim} | "
-                 f"{c.intermediate} | {c.rope_theta:g} | {c.tied} | {c.attention_bias} | "
+        bias = {"qwen2": "q/k/v"}.get(c.arch, "q/k/v/o" if c.attention_bias else "none")
+        if c.mlp_bias:
+            bias += " + mlp"
+        head_dim = c.head_dim if c.head_dim is not None else f"({c.hidden // c.heads})"
+        L.append(f"| `{c.name}` | {c.arch} | {c.vocab} | {c.hidden} | {c.heads} | {c.kv_heads} | {head_dim} | "
+                 f"{c.intermediate} | {c.rope_theta:g} | {c.tied} | {bias} | "
                  f"{c.batch} x {c.seq} | {s['n_targets']} | {s['n_params']} | {c.description} |")
     L.append("")
     L.append("Label masks (-100): " + "; ".join(

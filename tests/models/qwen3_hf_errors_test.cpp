@@ -8,6 +8,7 @@
 #include "ops/op_harness.h"
 #include "titan/checkpoint/json_file.h"
 #include "titan/checkpoint/safetensors.h"
+#include "titan/models/qwen3/hf_config.h"
 #include "titan/models/qwen3/model.h"
 #include "titan/models/qwen3/specs.h"
 
@@ -65,6 +66,27 @@ TEST(HfErrors, UnsupportedConfigFieldsAreNamed) {
   EXPECT_ERROR_CONTAINS(load_hf_config(m.dir()), "field 'hidden_size' must be an integer");
   m.edit_config([](auto& j) { j["hidden_size"] = 64; j["num_key_value_heads"] = 3; });
   EXPECT_ERROR_CONTAINS(load_hf_config(m.dir()), "must be a multiple of num_kv_heads");
+}
+
+// Found with tests/fuzz/hf_config_fuzz: a float field beyond float32's range (1e39) silently
+// became inf, and a negative rms_norm_eps or a non-positive max_position_embeddings was accepted.
+TEST(HfErrors, FloatFieldsMustFitFloat32AndContextMustBePositive) {
+  const auto with = [](const std::string& key, const nlohmann::json& v) {
+    nlohmann::json j = {{"architectures", nlohmann::json::array({"Qwen3ForCausalLM"})}};
+    j[key] = v;
+    return j;
+  };
+  EXPECT_ERROR_CONTAINS(config_from_hf(with("rope_theta", 1e39), "c.json"),
+                        "c.json: field 'rope_theta' must be positive and fit a float32");
+  EXPECT_ERROR_CONTAINS(config_from_hf(with("rope_parameters", {{"rope_theta", 1e39}}), "c.json"),
+                        "field 'rope_theta' must be positive and fit a float32");
+  EXPECT_ERROR_CONTAINS(config_from_hf(with("rms_norm_eps", 1e39), "c.json"),
+                        "field 'rms_norm_eps' must be non-negative and fit a float32");
+  EXPECT_ERROR_CONTAINS(config_from_hf(with("rms_norm_eps", -1e-6), "c.json"), "field 'rms_norm_eps' must be non-negative");
+  EXPECT_ERROR_CONTAINS(config_from_hf(with("max_position_embeddings", 0), "c.json"),
+                        "field 'max_position_embeddings' must be > 0, got 0");
+  EXPECT_EQ(config_from_hf(with("rms_norm_eps", 0.0), "c.json").norm_eps, 0.f);
+  EXPECT_EQ(config_from_hf(with("rope_theta", 1e6), "c.json").rope_theta, 1e6f);
 }
 
 TEST(HfErrors, MissingUnexpectedAndMisshapenWeightsAreListed) {

@@ -1,5 +1,6 @@
-// Qwen3 dense forward and backward against Hugging Face Transformers. The fixtures were made by
-// tools/make_hf_fixtures.py (float64 reference from Qwen3ForCausalLM; see fixtures/hf/README.md).
+// Dense decoder forward and backward against Hugging Face Transformers: Qwen3, and the Qwen2 /
+// Llama / Mistral layouts read from the same config.json path. The fixtures were made by
+// tools/make_hf_fixtures.py (float64 reference from <Arch>ForCausalLM; see fixtures/hf/README.md).
 // Bars (fp32): logits max abs err <= 2e-4, loss abs err <= 1e-5, each gradient rel L2 <= 1e-4.
 #include <gtest/gtest.h>
 
@@ -93,7 +94,8 @@ TEST_P(HfParity, LogitsLossAndEveryGradientMatchTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HfParity,
-                         ::testing::Values("tied_mha", "untied_gqa2", "gqa4_headdim", "attn_bias"));
+                         ::testing::Values("tied_mha", "untied_gqa2", "gqa4_headdim", "attn_bias", "qwen2_bias",
+                                           "llama_bias", "mistral_headdim"));
 
 TEST(HfNames, RoundTripEveryParameterOfAModel) {
   nn::DecoderConfig c = load_hf_config(source_path("tests/fixtures/hf/attn_bias"));
@@ -104,6 +106,31 @@ TEST(HfNames, RoundTripEveryParameterOfAModel) {
   }
   EXPECT_EQ(to_hf_name("layers.12.feed_forward.w1.weight"), "model.layers.12.mlp.gate_proj.weight");
   EXPECT_EQ(from_hf_name("model.layers.0.self_attn.rotary_emb.inv_freq"), std::nullopt);
+  EXPECT_EQ(to_hf_name("layers.1.feed_forward.w2.bias"), "model.layers.1.mlp.down_proj.bias");
+}
+
+// What each architecture builds, read from the fixtures' config.json files.
+TEST(HfArchitectures, BiasesNormsAndHeadDimFollowTransformers) {
+  const nn::DecoderConfig qwen2 = load_hf_config(source_path("tests/fixtures/hf/qwen2_bias"));
+  EXPECT_FALSE(qwen2.qk_norm);
+  EXPECT_TRUE(qwen2.qkv_bias);
+  EXPECT_FALSE(qwen2.attention_bias);  // Qwen2 has no o_proj bias
+  EXPECT_EQ(qwen2.head_dim, 16);       // absent from the file: hidden / heads
+  EXPECT_EQ(qwen2.rope_theta, 1e6f);
+  const nn::DecoderConfig llama = load_hf_config(source_path("tests/fixtures/hf/llama_bias"));
+  EXPECT_FALSE(llama.qk_norm);
+  EXPECT_TRUE(llama.attention_bias);
+  EXPECT_TRUE(llama.mlp_bias);
+  EXPECT_EQ(llama.num_kv_heads, 1);
+  const nn::DecoderConfig mistral = load_hf_config(source_path("tests/fixtures/hf/mistral_headdim"));
+  EXPECT_FALSE(mistral.qk_norm || mistral.attention_bias || mistral.qkv_bias || mistral.mlp_bias);
+  EXPECT_EQ(mistral.head_dim, 16);
+  nn::Decoder model(qwen2);
+  EXPECT_FALSE(model.layers[0]->attention.wo.bias.defined());
+  EXPECT_TRUE(model.layers[0]->attention.wq.bias.defined());
+  int64_t count = 0;
+  for (const nn::Parameter* p : model.parameters()) count += p->value.numel();
+  EXPECT_EQ(count, qwen2.num_params());
 }
 
 }  // namespace

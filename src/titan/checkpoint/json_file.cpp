@@ -58,12 +58,13 @@ nlohmann::json parse_json_strict(std::string_view text, const std::string& where
   nlohmann::json out;
   try {
     out = nlohmann::json::parse(text.begin(), text.end(), callback);
-  } catch (const nlohmann::json::parse_error& e) {
-    // e.what() is "[json.exception.parse_error.101] parse error at line L, column C: ...";
-    // keep only the part from "parse error".
+  } catch (const nlohmann::json::exception& e) {
+    // Not only parse_error: a number too large for a double ("1e999") is out_of_range.406.
+    // e.what() is "[json.exception.parse_error.101] parse error at line L, column C: ..." or
+    // "[json.exception.out_of_range.406] number overflow parsing '1e999'"; drop the bracketed id.
     std::string msg = e.what();
-    const size_t at = msg.find("parse error");
-    if (at != std::string::npos) msg = msg.substr(at);
+    const size_t at = msg.find("] ");
+    if (msg.starts_with("[json.exception.") && at != std::string::npos) msg = msg.substr(at + 2);
     TITAN_FAIL("[json] ", where, ": invalid JSON: ", msg);
   }
   TITAN_CHECK(duplicate.empty(), "[json] ", where, ": duplicate key \"", duplicate,

@@ -141,33 +141,11 @@ void check_layout(const std::string& path, const std::vector<TensorInfo>& tensor
 
 }  // namespace
 
-SafetensorsFile SafetensorsFile::open(const std::string& path) {
-  SafetensorsFile f;
-  f.path_ = path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  TITAN_CHECK(fd >= 0, "[safetensors] cannot open ", path, ": ", std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    TITAN_FAIL("[safetensors] cannot open ", path, ": not a regular file");
-  }
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
-  if (size < 8) {
-    ::close(fd);
-    TITAN_FAIL("[safetensors] ", path, ": file is ", size,
-               " bytes, shorter than the 8-byte header length. HINT: truncated or not a safetensors file");
-  }
-  // Private + writable: views can be written without SIGSEGV, and the writes never reach the file.
-  void* addr = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-  const int map_errno = errno;
-  ::close(fd);  // the mapping keeps its own reference to the file
-  TITAN_CHECK(addr != MAP_FAILED, "[safetensors] cannot map ", path, " (", size, " bytes): ",
-              std::strerror(map_errno));
-  f.mapping_ = std::make_shared<Mapping>();
-  f.mapping_->addr = addr;
-  f.mapping_->size = size;
-  const char* base = static_cast<const char*>(addr);
-
+SafetensorsHeader SafetensorsFile::parse_header(std::string_view file, const std::string& path) {
+  const uint64_t size = file.size();
+  TITAN_CHECK(size >= 8, "[safetensors] ", path, ": file is ", size,
+              " bytes, shorter than the 8-byte header length. HINT: truncated or not a safetensors file");
+  const char* base = file.data();
   uint64_t header_len = 0;
   std::memcpy(&header_len, base, 8);
   TITAN_CHECK(header_len <= kMaxHeaderBytes, "[safetensors] ", path, ": header length ", header_len,
@@ -175,8 +153,9 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   TITAN_CHECK(header_len <= size - 8, "[safetensors] ", path, ": header length ", header_len,
               " runs past the end of the file (", size, " bytes). HINT: truncated or not a safetensors file");
   const uint64_t data_size = size - 8 - header_len;
-  f.data_ = base + 8 + header_len;
 
+  SafetensorsHeader h;
+  h.data_offset = 8 + header_len;
   const nlohmann::json header =
       parse_json_strict(std::string_view(base + 8, header_len), path + " (safetensors header)");
   TITAN_CHECK(header.is_object(), "[safetensors] ", path, ": header must be a JSON object, got ",
@@ -188,15 +167,48 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
       for (const auto& [mkey, mvalue] : value.items()) {
         TITAN_CHECK(mvalue.is_string(), "[safetensors] ", path, ": __metadata__ \"", mkey,
                     "\" must be a string, got ", json_type(mvalue));
-        f.metadata_[mkey] = mvalue.get<std::string>();
+        h.metadata[mkey] = mvalue.get<std::string>();
       }
       continue;
     }
-    f.tensors_.push_back(parse_entry(path, key, value, data_size));
+    h.tensors.push_back(parse_entry(path, key, value, data_size));
   }
-  check_layout(path, f.tensors_, data_size);
-  std::sort(f.tensors_.begin(), f.tensors_.end(),
+  check_layout(path, h.tensors, data_size);
+  std::sort(h.tensors.begin(), h.tensors.end(),
             [](const TensorInfo& a, const TensorInfo& b) { return a.name < b.name; });
+  return h;
+}
+
+SafetensorsFile SafetensorsFile::open(const std::string& path) {
+  SafetensorsFile f;
+  f.path_ = path;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  TITAN_CHECK(fd >= 0, "[safetensors] cannot open ", path, ": ", std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    TITAN_FAIL("[safetensors] cannot open ", path, ": not a regular file");
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  std::string_view file;  // an empty file is not mapped (mmap rejects length 0); parse_header reports it
+  if (size > 0) {
+    // Private + writable: views can be written without SIGSEGV, and the writes never reach the file.
+    void* addr = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    const int map_errno = errno;
+    ::close(fd);  // the mapping keeps its own reference to the file
+    TITAN_CHECK(addr != MAP_FAILED, "[safetensors] cannot map ", path, " (", size, " bytes): ",
+                std::strerror(map_errno));
+    f.mapping_ = std::make_shared<Mapping>();
+    f.mapping_->addr = addr;
+    f.mapping_->size = size;
+    file = std::string_view(static_cast<const char*>(addr), size);
+  } else {
+    ::close(fd);
+  }
+  SafetensorsHeader h = parse_header(file, path);
+  f.data_ = file.data() + h.data_offset;
+  f.tensors_ = std::move(h.tensors);
+  f.metadata_ = std::move(h.metadata);
   return f;
 }
 

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -30,9 +31,19 @@ struct TensorInfo {
 const char* safetensors_dtype_name(DType dtype);
 bool parse_safetensors_dtype(const std::string& name, DType* out);
 
+// A validated header: what open() knows about a file before touching any tensor data.
+struct SafetensorsHeader {
+  std::vector<TensorInfo> tensors;  // in name order
+  std::map<std::string, std::string> metadata;
+  uint64_t data_offset = 0;  // where the data section starts in the file (8 + header length)
+};
+
 class SafetensorsFile {
  public:
   static SafetensorsFile open(const std::string& path);
+  // The parser open() uses, on the whole file's bytes in memory (tests, fuzzing); `path` names
+  // the file in errors. Throws titan::Error for any malformed input, as open() does.
+  static SafetensorsHeader parse_header(std::string_view file, const std::string& path);
 
   const std::string& path() const { return path_; }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }  // in name order

@@ -15,6 +15,7 @@ const char* kUsage =
     "commands:\n"
     "  train     train a model from a named config function + TOML job file + --section.field flags\n"
     "  configs   list the registered config functions\n"
+    "  convert   native checkpoint <-> Hugging Face folder (config.json + safetensors), offline\n"
     "  demo      forward+backward of a model spec on random weights and tokens; prints loss,\n"
     "            gradient norm, tokens/s and the kernels in use\n"
     "  forward   run a Hugging Face model folder on given tokens; write logits, loss, gradients\n"
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
   try {
     if (command == "train") return titan::cli::run_train(argc, argv);
     if (command == "configs") return titan::cli::run_configs(argc, argv);
+    if (command == "convert") return titan::cli::run_convert(argc, argv);
     if (command == "demo") return titan::cli::run_demo(argc, argv);
     if (command == "forward") return titan::cli::run_forward(argc, argv);
     if (command == "tokenize") return titan::cli::run_tokenize(argc, argv);

@@ -60,4 +60,47 @@ JobConfig qwen3_8b() { return qwen3_published("8B", "qwen3_8b", 2, 2e-4, 2000); 
 JobConfig qwen3_14b() { return qwen3_published("14B", "qwen3_14b", 1, 1.5e-4, 2000); }
 JobConfig qwen3_32b() { return qwen3_published("32B", "qwen3_32b", 1, 1.5e-4, 2000); }
 
+// Fine-tuning, as the seed runs it: start from a Hugging Face folder (initial_load_in_hf, used
+// only while the run has no checkpoint of its own), checkpoint along the way, and write an HF
+// folder at the end (last_save_in_hf) that transformers loads as is. A low peak lr, a short
+// warmup and cosine decay: the weights are already trained.
+static JobConfig finetune(JobConfig c, const std::string& hf_folder) {
+  c.checkpoint.enable = true;
+  c.checkpoint.initial_load_path = hf_folder;
+  c.checkpoint.initial_load_in_hf = true;
+  c.checkpoint.initial_load_model_only = true;
+  c.checkpoint.last_save_in_hf = true;
+  c.checkpoint.last_save_model_only = true;
+  c.optimizer.lr = 2e-5;
+  c.optimizer.weight_decay = 0.01;
+  c.lr_scheduler.decay_ratio = -1.0;
+  c.lr_scheduler.decay_type = "cosine";
+  c.lr_scheduler.min_lr_factor = 0.1;
+  return c;
+}
+
+JobConfig qwen3_4b_finetune() {
+  JobConfig c = finetune(qwen3_4b(), "./assets/hf/Qwen3-4B");  // weights and tokenizer in one folder
+  c.job.dump_folder = "./outputs/qwen3_4b_finetune";
+  c.training.steps = 1000;
+  c.lr_scheduler.warmup_steps = 50;
+  c.checkpoint.interval = 250;
+  c.checkpoint.keep_latest_k = 2;
+  c.checkpoint.export_dtype = "bfloat16";  // as Qwen/Qwen3-4B is published
+  return c;
+}
+
+// The debug model imported from ./outputs/qwen3_debug_finetune/hf_init, which tests (or a user)
+// create by exporting a debug model with save_hf_folder; the tokenizer is the quickstart's.
+JobConfig qwen3_debug_finetune() {
+  JobConfig c = finetune(qwen3_debug(), "./outputs/qwen3_debug_finetune/hf_init");
+  c.job.dump_folder = "./outputs/qwen3_debug_finetune";
+  c.training.steps = 20;
+  c.lr_scheduler.warmup_steps = 2;
+  c.optimizer.lr = 1e-4;  // a debug model is barely trained: a larger step shows the loss move
+  c.checkpoint.interval = 10;
+  c.metrics.log_freq = 5;
+  return c;
+}
+
 }  // namespace titan::config

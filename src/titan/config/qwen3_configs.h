@@ -13,5 +13,8 @@ JobConfig qwen3_4b();
 JobConfig qwen3_8b();
 JobConfig qwen3_14b();
 JobConfig qwen3_32b();
+// Fine-tuning published weights (the seed's flow): import an HF folder, checkpoint, export HF.
+JobConfig qwen3_4b_finetune();
+JobConfig qwen3_debug_finetune();  // its reduced twin for tests: the debug model, 20 steps
 
 }  // namespace titan::config

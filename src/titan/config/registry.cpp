@@ -20,6 +20,12 @@ const std::vector<ConfigEntry>& config_registry() {
       {"qwen3_8b", "Qwen3-8B, seq_len 4096, assets in ./assets/hf/Qwen3-8B", &qwen3_8b},
       {"qwen3_14b", "Qwen3-14B, seq_len 4096, assets in ./assets/hf/Qwen3-14B", &qwen3_14b},
       {"qwen3_32b", "Qwen3-32B, seq_len 4096, assets in ./assets/hf/Qwen3-32B", &qwen3_32b},
+      {"qwen3_4b_finetune",
+       "fine-tune Qwen3-4B: import ./assets/hf/Qwen3-4B (HF), lr 2e-5, 1000 steps, checkpoints, bf16 HF export",
+       &qwen3_4b_finetune},
+      {"qwen3_debug_finetune",
+       "test twin of qwen3_4b_finetune: debug model imported from ./outputs/qwen3_debug_finetune/hf_init, 20 steps",
+       &qwen3_debug_finetune},
   };
   return entries;
 }

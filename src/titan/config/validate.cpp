@@ -67,7 +67,10 @@ int64_t parse_byte_size(const std::string& text) {
 void validate(const JobConfig& c, int64_t data_parallel_degree) {
   const TrainingSection& t = c.training;
   if (c.job.dump_folder.empty()) config_fail("job.dump_folder is empty; set a folder, e.g. --job.dump_folder ./outputs");
-  if (c.model.name.empty()) config_fail("model.name is empty; set a Qwen3 spec such as debug or 0.6B");
+  if (c.model.name.empty() && c.model.hf_assets_path.empty()) {
+    config_fail("model.name and model.hf_assets_path are both empty; set a spec such as debug or 0.6B, or an HF "
+                "folder whose config.json defines the model");
+  }
   if (c.model.n_layers < 0) config_fail("model.n_layers=", c.model.n_layers, " must be >= 0 (0 = the spec's depth)");
 
   if (t.steps < 1) config_fail("training.steps=", t.steps, " must be >= 1");

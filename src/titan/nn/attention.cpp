@@ -6,7 +6,7 @@ Attention::Attention(const AttentionConfig& config, const std::string& fqn)
     : wq({config.dim, config.num_heads * config.head_dim, config.bias}, fqn + ".wq"),
       wk({config.dim, config.num_kv_heads * config.head_dim, config.bias}, fqn + ".wk"),
       wv({config.dim, config.num_kv_heads * config.head_dim, config.bias}, fqn + ".wv"),
-      wo({config.num_heads * config.head_dim, config.dim, config.bias}, fqn + ".wo"),
+      wo({config.num_heads * config.head_dim, config.dim, config.out_bias}, fqn + ".wo"),
       config_(config) {
   if (config.qk_norm) {
     q_norm = std::make_unique<RmsNorm>(RmsNormConfig{config.head_dim, config.norm_eps}, fqn + ".q_norm");

@@ -16,9 +16,10 @@ struct AttentionConfig {
   int64_t num_heads = 0;
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
-  bool bias = false;     // q/k/v/o projection biases (HF attention_bias)
+  bool bias = false;     // q/k/v projection biases (HF attention_bias; Qwen2 always)
   bool qk_norm = true;   // Qwen3: RMSNorm over head_dim per head
   float norm_eps = 1e-6f;
+  bool out_bias = false;  // o projection bias (HF attention_bias; Qwen2 has none)
 };
 
 class Attention {

@@ -5,36 +5,22 @@
 
 namespace titan::nn {
 
-void DecoderConfig::validate() const {
-  auto positive = [](const char* name, int64_t v) {
-    TITAN_CHECK(v > 0, "[model] ", name, " must be > 0, got ", v);
-  };
-  positive("vocab_size", vocab_size);
-  positive("dim", dim);
-  positive("num_layers", num_layers);
-  positive("num_heads", num_heads);
-  positive("num_kv_heads", num_kv_heads);
-  positive("head_dim", head_dim);
-  positive("hidden_dim", hidden_dim);
-  TITAN_CHECK(num_heads % num_kv_heads == 0, "[model] num_heads (", num_heads,
-              ") must be a multiple of num_kv_heads (", num_kv_heads, ")");
-  TITAN_CHECK(head_dim % 2 == 0, "[model] head_dim must be even for RoPE, got ", head_dim);
-  TITAN_CHECK(rope_theta > 0, "[model] rope_theta must be > 0, got ", rope_theta);
-}
-
 int64_t DecoderConfig::num_params() const {
   const int64_t q = num_heads * head_dim, kv = num_kv_heads * head_dim;
   int64_t attn = dim * q + 2 * dim * kv + q * dim;
-  if (attention_bias) attn += q + 2 * kv + dim;
+  if (attention_bias || qkv_bias) attn += q + 2 * kv;
+  if (attention_bias) attn += dim;
   if (qk_norm) attn += 2 * head_dim;
-  const int64_t block = attn + 3 * dim * hidden_dim + 2 * dim;
+  const int64_t mlp = 3 * dim * hidden_dim + (mlp_bias ? 2 * hidden_dim + dim : 0);
+  const int64_t block = attn + mlp + 2 * dim;
   return vocab_size * dim * (tie_embeddings ? 1 : 2) + num_layers * block + dim;
 }
 
 static TransformerBlockConfig block_config(const DecoderConfig& c) {
   TransformerBlockConfig b;
-  b.attention = {c.dim, c.num_heads, c.num_kv_heads, c.head_dim, c.attention_bias, c.qk_norm, c.norm_eps};
-  b.feed_forward = {c.dim, c.hidden_dim};
+  b.attention = {c.dim, c.num_heads, c.num_kv_heads, c.head_dim, c.attention_bias || c.qkv_bias,
+                 c.qk_norm, c.norm_eps, c.attention_bias};
+  b.feed_forward = {c.dim, c.hidden_dim, c.mlp_bias};
   b.norm_eps = c.norm_eps;
   return b;
 }

@@ -23,9 +23,11 @@ struct DecoderConfig {
   float norm_eps = 1e-6f;
   float rope_theta = 1e6f;
   bool tie_embeddings = false;
-  bool attention_bias = false;
+  bool attention_bias = false;  // q/k/v/o biases (HF attention_bias: Qwen3, Llama)
   bool qk_norm = true;
   int64_t max_seq_len = 4096;
+  bool qkv_bias = false;  // q/k/v biases without an o bias (Qwen2); attention_bias implies them
+  bool mlp_bias = false;  // gate/up/down biases (HF Llama mlp_bias)
 
   // Throws a one-line error for impossible sizes (e.g. heads not divisible by kv heads).
   void validate() const;

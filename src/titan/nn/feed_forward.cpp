@@ -5,9 +5,9 @@
 namespace titan::nn {
 
 FeedForward::FeedForward(const FeedForwardConfig& config, const std::string& fqn)
-    : w1({config.dim, config.hidden_dim, false}, fqn + ".w1"),
-      w2({config.hidden_dim, config.dim, false}, fqn + ".w2"),
-      w3({config.dim, config.hidden_dim, false}, fqn + ".w3"),
+    : w1({config.dim, config.hidden_dim, config.bias}, fqn + ".w1"),
+      w2({config.hidden_dim, config.dim, config.bias}, fqn + ".w2"),
+      w3({config.dim, config.hidden_dim, config.bias}, fqn + ".w3"),
       config_(config) {}
 
 Tensor FeedForward::forward(const Tensor& x_ND) {

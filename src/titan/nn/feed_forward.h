@@ -1,4 +1,4 @@
-// SwiGLU feed-forward: y_ND = w2(silu(w1 x) * w3 x). w1 = gate, w3 = up, w2 = down
+// SwiGLU feed-forward: y_ND = w2(silu(w1 x + b1) * (w3 x + b3)) + b2 (biases only with `bias`). w1 = gate, w3 = up, w2 = down
 // (torchtitan names). Legend: N tokens, D dim, F hidden dim.
 #pragma once
 
@@ -9,6 +9,7 @@ namespace titan::nn {
 struct FeedForwardConfig {
   int64_t dim = 0;
   int64_t hidden_dim = 0;
+  bool bias = false;  // gate/up/down biases (HF Llama mlp_bias)
 };
 
 class FeedForward {

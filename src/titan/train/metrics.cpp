@@ -29,7 +29,7 @@ std::string with_commas(double value) {
 
 MetricsLogger::MetricsLogger(MetricsOptions options) : options_(std::move(options)) {
   const std::filesystem::path dump(options_.dump_folder);
-  if (options_.enable_jsonl) jsonl_ = std::make_unique<JsonlWriter>((dump / "metrics.jsonl").string());
+  if (options_.enable_jsonl) jsonl_ = std::make_unique<JsonlWriter>((dump / "metrics.jsonl").string(), options_.append);
   if (options_.enable_tensorboard) {
     tensorboard_ = std::make_unique<TensorBoardWriter>((dump / options_.tb_folder).string());
   }

@@ -37,6 +37,7 @@ struct MetricsOptions {
   bool enable_tensorboard = false;
   std::string tb_folder;  // relative to dump_folder
   std::string run_name;   // plot title
+  bool append = false;    // continue metrics.jsonl (a resumed run) instead of starting it afresh
 };
 
 class TensorBoardWriter;

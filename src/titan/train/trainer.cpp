@@ -3,9 +3,11 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <optional>
 
 #include "titan/checkpoint/atomic_file.h"
+#include "titan/checkpoint/train_state.h"
 #include "titan/config/overrides.h"
 #include "titan/config/validate.h"
 #include "titan/core/allocator.h"
@@ -13,6 +15,7 @@
 #include "titan/data/builtin_datasets.h"
 #include "titan/data/prefetch_loader.h"
 #include "titan/data/tokenizer/special_tokens.h"
+#include "titan/models/qwen3/hf_checkpoint.h"
 #include "titan/models/qwen3/model.h"
 #include "titan/models/qwen3/specs.h"
 #include "titan/train/clip.h"
@@ -30,9 +33,9 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// A named spec, or (model.name empty) model.hf_assets_path/config.json as AutoConfig reads it.
 nn::DecoderConfig model_config(const config::JobConfig& c) {
-  nn::DecoderConfig m = qwen3::find_spec(c.model.name).config;
-  if (c.model.n_layers > 0) m.num_layers = c.model.n_layers;
+  nn::DecoderConfig m = qwen3::model_config_for(c.model.name, c.model.hf_assets_path, c.model.n_layers);
   if (m.max_seq_len < c.training.seq_len) m.max_seq_len = c.training.seq_len;
   m.validate();
   return m;
@@ -64,6 +67,208 @@ int64_t count_targets(const Tensor& labels_BT) {
   int64_t n = 0;
   for (int64_t i = 0; i < labels_BT.numel(); ++i) n += p[i] >= 0 ? 1 : 0;
   return n;
+}
+
+// ---- native checkpoints (checkpoint.*; format: checkpoint/train_state.md) --------------------
+
+namespace fs = std::filesystem;
+
+// checkpoint.folder, relative to job.dump_folder unless absolute.
+std::string checkpoint_folder(const config::JobConfig& c) {
+  const fs::path f(c.checkpoint.folder);
+  return f.is_absolute() ? f.string() : (fs::path(c.job.dump_folder) / f).string();
+}
+
+// The state after `step`. copy = true clones every tensor (an async save writes while training
+// changes the live ones); false passes views of them (a synchronous save is done before they change).
+ckpt::TrainState capture_train_state(const config::JobConfig& c, int64_t step, int64_t tokens_seen,
+                                     const AdamW& optimizer, const data::PrefetchLoader& loader, bool model_only,
+                                     bool copy) {
+  ckpt::TrainState s;
+  s.step = step;
+  s.tokens_seen = tokens_seen;
+  s.seed = static_cast<uint64_t>(c.training.seed);
+  s.optimizer_step = optimizer.step_count();
+  s.loader_state_json = loader.state().to_json();
+  s.config_toml = config::to_toml(c);
+  const nn::ParameterList& params = optimizer.params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    s.model.emplace_back(params[i]->fqn, copy ? params[i]->value.clone() : params[i]->value);
+    if (model_only) continue;
+    s.optimizer.emplace_back(params[i]->fqn + ".exp_avg", copy ? optimizer.exp_avg(i).clone() : optimizer.exp_avg(i));
+    s.optimizer.emplace_back(params[i]->fqn + ".exp_avg_sq",
+                             copy ? optimizer.exp_avg_sq(i).clone() : optimizer.exp_avg_sq(i));
+  }
+  return s;
+}
+
+// The checkpoint's tensors named `names`, in that order; `where` names the file in errors. Every
+// name must be there with its shape, and nothing else (missing and unexpected names are listed).
+std::vector<Tensor> match_tensors(const ckpt::NamedTensors& saved, const std::vector<std::string>& names,
+                                  const std::vector<Shape>& shapes, const std::string& where) {
+  std::map<std::string, const Tensor*> by_name;
+  for (const auto& [name, t] : saved) by_name[name] = &t;
+  std::vector<Tensor> out;
+  std::string missing;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const auto it = by_name.find(names[i]);
+    if (it == by_name.end()) {
+      missing += str(missing.empty() ? "" : ", ", names[i]);
+      continue;
+    }
+    TITAN_CHECK(it->second->shape() == shapes[i], "[train] ", where, ": ", names[i], " is ", it->second->describe(),
+                ", the model expects ", shape_str(shapes[i]),
+                ". HINT: the checkpoint is from another model; match model.name / model.n_layers");
+    out.push_back(*it->second);
+    by_name.erase(it);
+  }
+  std::string unexpected;
+  for (const auto& [name, t] : by_name) unexpected += str(unexpected.empty() ? "" : ", ", name);
+  TITAN_CHECK(missing.empty() && unexpected.empty(), "[train] ", where, " does not match the model: missing [",
+              missing, "], unexpected [", unexpected,
+              "]. HINT: the checkpoint is from another model; match model.name / model.n_layers");
+  return out;
+}
+
+void restore_model(const ckpt::TrainState& s, const nn::ParameterList& params, const std::string& dir) {
+  std::vector<std::string> names;
+  std::vector<Shape> shapes;
+  for (const nn::Parameter* p : params) {
+    names.push_back(p->fqn);
+    shapes.push_back(p->value.shape());
+  }
+  const std::vector<Tensor> values = match_tensors(s.model, names, shapes, dir + "/model.safetensors");
+  for (size_t i = 0; i < params.size(); ++i) params[i]->value.copy_from(values[i]);
+}
+
+// Optimizer moments, the data cursor (and, by returning them, step and tokens seen).
+void restore_training(const ckpt::TrainState& s, AdamW& optimizer, data::PrefetchLoader& loader,
+                      const std::string& dir) {
+  std::vector<std::string> names;
+  std::vector<Shape> shapes;
+  for (const nn::Parameter* p : optimizer.params()) {
+    for (const char* suffix : {".exp_avg", ".exp_avg_sq"}) {
+      names.push_back(p->fqn + suffix);
+      shapes.push_back(p->value.shape());
+    }
+  }
+  const std::vector<Tensor> moments = match_tensors(s.optimizer, names, shapes, dir + "/optimizer.safetensors");
+  std::vector<Tensor> m, v;
+  for (size_t i = 0; i < moments.size(); i += 2) {
+    m.push_back(moments[i]);
+    v.push_back(moments[i + 1]);
+  }
+  optimizer.restore(s.optimizer_step, m, v);
+  TITAN_CHECK(!s.loader_state_json.empty(), "[train] ", dir, "/state.json has no loader state; cannot resume the "
+              "data stream. HINT: load it model-only (checkpoint.initial_load_model_only)");
+  loader.restore(data::LoaderState::from_json(s.loader_state_json));
+}
+
+struct ResumePoint {
+  int64_t step = 0;         // steps already done; the loop starts at step + 1
+  int64_t tokens_seen = 0;
+  bool resumed = false;     // continued this run's own checkpoint (metrics.jsonl is appended)
+};
+
+// checkpoint.initial_load_in_hf: an HF folder's weights into the model (every shape checked,
+// missing and unexpected keys listed). Weights only: the run starts at step 1.
+void load_initial_hf(const config::JobConfig& c, nn::Decoder& model) {
+  const auto t0 = Clock::now();
+  qwen3::load_initial_hf(model, c.checkpoint.initial_load_path);
+  log_info(str("initial load from the HF folder ", c.checkpoint.initial_load_path, " (weights) in ",
+               seconds_since(t0), " s"));
+}
+
+// checkpoint.last_save_in_hf: the trained model as an HF folder <checkpoint folder>/hf, with the
+// run's tokenizer files, in checkpoint.export_dtype, sharded at checkpoint.max_shard_size. The
+// architecture is the imported folder's (a Mistral import goes back out as Mistral).
+void export_hf(const config::JobConfig& c, const nn::Decoder& model) {
+  const auto t0 = Clock::now();
+  qwen3::HfExportOptions o;
+  o.dtype = c.checkpoint.export_dtype;
+  o.max_shard_bytes = config::parse_byte_size(c.checkpoint.max_shard_size);
+  o.tokenizer_dir = c.model.hf_assets_path;
+  if (c.checkpoint.initial_load_in_hf) {
+    o.architecture = qwen3::hf_architecture(c.checkpoint.initial_load_path);
+  } else if (!c.model.hf_assets_path.empty()) {
+    o.architecture = qwen3::hf_architecture(c.model.hf_assets_path);
+  }
+  const std::string out = (fs::path(checkpoint_folder(c)) / "hf").string();
+  qwen3::save_hf_folder(model, out, o);
+  log_info(str("exported the model as a Hugging Face folder ", out, " (", o.dtype, ") in ", seconds_since(t0), " s"));
+}
+
+// A native checkpoint given by checkpoint.initial_load_path: a step-<N> folder, or a checkpoint
+// folder (its newest valid step).
+ResumePoint load_initial_native(const config::JobConfig& c, AdamW& optimizer, data::PrefetchLoader& loader) {
+  std::string dir = c.checkpoint.initial_load_path;
+  if (!fs::exists(fs::path(dir) / "manifest.json")) {
+    const std::optional<ckpt::CheckpointEntry> e =
+        ckpt::find_checkpoint(dir, -1, !c.checkpoint.initial_load_model_only);
+    TITAN_CHECK(e.has_value(), "[train] checkpoint.initial_load_path=", dir, " is neither a checkpoint step folder "
+                "(no manifest.json) nor a folder of step-<N> folders. HINT: point it at <checkpoint folder>/step-<N>, "
+                "or set checkpoint.initial_load_in_hf for a Hugging Face folder");
+    dir = e->path;
+  }
+  const bool model_only = c.checkpoint.initial_load_model_only;
+  const ckpt::TrainState s = ckpt::load_train_state(dir, model_only);
+  restore_model(s, optimizer.params(), dir);
+  if (model_only) {
+    log_info(str("initial load (model only) from ", dir, " (saved at step ", s.step, ")"));
+    return {};
+  }
+  TITAN_CHECK(!s.model_only(), "[train] checkpoint.initial_load_path=", dir, " is model-only, but "
+              "checkpoint.initial_load_model_only is false. HINT: set --checkpoint.initial_load_model_only");
+  restore_training(s, optimizer, loader, dir);
+  log_info(str("initial load from ", dir, " (step ", s.step, "): model, optimizer and data cursor"));
+  return {s.step, s.tokens_seen, false};
+}
+
+// At start: this run's own newest valid checkpoint (or checkpoint.load_step) when there is one,
+// else checkpoint.initial_load_path, else nothing (fresh init).
+ResumePoint load_checkpoint_at_start(const config::JobConfig& c, nn::Decoder& model, AdamW& optimizer,
+                                     data::PrefetchLoader& loader) {
+  if (c.checkpoint.enable) {
+    const std::string folder = checkpoint_folder(c);
+    ckpt::remove_stale_checkpoint_dirs(folder);
+    std::optional<ckpt::CheckpointEntry> e = ckpt::find_checkpoint(folder, c.checkpoint.load_step, false);
+    // A model-only checkpoint (a final save) ends a run; continuing past it needs the newest full one.
+    if (e && e->step < c.training.steps && ckpt::checkpoint_is_model_only(e->path)) {
+      log_info(str("[checkpoint] ", e->path, " is model-only; continuing to step ", c.training.steps,
+                   " needs optimizer state"));
+      e = ckpt::find_checkpoint(folder, c.checkpoint.load_step, true);
+    }
+    if (e) {
+      const ckpt::TrainState s = ckpt::load_train_state(e->path);
+      restore_model(s, optimizer.params(), e->path);
+      if (!s.model_only()) restore_training(s, optimizer, loader, e->path);
+      if (s.seed != static_cast<uint64_t>(c.training.seed)) {
+        log_warn(str("[checkpoint] ", e->path, " was saved by a run with training.seed ", s.seed, ", this run has ",
+                     c.training.seed, " (the weights come from the checkpoint)"));
+      }
+      log_info(str("resuming from ", e->path, " (step ", s.step, ", ", s.tokens_seen, " tokens seen)"));
+      return {s.step, s.tokens_seen, true};
+    }
+  }
+  if (c.checkpoint.initial_load_path.empty()) return {};
+  if (c.checkpoint.initial_load_in_hf) {
+    load_initial_hf(c, model);
+    return {};
+  }
+  return load_initial_native(c, optimizer, loader);
+}
+
+// One save at the end of `step`; logs how long the training thread was held up.
+void save_checkpoint(ckpt::CheckpointWriter& writer, const config::JobConfig& c, int64_t step, int64_t tokens_seen,
+                     const AdamW& optimizer, const data::PrefetchLoader& loader, bool final_save) {
+  const auto t0 = Clock::now();
+  const bool model_only = final_save && c.checkpoint.last_save_model_only;
+  writer.save(checkpoint_folder(c),
+              capture_train_state(c, step, tokens_seen, optimizer, loader, model_only, writer.async()),
+              c.checkpoint.keep_latest_k);
+  log_info(str("checkpoint ", ckpt::step_dir_name(step), model_only ? " (model only)" : "",
+               writer.async() ? " handed to the background writer" : " saved", " in ", checkpoint_folder(c),
+               "; training stalled ", seconds_since(t0), " s"));
 }
 
 }  // namespace
@@ -120,12 +325,23 @@ TrainSummary run_training(const config::JobConfig& c, const std::string& config_
   log_info(str("peak ", peak.flops / 1e12, " TFLOP/s (", peak.source, ") | dump folder ", dump.string()));
   log_info(str("training ", c.training.steps, " steps with config ", config_name));
 
-  MetricsLogger metrics(MetricsOptions{dump.string(), c.metrics.log_freq, c.training.steps, c.metrics.enable_jsonl,
-                                       c.metrics.enable_tensorboard, c.metrics.save_tb_folder, config_name});
+  const ResumePoint start = load_checkpoint_at_start(c, model, optimizer, loader);
   TrainSummary summary;
+  if (start.step >= c.training.steps && start.resumed) {
+    log_info(str("nothing to do: the checkpoint is at step ", start.step, " and training.steps is ", c.training.steps,
+                 ". HINT: raise --training.steps to train further"));
+    return summary;
+  }
+  ckpt::CheckpointWriter checkpoint_writer(c.checkpoint.async_mode == "async");
+  int64_t tokens_seen = start.tokens_seen;
+
+  MetricsOptions mo{dump.string(), c.metrics.log_freq, c.training.steps, c.metrics.enable_jsonl,
+                    c.metrics.enable_tensorboard, c.metrics.save_tb_folder, config_name};
+  mo.append = start.resumed;  // a resumed run continues its metrics.jsonl
+  MetricsLogger metrics(mo);
   const auto loop_start = Clock::now();
   std::vector<data::Batch> micro(static_cast<size_t>(accumulation));
-  for (int64_t step = 1; step <= c.training.steps; ++step) {
+  for (int64_t step = start.step + 1; step <= c.training.steps; ++step) {
     const auto t0 = Clock::now();
     host_allocator().reset_peak();
     const double waited_before = loader.seconds_waiting();
@@ -170,7 +386,17 @@ TrainSummary run_training(const config::JobConfig& c, const std::string& config_
     m.memory_percent = 100.0 * m.memory_bytes / memory_total;
     m.data_wait_seconds = loader.seconds_waiting() - waited_before;
     metrics.record(m);
+    tokens_seen += m.tokens * dp_degree;
+    if (c.checkpoint.enable && (step % c.checkpoint.interval == 0 || step == c.training.steps)) {
+      save_checkpoint(checkpoint_writer, c, step, tokens_seen, optimizer, loader, step == c.training.steps);
+    }
   }
+  if (c.checkpoint.enable) {
+    const auto t0 = Clock::now();
+    checkpoint_writer.wait();  // the last async save; re-throws its error
+    if (checkpoint_writer.async()) log_info(str("waited ", seconds_since(t0), " s for the last checkpoint write"));
+  }
+  if (c.checkpoint.last_save_in_hf) export_hf(c, model);
   summary.seconds = seconds_since(loop_start);
   metrics.finish();
   summary.steps = metrics.history();

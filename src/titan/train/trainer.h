@@ -9,6 +9,10 @@
 //           grad_norm is the norm before clipping), lr = optimizer.lr x schedule(step), AdamW.
 //   stop    a non-finite loss or gradient stops the run with an Error naming the step (and the
 //           first parameter whose gradient is non-finite).
+//   ckpt    checkpoint.enable: resume from the newest valid <checkpoint.folder>/step-<N> (model,
+//           AdamW moments, data cursor, step, tokens seen; the loop continues at N+1 and appends to
+//           metrics.jsonl), else checkpoint.initial_load_path; save every checkpoint.interval steps
+//           and at the end, on this thread or a background one (checkpoint/train_state.md).
 //   output  a console line every metrics.log_freq steps (and step 1), JSONL / TensorBoard at the
 //           same steps, and loss.svg over every step at the end (metrics.h).
 #pragma once

@@ -169,6 +169,11 @@ TEST(ReadJsonFile, ErrorsNameTheFileAndPosition) {
   write_bytes(dir.file("bad.json"), "{\n  \"hidden_size\": 64,\n  \"vocab_size\": ,\n}");
   EXPECT_TRUE(throws_error([&] { read_json_file(dir.file("bad.json")); },
                            {dir.file("bad.json"), "invalid JSON", "line 3, column"}));
+  // Found by tests/fuzz: a number beyond double is nlohmann's out_of_range, not parse_error; it
+  // used to escape as a raw nlohmann exception instead of titan::Error.
+  write_bytes(dir.file("big.json"), R"({"rope_theta": 1e999})");
+  EXPECT_TRUE(throws_error([&] { read_json_file(dir.file("big.json")); },
+                           {dir.file("big.json"), "invalid JSON", "number overflow parsing '1e999'"}));
   write_bytes(dir.file("dup.json"), R"({"a": {"b": 1, "b": 2}})");
   EXPECT_TRUE(throws_error([&] { read_json_file(dir.file("dup.json")); }, {dir.file("dup.json"), "duplicate key \"b\""}));
   // Equal keys in different objects are fine.

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "ops/op_harness.h"
@@ -199,6 +200,10 @@ std::vector<BadFile> bad_files() {
        {"duplicate key \"w\""}},
       {"metadata_not_object", st(R"({"__metadata__": 5})"), {"\"__metadata__\" must be an object"}},
       {"metadata_not_string", st(R"({"__metadata__": {"step": 7}})"), {"__metadata__ \"step\" must be a string"}},
+      // Found by tests/fuzz/safetensors_fuzz: nlohmann reports a number beyond double as
+      // out_of_range, not parse_error, and it escaped parse_json_strict as a raw nlohmann exception.
+      {"number_overflow", st(entry(R"("dtype":"F32","shape":[1e999],"data_offsets":[0,4])"), d4),
+       {"invalid JSON", "number overflow parsing '1e999'"}},
   };
 }
 
@@ -213,8 +218,38 @@ TEST_P(SafetensorsBadFile, FailsAtOpenWithOneLineNamingFileAndKey) {
   EXPECT_TRUE(throws_error([&] { SafetensorsFile::open(path); }, parts));
 }
 
+// parse_header (the in-memory entry point the fuzzer uses) is the same code: same errors.
+TEST_P(SafetensorsBadFile, ParseHeaderFromMemoryFailsTheSame) {
+  std::vector<std::string> parts = GetParam().parts;
+  parts.push_back("mem.safetensors");
+  EXPECT_TRUE(throws_error([&] { SafetensorsFile::parse_header(GetParam().bytes, "mem.safetensors"); }, parts));
+}
+
 INSTANTIATE_TEST_SUITE_P(Malformed, SafetensorsBadFile, ::testing::ValuesIn(bad_files()),
                          [](const auto& info) { return std::string(info.param.name); });
+
+TEST(Safetensors, ParseHeaderFromMemoryMatchesOpen) {
+  TempDir dir;
+  const std::string path = dir.file("two.safetensors");
+  write_safetensors(path, {{"w", make<float>({2}, DType::f32, {1.f, 2.f})}, {"i", make<int64_t>({1}, DType::i64, {7})}},
+                    {{"step", "3"}});
+  const std::string bytes = read_file_bytes(path);
+  const SafetensorsHeader h = SafetensorsFile::parse_header(bytes, path);
+  const SafetensorsFile f = SafetensorsFile::open(path);
+  ASSERT_EQ(h.tensors.size(), f.tensors().size());
+  for (size_t i = 0; i < h.tensors.size(); ++i) {
+    EXPECT_EQ(h.tensors[i].name, f.tensors()[i].name);
+    EXPECT_EQ(h.tensors[i].dtype, f.tensors()[i].dtype);
+    EXPECT_EQ(h.tensors[i].shape, f.tensors()[i].shape);
+    EXPECT_EQ(h.tensors[i].begin, f.tensors()[i].begin);
+    EXPECT_EQ(h.tensors[i].end, f.tensors()[i].end);
+  }
+  EXPECT_EQ(h.metadata, f.metadata());
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, bytes.data(), 8);
+  EXPECT_EQ(h.data_offset, 8 + header_len);
+  EXPECT_EQ(h.data_offset + 16, bytes.size());  // i64[1] + f32[2]
+}
 
 TEST(Safetensors, MissingFileDirectoryAndAbsentKey) {
   TempDir dir;

@@ -393,7 +393,7 @@ TEST(Resolve, PrecedenceFunctionThenFileThenFlags) {
 TEST(Resolve, Errors) {
   EXPECT_EQ(config_error_of([] { (void)resolve_config({"--training.steps", "3"}); }),
             "titan train: --config NAME is required; use one of qwen3_debug, qwen3_0_6b, qwen3_1_7b, qwen3_4b, "
-            "qwen3_8b, qwen3_14b, qwen3_32b");
+            "qwen3_8b, qwen3_14b, qwen3_32b, qwen3_4b_finetune, qwen3_debug_finetune");
   EXPECT_NE(config_error_of([] { (void)resolve_config({"--config", "qwen3_debg"}); }).find("unknown config function 'qwen3_debg'"),
             std::string::npos);
   EXPECT_NE(config_error_of([] { (void)resolve_config({"--config"}); }).find("--config: missing value"), std::string::npos);
@@ -412,10 +412,11 @@ TEST(Registry, NamesAndLookup) {
     EXPECT_EQ(&find_config(e.name), &e);
   }
   EXPECT_EQ(names, (std::vector<std::string>{"qwen3_debug", "qwen3_0_6b", "qwen3_1_7b", "qwen3_4b", "qwen3_8b",
-                                             "qwen3_14b", "qwen3_32b"}));
+                                             "qwen3_14b", "qwen3_32b", "qwen3_4b_finetune",
+                                             "qwen3_debug_finetune"}));
   EXPECT_EQ(config_error_of([] { (void)find_config("llama"); }),
             "--config: unknown config function 'llama'; use one of qwen3_debug, qwen3_0_6b, qwen3_1_7b, qwen3_4b, "
-            "qwen3_8b, qwen3_14b, qwen3_32b");
+            "qwen3_8b, qwen3_14b, qwen3_32b, qwen3_4b_finetune, qwen3_debug_finetune");
   EXPECT_EQ(base_config(), JobConfig{});
 }
 
@@ -436,6 +437,17 @@ TEST(Registry, EveryFunctionValidates) {
     EXPECT_EQ(c.training.seq_len, 4096);
     EXPECT_EQ(c.training.steps, 10000);
   }
+  // The fine-tuning pair: HF import, checkpoints, HF export; the twin is the debug model.
+  for (const JobConfig& c : {qwen3_4b_finetune(), qwen3_debug_finetune()}) {
+    EXPECT_TRUE(c.checkpoint.enable);
+    EXPECT_TRUE(c.checkpoint.initial_load_in_hf);
+    EXPECT_TRUE(c.checkpoint.last_save_in_hf);
+    EXPECT_FALSE(c.checkpoint.initial_load_path.empty());
+  }
+  EXPECT_EQ(qwen3_4b_finetune().model.name, "4B");
+  EXPECT_EQ(qwen3_4b_finetune().checkpoint.initial_load_path, "./assets/hf/Qwen3-4B");
+  EXPECT_EQ(qwen3_4b_finetune().optimizer.lr, 2e-5);
+  EXPECT_EQ(qwen3_debug_finetune().model.name, "debug");
 }
 
 // The quickstart needs nothing outside the binary: the built-in corpus, the tokenizer folder that
@@ -498,6 +510,7 @@ TEST(Validate, EachImpossibleValueIsOneClearError) {
       {[](JobConfig& c) { c.metrics.log_freq = 0; }, "metrics.log_freq=0 must be >= 1"},
       {[](JobConfig& c) { c.metrics.peak_tflops = -1; }, "metrics.peak_tflops=-1 must be >= 0"},
       {[](JobConfig& c) { c.model.n_layers = -2; }, "model.n_layers=-2 must be >= 0"},
+      {[](JobConfig& c) { c.model.name = ""; }, "model.name and model.hf_assets_path are both empty"},
       {[](JobConfig& c) { c.checkpoint.interval = 0; }, "checkpoint.interval=0 must be >= 1"},
       {[](JobConfig& c) { c.checkpoint.keep_latest_k = -1; }, "checkpoint.keep_latest_k=-1 must be >= 0"},
       {[](JobConfig& c) { c.checkpoint.export_dtype = "fp8"; }, "checkpoint.export_dtype='fp8' is not float32"},

@@ -1,10 +1,49 @@
 #include "titan/models/qwen3/hf_config.h"
 
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
 namespace titan::qwen3 {
 
 using nlohmann::json;
 
 namespace {
+
+// What each supported architecture's transformers config class does with an absent field.
+struct ArchDefaults {
+  const char* architecture;
+  const char* model_type;
+  int64_t vocab_size, hidden_size, intermediate_size, num_layers, num_heads;
+  int64_t num_kv_heads;       // -1: num_attention_heads (the field's default is None)
+  int64_t head_dim;           // -1: hidden_size / num_attention_heads
+  int64_t max_position_embeddings;
+  bool qk_norm;
+  bool reads_attention_bias;  // attention_bias -> q/k/v/o biases (else: the fixed layout below)
+  bool fixed_qkv_bias;        // Qwen2: q/k/v biases always, no o bias
+  bool reads_mlp_bias;        // Llama
+};
+
+constexpr ArchDefaults kArchs[] = {
+    {"Qwen3ForCausalLM", "qwen3", 151936, 4096, 22016, 32, 32, 32, 128, 32768, true, true, false, false},
+    {"Qwen2ForCausalLM", "qwen2", 151936, 4096, 22016, 32, 32, 32, -1, 32768, false, false, true, false},
+    {"LlamaForCausalLM", "llama", 32000, 4096, 11008, 32, 32, -1, -1, 2048, false, true, false, true},
+    {"MistralForCausalLM", "mistral", 32000, 4096, 14336, 32, 32, 8, -1, 131072, false, false, false, false},
+};
+
+std::string supported_list() {
+  std::string out;
+  for (const ArchDefaults& a : kArchs) out += (out.empty() ? "" : ", ") + std::string(a.architecture);
+  return out;
+}
+
+const ArchDefaults* find_arch(const std::string& name) {
+  for (const ArchDefaults& a : kArchs) {
+    if (name == a.architecture) return &a;
+  }
+  return nullptr;
+}
 
 class Reader {
  public:
@@ -29,11 +68,42 @@ class Reader {
     return v.get<bool>();
   }
   bool present(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
+  bool null(const char* key) const { return j_.contains(key) && j_.at(key).is_null(); }
 
  private:
   const json& j_;
   const std::string& source_;
 };
+
+// The RoPE block (rope_scaling wins over rope_parameters, as in transformers) must be plain RoPE;
+// returns its theta, or `theta` when it names none.
+double read_rope(const json& config, const Reader& r, const std::string& source, double theta) {
+  const char* key = r.present("rope_scaling") ? "rope_scaling" : r.present("rope_parameters") ? "rope_parameters" : nullptr;
+  if (key == nullptr) return theta;
+  const json& rp = config[key];
+  TITAN_CHECK(rp.is_object(), source, ": field '", key, "' must be an object or null, got ", rp.dump());
+  for (const char* type_key : {"rope_type", "type"}) {
+    if (rp.contains(type_key)) {
+      TITAN_CHECK(rp[type_key] == "default", source, ": field '", key, "' is ", rp.dump(), "; only \"", type_key,
+                  "\": \"default\" RoPE is supported (no scaling). HINT: set it to null");
+    }
+  }
+  for (const auto& [k, v] : rp.items()) {
+    const bool neutral = k == "rope_type" || k == "type" || k == "rope_theta" ||
+                         (k == "partial_rotary_factor" && v.is_number() && v.get<double>() == 1.0);
+    TITAN_CHECK(neutral, source, ": field '", key, "' is ", rp.dump(), "; its key '", k,
+                "' changes RoPE, which is not supported. HINT: set it to null or {\"rope_type\": \"default\"}");
+  }
+  return Reader(rp, source).number("rope_theta", theta);
+}
+
+// The shortest decimal that reads back as `f` (1e-06, not 9.99999997e-07).
+double shortest(float f) {
+  char buf[32];
+  const auto res = std::to_chars(buf, buf + sizeof(buf), f);
+  *res.ptr = '\0';
+  return std::strtod(buf, nullptr);
+}
 
 }  // namespace
 
@@ -44,61 +114,131 @@ nn::DecoderConfig config_from_hf(const json& config, const std::string& source) 
   TITAN_CHECK(config.contains("architectures") && config["architectures"].is_array() &&
                   config["architectures"].size() == 1 && config["architectures"][0].is_string(),
               source, ": field 'architectures' must be a one-element list such as [\"Qwen3ForCausalLM\"]");
-  const std::string arch = config["architectures"][0].get<std::string>();
-  TITAN_CHECK(arch == "Qwen3ForCausalLM", source, ": architecture '", arch,
-              "' is not supported. HINT: supported: Qwen3ForCausalLM");
+  const std::string arch_name = config["architectures"][0].get<std::string>();
+  const ArchDefaults* arch = find_arch(arch_name);
+  TITAN_CHECK(arch != nullptr, source, ": field 'architectures': architecture '", arch_name,
+              "' is not supported. HINT: supported: ", supported_list());
 
   if (r.present("hidden_act")) {
     TITAN_CHECK(config["hidden_act"] == "silu", source, ": field 'hidden_act' is ",
                 config["hidden_act"].dump(), "; only \"silu\" (SwiGLU) is supported");
   }
-  TITAN_CHECK(!r.present("rope_scaling"), source, ": field 'rope_scaling' is ",
-              config["rope_scaling"].dump(), "; RoPE scaling is not supported. HINT: set it to null");
-  TITAN_CHECK(!r.boolean("use_sliding_window", false), source,
-              ": field 'use_sliding_window' is true; sliding-window attention is not supported");
   TITAN_CHECK(r.number("attention_dropout", 0.0) == 0.0, source,
               ": field 'attention_dropout' must be 0 (attention dropout is not supported)");
+  TITAN_CHECK(!r.present("partial_rotary_factor") || r.number("partial_rotary_factor", 1.0) == 1.0, source,
+              ": field 'partial_rotary_factor' is ", config.value("partial_rotary_factor", json()).dump(),
+              "; only full-width RoPE (1.0) is supported");
+  if (arch_name == "MistralForCausalLM") {
+    // MistralConfig: sliding_window defaults to 4096 and is active unless null.
+    const int64_t max_pos = r.integer("max_position_embeddings", arch->max_position_embeddings);
+    const int64_t window = r.null("sliding_window") ? -1 : r.integer("sliding_window", 4096);
+    TITAN_CHECK(window < 0 || window >= max_pos, source, ": field 'sliding_window' is ", window,
+                " (", r.present("sliding_window") ? "set" : "MistralConfig's default",
+                ", below max_position_embeddings ", max_pos,
+                "); sliding-window attention is not supported. HINT: set \"sliding_window\": null");
+  } else {
+    TITAN_CHECK(!r.boolean("use_sliding_window", false), source,
+                ": field 'use_sliding_window' is true; sliding-window attention is not supported. "
+                "HINT: set it to false");
+  }
   if (r.present("layer_types")) {
+    TITAN_CHECK(config["layer_types"].is_array(), source, ": field 'layer_types' must be a list");
     for (const json& t : config["layer_types"]) {
       TITAN_CHECK(t == "full_attention", source, ": field 'layer_types' contains ", t.dump(),
                   "; only \"full_attention\" is supported");
     }
   }
-
   // transformers 5 writes rope_parameters {rope_theta, rope_type}; the Hub's files a top-level
-  // rope_theta. Qwen3Config's default theta is 10000.
-  double theta = r.number("rope_theta", 10000.0);
-  if (r.present("rope_parameters")) {
-    const json& rp = config["rope_parameters"];
-    TITAN_CHECK(rp.is_object(), source, ": field 'rope_parameters' must be an object");
-    const Reader rr(rp, source);
-    if (rp.contains("rope_type")) {
-      TITAN_CHECK(rp["rope_type"] == "default", source, ": field 'rope_parameters.rope_type' is ",
-                  rp["rope_type"].dump(), "; only \"default\" RoPE is supported");
-    }
-    theta = rr.number("rope_theta", theta);
-  }
+  // rope_theta (and maybe rope_scaling). Every supported config class defaults theta to 10000.
+  const double theta = read_rope(config, r, source, r.number("rope_theta", 10000.0));
 
   nn::DecoderConfig c;
-  c.vocab_size = r.integer("vocab_size", 151936);
-  c.dim = r.integer("hidden_size", 4096);
-  c.hidden_dim = r.integer("intermediate_size", 22016);
-  c.num_layers = r.integer("num_hidden_layers", 32);
-  c.num_heads = r.integer("num_attention_heads", 32);
-  c.num_kv_heads = r.integer("num_key_value_heads", c.num_heads);
-  c.head_dim = r.integer("head_dim", 128);
-  c.norm_eps = static_cast<float>(r.number("rms_norm_eps", 1e-6));
-  c.rope_theta = static_cast<float>(theta);
+  c.vocab_size = r.integer("vocab_size", arch->vocab_size);
+  c.dim = r.integer("hidden_size", arch->hidden_size);
+  c.hidden_dim = r.integer("intermediate_size", arch->intermediate_size);
+  c.num_layers = r.integer("num_hidden_layers", arch->num_layers);
+  c.num_heads = r.integer("num_attention_heads", arch->num_heads);
+  // Absent: the class default; null: num_attention_heads (every class does this in __post_init__).
+  const int64_t kv_default = arch->num_kv_heads < 0 || r.null("num_key_value_heads") ? c.num_heads : arch->num_kv_heads;
+  c.num_kv_heads = r.integer("num_key_value_heads", kv_default);
+  TITAN_CHECK(c.num_heads > 0, source, ": field 'num_attention_heads' must be > 0, got ", c.num_heads);
+  c.head_dim = r.integer("head_dim", arch->head_dim > 0 ? arch->head_dim : c.dim / c.num_heads);
+  // float32 fields: a double beyond float's range (1e39) would silently become inf.
+  auto float32 = [&](const char* key, double v, bool allow_zero) {
+    TITAN_CHECK(std::isfinite(v) && std::fabs(v) <= std::numeric_limits<float>::max() &&
+                    (v > 0 || (allow_zero && v == 0)),
+                source, ": field '", key, "' must be ", allow_zero ? "non-negative" : "positive",
+                " and fit a float32, got ", v);
+    return static_cast<float>(v);
+  };
+  c.norm_eps = float32("rms_norm_eps", r.number("rms_norm_eps", 1e-6), true);
+  c.rope_theta = float32("rope_theta", theta, false);
   c.tie_embeddings = r.boolean("tie_word_embeddings", false);
-  c.attention_bias = r.boolean("attention_bias", false);
-  c.qk_norm = true;
-  c.max_seq_len = r.integer("max_position_embeddings", 32768);
+  c.qk_norm = arch->qk_norm;
+  c.attention_bias = arch->reads_attention_bias && r.boolean("attention_bias", false);
+  c.qkv_bias = arch->fixed_qkv_bias;
+  c.mlp_bias = arch->reads_mlp_bias && r.boolean("mlp_bias", false);
+  c.max_seq_len = r.integer("max_position_embeddings", arch->max_position_embeddings);
+  TITAN_CHECK(c.max_seq_len > 0, source, ": field 'max_position_embeddings' must be > 0, got ", c.max_seq_len);
   try {
     c.validate();
   } catch (const Error& e) {
     TITAN_FAIL(source, ": ", e.what());
   }
   return c;
+}
+
+std::string default_hf_architecture(const nn::DecoderConfig& c) {
+  if (c.qk_norm) return "Qwen3ForCausalLM";
+  if (c.qkv_bias && !c.attention_bias && !c.mlp_bias) return "Qwen2ForCausalLM";
+  return "LlamaForCausalLM";
+}
+
+json config_to_hf(const nn::DecoderConfig& c, const std::string& architecture, const std::string& torch_dtype) {
+  const ArchDefaults* arch = find_arch(architecture);
+  TITAN_CHECK(arch != nullptr, "[hf export] architecture '", architecture,
+              "' is not supported. HINT: use one of ", supported_list());
+  TITAN_CHECK(torch_dtype == "float32" || torch_dtype == "bfloat16", "[hf export] dtype '", torch_dtype,
+              "' is not float32 or bfloat16");
+  // What the architecture builds must be exactly our decoder, or transformers would load other math.
+  const bool qkv = c.attention_bias || c.qkv_bias, out = c.attention_bias;
+  const bool expressible = c.qk_norm == arch->qk_norm && (arch->reads_mlp_bias || !c.mlp_bias) &&
+                           (arch->fixed_qkv_bias ? (qkv && !out)
+                                                 : arch->reads_attention_bias ? qkv == out : !qkv);
+  TITAN_CHECK(expressible, "[hf export] ", architecture, " cannot express this model (q/k norm ", c.qk_norm,
+              ", q/k/v bias ", qkv, ", o bias ", out, ", mlp bias ", c.mlp_bias, "). HINT: export as ",
+              default_hf_architecture(c));
+  json j;
+  j["architectures"] = {architecture};
+  j["model_type"] = arch->model_type;
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.dim;
+  j["intermediate_size"] = c.hidden_dim;
+  j["num_hidden_layers"] = c.num_layers;
+  j["num_attention_heads"] = c.num_heads;
+  j["num_key_value_heads"] = c.num_kv_heads;
+  j["head_dim"] = c.head_dim;
+  j["hidden_act"] = "silu";
+  j["max_position_embeddings"] = c.max_seq_len;
+  j["rms_norm_eps"] = shortest(c.norm_eps);
+  j["rope_theta"] = shortest(c.rope_theta);
+  j["rope_scaling"] = nullptr;
+  j["tie_word_embeddings"] = c.tie_embeddings;
+  j["attention_dropout"] = 0.0;
+  j["initializer_range"] = 0.02;
+  j["use_cache"] = true;
+  j["torch_dtype"] = torch_dtype;  // transformers < 5
+  j["dtype"] = torch_dtype;        // transformers >= 5
+  if (arch->reads_attention_bias) j["attention_bias"] = c.attention_bias;
+  if (arch->reads_mlp_bias) j["mlp_bias"] = c.mlp_bias;
+  if (architecture == "MistralForCausalLM") {
+    j["sliding_window"] = nullptr;  // absent would mean MistralConfig's active 4096 window
+  } else if (architecture != "LlamaForCausalLM") {
+    j["use_sliding_window"] = false;
+    j["sliding_window"] = nullptr;
+    j["max_window_layers"] = c.num_layers;
+  }
+  return j;
 }
 
 }  // namespace titan::qwen3

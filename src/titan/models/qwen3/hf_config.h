@@ -1,7 +1,12 @@
-// config.json <-> DecoderConfig for Qwen3ForCausalLM. Fields absent from the file take
-// transformers' Qwen3Config defaults, as AutoConfig.from_pretrained does; anything we do not
-// support (rope scaling, sliding windows, another activation or architecture) is an error
-// naming the field.
+// config.json <-> DecoderConfig. `architectures` decides how the file reads:
+//   Qwen3ForCausalLM   q/k RMSNorm; attention_bias -> q/k/v/o biases; head_dim default 128
+//   Qwen2ForCausalLM   no q/k norm; q/k/v biases always, no o bias; head_dim = hidden / heads
+//   LlamaForCausalLM   no q/k norm; attention_bias -> q/k/v/o biases; mlp_bias -> gate/up/down
+//   MistralForCausalLM no q/k norm, no biases; sliding_window must be null (default 4096)
+// Fields absent from the file take that architecture's transformers defaults, as
+// AutoConfig.from_pretrained does (rope_theta 10000 for all four). Anything the decoder cannot
+// represent exactly (RoPE scaling, an active sliding window, another activation or architecture)
+// is a one-line error naming the file, the field and its value.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -13,5 +18,15 @@ namespace titan::qwen3 {
 
 // `source` names the file in error messages.
 nn::DecoderConfig config_from_hf(const nlohmann::json& config, const std::string& source);
+
+// The architecture a config is exported as when none is asked for: Qwen3ForCausalLM with q/k
+// norm, Qwen2ForCausalLM with q/k/v biases only, LlamaForCausalLM otherwise.
+std::string default_hf_architecture(const nn::DecoderConfig& config);
+
+// The inverse of config_from_hf: a config.json that transformers' AutoModelForCausalLM loads as
+// `architecture` and that config_from_hf reads back to `config`. `torch_dtype` is "float32" or
+// "bfloat16". Throws when `architecture` cannot express `config` (e.g. Mistral with biases).
+nlohmann::json config_to_hf(const nn::DecoderConfig& config, const std::string& architecture,
+                            const std::string& torch_dtype);
 
 }  // namespace titan::qwen3

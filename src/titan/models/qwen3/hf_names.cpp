@@ -27,8 +27,11 @@ static const std::pair<const char*, const char*> kPerLayer[] = {
     {"attention.q_norm.weight", "self_attn.q_norm.weight"},
     {"attention.k_norm.weight", "self_attn.k_norm.weight"},
     {"feed_forward.w1.weight", "mlp.gate_proj.weight"},
+    {"feed_forward.w1.bias", "mlp.gate_proj.bias"},
     {"feed_forward.w2.weight", "mlp.down_proj.weight"},
+    {"feed_forward.w2.bias", "mlp.down_proj.bias"},
     {"feed_forward.w3.weight", "mlp.up_proj.weight"},
+    {"feed_forward.w3.bias", "mlp.up_proj.bias"},
 };
 
 // Splits "<prefix><digits>.<rest>" into {digits, rest}; false when `name` has another shape.

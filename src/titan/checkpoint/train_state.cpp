@@ -1,0 +1,503 @@
+#include "titan/checkpoint/train_state.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>  // renameat2, RENAME_NOREPLACE, RENAME_EXCHANGE (glibc >= 2.28)
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "titan/checkpoint/atomic_file.h"
+#include "titan/checkpoint/json_file.h"
+#include "titan/checkpoint/safetensors.h"
+#include "titan/core/crc32c.h"
+#include "titan/core/error.h"
+#include "titan/core/log.h"
+
+namespace titan::ckpt {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::ordered_json;
+
+constexpr const char* kFormat = "titan.train_state";
+constexpr const char* kModelFile = "model.safetensors";
+constexpr const char* kOptimizerFile = "optimizer.safetensors";
+constexpr const char* kStateFile = "state.json";
+constexpr const char* kConfigFile = "config.toml";
+constexpr const char* kManifestFile = "manifest.json";
+
+std::string hex32(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08x", v);
+  return buf;
+}
+
+struct FileDigest {
+  uint64_t size = 0;
+  uint32_t crc = 0;
+};
+
+// Streams the file through crc32c (checkpoints can be larger than memory would like).
+FileDigest digest_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  TITAN_CHECK(fd >= 0, "[checkpoint] cannot read ", path, ": ", std::strerror(errno));
+  FileDigest d;
+  std::vector<char> buf(4 << 20);
+  for (;;) {
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      TITAN_FAIL("[checkpoint] reading ", path, " failed: ", std::strerror(err));
+    }
+    if (n == 0) break;
+    d.crc = crc32c(buf.data(), static_cast<size_t>(n), d.crc);
+    d.size += static_cast<uint64_t>(n);
+  }
+  ::close(fd);
+  return d;
+}
+
+// fsync of a folder, so that the names in it (a rename, a new file) survive a machine crash.
+// Filesystems that cannot fsync a directory (EINVAL) have nothing more to offer; that is not an error.
+void fsync_dir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  TITAN_CHECK(fd >= 0, "[checkpoint] cannot open folder ", dir, " to fsync it: ", std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  TITAN_CHECK(rc == 0 || err == EINVAL || err == ENOTSUP, "[checkpoint] fsync of folder ", dir,
+              " failed: ", std::strerror(err));
+}
+
+bool process_alive(long pid) {
+  if (pid <= 0) return false;
+  if (pid == static_cast<long>(::getpid())) return false;  // an earlier process that had our pid
+  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+}
+
+// "123" -> 123; anything else (empty, sign, junk, overflow) -> -1.
+int64_t parse_count(const std::string& s) {
+  if (s.empty() || s.size() > 18) return -1;
+  int64_t v = 0;
+  for (const char ch : s) {
+    if (ch < '0' || ch > '9') return -1;
+    v = v * 10 + (ch - '0');
+  }
+  return v;
+}
+
+ordered_json shape_json(const Shape& shape) {
+  ordered_json a = ordered_json::array();
+  for (const int64_t d : shape) a.push_back(d);
+  return a;
+}
+
+// Global shape, dtype and sharding of each tensor of one group. Today every tensor is whole on
+// rank 0 of 1 (dim null); a sharded save lists one entry per rank with dim/start/length.
+ordered_json tensors_json(const NamedTensors& tensors, const char* file) {
+  ordered_json group = ordered_json::object();
+  for (const auto& [name, t] : tensors) {
+    ordered_json shard = {{"rank", 0}, {"world", 1}, {"dim", nullptr}, {"file", file}, {"key", name}};
+    group[name] = {{"dtype", safetensors_dtype_name(t.dtype())},
+                   {"shape", shape_json(t.shape())},
+                   {"shards", ordered_json::array({shard})}};
+  }
+  return group;
+}
+
+std::string state_json_text(const TrainState& s) {
+  const ordered_json j = {{"format", kFormat},
+                          {"version", kTrainStateVersion},
+                          {"step", s.step},
+                          {"tokens_seen", s.tokens_seen},
+                          {"seed", s.seed},
+                          {"optimizer_step", s.optimizer_step},
+                          {"model_only", s.model_only()},
+                          // The LR schedule is a pure function of the step and config.toml's [lr_scheduler].
+                          {"lr_schedule", {{"step", s.step}}}};
+  // The loader state goes in as the text LoaderState::to_json wrote (checked to be one JSON object):
+  // its carry can hold a whole tokenized document (a .txt file is one document), and a parse and
+  // re-dump here would cost more than the rest of the save.
+  const size_t b = s.loader_state_json.find_first_not_of(" \t\r\n");
+  const size_t e = s.loader_state_json.find_last_not_of(" \t\r\n");
+  const bool object = b != std::string::npos && s.loader_state_json[b] == '{' && s.loader_state_json[e] == '}';
+  TITAN_CHECK(s.loader_state_json.empty() || object, "[checkpoint] the loader state is not a JSON object: '",
+              s.loader_state_json.substr(0, 40), "'. HINT: pass LoaderState::to_json()");
+  std::string text = j.dump();
+  text.pop_back();  // the closing brace
+  text += ",\"loader\":";
+  text += s.loader_state_json.empty() ? std::string("null") : s.loader_state_json.substr(b, e - b + 1);
+  text += "}\n";
+  return text;
+}
+
+void write_files(const std::string& dir, const TrainState& s) {
+  write_safetensors((fs::path(dir) / kModelFile).string(), s.model,
+                    {{"format", "pt"}, {"titan", "train_state model"}});
+  if (!s.model_only()) {
+    write_safetensors((fs::path(dir) / kOptimizerFile).string(), s.optimizer,
+                      {{"titan", "train_state optimizer (AdamW exp_avg, exp_avg_sq)"}});
+  }
+  write_text_file_atomic((fs::path(dir) / kStateFile).string(), state_json_text(s));
+  write_text_file_atomic((fs::path(dir) / kConfigFile).string(), s.config_toml);
+
+  // The manifest goes last: its presence with matching digests is what makes the folder valid.
+  ordered_json files = ordered_json::array();
+  std::vector<std::string> names = {kModelFile};
+  if (!s.model_only()) names.push_back(kOptimizerFile);
+  names.push_back(kStateFile);
+  names.push_back(kConfigFile);
+  for (const std::string& name : names) {
+    const FileDigest d = digest_file((fs::path(dir) / name).string());
+    files.push_back({{"name", name}, {"size", d.size}, {"crc32c", d.crc}});
+  }
+  ordered_json tensors = {{"model", tensors_json(s.model, kModelFile)}};
+  if (!s.model_only()) tensors["optimizer"] = tensors_json(s.optimizer, kOptimizerFile);
+  const ordered_json manifest = {{"format", kFormat}, {"version", kTrainStateVersion}, {"step", s.step},
+                                 {"model_only", s.model_only()}, {"files", files}, {"tensors", tensors}};
+  write_text_file_atomic((fs::path(dir) / kManifestFile).string(), manifest.dump(1) + "\n");
+  fsync_dir(dir);
+}
+
+// Moves `tmp` to `final_dir`. When final_dir exists (a step saved again, e.g. after resuming
+// from an older step), the two are exchanged atomically and the old content removed.
+void install_dir(const std::string& tmp, const std::string& final_dir, const std::string& trash) {
+  if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_NOREPLACE) == 0) return;
+  int err = errno;
+  if (err == EEXIST || err == ENOTEMPTY) {
+    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_EXCHANGE) == 0) {
+      fs::remove_all(tmp);  // now holds the old content; a kill here leaves a stale tmp, removed later
+      return;
+    }
+    err = errno;
+  }
+  if (err == EINVAL || err == ENOSYS) {
+    // No renameat2 flags on this filesystem: move the old one aside (trash; restored by
+    // remove_stale_checkpoint_dirs if we die before the new one is in place), then rename.
+    if (fs::exists(final_dir)) {
+      TITAN_CHECK(::rename(final_dir.c_str(), trash.c_str()) == 0, "[checkpoint] cannot move ", final_dir,
+                  " aside to ", trash, ": ", std::strerror(errno));
+    }
+    TITAN_CHECK(::rename(tmp.c_str(), final_dir.c_str()) == 0, "[checkpoint] renaming ", tmp, " to ", final_dir,
+                " failed: ", std::strerror(errno));
+    std::error_code ec;
+    fs::remove_all(trash, ec);
+    return;
+  }
+  TITAN_FAIL("[checkpoint] renaming ", tmp, " to ", final_dir, " failed: ", std::strerror(err));
+}
+
+// keep_latest_k: the newest k step folders stay, and always `keep`.
+void prune(const std::string& folder, int64_t keep_latest_k, int64_t keep) {
+  const std::vector<CheckpointEntry> all = list_checkpoints(folder);
+  bool removed = false;
+  for (size_t i = static_cast<size_t>(keep_latest_k); i < all.size(); ++i) {
+    if (all[i].step == keep) continue;
+    // Renamed first: a kill mid-removal leaves a hidden trash folder, never a half step-<N>.
+    const std::string trash =
+        (fs::path(folder) / str(".", step_dir_name(all[i].step), ".trash-", ::getpid())).string();
+    if (::rename(all[i].path.c_str(), trash.c_str()) != 0) {
+      log_warn(str("[checkpoint] keep_latest_k: cannot remove ", all[i].path, ": ", std::strerror(errno)));
+      continue;
+    }
+    std::error_code ec;
+    fs::remove_all(trash, ec);
+    removed = true;
+  }
+  if (removed) fsync_dir(folder);
+}
+
+const nlohmann::json& field(const nlohmann::json& j, const char* key, const std::string& where) {
+  TITAN_CHECK(j.is_object() && j.contains(key), "[checkpoint] ", where, ": field \"", key,
+              "\" is missing. HINT: the file is damaged or not a titan checkpoint");
+  return j.at(key);
+}
+
+int64_t int_field(const nlohmann::json& j, const char* key, const std::string& where) {
+  const nlohmann::json& v = field(j, key, where);
+  TITAN_CHECK(v.is_number_integer(), "[checkpoint] ", where, ": field \"", key, "\" is ", v.dump(),
+              ", expected an integer");
+  return v.get<int64_t>();
+}
+
+// The manifest's entries for one group, checked against the tensors actually in `file`.
+NamedTensors read_group(const std::string& dir, const nlohmann::json& manifest, const char* group,
+                        const char* file_name) {
+  const std::string where = (fs::path(dir) / kManifestFile).string();
+  const nlohmann::json& entries = field(field(manifest, "tensors", where), group, where);
+  const SafetensorsFile file = SafetensorsFile::open((fs::path(dir) / file_name).string());
+  TITAN_CHECK(entries.is_object() && entries.size() == file.tensors().size(), "[checkpoint] ", where, ": lists ",
+              entries.size(), " ", group, " tensors but ", file.path(), " holds ", file.tensors().size(),
+              ". HINT: the checkpoint is damaged; use an older step (checkpoint.load_step)");
+  NamedTensors out;
+  for (const TensorInfo& info : file.tensors()) {
+    TITAN_CHECK(entries.contains(info.name), "[checkpoint] ", file.path(), ": tensor ", info.name,
+                " is not in ", where);
+    const nlohmann::json& e = entries.at(info.name);
+    const nlohmann::json& shards = field(e, "shards", where + " " + info.name);
+    TITAN_CHECK(shards.is_array() && shards.size() == 1 && shards[0].value("world", 0) == 1 &&
+                    shards[0].contains("dim") && shards[0]["dim"].is_null(),
+                "[checkpoint] ", where, ": ", info.name, " is sharded (", shards.dump(),
+                "); this build reads whole tensors only (rank 0 of world 1). HINT: merge the shards first");
+    const nlohmann::json& shape = field(e, "shape", where + " " + info.name);
+    TITAN_CHECK(shape == nlohmann::json(info.shape) &&
+                    field(e, "dtype", where).get<std::string>() == safetensors_dtype_name(info.dtype),
+                "[checkpoint] ", info.name, ": ", file.path(), " holds ", safetensors_dtype_name(info.dtype),
+                shape_str(info.shape), " but ", where, " says ", e["dtype"].dump(), shape.dump());
+    out.emplace_back(info.name, file.get(info.name));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string step_dir_name(int64_t step) { return str("step-", step); }
+
+std::vector<CheckpointEntry> list_checkpoints(const std::string& folder) {
+  std::vector<CheckpointEntry> out;
+  std::error_code ec;
+  if (!fs::is_directory(folder, ec)) return out;
+  for (const fs::directory_entry& e : fs::directory_iterator(folder, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("step-", 0) != 0) continue;
+    const int64_t step = parse_count(name.substr(5));
+    if (step < 0 || !e.is_directory(ec)) continue;
+    out.push_back({step, e.path().string()});
+  }
+  std::sort(out.begin(), out.end(), [](const CheckpointEntry& a, const CheckpointEntry& b) { return a.step > b.step; });
+  return out;
+}
+
+std::string check_checkpoint(const std::string& dir) {
+  const std::string manifest_path = (fs::path(dir) / kManifestFile).string();
+  if (!fs::exists(manifest_path)) return str(kManifestFile, " is missing (the save did not finish)");
+  nlohmann::json m;
+  try {
+    m = read_json_file(manifest_path);
+  } catch (const Error& e) {
+    return str(kManifestFile, " does not parse: ", e.what());
+  }
+  if (!m.is_object() || m.value("format", std::string()) != kFormat) {
+    return str(kManifestFile, ": \"format\" is not \"", kFormat, "\"");
+  }
+  if (!m.contains("version") || m["version"] != kTrainStateVersion) {
+    return str(kManifestFile, ": version ", m.value("version", nlohmann::json()).dump(), ", this build reads ",
+               kTrainStateVersion);
+  }
+  if (!m.contains("files") || !m["files"].is_array()) return str(kManifestFile, ": \"files\" is not a list");
+  std::set<std::string> listed;
+  for (const nlohmann::json& f : m["files"]) {
+    if (!f.is_object() || !f.contains("name") || !f["name"].is_string() || !f.contains("size") ||
+        !f["size"].is_number_unsigned() || !f.contains("crc32c") || !f["crc32c"].is_number_unsigned()) {
+      return str(kManifestFile, ": bad file entry ", f.dump());
+    }
+    const std::string name = f["name"].get<std::string>();
+    if (name.find('/') != std::string::npos || name == "..") return str(kManifestFile, ": bad file name ", name);
+    listed.insert(name);
+    const std::string path = (fs::path(dir) / name).string();
+    std::error_code ec;
+    const uint64_t size = fs::file_size(path, ec);
+    if (ec) return str(name, " is missing (", ec.message(), ")");
+    if (size != f["size"].get<uint64_t>()) {
+      return str(name, ": ", size, " bytes, the manifest says ", f["size"].get<uint64_t>(), " (truncated?)");
+    }
+    FileDigest d;
+    try {
+      d = digest_file(path);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    if (d.crc != f["crc32c"].get<uint32_t>()) {
+      return str(name, ": crc32c ", hex32(d.crc), " != ", hex32(f["crc32c"].get<uint32_t>()),
+                 " in the manifest (corrupted)");
+    }
+  }
+  for (const char* need : {kModelFile, kStateFile, kConfigFile}) {
+    if (!listed.count(need)) return str(kManifestFile, " does not list ", need);
+  }
+  if (!m.value("model_only", true) && !listed.count(kOptimizerFile)) {
+    return str(kManifestFile, " does not list ", kOptimizerFile, " but model_only is false");
+  }
+  return "";
+}
+
+bool checkpoint_is_model_only(const std::string& dir) {
+  const nlohmann::json m = read_json_file((fs::path(dir) / kManifestFile).string());
+  const nlohmann::json& v = field(m, "model_only", dir);
+  return v.is_boolean() && v.get<bool>();
+}
+
+std::optional<CheckpointEntry> find_checkpoint(const std::string& folder, int64_t load_step, bool need_optimizer) {
+  const std::vector<CheckpointEntry> all = list_checkpoints(folder);
+  if (all.empty()) {
+    TITAN_CHECK(load_step < 0, "[checkpoint] checkpoint.load_step=", load_step, " but ", folder,
+                " holds no step-<N> folder. HINT: set checkpoint.load_step -1, or checkpoint.folder");
+    return std::nullopt;
+  }
+  std::string steps;
+  for (const CheckpointEntry& e : all) steps += str(steps.empty() ? "" : ", ", e.step);
+  if (load_step >= 0) {
+    for (const CheckpointEntry& e : all) {
+      if (e.step != load_step) continue;
+      const std::string why = check_checkpoint(e.path);
+      TITAN_CHECK(why.empty(), "[checkpoint] checkpoint.load_step=", load_step, ": ", e.path, " is invalid: ", why,
+                  ". HINT: pick another step (there: ", steps, ")");
+      TITAN_CHECK(!need_optimizer || !checkpoint_is_model_only(e.path), "[checkpoint] checkpoint.load_step=",
+                  load_step, ": ", e.path, " is model-only (no optimizer state) and cannot continue training. "
+                  "HINT: pick another step (there: ", steps, ")");
+      return e;
+    }
+    TITAN_FAIL("[checkpoint] checkpoint.load_step=", load_step, ": no ", step_dir_name(load_step), " in ", folder,
+               " (there: ", steps, "). HINT: pick one of those, or -1 for the newest valid one");
+  }
+  std::string reasons;
+  for (const CheckpointEntry& e : all) {
+    const std::string why = check_checkpoint(e.path);
+    if (!why.empty()) {
+      log_warn(str("[checkpoint] skipping ", e.path, ": ", why, "; trying the previous one"));
+      reasons += str(reasons.empty() ? "" : "; ", step_dir_name(e.step), ": ", why);
+      continue;
+    }
+    if (need_optimizer && checkpoint_is_model_only(e.path)) {
+      log_info(str("[checkpoint] skipping ", e.path, ": model-only (no optimizer state to continue training)"));
+      reasons += str(reasons.empty() ? "" : "; ", step_dir_name(e.step),
+                     ": model-only (a final save with checkpoint.last_save_model_only)");
+      continue;
+    }
+    return e;
+  }
+  TITAN_FAIL("[checkpoint] ", folder, " holds checkpoints (steps ", steps, ") but none can be resumed from (",
+             reasons, "). HINT: move them away to start afresh, or point checkpoint.folder elsewhere");
+}
+
+TrainState load_train_state(const std::string& dir, bool model_only) {
+  const std::string why = check_checkpoint(dir);
+  TITAN_CHECK(why.empty(), "[checkpoint] ", dir, " is invalid: ", why,
+              ". HINT: use another step (checkpoint.load_step) or a complete checkpoint folder");
+  const nlohmann::json manifest = read_json_file((fs::path(dir) / kManifestFile).string());
+  const std::string state_path = (fs::path(dir) / kStateFile).string();
+  const nlohmann::json sj = read_json_file(state_path);
+  TrainState s;
+  s.step = int_field(sj, "step", state_path);
+  s.tokens_seen = int_field(sj, "tokens_seen", state_path);
+  s.optimizer_step = int_field(sj, "optimizer_step", state_path);
+  const nlohmann::json& seed = field(sj, "seed", state_path);
+  TITAN_CHECK(seed.is_number_unsigned() || seed.is_number_integer(), "[checkpoint] ", state_path,
+              ": seed is ", seed.dump(), ", expected an integer");
+  s.seed = seed.get<uint64_t>();
+  const nlohmann::json& loader = field(sj, "loader", state_path);
+  if (!loader.is_null()) s.loader_state_json = loader.dump();
+  TITAN_CHECK(s.step == int_field(manifest, "step", dir), "[checkpoint] ", state_path, ": step ", s.step,
+              " but the manifest says ", manifest["step"].dump());
+  s.config_toml = read_file_bytes((fs::path(dir) / kConfigFile).string());
+  s.model = read_group(dir, manifest, "model", kModelFile);
+  if (!model_only && !manifest.value("model_only", true)) {
+    s.optimizer = read_group(dir, manifest, "optimizer", kOptimizerFile);
+  }
+  return s;
+}
+
+int remove_stale_checkpoint_dirs(const std::string& folder) {
+  int removed = 0;
+  std::error_code ec;
+  if (!fs::is_directory(folder, ec)) return 0;
+  std::vector<fs::path> entries;
+  for (const fs::directory_entry& e : fs::directory_iterator(folder, ec)) entries.push_back(e.path());
+  for (const fs::path& p : entries) {
+    // ".step-<N>.tmp-<pid>" or ".step-<N>.trash-<pid>"
+    const std::string name = p.filename().string();
+    if (name.rfind(".step-", 0) != 0) continue;
+    const size_t dot = name.find('.', 1);
+    if (dot == std::string::npos) continue;
+    const std::string kind = name.substr(dot + 1, name.find('-', dot) - dot - 1);
+    if (kind != "tmp" && kind != "trash") continue;
+    const long pid = static_cast<long>(parse_count(name.substr(name.find('-', dot) + 1)));
+    if (pid < 0 || process_alive(pid)) continue;
+    const fs::path final_dir = fs::path(folder) / name.substr(1, dot - 1);
+    if (kind == "trash" && !fs::exists(final_dir)) {
+      // A replaced step whose successor never got into place: put it back rather than lose it.
+      if (::rename(p.c_str(), final_dir.c_str()) == 0) {
+        log_warn(str("[checkpoint] restored ", final_dir.string(), " from ", p.string()));
+        continue;
+      }
+    }
+    fs::remove_all(p, ec);
+    if (!ec) {
+      log_info(str("[checkpoint] removed ", p.string(), ", left by a process that is gone"));
+      ++removed;
+    }
+  }
+  return removed;
+}
+
+std::string save_train_state(const std::string& folder, const TrainState& s, int64_t keep_latest_k) {
+  TITAN_CHECK(s.step >= 0, "[checkpoint] step must be >= 0, got ", s.step);
+  TITAN_CHECK(!s.model.empty(), "[checkpoint] nothing to save: the model has no tensors");
+  std::error_code ec;
+  fs::create_directories(folder, ec);
+  TITAN_CHECK(!ec && fs::is_directory(folder), "[checkpoint] cannot create checkpoint folder ", folder, ": ",
+              ec ? ec.message() : "a file is in the way", ". HINT: set checkpoint.folder to a writable folder");
+  const std::string name = step_dir_name(s.step);
+  const std::string tmp = (fs::path(folder) / str(".", name, ".tmp-", ::getpid())).string();
+  const std::string trash = (fs::path(folder) / str(".", name, ".trash-", ::getpid())).string();
+  const std::string final_dir = (fs::path(folder) / name).string();
+  fs::remove_all(tmp, ec);
+  fs::create_directory(tmp, ec);
+  TITAN_CHECK(!ec, "[checkpoint] cannot create ", tmp, ": ", ec.message());
+  try {
+    write_files(tmp, s);
+    install_dir(tmp, final_dir, trash);
+    fsync_dir(folder);
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  if (keep_latest_k > 0) prune(folder, keep_latest_k, s.step);
+  return final_dir;
+}
+
+CheckpointWriter::~CheckpointWriter() {
+  try {
+    wait();
+  } catch (const std::exception& e) {
+    log(LogLevel::error, str("[checkpoint] background save failed: ", e.what()));
+  }
+}
+
+void CheckpointWriter::save(const std::string& folder, TrainState state, int64_t keep_latest_k) {
+  if (!async_) {
+    save_train_state(folder, state, keep_latest_k);
+    return;
+  }
+  wait();
+  thread_ = std::thread([this, folder, state = std::move(state), keep_latest_k]() {
+    try {
+      const auto t0 = std::chrono::steady_clock::now();
+      const std::string path = save_train_state(folder, state, keep_latest_k);
+      log_info(str("checkpoint ", path, " written in the background in ",
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), " s"));
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+  });
+}
+
+void CheckpointWriter::wait() {
+  if (thread_.joinable()) thread_.join();
+  if (error_) {
+    std::exception_ptr e = std::exchange(error_, nullptr);
+    std::rethrow_exception(e);
+  }
+}
+
+}  // namespace titan::ckpt

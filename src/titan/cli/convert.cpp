@@ -1,0 +1,122 @@
+// titan convert: between a native checkpoint (a step-<N> folder, checkpoint/train_state.h) and a
+// Hugging Face folder (config.json + safetensors), offline.
+//   native -> HF      the model is rebuilt from the checkpoint's config.toml (model.name, or
+//                     model.hf_assets_path/config.json when the name is empty; model.n_layers), its
+//                     weights copied in, and written by save_hf_folder (dtype, shard size, tokenizer
+//                     files from --tokenizer or the run's model.hf_assets_path).
+//   HF -> native      the folder's model is loaded (every shape checked, missing/unexpected keys
+//                     listed) and saved as a model-only checkpoint <to>/step-0, ready for
+//                     --checkpoint.initial_load_path <to>/step-0.
+// The direction follows --from (a folder with manifest.json is native, one with config.json is HF);
+// --to-hf / --to-native make it explicit and are checked against it.
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include "titan/checkpoint/train_state.h"
+#include "titan/cli/args.h"
+#include "titan/cli/commands.h"
+#include "titan/config/overrides.h"
+#include "titan/config/validate.h"
+#include "titan/core/log.h"
+#include "titan/models/qwen3/hf_checkpoint.h"
+
+namespace titan::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+void native_to_hf(const std::string& from, const std::string& to, const qwen3::HfExportOptions& base) {
+  const ckpt::TrainState state = ckpt::load_train_state(from, /*model_only=*/true);
+  config::JobConfig c;
+  config::apply_toml_text(c, state.config_toml, from + "/config.toml");
+  const nn::DecoderConfig mc = qwen3::model_config_for(c.model.name, c.model.hf_assets_path, c.model.n_layers);
+  nn::Decoder model(mc);
+  std::map<std::string, const Tensor*> by_name;
+  for (const auto& [name, t] : state.model) by_name[name] = &t;
+  for (nn::Parameter* p : model.parameters()) {
+    const auto it = by_name.find(p->fqn);
+    TITAN_CHECK(it != by_name.end(), "[convert] ", from, "/model.safetensors has no tensor '", p->fqn,
+                "' that model '", c.model.name, "' needs. HINT: the checkpoint's config.toml does not match its weights");
+    TITAN_CHECK(it->second->shape() == p->value.shape(), "[convert] ", from, "/model.safetensors: '", p->fqn,
+                "' has shape ", shape_str(it->second->shape()), ", the model expects ", shape_str(p->value.shape()));
+    p->value.copy_from(*it->second);
+    by_name.erase(it);
+  }
+  TITAN_CHECK(by_name.empty(), "[convert] ", from, "/model.safetensors has ", by_name.size(),
+              " tensors the model does not use, e.g. '", by_name.empty() ? "" : by_name.begin()->first, "'");
+  qwen3::HfExportOptions options = base;
+  if (options.tokenizer_dir.empty() && !c.model.hf_assets_path.empty() &&
+      fs::exists(fs::path(c.model.hf_assets_path) / "tokenizer.json")) {
+    options.tokenizer_dir = c.model.hf_assets_path;
+  }
+  qwen3::save_hf_folder(model, to, options);
+  log_info(str("converted native checkpoint ", from, " (step ", state.step, ") -> HF folder ", to));
+}
+
+void hf_to_native(const std::string& from, const std::string& to) {
+  const nn::DecoderConfig mc = qwen3::model_config_for("", from);
+  nn::Decoder model(mc);
+  qwen3::load_initial_hf(model, from);
+  config::JobConfig c;
+  c.model.name = "";
+  c.model.hf_assets_path = from;
+  ckpt::TrainState state;
+  state.config_toml = config::to_toml(c);
+  for (nn::Parameter* p : model.parameters()) state.model.emplace_back(p->fqn, p->value);
+  const std::string dir = ckpt::save_train_state(to, state);
+  log_info(str("converted HF folder ", from, " -> native checkpoint ", dir,
+               " (model only; use --checkpoint.initial_load_path ", dir, ")"));
+}
+
+}  // namespace
+
+int run_convert(int argc, char** argv) {
+  const Args args("convert",
+                  {{"from", "a native checkpoint (step-<N> folder) or a Hugging Face folder", "", false, true},
+                   {"to", "output: an HF folder (native -> HF) or a checkpoint folder (HF -> native)", "", false, true},
+                   {"to-hf", "convert a native checkpoint to a Hugging Face folder", "", true},
+                   {"to-native", "convert a Hugging Face folder to a native checkpoint", "", true},
+                   {"dtype", "HF export dtype: float32 or bfloat16", "float32"},
+                   {"max-shard-size", "largest safetensors shard of the HF export (5GB, 500MB, ...)", "5GB"},
+                   {"tokenizer", "folder whose tokenizer files go into the HF export (default: the run's)", ""}},
+                  argc, argv, 2);
+  if (args.help_requested()) {
+    std::fputs(args.usage().c_str(), stdout);
+    return 0;
+  }
+  const std::string from = args.get("from"), to = args.get("to");
+  TITAN_CHECK(fs::is_directory(from), "[convert] --from ", from, " is not a folder. HINT: pass a step-<N> folder "
+              "or a Hugging Face model folder");
+  const bool is_native = fs::exists(fs::path(from) / "manifest.json");
+  const bool is_hf = fs::exists(fs::path(from) / "config.json");
+  if (!is_native && !is_hf) {
+    throw UsageError(str("titan convert: ", from, " holds neither manifest.json (a native checkpoint) nor "
+                         "config.json (a Hugging Face folder)"));
+  }
+  if (args.get_bool("to-hf") && args.get_bool("to-native")) throw UsageError("titan convert: --to-hf or --to-native, not both");
+  if (args.get_bool("to-hf") && !is_native) {
+    throw UsageError(str("titan convert --to-hf: ", from, " is not a native checkpoint (no manifest.json)"));
+  }
+  if (args.get_bool("to-native") && !is_hf) {
+    throw UsageError(str("titan convert --to-native: ", from, " is not a Hugging Face folder (no config.json)"));
+  }
+  qwen3::HfExportOptions options;
+  options.dtype = args.get("dtype");
+  if (options.dtype != "float32" && options.dtype != "bfloat16") {
+    throw UsageError(str("titan convert: --dtype ", options.dtype, " is not float32 or bfloat16"));
+  }
+  options.max_shard_bytes = config::parse_byte_size(args.get("max-shard-size"));
+  if (options.max_shard_bytes <= 0) {
+    throw UsageError(str("titan convert: --max-shard-size ", args.get("max-shard-size"), " is not a size (e.g. 5GB)"));
+  }
+  options.tokenizer_dir = args.get("tokenizer");
+  if (is_native) {
+    native_to_hf(from, to, options);
+  } else {
+    hf_to_native(from, to);
+  }
+  return 0;
+}
+
+}  // namespace titan::cli

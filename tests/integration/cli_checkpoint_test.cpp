@@ -1,0 +1,271 @@
+// Native checkpoints through `titan train` (the binary, as a user runs it): a resumed run continues
+// the loss sequence to the bit, async saves equal synchronous ones, and runs killed at random
+// moments (mid-step and mid-save) always leave a loadable checkpoint that the relaunch resumes from.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "integration/cli_runner.h"
+#include "titan/checkpoint/train_state.h"
+#include "titan/core/log.h"
+
+extern char** environ;
+
+namespace titan {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::CommandResult;
+using testing::run_titan;
+using testing::scratch_dir;
+
+const fs::path kShakespeare = fs::path(TITAN_SOURCE_DIR) / "../shared/assets/text/tinyshakespeare.txt";
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+std::vector<nlohmann::json> read_jsonl(const fs::path& path) {
+  std::ifstream in(path);
+  std::vector<nlohmann::json> rows;
+  for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
+  return rows;
+}
+
+class CliCheckpoint : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    // One OpenMP thread per run: these runs are tiny, and on a busy machine (ctest -j, other jobs)
+    // spinning OpenMP threads cost 10x. Comparisons hold at any fixed thread count.
+    setenv("OMP_NUM_THREADS", "1", 1);
+    dir_ = scratch_dir("checkpoint");
+    ASSERT_TRUE(fs::exists(kShakespeare)) << kShakespeare;
+    const CommandResult r = run_titan("train-tokenizer --input " + kShakespeare.string() + " --vocab-size 512 --out " +
+                                      (dir_ / "tok").string());
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+
+  // The arguments of a tiny `titan train` into dir_/name (after "titan").
+  static std::string train_args(const std::string& name, const std::string& extra) {
+    return "train --config qwen3_debug --job.dump_folder " + (dir_ / name).string() + " --model.hf_assets_path " +
+           (dir_ / "tok").string() + " --training.dataset_path " + kShakespeare.string() +
+           " --metrics.peak_tflops 1 --checkpoint.enable " + extra;
+  }
+  static CommandResult train(const std::string& name, const std::string& extra) {
+    return run_titan(train_args(name, extra));
+  }
+
+  static fs::path dir_;
+};
+fs::path CliCheckpoint::dir_;
+
+const std::string kSixSteps =
+    "--training.steps 6 --training.local_batch_size 2 --training.seq_len 64 --model.n_layers 2 "
+    "--metrics.log_freq 1 --training.deterministic --checkpoint.interval 3 ";
+
+// A: 6 steps, checkpoints at 3 and 6. B: a fresh folder holding only A's step-3, same config:
+// B resumes at step 4 and its losses and gradient norms for steps 4..6 equal A's exactly.
+// C: A again with async saves: the same losses, and byte-identical checkpoint files.
+TEST_F(CliCheckpoint, ResumeIsBitIdenticalAndAsyncEqualsSync) {
+  const CommandResult a = train("resume_a", kSixSteps);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  const fs::path ckpt_a = dir_ / "resume_a" / "checkpoint";
+  ASSERT_EQ(ckpt::check_checkpoint((ckpt_a / "step-3").string()), "");
+  ASSERT_EQ(ckpt::check_checkpoint((ckpt_a / "step-6").string()), "");
+  EXPECT_FALSE(ckpt::checkpoint_is_model_only((ckpt_a / "step-3").string()));
+  EXPECT_TRUE(ckpt::checkpoint_is_model_only((ckpt_a / "step-6").string()))
+      << "checkpoint.last_save_model_only (default true) makes the final save model-only";
+
+  fs::create_directories(dir_ / "resume_b" / "checkpoint");
+  fs::copy(ckpt_a / "step-3", dir_ / "resume_b" / "checkpoint" / "step-3", fs::copy_options::recursive);
+  const CommandResult b = train("resume_b", kSixSteps);
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  EXPECT_NE(b.output.find("resuming from " + (dir_ / "resume_b" / "checkpoint" / "step-3").string() + " (step 3"),
+            std::string::npos)
+      << b.output;
+
+  const std::vector<nlohmann::json> ra = read_jsonl(dir_ / "resume_a" / "metrics.jsonl");
+  const std::vector<nlohmann::json> rb = read_jsonl(dir_ / "resume_b" / "metrics.jsonl");
+  ASSERT_EQ(ra.size(), 6u);
+  ASSERT_EQ(rb.size(), 3u) << "B trains steps 4..6 only";
+  for (size_t i = 0; i < 3; ++i) {
+    const nlohmann::json& want = ra[i + 3];
+    EXPECT_EQ(rb[i]["step"], want["step"]);
+    for (const char* key : {"loss", "grad_norm", "lr"}) {
+      EXPECT_EQ(rb[i][key].get<double>(), want[key].get<double>()) << key << " at step " << want["step"];
+    }
+  }
+  EXPECT_EQ(read_text(dir_ / "resume_b" / "checkpoint" / "step-6" / "model.safetensors"),
+            read_text(ckpt_a / "step-6" / "model.safetensors"))
+      << "the resumed run ends with the same weights, to the bit";
+
+  const CommandResult c = train("resume_async", kSixSteps + "--checkpoint.async_mode async");
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  EXPECT_NE(c.output.find("handed to the background writer"), std::string::npos) << c.output;
+  EXPECT_NE(c.output.find("training stalled"), std::string::npos) << c.output;
+  const std::vector<nlohmann::json> rc = read_jsonl(dir_ / "resume_async" / "metrics.jsonl");
+  ASSERT_EQ(rc.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(rc[i]["loss"].get<double>(), ra[i]["loss"].get<double>()) << i + 1;
+  const fs::path ckpt_c = dir_ / "resume_async" / "checkpoint";
+  for (const char* f : {"step-3/model.safetensors", "step-3/optimizer.safetensors", "step-6/model.safetensors"}) {
+    EXPECT_EQ(read_text(ckpt_c / f), read_text(ckpt_a / f)) << f;
+  }
+  EXPECT_EQ(ckpt::check_checkpoint((ckpt_c / "step-3").string()), "");
+
+  // checkpoint.initial_load_path into a fresh run: the whole state continues exactly like a resume;
+  // model-only (the default) takes the weights and starts at step 1.
+  const std::string step3 = (ckpt_a / "step-3").string();
+  const CommandResult full = train("initial_full", kSixSteps + "--checkpoint.initial_load_path " + step3 +
+                                                       " --no-checkpoint.initial_load_model_only");
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  EXPECT_NE(full.output.find("initial load from " + step3 + " (step 3)"), std::string::npos) << full.output;
+  const std::vector<nlohmann::json> rf = read_jsonl(dir_ / "initial_full" / "metrics.jsonl");
+  ASSERT_EQ(rf.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(rf[i]["loss"].get<double>(), ra[i + 3]["loss"].get<double>()) << i + 4;
+  const CommandResult weights = train("initial_weights", kSixSteps + "--checkpoint.initial_load_path " + step3);
+  ASSERT_EQ(weights.exit_code, 0) << weights.output;
+  EXPECT_NE(weights.output.find("initial load (model only) from " + step3), std::string::npos) << weights.output;
+  EXPECT_EQ(read_jsonl(dir_ / "initial_weights" / "metrics.jsonl").size(), 6u);
+
+  // A finished run relaunched has nothing to do (its newest checkpoint is the final step).
+  const CommandResult again = train("resume_a", kSixSteps);
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("nothing to do"), std::string::npos) << again.output;
+
+  // load_step names a step that is not there: exit 1, and the error lists what is there.
+  const CommandResult missing = train("resume_a", kSixSteps + "--checkpoint.load_step 4");
+  EXPECT_EQ(missing.exit_code, 1) << missing.output;
+  EXPECT_NE(missing.output.find("there: 6, 3"), std::string::npos) << missing.output;
+}
+
+// A damaged newest checkpoint is reported and the previous one is used.
+TEST_F(CliCheckpoint, CorruptNewestFallsBackToThePrevious) {
+  const std::string flags = "--training.steps 4 --training.local_batch_size 2 --training.seq_len 32 "
+                            "--model.n_layers 1 --checkpoint.interval 2 --no-checkpoint.last_save_model_only ";
+  const CommandResult a = train("corrupt", flags);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  const fs::path step4 = dir_ / "corrupt" / "checkpoint" / "step-4" / "optimizer.safetensors";
+  {
+    std::fstream f(step4, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(300);
+    f.put('\x7f');
+  }
+  const CommandResult b = train("corrupt", "--training.steps 5 " + flags);
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  EXPECT_NE(b.output.find("skipping " + (dir_ / "corrupt" / "checkpoint" / "step-4").string() +
+                          ": optimizer.safetensors: crc32c"),
+            std::string::npos)
+      << b.output;
+  EXPECT_NE(b.output.find("(step 2,"), std::string::npos) << b.output;
+}
+
+// Launches `titan train` without waiting; output to `log`.
+pid_t spawn_titan(const std::string& args, const fs::path& log) {
+  std::vector<std::string> words = {TITAN_BINARY};
+  std::istringstream is(args);
+  for (std::string w; is >> w;) words.push_back(w);
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  return rc == 0 ? pid : -1;
+}
+
+// At least 20 launches, each SIGKILLed after a delay drawn from a fixed-seed RNG, so kills land at
+// startup, mid-step and mid-save. After each kill the newest valid checkpoint loads, and the next
+// launch resumes from exactly it; finally one run is let finish.
+TEST_F(CliCheckpoint, KilledAtRandomMomentsAlwaysResumes) {
+  const fs::path run = dir_ / "kill";
+  const fs::path folder = run / "checkpoint";
+  const std::string flags = "--training.steps 100000 --training.local_batch_size 2 --training.seq_len 32 "
+                            "--model.n_layers 1 --metrics.log_freq 1000 --checkpoint.interval 1 "
+                            "--checkpoint.keep_latest_k 3 --lr_scheduler.warmup_steps 2 ";
+  std::mt19937 rng(20261201);
+  std::uniform_int_distribution<int> delay_ms(200, 2500);
+  set_log_level(LogLevel::error);  // find_checkpoint's warnings about half-written steps are expected
+  int resumes_checked = 0, kills_mid_save = 0;
+  int64_t last_step = 0;
+  const int kLaunches = 20;
+  for (int i = 0; i < kLaunches; ++i) {
+    std::optional<ckpt::CheckpointEntry> expect;
+    ASSERT_NO_THROW(expect = ckpt::find_checkpoint(folder.string())) << "after kill " << i;
+    if (expect) {
+      ASSERT_NO_THROW(ckpt::load_train_state(expect->path)) << expect->path;
+      EXPECT_GE(expect->step, last_step) << "a kill never loses a completed checkpoint";
+      last_step = expect->step;
+    }
+    const fs::path log = dir_ / ("kill_" + std::to_string(i) + ".log");
+    const pid_t pid = spawn_titan(train_args("kill", flags), log);
+    ASSERT_GT(pid, 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
+    // A tmp folder of this pid present at the kill means the kill landed mid-save.
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "launch " << i << " ended before the kill:\n" << read_text(log);
+    if (fs::exists(folder)) {
+      for (const auto& e : fs::directory_iterator(folder)) {
+        kills_mid_save += e.path().filename().string().find(".tmp-" + std::to_string(pid)) != std::string::npos;
+      }
+    }
+    const std::string out = read_text(log);
+    const size_t at = out.find("resuming from ");
+    if (at == std::string::npos) {
+      // Killed before the resume line, or nothing to resume from yet (a launch that got as far as
+      // saving must have resumed first).
+      EXPECT_TRUE(!expect || out.find("checkpoint step-") == std::string::npos) << "launch " << i
+                                                                                 << " did not resume:\n" << out;
+      continue;
+    }
+    ASSERT_TRUE(expect.has_value()) << out;
+    EXPECT_EQ(out.substr(at, out.find('\n', at) - at).find("resuming from " + expect->path + " (step " +
+                                                           std::to_string(expect->step) + ","),
+              0u)
+        << out;
+    ++resumes_checked;
+  }
+  std::printf("%d launches killed; %d resumes checked; %d kills landed mid-save; newest step %lld\n", kLaunches,
+              resumes_checked, kills_mid_save, static_cast<long long>(last_step));
+  EXPECT_GE(resumes_checked, kLaunches / 4) << "most launches should live long enough to resume";
+
+  // Let one run finish: 3 more steps than the newest checkpoint.
+  const std::optional<ckpt::CheckpointEntry> newest = ckpt::find_checkpoint(folder.string());
+  ASSERT_TRUE(newest.has_value());
+  const int64_t end = newest->step + 3;
+  const CommandResult done = run_titan(train_args("kill", flags + "--training.steps " + std::to_string(end)));
+  set_log_level(LogLevel::info);
+  ASSERT_EQ(done.exit_code, 0) << done.output;
+  EXPECT_NE(done.output.find("resuming from " + newest->path), std::string::npos) << done.output;
+  EXPECT_EQ(ckpt::find_checkpoint(folder.string())->step, end);
+  EXPECT_EQ(ckpt::check_checkpoint((folder / ckpt::step_dir_name(end)).string()), "");
+  // The stale tmp folders of the killed runs are gone, and keep_latest_k held.
+  for (const auto& e : fs::directory_iterator(folder)) {
+    EXPECT_NE(e.path().filename().string()[0], '.') << "left behind: " << e.path();
+  }
+  EXPECT_LE(ckpt::list_checkpoints(folder.string()).size(), 3u);
+}
+
+}  // namespace
+}  // namespace titan

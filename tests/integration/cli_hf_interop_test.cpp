@@ -1,0 +1,158 @@
+// The fine-tuning flow through the binary: train, export an HF folder at the end
+// (checkpoint.last_save_in_hf), build a new run's model from that folder's config.json and import
+// its weights (checkpoint.initial_load_in_hf), and `titan convert` both ways. Transformers reading
+// the export is checked by tools/check_hf_roundtrip.py (not in CI: no Python here).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "integration/cli_runner.h"
+
+namespace titan {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::CommandResult;
+using testing::run_titan;
+using testing::scratch_dir;
+
+const fs::path kShakespeare = fs::path(TITAN_SOURCE_DIR) / "../shared/assets/text/tinyshakespeare.txt";
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+std::vector<nlohmann::json> read_jsonl(const fs::path& path) {
+  std::ifstream in(path);
+  std::vector<nlohmann::json> rows;
+  for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
+  return rows;
+}
+
+class CliHfInterop : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    setenv("OMP_NUM_THREADS", "1", 1);  // tiny runs; see cli_checkpoint_test
+    dir_ = scratch_dir("hf_interop");
+    const CommandResult tok = run_titan("train-tokenizer --input " + kShakespeare.string() +
+                                        " --vocab-size 512 --out " + (dir_ / "tok").string());
+    ASSERT_EQ(tok.exit_code, 0) << tok.output;
+    // A trained model, exported at the end.
+    const CommandResult r = run_titan(
+        "train --config qwen3_debug --job.dump_folder " + (dir_ / "base").string() + " --model.hf_assets_path " +
+        (dir_ / "tok").string() + " --training.dataset_path " + kShakespeare.string() +
+        " --metrics.peak_tflops 1 --training.steps 40 --training.local_batch_size 4 --training.seq_len 64"
+        " --model.n_layers 2 --lr_scheduler.warmup_steps 5 --metrics.log_freq 1 --checkpoint.enable"
+        " --checkpoint.last_save_in_hf");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+
+  static fs::path export_dir() { return dir_ / "base" / "checkpoint" / "hf"; }
+  static fs::path dir_;
+};
+fs::path CliHfInterop::dir_;
+
+TEST_F(CliHfInterop, ExportIsACompleteHfFolder) {
+  const fs::path hf = export_dir();
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}) {
+    EXPECT_TRUE(fs::exists(hf / f)) << f;
+  }
+  const nlohmann::json config = nlohmann::json::parse(read_text(hf / "config.json"));
+  EXPECT_EQ(config["architectures"][0], "Qwen3ForCausalLM");
+  EXPECT_EQ(config["num_hidden_layers"], 2);
+  EXPECT_EQ(config["vocab_size"], 2048);
+}
+
+// A run built from the export's config.json (no spec name) that imports its weights starts far
+// below a fresh model's loss on the same data, and exactly where a native initial load of the same
+// weights (the step-40 checkpoint, model only) starts.
+TEST_F(CliHfInterop, ImportContinuesFromTheExportedWeights) {
+  const std::string hf = export_dir().string();
+  const std::string common = " --training.dataset_path " + kShakespeare.string() +
+                             " --metrics.peak_tflops 1 --training.steps 2 --training.local_batch_size 4"
+                             " --training.seq_len 64 --metrics.log_freq 1 --lr_scheduler.warmup_steps 1";
+  const CommandResult ft = run_titan("train --config qwen3_debug --model.name= --model.hf_assets_path " + hf +
+                                     " --checkpoint.initial_load_path " + hf + " --checkpoint.initial_load_in_hf"
+                                     " --job.dump_folder " + (dir_ / "ft").string() + common);
+  ASSERT_EQ(ft.exit_code, 0) << ft.output;
+  EXPECT_NE(ft.output.find("initial load from the HF folder"), std::string::npos) << ft.output;
+  const CommandResult fresh = run_titan("train --config qwen3_debug --model.hf_assets_path " + (dir_ / "tok").string() +
+                                        " --model.n_layers 2 --job.dump_folder " + (dir_ / "fresh").string() + common);
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.output;
+  const CommandResult native = run_titan(
+      "train --config qwen3_debug --model.hf_assets_path " + (dir_ / "tok").string() + " --model.n_layers 2" +
+      " --checkpoint.initial_load_path " + (dir_ / "base" / "checkpoint" / "step-40").string() +
+      " --job.dump_folder " + (dir_ / "native").string() + common);
+  ASSERT_EQ(native.exit_code, 0) << native.output;
+  const std::vector<nlohmann::json> ft_rows = read_jsonl(dir_ / "ft" / "metrics.jsonl");
+  const std::vector<nlohmann::json> native_rows = read_jsonl(dir_ / "native" / "metrics.jsonl");
+  const double ft_first = ft_rows.front()["loss"].get<double>();
+  const double fresh_first = read_jsonl(dir_ / "fresh" / "metrics.jsonl").front()["loss"].get<double>();
+  EXPECT_LT(ft_first, fresh_first - 1.0) << "imported " << ft_first << " vs fresh " << fresh_first;
+  ASSERT_EQ(ft_rows.size(), native_rows.size());
+  for (size_t i = 0; i < ft_rows.size(); ++i) {
+    EXPECT_EQ(ft_rows[i]["loss"].get<double>(), native_rows[i]["loss"].get<double>()) << "step " << i + 1;
+  }
+}
+
+// native -> HF gives the same weights as the export; HF -> native -> HF again; bf16 + shards.
+TEST_F(CliHfInterop, ConvertBothWays) {
+  const fs::path step = dir_ / "base" / "checkpoint" / "step-40";
+  ASSERT_TRUE(fs::exists(step / "manifest.json"));
+  CommandResult r = run_titan("convert --from " + step.string() + " --to " + (dir_ / "conv_hf").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(read_text(dir_ / "conv_hf" / "model.safetensors"), read_text(export_dir() / "model.safetensors"));
+  r = run_titan("convert --to-native --from " + (dir_ / "conv_hf").string() + " --to " + (dir_ / "conv_native").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_titan("convert --from " + (dir_ / "conv_native" / "step-0").string() + " --to " +
+                (dir_ / "conv_back").string() + " --tokenizer " + (dir_ / "tok").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(read_text(dir_ / "conv_back" / "model.safetensors"), read_text(export_dir() / "model.safetensors"));
+  r = run_titan("convert --from " + step.string() + " --to " + (dir_ / "conv_bf16").string() +
+                " --dtype bfloat16 --max-shard-size 1MB");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json index = nlohmann::json::parse(read_text(dir_ / "conv_bf16" / "model.safetensors.index.json"));
+  EXPECT_GT(index["weight_map"].size(), 10u);
+  int shards = 0;
+  for (const auto& e : fs::directory_iterator(dir_ / "conv_bf16")) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("model-0000", 0) == 0 && name.find("-of-") != std::string::npos) ++shards;
+  }
+  EXPECT_GE(shards, 2) << "expected several shards under 1MB";
+  EXPECT_FALSE(fs::exists(dir_ / "conv_bf16" / "model.safetensors"));
+}
+
+TEST_F(CliHfInterop, ConvertErrors) {
+  CommandResult r = run_titan("convert --from " + (dir_ / "nope").string() + " --to " + (dir_ / "x").string());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("is not a folder"), std::string::npos) << r.output;
+  r = run_titan("convert --to-native --from " + (dir_ / "base" / "checkpoint" / "step-40").string() + " --to " +
+                (dir_ / "x").string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("is not a Hugging Face folder"), std::string::npos) << r.output;
+  r = run_titan("convert --from " + export_dir().string() + " --to " + (dir_ / "x").string() + " --dtype fp8");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "x"));
+}
+
+// Importing into a model of another shape names the tensor and both shapes.
+TEST_F(CliHfInterop, ImportIntoTheWrongModelIsAnError) {
+  const std::string hf = export_dir().string();
+  const CommandResult r = run_titan(
+      "train --config qwen3_debug --model.hf_assets_path " + (dir_ / "tok").string() + " --model.n_layers 3" +
+      " --checkpoint.initial_load_path " + hf + " --checkpoint.initial_load_in_hf --job.dump_folder " +
+      (dir_ / "wrong").string() + " --training.dataset_path " + kShakespeare.string() + " --training.steps 1");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("layers.2"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace titan
