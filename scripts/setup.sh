@@ -6,8 +6,11 @@ set -euo pipefail
 # libeigen3-dev: header-only, used by bench/gemm_libs_bench only. pkg-config, libpcre2-dev, libutf8proc-dev: the
 # tokenizer (pre-tokenizer regexes, NFC). libzstd-dev: streaming .zst datasets.
 # libtomlplusplus-dev: TOML job config files (titan_config).
+# clang, libclang-rt-14-dev (libFuzzer + sanitizer runtimes), libomp-dev (clang's OpenMP): the fuzz
+# targets in tests/fuzz (scripts/test.sh builds them).
 packages=(g++ cmake ninja-build libdnnl-dev nlohmann-json3-dev libgtest-dev libgmock-dev libeigen3-dev
-          pkg-config libpcre2-dev libutf8proc-dev libzstd-dev libtomlplusplus-dev)
+          pkg-config libpcre2-dev libutf8proc-dev libzstd-dev libtomlplusplus-dev
+          clang libclang-rt-14-dev libomp-dev)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

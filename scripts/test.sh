@@ -3,7 +3,9 @@
 # (ctest); then rebuild with AddressSanitizer + UndefinedBehaviorSanitizer and run it again. The
 # second pass also compiles only the AVX2 baseline kernels and caps oneDNN at AVX2, so the path an
 # AVX2-only machine takes is tested too (the first pass tests the AVX-512 path this CPU picks).
-# SANITIZE=0 skips the second pass (for a quick local loop).
+# Third, the libFuzzer targets (tests/fuzz) are built with clang and run over their seed corpora
+# plus a few hundred mutations, so they keep building and running; fuzzing for real is manual
+# (tests/fuzz/README.md). SANITIZE=0 skips the second pass, FUZZ=0 the third (for a quick local loop).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -19,4 +21,17 @@ if [[ "${SANITIZE:-1}" != 0 ]]; then
   ninja -C build-sanitize
   (cd build-sanitize && DNNL_MAX_CPU_ISA=AVX2 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --output-on-failure -j "$jobs")
+fi
+
+if [[ "${FUZZ:-1}" != 0 ]]; then
+  cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTITAN_FUZZ=ON \
+    -DTITAN_WERROR=ON -DTITAN_BUILD_TESTS=OFF -DTITAN_BUILD_BENCH=OFF > /dev/null
+  ninja -C build-fuzz safetensors_fuzz hf_config_fuzz
+  scratch=$(mktemp -d)  # new inputs go here, never into the committed seed corpus
+  trap 'rm -rf "$scratch"' EXIT
+  for target in safetensors hf_config; do
+    mkdir -p "$scratch/$target"
+    build-fuzz/tests/fuzz/${target}_fuzz -runs=500 -seed=1 -dict="tests/fuzz/$target.dict" \
+      -artifact_prefix="$scratch/" "$scratch/$target" "tests/fuzz/corpus/$target"
+  done
 fi

@@ -1,29 +1,25 @@
 #include "titan/core/crc32c.h"
 
-#include <array>
+#include <nmmintrin.h>
+
+#include <cstring>
 
 namespace titan {
-namespace {
 
-constexpr std::array<uint32_t, 256> make_table() {
-  std::array<uint32_t, 256> table{};
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1u) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-    table[i] = c;
-  }
-  return table;
-}
-
-constexpr std::array<uint32_t, 256> kTable = make_table();
-
-}  // namespace
-
+// SSE4.2's crc32 instruction computes exactly CRC32C (Castagnoli, reflected 0x82F63B78); every
+// machine titan runs on has it (the AVX2 baseline implies SSE4.2). 8 bytes per instruction: about
+// 8 GB/s on one core, where a byte-table loop managed ~0.5 and took a quarter of a checkpoint save.
 uint32_t crc32c(const void* data, size_t size, uint32_t crc) {
   const auto* p = static_cast<const unsigned char*>(data);
-  crc = ~crc;
-  for (size_t i = 0; i < size; ++i) crc = kTable[(crc ^ p[i]) & 0xFFu] ^ (crc >> 8);
-  return ~crc;
+  uint64_t c = ~crc;
+  for (; size >= 8; size -= 8, p += 8) {
+    uint64_t word;
+    std::memcpy(&word, p, 8);
+    c = _mm_crc32_u64(c, word);
+  }
+  auto c32 = static_cast<uint32_t>(c);
+  for (; size > 0; --size, ++p) c32 = _mm_crc32_u8(c32, *p);
+  return ~c32;
 }
 
 }  // namespace titan
