@@ -154,5 +154,37 @@ TEST_F(CliHfInterop, ImportIntoTheWrongModelIsAnError) {
   EXPECT_NE(r.output.find("layers.2"), std::string::npos) << r.output;
 }
 
+// The registered twin of qwen3_4b_finetune on a tiny HF folder made by tools/make_hf_fixtures.py
+// (tests/fixtures/hf/tied_mha) plus a tokenizer: imports, trains, checkpoints, exports the same
+// architecture and shapes, and a rerun resumes instead of importing again.
+TEST_F(CliHfInterop, FinetuneTwinRunsOnATinyHfFolder) {
+  const fs::path assets = dir_ / "tiny-qwen3";
+  fs::create_directories(assets);
+  const fs::path fixture = fs::path(TITAN_SOURCE_DIR) / "tests/fixtures/hf/tied_mha";
+  fs::copy_file(fixture / "config.json", assets / "config.json");
+  fs::copy_file(fixture / "model.safetensors", assets / "model.safetensors");
+  CommandResult r = run_titan("train-tokenizer --input " + kShakespeare.string() + " --vocab-size 300 --out " +
+                              assets.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string args = "train --config qwen3_debug_finetune --model.hf_assets_path " + assets.string() +
+                           " --checkpoint.initial_load_path " + assets.string() + " --job.dump_folder " +
+                           (dir_ / "twin").string() + " --training.dataset_path " + kShakespeare.string() +
+                           " --metrics.peak_tflops 1";
+  r = run_titan(args);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("initial load from the HF folder"), std::string::npos) << r.output;
+  const nlohmann::json in = nlohmann::json::parse(read_text(fixture / "config.json"));
+  const nlohmann::json out = nlohmann::json::parse(read_text(dir_ / "twin" / "checkpoint" / "hf" / "config.json"));
+  for (const char* key : {"architectures", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                          "num_key_value_heads", "intermediate_size", "vocab_size", "tie_word_embeddings"}) {
+    EXPECT_EQ(out[key], in[key]) << key;
+  }
+  EXPECT_TRUE(fs::exists(dir_ / "twin" / "checkpoint" / "hf" / "tokenizer.json"));
+  r = run_titan(args);  // the run's own checkpoint wins over the HF import
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("nothing to do"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("initial load from the HF folder"), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace titan

@@ -90,14 +90,20 @@ JobConfig qwen3_4b_finetune() {
   return c;
 }
 
-// The debug model imported from ./outputs/qwen3_debug_finetune/hf_init, which tests (or a user)
-// create by exporting a debug model with save_hf_folder; the tokenizer is the quickstart's.
+// The test twin of qwen3_4b_finetune: the same flow (HF import, checkpoints, HF export) on a tiny
+// HF folder ./assets/hf/tiny-qwen3 holding config.json, model.safetensors and a tokenizer. The
+// model is built from that config.json (model.name empty), as for any HF folder; the tests make
+// the folder from a tools/make_hf_fixtures.py fixture plus a tokenizer from `titan train-tokenizer`.
 JobConfig qwen3_debug_finetune() {
-  JobConfig c = finetune(qwen3_debug(), "./outputs/qwen3_debug_finetune/hf_init");
+  JobConfig c = finetune(qwen3_debug(), "./assets/hf/tiny-qwen3");
+  c.model.name = "";
+  c.model.hf_assets_path = "./assets/hf/tiny-qwen3";
   c.job.dump_folder = "./outputs/qwen3_debug_finetune";
   c.training.steps = 20;
+  c.training.local_batch_size = 4;
+  c.training.seq_len = 64;
   c.lr_scheduler.warmup_steps = 2;
-  c.optimizer.lr = 1e-4;  // a debug model is barely trained: a larger step shows the loss move
+  c.optimizer.lr = 1e-3;  // a random tiny model: a larger step shows the loss move
   c.checkpoint.interval = 10;
   c.metrics.log_freq = 5;
   return c;

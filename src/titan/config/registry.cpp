@@ -24,7 +24,7 @@ const std::vector<ConfigEntry>& config_registry() {
        "fine-tune Qwen3-4B: import ./assets/hf/Qwen3-4B (HF), lr 2e-5, 1000 steps, checkpoints, bf16 HF export",
        &qwen3_4b_finetune},
       {"qwen3_debug_finetune",
-       "test twin of qwen3_4b_finetune: debug model imported from ./outputs/qwen3_debug_finetune/hf_init, 20 steps",
+       "test twin of qwen3_4b_finetune: the tiny HF folder ./assets/hf/tiny-qwen3 imported, 20 steps",
        &qwen3_debug_finetune},
   };
   return entries;

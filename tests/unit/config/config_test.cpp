@@ -437,7 +437,7 @@ TEST(Registry, EveryFunctionValidates) {
     EXPECT_EQ(c.training.seq_len, 4096);
     EXPECT_EQ(c.training.steps, 10000);
   }
-  // The fine-tuning pair: HF import, checkpoints, HF export; the twin is the debug model.
+  // The fine-tuning pair: HF import, checkpoints, HF export; the twin reads a tiny HF folder.
   for (const JobConfig& c : {qwen3_4b_finetune(), qwen3_debug_finetune()}) {
     EXPECT_TRUE(c.checkpoint.enable);
     EXPECT_TRUE(c.checkpoint.initial_load_in_hf);
@@ -447,7 +447,8 @@ TEST(Registry, EveryFunctionValidates) {
   EXPECT_EQ(qwen3_4b_finetune().model.name, "4B");
   EXPECT_EQ(qwen3_4b_finetune().checkpoint.initial_load_path, "./assets/hf/Qwen3-4B");
   EXPECT_EQ(qwen3_4b_finetune().optimizer.lr, 2e-5);
-  EXPECT_EQ(qwen3_debug_finetune().model.name, "debug");
+  EXPECT_EQ(qwen3_debug_finetune().model.name, "");  // built from the HF folder's config.json
+  EXPECT_EQ(qwen3_debug_finetune().model.hf_assets_path, qwen3_debug_finetune().checkpoint.initial_load_path);
 }
 
 // The quickstart needs nothing outside the binary: the built-in corpus, the tokenizer folder that
