@@ -18,23 +18,10 @@ namespace {
 namespace fs = std::filesystem;
 using testing::CommandResult;
 using testing::run_titan;
+using testing::kShakespeare;
+using testing::read_jsonl;
+using testing::read_text;
 using testing::scratch_dir;
-
-const fs::path kShakespeare = fs::path(TITAN_SOURCE_DIR) / "../shared/assets/text/tinyshakespeare.txt";
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
-}
-
-std::vector<nlohmann::json> read_jsonl(const fs::path& path) {
-  std::ifstream in(path);
-  std::vector<nlohmann::json> rows;
-  for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
-  return rows;
-}
 
 class CliHfInterop : public ::testing::Test {
  protected:

@@ -7,7 +7,11 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
+#include <vector>
 
 namespace titan::testing {
 
@@ -33,6 +37,26 @@ inline std::filesystem::path scratch_dir(const std::string& name) {
   std::filesystem::remove_all(p);
   std::filesystem::create_directories(p);
   return p;
+}
+
+// The real English corpus beside the checkout (tests may read ../shared; the product never does).
+inline const std::filesystem::path kShakespeare =
+    std::filesystem::path(TITAN_SOURCE_DIR) / "../shared/assets/text/tinyshakespeare.txt";
+
+// A whole file as bytes ("" when it cannot be opened; the comparison that follows then fails).
+inline std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+// One JSON value per line (metrics.jsonl).
+inline std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::vector<nlohmann::json> rows;
+  for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
+  return rows;
 }
 
 }  // namespace titan::testing

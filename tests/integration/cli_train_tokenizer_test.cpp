@@ -17,16 +17,9 @@ namespace {
 namespace fs = std::filesystem;
 using testing::CommandResult;
 using testing::run_titan;
+using testing::read_text;
 using testing::scratch_dir;
 using nlohmann::json;
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << "cannot open " << path;
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
-}
 
 class CliTrainTokenizer : public ::testing::Test {
  protected:

@@ -8,7 +8,7 @@ std::vector<std::pair<std::string, std::string>> selected_kernels(Device device)
   };
   return {entry(embedding_table()), entry(rms_norm_table()),  entry(linear_table()),
           entry(rope_table()),      entry(attention_table()), entry(swiglu_table()),
-          entry(lm_head_xent_table()), entry(adamw_table())};
+          entry(lm_head_xent_table()), entry(adamw_table()), entry(moe_table())};
 }
 
 void register_builtin_rms_norm(OpTable<RmsNormImpl>& table) {
@@ -48,6 +48,11 @@ void register_builtin_lm_head_xent(OpTable<LmHeadXentImpl>& table) {
 void register_builtin_adamw(OpTable<AdamWImpl>& table) {
   table.add(adamw_impl_ref());
   table.add(adamw_impl_cpu());
+}
+
+void register_builtin_moe(OpTable<MoeImpl>& table) {
+  table.add(moe_impl_ref());
+  table.add(moe_impl_cpu());
 }
 
 }  // namespace titan::ops

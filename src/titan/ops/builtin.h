@@ -10,6 +10,7 @@
 #include "titan/ops/attention/attention.h"
 #include "titan/ops/embedding/embedding.h"
 #include "titan/ops/matmul/linear.h"
+#include "titan/ops/moe/moe.h"
 #include "titan/ops/rms_norm/rms_norm.h"
 #include "titan/ops/rope/rope.h"
 #include "titan/ops/softmax_xent/softmax_xent.h"
@@ -28,5 +29,6 @@ void register_builtin_attention(OpTable<AttentionImpl>& table);
 void register_builtin_linear(OpTable<LinearImpl>& table);
 void register_builtin_lm_head_xent(OpTable<LmHeadXentImpl>& table);
 void register_builtin_adamw(OpTable<AdamWImpl>& table);
+void register_builtin_moe(OpTable<MoeImpl>& table);
 
 }  // namespace titan::ops

@@ -1,0 +1,72 @@
+// Contract checks and dispatch.
+#include "titan/ops/moe/moe.h"
+
+#include "titan/ops/builtin.h"
+
+namespace titan::ops {
+
+static void check_f32(const char* what, const Tensor& t, const Shape& want, const char* hint) {
+  TITAN_CHECK(t.dtype() == DType::f32 && t.is_contiguous() && t.shape() == want, "[moe] ", what,
+              ": expected contiguous f32", shape_str(want), ", got ", t.describe(), hint);
+}
+
+void check_moe(const MoeArgs& args, const Tensor& x_ND, const Tensor& w_gate_ED,
+               const Tensor& w1_EFD, const Tensor& w3_EFD, const Tensor& w2_EDF) {
+  TITAN_CHECK(x_ND.dtype() == DType::f32 && x_ND.is_contiguous() && x_ND.ndim() == 2,
+              "[moe] x: expected a contiguous f32 [N, D] tensor, got ", x_ND.describe());
+  const int64_t d = x_ND.size(1);
+  TITAN_CHECK(w_gate_ED.ndim() == 2 && w_gate_ED.size(0) >= 1,
+              "[moe] w_gate: expected [num_experts >= 1, ", d, "], got ", w_gate_ED.describe(),
+              ". HINT: num_experts must be at least 1");
+  const int64_t e = w_gate_ED.size(0);
+  check_f32("w_gate", w_gate_ED, {e, d}, ". HINT: the router maps the model width D to E scores");
+  TITAN_CHECK(args.top_k >= 1 && args.top_k <= e, "[moe] top_k = ", args.top_k,
+              " is outside [1, num_experts = ", e,
+              "]. HINT: set num_experts_per_tok to at most num_experts");
+  TITAN_CHECK(w1_EFD.ndim() == 3 && w1_EFD.size(0) == e && w1_EFD.size(2) == d,
+              "[moe] w1: expected f32[", e, ", F, ", d, "] (gate_proj), got ", w1_EFD.describe());
+  const int64_t f = w1_EFD.size(1);
+  check_f32("w1", w1_EFD, {e, f, d}, " (gate_proj)");
+  check_f32("w3", w3_EFD, {e, f, d}, ". HINT: up_proj has the shape of gate_proj");
+  check_f32("w2", w2_EDF, {e, d, f}, ". HINT: down_proj is [E, D, F], the transpose of gate_proj");
+}
+
+OpTable<MoeImpl>& moe_table() { return builtin_table<MoeImpl>("moe", register_builtin_moe); }
+
+void moe_forward(const MoeArgs& args, const Tensor& x_ND, const Tensor& w_gate_ED,
+                 const Tensor& w1_EFD, const Tensor& w3_EFD, const Tensor& w2_EDF, Tensor& out_ND,
+                 Tensor& router_logits_NE, MoeSaved& saved) {
+  OpTimer timer("moe_forward");
+  check_moe(args, x_ND, w_gate_ED, w1_EFD, w3_EFD, w2_EDF);
+  check_f32("out", out_ND, x_ND.shape(), " (the shape of x)");
+  check_f32("router_logits", router_logits_NE, {x_ND.size(0), w_gate_ED.size(0)}, "");
+  moe_table()
+      .select(x_ND.device(), args, x_ND, w_gate_ED)
+      .forward(args, x_ND, w_gate_ED, w1_EFD, w3_EFD, w2_EDF, out_ND, router_logits_NE, saved);
+}
+
+void moe_backward(const MoeArgs& args, const Tensor& dout_ND, const Tensor& drouter_logits_NE,
+                  const Tensor& x_ND, const Tensor& w_gate_ED, const Tensor& w1_EFD,
+                  const Tensor& w3_EFD, const Tensor& w2_EDF, const MoeSaved& saved, Tensor& dx_ND,
+                  Tensor& dw_gate_ED, Tensor& dw1_EFD, Tensor& dw3_EFD, Tensor& dw2_EDF) {
+  OpTimer timer("moe_backward");
+  check_moe(args, x_ND, w_gate_ED, w1_EFD, w3_EFD, w2_EDF);
+  const int64_t n = x_ND.size(0), e = w_gate_ED.size(0);
+  check_f32("dout", dout_ND, x_ND.shape(), " (the shape of x)");
+  if (drouter_logits_NE.defined()) check_f32("drouter_logits", drouter_logits_NE, {n, e}, "");
+  check_f32("dx", dx_ND, x_ND.shape(), " (the shape of x)");
+  check_f32("dw_gate", dw_gate_ED, w_gate_ED.shape(), " (the shape of w_gate)");
+  check_f32("dw1", dw1_EFD, w1_EFD.shape(), " (the shape of w1)");
+  check_f32("dw3", dw3_EFD, w3_EFD.shape(), " (the shape of w3)");
+  check_f32("dw2", dw2_EDF, w2_EDF.shape(), " (the shape of w2)");
+  TITAN_CHECK(saved.weight_NK.defined() && saved.weight_NK.shape() == Shape({n, args.top_k}) &&
+                  saved.probs_NE.defined() && saved.probs_NE.shape() == Shape({n, e}),
+              "[moe] saved: expected the MoeSaved of a forward with N = ", n, ", E = ", e,
+              ", top_k = ", args.top_k, ". HINT: pass the saved struct of the matching forward");
+  moe_table()
+      .select(x_ND.device(), args, x_ND, w_gate_ED)
+      .backward(args, dout_ND, drouter_logits_NE, x_ND, w_gate_ED, w1_EFD, w3_EFD, w2_EDF, saved,
+                dx_ND, dw_gate_ED, dw1_EFD, dw3_EFD, dw2_EDF);
+}
+
+}  // namespace titan::ops
