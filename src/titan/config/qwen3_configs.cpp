@@ -12,14 +12,14 @@ JobConfig qwen3_debug() {
   c.model.name = "debug";
   c.model.hf_assets_path = "./outputs/quickstart_tokenizer";
   c.training.dataset = "quickstart";
-  c.training.steps = 200;
+  c.training.steps = 160;
   c.training.local_batch_size = 8;
   c.training.seq_len = 256;
   c.training.max_norm = 1.0;
   c.training.deterministic = true;
   c.optimizer.lr = 3e-3;
   c.optimizer.weight_decay = 0.1;
-  c.lr_scheduler.warmup_steps = 20;
+  c.lr_scheduler.warmup_steps = 16;
   c.lr_scheduler.decay_ratio = -1.0;
   c.lr_scheduler.decay_type = "cosine";
   c.lr_scheduler.min_lr_factor = 0.1;

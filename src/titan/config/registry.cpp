@@ -12,7 +12,7 @@ JobConfig base_config() {
 
 const std::vector<ConfigEntry>& config_registry() {
   static const std::vector<ConfigEntry> entries = {
-      {"qwen3_debug", "quickstart: the debug model (4 layers, dim 256) on the built-in dataset, 200 steps",
+      {"qwen3_debug", "quickstart: the debug model (4 layers, dim 256) on the built-in dataset, 160 steps",
        &qwen3_debug},
       {"qwen3_0_6b", "Qwen3-0.6B, seq_len 4096, assets in ./assets/hf/Qwen3-0.6B", &qwen3_0_6b},
       {"qwen3_1_7b", "Qwen3-1.7B, seq_len 4096, assets in ./assets/hf/Qwen3-1.7B", &qwen3_1_7b},
