@@ -19,15 +19,6 @@
 using namespace titan::bench;
 using namespace titan::kernels;
 
-static std::string cpu_model_name() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  }
-  return "unknown";
-}
-
 int main(int argc, char** argv) {
   double seconds = 0.25;
   int repeats = 5;
@@ -42,7 +33,7 @@ int main(int argc, char** argv) {
     }
   }
   const titan::CpuFeatures& f = titan::cpu_features();
-  std::cout << "CPU: " << cpu_model_name() << ", " << omp_get_num_procs() << " logical CPUs, path "
+  std::cout << "CPU: " << titan::cpu_model_name() << ", " << omp_get_num_procs() << " logical CPUs, path "
             << titan::cpu_path_name() << " (avx512f=" << f.avx512f << " avx512_bf16=" << f.avx512_bf16
             << " amx_bf16=" << f.amx_bf16 << ")\n";
   std::cout << "median (max) over " << repeats << " repeats of ~" << seconds << " s\n\n";

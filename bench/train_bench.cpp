@@ -18,6 +18,8 @@
 #include "titan/core/parallel.h"
 #include "titan/kernels/cpu/gemm.h"
 #include "titan/kernels/cpu/peak.h"
+#include "titan/models/qwen3/specs.h"
+#include "titan/train/flops.h"
 #include "titan/train/trainer.h"
 
 using namespace titan;
@@ -69,7 +71,9 @@ int main(int argc, char** argv) try {
   }
   const double median_s = bench::median(seconds);
   const double tokens = static_cast<double>(seq);
-  const double flops_per_token = run.steps.back().tflops * 1e12 / run.steps.back().tps;
+  nn::DecoderConfig model_config = qwen3::find_spec("0.6B").config;
+  model_config.num_layers = layers;
+  const double flops_per_token = train::train_flops_per_token(model_config, seq);
   const double gflops = tokens * flops_per_token / median_s / 1e9;
   const double rss_mib = static_cast<double>(process_peak_rss_bytes()) / (1 << 20);
   std::printf("\nours: median %.3f s/step over steps 2..%ld | %.1f tokens/s | %.1f GFLOP/s | MFU %.1f%% | "

@@ -11,7 +11,6 @@
 // --to-hf / --to-native make it explicit and are checked against it.
 #include <cstdio>
 #include <filesystem>
-#include <map>
 
 #include "titan/checkpoint/train_state.h"
 #include "titan/cli/args.h"
@@ -20,6 +19,7 @@
 #include "titan/config/validate.h"
 #include "titan/core/log.h"
 #include "titan/models/qwen3/hf_checkpoint.h"
+#include "titan/train/trainer.h"
 
 namespace titan::cli {
 namespace {
@@ -32,19 +32,7 @@ void native_to_hf(const std::string& from, const std::string& to, const qwen3::H
   config::apply_toml_text(c, state.config_toml, from + "/config.toml");
   const nn::DecoderConfig mc = qwen3::model_config_for(c.model.name, c.model.hf_assets_path, c.model.n_layers);
   nn::Decoder model(mc);
-  std::map<std::string, const Tensor*> by_name;
-  for (const auto& [name, t] : state.model) by_name[name] = &t;
-  for (nn::Parameter* p : model.parameters()) {
-    const auto it = by_name.find(p->fqn);
-    TITAN_CHECK(it != by_name.end(), "[convert] ", from, "/model.safetensors has no tensor '", p->fqn,
-                "' that model '", c.model.name, "' needs. HINT: the checkpoint's config.toml does not match its weights");
-    TITAN_CHECK(it->second->shape() == p->value.shape(), "[convert] ", from, "/model.safetensors: '", p->fqn,
-                "' has shape ", shape_str(it->second->shape()), ", the model expects ", shape_str(p->value.shape()));
-    p->value.copy_from(*it->second);
-    by_name.erase(it);
-  }
-  TITAN_CHECK(by_name.empty(), "[convert] ", from, "/model.safetensors has ", by_name.size(),
-              " tensors the model does not use, e.g. '", by_name.empty() ? "" : by_name.begin()->first, "'");
+  train::restore_model(state, model.parameters(), from);
   qwen3::HfExportOptions options = base;
   if (options.tokenizer_dir.empty() && !c.model.hf_assets_path.empty() &&
       fs::exists(fs::path(c.model.hf_assets_path) / "tokenizer.json")) {

@@ -1,5 +1,7 @@
 #include "titan/core/cpu_features.h"
 
+#include <fstream>
+
 #include <cpuid.h>
 
 #include "titan/core/error.h"
@@ -42,6 +44,15 @@ void require_cpu_baseline() {
   const CpuFeatures& f = cpu_features();
   TITAN_CHECK(f.avx2 && f.fma, "[cpu] this CPU lacks AVX2/FMA, the baseline titan is built for",
               ". HINT: run on an x86-64-v3 (Haswell or newer) machine");
+}
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) return line.substr(line.find(':') + 2);
+  }
+  return "unknown cpu";
 }
 
 }  // namespace titan

@@ -19,6 +19,8 @@ struct CpuFeatures {
 const CpuFeatures& cpu_features();
 // The widest kernel path this CPU takes: "avx512-bf16", "avx512" or "avx2".
 std::string cpu_path_name();
+// "model name" of /proc/cpuinfo ("unknown cpu" when absent), e.g. for caches keyed by machine.
+std::string cpu_model_name();
 // Throws a clear error when the CPU lacks the AVX2+FMA baseline this binary was built for.
 void require_cpu_baseline();
 

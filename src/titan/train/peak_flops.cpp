@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "titan/checkpoint/atomic_file.h"
+#include "titan/core/cpu_features.h"
 #include "titan/core/error.h"
 #include "titan/core/log.h"
 #include "titan/core/parallel.h"
@@ -16,15 +17,6 @@
 
 namespace titan::train {
 namespace {
-
-std::string cpu_model_name() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  }
-  return "unknown cpu";
-}
 
 std::filesystem::path cache_path() {
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {

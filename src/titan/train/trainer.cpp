@@ -18,6 +18,7 @@
 #include "titan/models/qwen3/hf_checkpoint.h"
 #include "titan/models/qwen3/model.h"
 #include "titan/models/qwen3/specs.h"
+#include "titan/ops/softmax_xent/softmax_xent.h"
 #include "titan/train/clip.h"
 #include "titan/train/flops.h"
 #include "titan/train/lr_schedule.h"
@@ -58,15 +59,6 @@ std::string dataset_path(const config::JobConfig& c) {
   if (!c.training.dataset_path.empty()) return c.training.dataset_path;
   return data::materialize_builtin_dataset(c.training.dataset,
                                            (std::filesystem::path(c.job.dump_folder) / "dataset").string());
-}
-
-// Labels that count toward the loss (the loader marks none as ignored today, but a masked
-// dataset would use -100).
-int64_t count_targets(const Tensor& labels_BT) {
-  const int64_t* p = labels_BT.data<int64_t>();
-  int64_t n = 0;
-  for (int64_t i = 0; i < labels_BT.numel(); ++i) n += p[i] >= 0 ? 1 : 0;
-  return n;
 }
 
 // ---- native checkpoints (checkpoint.*; format: checkpoint/train_state.md) --------------------
@@ -148,16 +140,6 @@ std::vector<Tensor> match_tensors(const ckpt::NamedTensors& saved, const std::ve
   return out;
 }
 
-void restore_model(const ckpt::TrainState& s, const nn::ParameterList& params, const std::string& dir) {
-  std::vector<std::string> names;
-  std::vector<Shape> shapes;
-  for (const nn::Parameter* p : params) {
-    names.push_back(p->fqn);
-    shapes.push_back(p->value.shape());
-  }
-  const std::vector<Tensor> values = match_tensors(s.model, names, shapes, dir + "/model.safetensors");
-  for (size_t i = 0; i < params.size(); ++i) params[i]->value.copy_from(values[i]);
-}
 
 // Optimizer moments, the data cursor (and, by returning them, step and tokens seen).
 void restore_training(const ckpt::TrainState& s, AdamW& optimizer, data::PrefetchLoader& loader,
@@ -296,6 +278,17 @@ void save_checkpoint(ckpt::CheckpointWriter& writer, StagingBuffers& staging, co
 
 }  // namespace
 
+void restore_model(const ckpt::TrainState& s, const nn::ParameterList& params, const std::string& dir) {
+  std::vector<std::string> names;
+  std::vector<Shape> shapes;
+  for (const nn::Parameter* p : params) {
+    names.push_back(p->fqn);
+    shapes.push_back(p->value.shape());
+  }
+  const std::vector<Tensor> values = match_tensors(s.model, names, shapes, dir + "/model.safetensors");
+  for (size_t i = 0; i < params.size(); ++i) params[i]->value.copy_from(values[i]);
+}
+
 TrainSummary run_training(const config::JobConfig& c, const std::string& config_name) {
   const int64_t dp_degree = 1;  // one rank until the parallelism issue brings the mesh
   config::validate(c, dp_degree);
@@ -381,7 +374,7 @@ TrainSummary run_training(const config::JobConfig& c, const std::string& config_
       std::optional<data::Batch> next = loader.next();
       TITAN_CHECK(next.has_value(), "[train] the data loader ended at step ", step);
       b = std::move(*next);
-      targets += count_targets(b.labels_BT);
+      targets += ops::count_targets(b.labels_BT);  // labels of -100 would not count
     }
     TITAN_CHECK(targets > 0, "[train] step ", step, " has no target tokens. HINT: check the dataset");
 

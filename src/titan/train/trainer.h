@@ -21,7 +21,9 @@
 #include <string>
 #include <vector>
 
+#include "titan/checkpoint/train_state.h"
 #include "titan/config/job_config.h"
+#include "titan/nn/parameter.h"
 #include "titan/train/metrics.h"
 
 namespace titan::train {
@@ -30,6 +32,10 @@ struct TrainSummary {
   std::vector<StepMetrics> steps;  // every step, in order
   double seconds = 0.0;            // wall time of the loop (setup excluded)
 };
+
+// Copies a checkpoint's weights into `params` by FQN. Every parameter must be there with its shape
+// and nothing else: missing and unexpected names are listed in the error, which names `dir`.
+void restore_model(const ckpt::TrainState& state, const nn::ParameterList& params, const std::string& dir);
 
 // Runs `config` (already validated) to the end. `config_name` is the registered function it came
 // from, for the logs. Throws titan::Error for bad input and for a non-finite loss or gradient.
