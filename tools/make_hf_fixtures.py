@@ -47,7 +47,8 @@ matmul / embedding weights ~ N(0, init_std), RMSNorm weights = 1 + 0.1*N(0,1),
 biases = 0.05*N(0,1).
 
 The float64 patches are installed into each architecture's modeling module (Qwen3, Qwen2,
-Llama and Mistral each carry their own copies of these functions).
+Llama and Mistral each carry their own copies of these functions; ARCHS also lists Qwen3Moe so that
+tools/make_moe_fixtures.py can reuse exact_fp64 for its modeling module).
 
 Three cases (tied_mha, gqa4_headdim, llama_bias) get their config.json rewritten into the legacy
 layout that real Qwen3 checkpoints on the Hub use (top-level "rope_theta",
@@ -77,6 +78,7 @@ from transformers.models.llama import modeling_llama
 from transformers.models.mistral import modeling_mistral
 from transformers.models.qwen2 import modeling_qwen2
 from transformers.models.qwen3 import modeling_qwen3 as mq
+from transformers.models.qwen3_moe import Qwen3MoeConfig, Qwen3MoeForCausalLM, modeling_qwen3_moe
 
 # arch -> (config class, model class, modeling module, class-name prefix)
 ARCHS = {
@@ -84,6 +86,8 @@ ARCHS = {
     "qwen2": (Qwen2Config, Qwen2ForCausalLM, modeling_qwen2, "Qwen2"),
     "llama": (LlamaConfig, LlamaForCausalLM, modeling_llama, "Llama"),
     "mistral": (MistralConfig, MistralForCausalLM, modeling_mistral, "Mistral"),
+    # used only by tools/make_moe_fixtures.py (exact_fp64("qwen3_moe")); no dense case uses it
+    "qwen3_moe": (Qwen3MoeConfig, Qwen3MoeForCausalLM, modeling_qwen3_moe, "Qwen3Moe"),
 }
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -3,12 +3,15 @@
 // moments (mid-step and mid-save) always leave a loadable checkpoint that the relaunch resumes from.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+
+#include <cmath>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -139,6 +142,40 @@ TEST_F(CliCheckpoint, ResumeIsBitIdenticalAndAsyncEqualsSync) {
   const CommandResult missing = train("resume_a", kSixSteps + "--checkpoint.load_step 4");
   EXPECT_EQ(missing.exit_code, 1) << missing.output;
   EXPECT_NE(missing.output.find("there: 6, 3"), std::string::npos) << missing.output;
+}
+
+// A mixture of experts with bias balancing: the selection bias is state (checkpointed with the
+// weights under layers.<i>.moe.expert_bias), so a resume from step 3 still equals the run through.
+TEST_F(CliCheckpoint, MoeWithBiasBalancingResumesBitIdentically) {
+  const std::string flags = kSixSteps + "--model.name debug_moe --model.load_balance bias --model.load_balance_coeff 0.01 ";
+  const CommandResult a = train("moe_a", flags);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  const fs::path ckpt_a = dir_ / "moe_a" / "checkpoint";
+  const ckpt::TrainState s = ckpt::load_train_state((ckpt_a / "step-3").string(), true);
+  bool has_bias = false;
+  for (const auto& [name, t] : s.model) {
+    if (name != "layers.1.moe.expert_bias") continue;
+    has_bias = true;
+    float sum_abs = 0.0f;
+    for (int64_t j = 0; j < t.numel(); ++j) sum_abs += std::fabs(t.data<float>()[j]);
+    EXPECT_GT(sum_abs, 0.0f) << "three updates have moved the bias";
+  }
+  EXPECT_TRUE(has_bias);
+  fs::create_directories(dir_ / "moe_b" / "checkpoint");
+  fs::copy(ckpt_a / "step-3", dir_ / "moe_b" / "checkpoint" / "step-3", fs::copy_options::recursive);
+  const CommandResult b = train("moe_b", flags);
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  const std::vector<nlohmann::json> ra = read_jsonl(dir_ / "moe_a" / "metrics.jsonl");
+  const std::vector<nlohmann::json> rb = read_jsonl(dir_ / "moe_b" / "metrics.jsonl");
+  ASSERT_EQ(ra.size(), 6u);
+  ASSERT_EQ(rb.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    for (const char* key : {"loss", "grad_norm", "expert_load_min", "expert_load_max"}) {
+      EXPECT_EQ(rb[i][key].get<double>(), ra[i + 3][key].get<double>()) << key << " at step " << i + 4;
+    }
+  }
+  EXPECT_EQ(read_text(dir_ / "moe_b" / "checkpoint" / "step-6" / "model.safetensors"),
+            read_text(ckpt_a / "step-6" / "model.safetensors"));
 }
 
 // A damaged newest checkpoint is reported and the previous one is used.

@@ -152,6 +152,34 @@ TEST_F(CliTrain, NonFiniteLossStopsNamingTheStep) {
   EXPECT_NE(r.output.find("titan: error: [train] step "), std::string::npos) << r.output;
 }
 
+// The MoE debug model (8 experts, top-2) trains with either balancing, logging its expert load
+// (tokens per expert per layer; uniform would be 4 x 64 x 2 / 8 = 64) and, with aux_loss, HF's aux
+// loss (k = 2 for a perfectly even router, E = 8 at worst).
+TEST_F(CliTrain, MixtureOfExpertsTrainsAndLogsItsExpertLoad) {
+  for (const std::string balance : {"aux_loss", "bias"}) {
+    const CommandResult r =
+        train("moe_" + balance, "--model.name debug_moe --model.n_layers 2 --model.load_balance " + balance +
+                                    " --training.steps 10 --training.local_batch_size 4 --training.seq_len 64 "
+                                    "--metrics.log_freq 1 --lr_scheduler.warmup_steps 2");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("expert_load: "), std::string::npos) << r.output;
+    const std::vector<nlohmann::json> rows = read_jsonl(dir_ / ("moe_" + balance) / "metrics.jsonl");
+    ASSERT_EQ(rows.size(), 10u);
+    for (const nlohmann::json& row : rows) {
+      EXPECT_LE(row["expert_load_min"].get<int64_t>(), 64) << row.dump();
+      EXPECT_GE(row["expert_load_max"].get<int64_t>(), 64) << row.dump();
+      const double aux = row["aux_loss"].get<double>();
+      if (balance == "aux_loss") {
+        EXPECT_GE(aux, 1.0) << row.dump();
+        EXPECT_LE(aux, 8.0) << row.dump();
+      } else {
+        EXPECT_EQ(aux, 0.0) << row.dump();
+      }
+    }
+    EXPECT_LT(rows.back()["loss"].get<double>(), rows.front()["loss"].get<double>() - 0.5) << r.output;
+  }
+}
+
 TEST(CliTrainConfig, ErrorsAreOneLineWithExitCode2) {
   struct Case {
     std::string args, expect;
@@ -164,6 +192,8 @@ TEST(CliTrainConfig, ErrorsAreOneLineWithExitCode2) {
       {"train --config qwen3_debug --lr_scheduler.decay_type exp", "decay_type"},
       {"train --config qwen3_debug --job.config_file /nonexistent/job.toml", "/nonexistent/job.toml"},
       {"train --training.steps 3", "--config"},
+      {"train --config qwen3_debug --model.load_balance aux", "model.load_balance"},
+      {"train --config qwen3_debug --model.load_balance_coeff -1", "model.load_balance_coeff"},
   };
   for (const Case& c : cases) {
     const CommandResult r = run_titan(c.args);
@@ -171,6 +201,30 @@ TEST(CliTrainConfig, ErrorsAreOneLineWithExitCode2) {
     EXPECT_NE(r.output.find(c.expect), std::string::npos) << c.args << "\n" << r.output;
     EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << c.args << "\n" << r.output;
   }
+}
+
+// MoE settings the model cannot take fail before any work, in one line.
+TEST(CliTrainConfig, BadMixtureOfExpertsSettingsAreOneLineErrors) {
+  struct Case {
+    std::string args, expect;
+  };
+  const std::vector<Case> cases = {
+      {"--model.name debug_moe --model.top_k 9", "num_experts_per_tok (top_k) = 9 must be in [1, num_experts = 8]"},
+      {"--model.name debug_moe --model.top_k 4 --model.num_experts 2", "top_k) = 4 must be in [1, num_experts = 2]"},
+      {"--model.num_experts 8", "is dense"},
+  };
+  for (const Case& c : cases) {
+    const CommandResult r = run_titan("train --config qwen3_debug --job.dump_folder " +
+                                      (fs::temp_directory_path() / "titan_moe_errors").string() + " " + c.args);
+    EXPECT_NE(r.exit_code, 0) << c.args << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.expect), std::string::npos) << c.args << "\n" << r.output;
+    const size_t error = r.output.find("titan: error: ");  // after the startup log lines
+    ASSERT_NE(error, std::string::npos) << r.output;
+    EXPECT_EQ(std::count(r.output.begin() + static_cast<std::ptrdiff_t>(error), r.output.end(), '\n'), 1)
+        << c.args << "\n" << r.output;
+    EXPECT_FALSE(fs::exists(fs::temp_directory_path() / "titan_moe_errors" / "config.toml")) << "failed before any work";
+  }
+  fs::remove_all(fs::temp_directory_path() / "titan_moe_errors");
 }
 
 TEST(CliTrainConfig, ConfigsListsTheRegisteredFunctions) {

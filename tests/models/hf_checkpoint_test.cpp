@@ -73,6 +73,14 @@ void expect_same_config(const nn::DecoderConfig& a, const nn::DecoderConfig& b) 
   EXPECT_EQ(a.mlp_bias, b.mlp_bias);
   EXPECT_EQ(a.qk_norm, b.qk_norm);
   EXPECT_EQ(a.max_seq_len, b.max_seq_len);
+  EXPECT_EQ(a.num_experts, b.num_experts);
+  EXPECT_EQ(a.num_experts_per_tok, b.num_experts_per_tok);
+  EXPECT_EQ(a.moe_hidden_dim, b.moe_hidden_dim);
+  EXPECT_EQ(a.norm_topk_prob, b.norm_topk_prob);
+  EXPECT_EQ(a.decoder_sparse_step, b.decoder_sparse_step);
+  EXPECT_EQ(a.mlp_only_layers, b.mlp_only_layers);
+  EXPECT_EQ(a.load_balance, b.load_balance);
+  EXPECT_EQ(a.router_aux_loss_coef, b.router_aux_loss_coef);
 }
 
 class ExportRoundTrip : public ::testing::TestWithParam<const char*> {};
@@ -103,7 +111,7 @@ TEST_P(ExportRoundTrip, ExportThenLoadGivesIdenticalWeightsAndConfig) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ExportRoundTrip,
                          ::testing::Values("tied_mha", "untied_gqa2", "attn_bias", "qwen2_bias", "llama_bias",
-                                           "mistral_headdim"));
+                                           "mistral_headdim", "../hf_moe/mlp_only_aux", "../hf_moe/sparse_step2_tied"));
 
 TEST(HfExport, SmallShardLimitWritesShardsAndAnIndexThatLoadBack) {
   TempDir tmp("shards");
@@ -294,7 +302,7 @@ TEST(HfConfig, ArchitectureDefaultsAndUnsupportedFields) {
   EXPECT_ERROR_CONTAINS(from_json(llama), "field 'use_sliding_window' is true");
   llama["architectures"] = {"GemmaForCausalLM"};
   EXPECT_ERROR_CONTAINS(from_json(llama), "field 'architectures': architecture 'GemmaForCausalLM' is not supported. "
-                                          "HINT: supported: Qwen3ForCausalLM, Qwen2ForCausalLM, LlamaForCausalLM, "
+                                          "HINT: supported: Qwen3ForCausalLM, Qwen3MoeForCausalLM, Qwen2ForCausalLM, LlamaForCausalLM, "
                                           "MistralForCausalLM");
 }
 

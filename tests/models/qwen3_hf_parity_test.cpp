@@ -1,9 +1,13 @@
-// Dense decoder forward and backward against Hugging Face Transformers: Qwen3, and the Qwen2 /
-// Llama / Mistral layouts read from the same config.json path. The fixtures were made by
-// tools/make_hf_fixtures.py (float64 reference from <Arch>ForCausalLM; see fixtures/hf/README.md).
-// Bars (fp32): logits max abs err <= 2e-4, loss abs err <= 1e-5, each gradient rel L2 <= 1e-4.
+// Decoder forward and backward against Hugging Face Transformers: dense Qwen3, the Qwen2 / Llama /
+// Mistral layouts read from the same config.json path (fixtures/hf, made by
+// tools/make_hf_fixtures.py), and Qwen3 mixture-of-experts (fixtures/hf_moe, made by
+// tools/make_moe_fixtures.py from Qwen3MoeForCausalLM: aux loss on and off, norm_topk_prob on and
+// off, mlp_only_layers, decoder_sparse_step). Float64 references; see the fixtures' README.md.
+// Bars (fp32): logits max abs err <= 2e-4, loss abs err <= 1e-5 (the MoE loss includes
+// router_aux_loss_coef x aux where the config turns it on), each gradient rel L2 <= 1e-4.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 
@@ -49,7 +53,7 @@ double rel_l2(const Tensor& got, const Tensor& want) {
 class HfParity : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(HfParity, LogitsLossAndEveryGradientMatchTransformers) {
-  const std::string dir = source_path(std::string("tests/fixtures/hf/") + GetParam());
+  const std::string dir = source_path(std::string("tests/fixtures/") + GetParam());
   std::unique_ptr<nn::Decoder> model = load_hf_model(dir);
   const auto tokens = ckpt::SafetensorsFile::open(dir + "/tokens.safetensors");
   const auto expected = ckpt::SafetensorsFile::open(dir + "/expected.safetensors");
@@ -69,33 +73,47 @@ TEST_P(HfParity, LogitsLossAndEveryGradientMatchTransformers) {
   EXPECT_LE(loss_err, 1e-5) << "loss " << loss.loss << " want " << want_loss;
   const nn::LossResult loss_only = model->forward_loss(ids, targets);
   EXPECT_LE(std::fabs(loss_only.loss - want_loss), 1e-5) << "forward-only loss";
+  if (expected.find("aux_loss") != nullptr) {
+    // Stored as 0 where the config has the aux loss off; ours is 0 there too.
+    EXPECT_NEAR(loss.aux_loss, expected.get("aux_loss").data<float>()[0], 1e-5) << "aux loss";
+    EXPECT_NEAR(loss_only.aux_loss, loss.aux_loss, 1e-12) << "forward-only aux loss";
+  }
 
-  size_t num_grads = 0;
+  size_t num_grads = 0, num_ours = 0;
   for (const ckpt::TensorInfo& info : expected.tensors()) num_grads += info.name.rfind("grad.", 0) == 0;
-  const nn::ParameterList params = model->parameters();
-  EXPECT_EQ(params.size(), num_grads) << "every HF parameter has exactly one of ours";
   double worst_grad = 0.0;
   std::string worst_key;
-  for (const nn::Parameter* p : params) {
-    const std::string key = "grad." + to_hf_name(p->fqn);
-    ASSERT_NE(expected.find(key), nullptr) << key << " missing from the fixture";
-    const Tensor want = expected.get(key);
-    ASSERT_EQ(p->grad.shape(), want.shape()) << key;
-    const double err = rel_l2(p->grad, want);
-    EXPECT_LE(err, 1e-4) << key;
-    if (err > worst_grad) {
-      worst_grad = err;
-      worst_key = key;
+  for (const nn::Parameter* p : model->parameters()) {
+    for (const auto& [name, grad] : to_hf_tensors(p->fqn, p->grad)) {  // one per expert for stacked experts
+      ++num_ours;
+      const std::string key = "grad." + name;
+      ASSERT_NE(expected.find(key), nullptr) << key << " missing from the fixture";
+      const Tensor want = expected.get(key);
+      ASSERT_EQ(grad.shape(), want.shape()) << key;
+      const double err = rel_l2(grad, want);
+      EXPECT_LE(err, 1e-4) << key;
+      if (err > worst_grad) {
+        worst_grad = err;
+        worst_key = key;
+      }
     }
   }
+  EXPECT_EQ(num_ours, num_grads) << "every HF parameter has exactly one of ours";
   // The measured margins, for the log (bars: 2e-4, 1e-5, 1e-4).
   std::printf("[ parity   ] %s: logits max abs err %.2e | loss abs err %.2e | worst gradient rel L2 %.2e (%s)\n",
               GetParam(), logits_err, loss_err, worst_grad, worst_key.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HfParity,
-                         ::testing::Values("tied_mha", "untied_gqa2", "gqa4_headdim", "attn_bias", "qwen2_bias",
-                                           "llama_bias", "mistral_headdim"));
+                         ::testing::Values("hf/tied_mha", "hf/untied_gqa2", "hf/gqa4_headdim", "hf/attn_bias",
+                                           "hf/qwen2_bias", "hf/llama_bias", "hf/mistral_headdim",
+                                           "hf_moe/e8_top2_norm", "hf_moe/e8_top2_nonorm_aux",
+                                           "hf_moe/mlp_only_aux", "hf_moe/sparse_step2_tied"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string name = info.param;
+                           for (char& ch : name) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+                           return name;
+                         });
 
 TEST(HfNames, RoundTripEveryParameterOfAModel) {
   nn::DecoderConfig c = load_hf_config(source_path("tests/fixtures/hf/attn_bias"));

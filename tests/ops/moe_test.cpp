@@ -173,7 +173,7 @@ TEST(Moe, KernelsMatchReference) {
   const MoeImpl& ref = moe_table().ref();
   for (const MoeCase& c : kCases) {
     const MoeInputs in = make_inputs(c, 31);
-    const MoeArgs args{c.top_k, c.norm};
+    const MoeArgs args{c.top_k, c.norm, {}};
     Tensor out_ref = Tensor::empty({c.n, c.d}), z_ref = Tensor::empty({c.n, c.e});
     MoeSaved s_ref;
     ref.forward(args, in.x, in.w_gate, in.w1, in.w3, in.w2, out_ref, z_ref, s_ref);
@@ -215,6 +215,42 @@ TEST(Moe, KernelsMatchReference) {
   }
 }
 
+// Bias-based balancing: the bias moves selection only. A bias of +1 on one expert (probs are in
+// [0, 1]) puts it in every token's top-k; its weight is still its prob (renormalised).
+TEST(Moe, SelectionBiasMovesSelectionNotWeights) {
+  const MoeCase c{40, 8, 6, 5, 2, true, {}};
+  const MoeInputs in = make_inputs(c, 81);
+  MoeArgs args{c.top_k, c.norm, {}};
+  args.selection_bias_E = Tensor::zeros({c.e});
+  args.selection_bias_E.data<float>()[4] = 1.0f;
+  args.selection_bias_E.data<float>()[1] = 0.01f;
+  for (const MoeImpl& impl : moe_table().impls()) {
+    Tensor out = Tensor::empty({c.n, c.d}), z = Tensor::empty({c.n, c.e});
+    MoeSaved s;
+    impl.forward(args, in.x, in.w_gate, in.w1, in.w3, in.w2, out, z, s);
+    EXPECT_EQ(s.expert_counts_E.data<int64_t>()[4], c.n) << impl.name;
+    for (int64_t t = 0; t < c.n; ++t) {
+      const int32_t* ex = s.expert_NK.data<int32_t>() + t * c.top_k;
+      const float* p = s.probs_NE.data<float>() + t * c.e;
+      EXPECT_EQ(ex[0], 4) << impl.name << " token " << t;
+      const double psum = static_cast<double>(p[ex[0]]) + p[ex[1]];
+      EXPECT_NEAR(s.weight_NK.data<float>()[t * c.top_k], p[4] / psum, 1e-6) << impl.name;
+    }
+    if (impl.name == "moe_ref") continue;
+    // Against the reference with the same bias, forward and backward.
+    Tensor out_ref = Tensor::empty({c.n, c.d}), z_ref = Tensor::empty({c.n, c.e});
+    MoeSaved s_ref;
+    moe_table().ref().forward(args, in.x, in.w_gate, in.w1, in.w3, in.w2, out_ref, z_ref, s_ref);
+    expect_same_ints(impl.name + " expert (biased)", s.expert_NK, s_ref.expert_NK);
+    EXPECT_TRUE(all_close(impl.name + " out (biased)", out, out_ref, kF32Tol));
+    const Tensor dout = random_f32({c.n, c.d}, 82);
+    Grads g = make_grads(in), g_ref = make_grads(in);
+    run_backward(impl, args, dout, Tensor{}, in, s, g);
+    run_backward(moe_table().ref(), args, dout, Tensor{}, in, s_ref, g_ref);
+    expect_grads_close(impl.name + " (biased)", g, g_ref);
+  }
+}
+
 // ---- 3. one expert, top-1 == the dense SwiGLU MLP (swiglu + linear ops) ----
 
 TEST(Moe, OneExpertTopOneEqualsDenseMlp) {
@@ -242,7 +278,7 @@ TEST(Moe, OneExpertTopOneEqualsDenseMlp) {
 
     for (const MoeImpl& impl : moe_table().impls()) {
       const std::string where = impl.name + (norm ? " norm" : " raw") + " one expert";
-      const MoeArgs args{1, norm};
+      const MoeArgs args{1, norm, {}};
       Tensor out = Tensor::empty({n, d}), z = Tensor::empty({n, 1});
       MoeSaved s;
       impl.forward(args, in.x, in.w_gate, in.w1, in.w3, in.w2, out, z, s);
@@ -266,7 +302,7 @@ TEST(Moe, OneExpertTopOneEqualsDenseMlp) {
 TEST(Moe, CpuKernelIsBitwiseReproducibleAcrossThreadCounts) {
   const MoeCase c{300, 40, 4, 300, 2, true, {{2, 1.5f}}};
   const MoeInputs in = make_inputs(c, 61);
-  const MoeArgs args{c.top_k, c.norm};
+  const MoeArgs args{c.top_k, c.norm, {}};
   const Tensor dout = random_f32({c.n, c.d}, 62);
   const int threads = num_threads();
   std::vector<std::vector<double>> results;
@@ -300,25 +336,25 @@ TEST(Moe, RejectsBadArguments) {
                  const Tensor& w2, Tensor& zz) {
     return error_of([&] { moe_forward(a, in.x, wg, w1, w3, w2, out, zz, s); });
   };
-  std::string msg = fwd({4, true}, in.w_gate, in.w1, in.w3, in.w2, z);
+  std::string msg = fwd({4, true, {}}, in.w_gate, in.w1, in.w3, in.w2, z);
   EXPECT_NE(msg.find("[moe] top_k = 4 is outside [1, num_experts = 3]"), std::string::npos) << msg;
-  msg = fwd({0, true}, in.w_gate, in.w1, in.w3, in.w2, z);
+  msg = fwd({0, true, {}}, in.w_gate, in.w1, in.w3, in.w2, z);
   EXPECT_NE(msg.find("[moe] top_k = 0"), std::string::npos) << msg;
   Tensor z0 = Tensor::empty({4, 0});
-  msg = fwd({1, true}, Tensor::empty({0, 6}), Tensor::empty({0, 5, 6}), Tensor::empty({0, 5, 6}),
+  msg = fwd({1, true, {}}, Tensor::empty({0, 6}), Tensor::empty({0, 5, 6}), Tensor::empty({0, 5, 6}),
             Tensor::empty({0, 6, 5}), z0);
   EXPECT_NE(msg.find("[moe] w_gate: expected [num_experts >= 1, 6], got f32[0, 6]"),
             std::string::npos)
       << msg;
-  msg = fwd({2, true}, in.w_gate, in.w1, in.w3, Tensor::empty({3, 5, 6}), z);
+  msg = fwd({2, true, {}}, in.w_gate, in.w1, in.w3, Tensor::empty({3, 5, 6}), z);
   EXPECT_NE(msg.find("[moe] w2: expected contiguous f32[3, 6, 5], got f32[3, 5, 6]"),
             std::string::npos)
       << msg;
-  msg = fwd({2, true}, in.w_gate, in.w1, Tensor::empty({3, 4, 6}), in.w2, z);
+  msg = fwd({2, true, {}}, in.w_gate, in.w1, Tensor::empty({3, 4, 6}), in.w2, z);
   EXPECT_NE(msg.find("[moe] w3: expected contiguous f32[3, 5, 6], got f32[3, 4, 6]"),
             std::string::npos)
       << msg;
-  msg = fwd({2, true}, Tensor::empty({3, 7}), in.w1, in.w3, in.w2, z);
+  msg = fwd({2, true, {}}, Tensor::empty({3, 7}), in.w1, in.w3, in.w2, z);
   EXPECT_NE(msg.find("[moe] w_gate: expected contiguous f32[3, 6], got f32[3, 7]"),
             std::string::npos)
       << msg;

@@ -30,9 +30,8 @@ void native_to_hf(const std::string& from, const std::string& to, const qwen3::H
   const ckpt::TrainState state = ckpt::load_train_state(from, /*model_only=*/true);
   config::JobConfig c;
   config::apply_toml_text(c, state.config_toml, from + "/config.toml");
-  const nn::DecoderConfig mc = qwen3::model_config_for(c.model.name, c.model.hf_assets_path, c.model.n_layers);
-  nn::Decoder model(mc);
-  train::restore_model(state, model.parameters(), from);
+  nn::Decoder model(train::model_config(c));
+  train::restore_model(state, model.state(), from);
   qwen3::HfExportOptions options = base;
   if (options.tokenizer_dir.empty() && !c.model.hf_assets_path.empty() &&
       fs::exists(fs::path(c.model.hf_assets_path) / "tokenizer.json")) {

@@ -1,5 +1,6 @@
 // titan forward: the numerics command. Runs a Hugging Face model folder on given tokens and
-// writes logits, the HF causal-LM loss and (with --grads) every parameter's gradient under its
+// writes logits, the HF causal-LM loss (plus router_aux_loss_coef x the load-balancing aux loss
+// for a mixture-of-experts config with output_router_logits, as Qwen3MoeForCausalLM adds it) and (with --grads) every parameter's gradient under its
 // HF name, so any checkpoint can be compared against Transformers.
 #include <cstdio>
 
@@ -71,8 +72,15 @@ int run_forward(int argc, char** argv) {
   Tensor loss_t = Tensor::empty({});
   loss_t.data<float>()[0] = static_cast<float>(loss.loss);
   out.emplace_back("loss", loss_t);
+  if (model->config().num_experts > 0) {
+    Tensor aux_t = Tensor::empty({});
+    aux_t.data<float>()[0] = static_cast<float>(loss.aux_loss);
+    out.emplace_back("aux_loss", aux_t);  // unscaled; in loss (x router_aux_loss_coef) with output_router_logits
+  }
   if (args.get_bool("grads")) {
-    for (nn::Parameter* p : model->parameters()) out.emplace_back("grad." + qwen3::to_hf_name(p->fqn), p->grad);
+    for (nn::Parameter* p : model->parameters()) {
+      for (const auto& [name, g] : qwen3::to_hf_tensors(p->fqn, p->grad)) out.emplace_back("grad." + name, g);
+    }
   }
   ckpt::write_safetensors(args.get("out"), out);
   std::printf("loss %.6f over %ld targets; wrote %s\n", loss.loss, static_cast<long>(loss.num_targets),

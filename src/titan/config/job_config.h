@@ -29,6 +29,12 @@ struct ModelSection {
   std::string name = "debug";
   std::string hf_assets_path = "";
   int64_t n_layers = 0;  // 0 = the spec's depth
+  // Mixture of experts (torchtitan's moe_args); 0 / "" / < 0 keep the spec's or config.json's value.
+  int64_t num_experts = 0;
+  int64_t top_k = 0;
+  std::string load_balance = "";
+  double router_aux_loss_coef = -1.0;
+  double load_balance_coeff = 1e-3;
 
   bool operator==(const ModelSection&) const = default;
 };
@@ -129,9 +135,19 @@ void visit_fields(Config& c, V&& v) {
   v("job.description", job.description, "free text, saved with the effective config");
 
   auto& model = c.model;
-  v("model.name", model.name, "Qwen3 spec: debug, 0.6B, 1.7B, 4B, 8B, 14B or 32B");
+  v("model.name", model.name,
+    "Qwen3 spec: debug, 0.6B, 1.7B, 4B, 8B, 14B, 32B, 30B-A3B, 235B-A22B or debug_moe; empty: model.hf_assets_path/config.json");
   v("model.hf_assets_path", model.hf_assets_path, "folder with tokenizer.json (+ later config.json/safetensors)");
   v("model.n_layers", model.n_layers, "decoder layers; 0 = the spec's depth (fewer for quick experiments)");
+  v("model.num_experts", model.num_experts, "experts per MoE layer; 0 = the spec's (MoE specs and config.json only)");
+  v("model.top_k", model.top_k, "experts each token is routed to (num_experts_per_tok); 0 = the spec's");
+  v("model.load_balance", model.load_balance,
+    "MoE load balancing: none, aux_loss (HF router_aux_loss_coef x aux added to the loss) or bias (torchtitan's "
+    "per-expert selection bias); empty = the spec's (config.json: aux_loss iff output_router_logits)");
+  v("model.router_aux_loss_coef", model.router_aux_loss_coef,
+    "weight of the aux loss with load_balance=aux_loss; < 0 = the spec's or config.json's (0.001 for Qwen3 MoE)");
+  v("model.load_balance_coeff", model.load_balance_coeff,
+    "step size of the expert-bias update with load_balance=bias (torchtitan's load_balance_coeff)");
 
   auto& training = c.training;
   v("training.steps", training.steps, "optimizer steps to run");

@@ -60,6 +60,18 @@ JobConfig qwen3_8b() { return qwen3_published("8B", "qwen3_8b", 2, 2e-4, 2000); 
 JobConfig qwen3_14b() { return qwen3_published("14B", "qwen3_14b", 1, 1.5e-4, 2000); }
 JobConfig qwen3_32b() { return qwen3_published("32B", "qwen3_32b", 1, 1.5e-4, 2000); }
 
+// The seed's third configuration: Qwen3-30B-A3B reduced to fit one machine, 4 layers of 64 experts
+// with top-4 routing (the published attention, vocabulary and expert widths), trained from scratch.
+// num_experts sets the experts in the model, not an expert-parallel degree.
+JobConfig qwen3_30b_a3b_reduced() {
+  JobConfig c = qwen3_published("30B-A3B", "qwen3_30b_a3b_reduced", 1, 3e-4, 600);
+  c.model.n_layers = 4;
+  c.model.num_experts = 64;
+  c.model.top_k = 4;
+  c.training.seq_len = 2048;
+  return c;
+}
+
 // Fine-tuning, as the seed runs it: start from a Hugging Face folder (initial_load_in_hf, used
 // only while the run has no checkpoint of its own), checkpoint along the way, and write an HF
 // folder at the end (last_save_in_hf) that transformers loads as is. A low peak lr, a short

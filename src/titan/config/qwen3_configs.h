@@ -13,6 +13,7 @@ JobConfig qwen3_4b();
 JobConfig qwen3_8b();
 JobConfig qwen3_14b();
 JobConfig qwen3_32b();
+JobConfig qwen3_30b_a3b_reduced();  // 4 layers, 64 experts, top-4
 // Fine-tuning published weights (the seed's flow): import an HF folder, checkpoint, export HF.
 JobConfig qwen3_4b_finetune();
 JobConfig qwen3_debug_finetune();  // its reduced twin for tests: the debug model, 20 steps

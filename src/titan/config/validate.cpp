@@ -72,6 +72,16 @@ void validate(const JobConfig& c, int64_t data_parallel_degree) {
                 "folder whose config.json defines the model");
   }
   if (c.model.n_layers < 0) config_fail("model.n_layers=", c.model.n_layers, " must be >= 0 (0 = the spec's depth)");
+  const ModelSection& model = c.model;
+  if (model.num_experts < 0) config_fail("model.num_experts=", model.num_experts, " must be >= 0 (0 = the spec's)");
+  if (model.top_k < 0) config_fail("model.top_k=", model.top_k, " must be >= 0 (0 = the spec's)");
+  if (!model.load_balance.empty() && model.load_balance != "none" && model.load_balance != "aux_loss" && model.load_balance != "bias") {
+    config_fail("model.load_balance='", model.load_balance, "' is unknown; use none, aux_loss, bias, or empty for the spec's");
+  }
+  if (!(model.load_balance_coeff >= 0) || !std::isfinite(model.load_balance_coeff)) {
+    config_fail("model.load_balance_coeff=", shown(model.load_balance_coeff),
+                " must be >= 0 (the expert-bias update rate); torchtitan uses 1e-3");
+  }
 
   if (t.steps < 1) config_fail("training.steps=", t.steps, " must be >= 1");
   if (t.local_batch_size < 1) config_fail("training.local_batch_size=", t.local_batch_size, " must be >= 1");

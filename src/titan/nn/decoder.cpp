@@ -1,26 +1,44 @@
 #include "titan/nn/decoder.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "titan/ops/matmul/linear.h"
 #include "titan/ops/softmax_xent/softmax_xent.h"
 
 namespace titan::nn {
 
-int64_t DecoderConfig::num_params() const {
-  const int64_t q = num_heads * head_dim, kv = num_kv_heads * head_dim;
-  int64_t attn = dim * q + 2 * dim * kv + q * dim;
-  if (attention_bias || qkv_bias) attn += q + 2 * kv;
-  if (attention_bias) attn += dim;
-  if (qk_norm) attn += 2 * head_dim;
-  const int64_t mlp = 3 * dim * hidden_dim + (mlp_bias ? 2 * hidden_dim + dim : 0);
-  const int64_t block = attn + mlp + 2 * dim;
-  return vocab_size * dim * (tie_embeddings ? 1 : 2) + num_layers * block + dim;
+// Parameters of the attention half of a block and of its norms (everything but the MLP).
+static int64_t attention_params(const DecoderConfig& c) {
+  const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  int64_t attn = c.dim * q + 2 * c.dim * kv + q * c.dim;
+  if (c.attention_bias || c.qkv_bias) attn += q + 2 * kv;
+  if (c.attention_bias) attn += c.dim;
+  if (c.qk_norm) attn += 2 * c.head_dim;
+  return attn + 2 * c.dim;
 }
 
-static TransformerBlockConfig block_config(const DecoderConfig& c) {
+// experts_counted: num_experts for the stored parameters, top_k for one token's active share.
+static int64_t count_params(const DecoderConfig& c, int64_t experts_counted) {
+  const int64_t dense_mlp = 3 * c.dim * c.hidden_dim + (c.mlp_bias ? 2 * c.hidden_dim + c.dim : 0);
+  const int64_t moe_mlp = c.num_experts * c.dim + experts_counted * 3 * c.dim * c.moe_hidden_dim;
+  const int64_t moe_layers = c.num_moe_layers();
+  return c.vocab_size * c.dim * (c.tie_embeddings ? 1 : 2) + c.num_layers * attention_params(c) +
+         (c.num_layers - moe_layers) * dense_mlp + moe_layers * moe_mlp + c.dim;
+}
+
+int64_t DecoderConfig::num_params() const { return count_params(*this, num_experts); }
+int64_t DecoderConfig::num_active_params() const { return count_params(*this, num_experts_per_tok); }
+
+static TransformerBlockConfig block_config(const DecoderConfig& c, int64_t layer) {
   TransformerBlockConfig b;
   b.attention = {c.dim, c.num_heads, c.num_kv_heads, c.head_dim, c.attention_bias || c.qkv_bias,
                  c.qk_norm, c.norm_eps, c.attention_bias};
   b.feed_forward = {c.dim, c.hidden_dim, c.mlp_bias};
+  if (c.is_moe_layer(layer)) {
+    b.moe = MoeConfig{c.dim, c.moe_hidden_dim, c.num_experts, c.num_experts_per_tok, c.norm_topk_prob,
+                      c.load_balance};
+  }
   b.norm_eps = c.norm_eps;
   return b;
 }
@@ -30,7 +48,7 @@ Decoder::Decoder(const DecoderConfig& config)
       norm({config.dim, config.norm_eps}, "norm"),
       config_(config) {
   for (int64_t i = 0; i < config.num_layers; ++i) {
-    layers.push_back(std::make_unique<TransformerBlock>(block_config(config), str("layers.", i)));
+    layers.push_back(std::make_unique<TransformerBlock>(block_config(config, i), str("layers.", i)));
   }
   if (!config.tie_embeddings) {
     output = std::make_unique<Linear>(LinearConfig{config.dim, config.vocab_size, false}, "output");
@@ -70,8 +88,47 @@ Tensor Decoder::forward_hidden(const StepContext& ctx, const Tensor& ids_BT) {
   return norm.forward(h_ND);
 }
 
+// HF's load_balancing_loss_func over the router outputs of every MoE layer of this forward,
+// concatenated (R = layers x tokens rows, no padding mask): with C_e the (row, k) pairs routed to
+// expert e and S_e the sum of its probs over all rows,
+//   aux = E * sum_e (C_e / R) (S_e / R).
+// For fixed counts it is linear in the probs, so d aux / d p[row, e] = E C_e / R^2, the same for
+// every row of every layer: written to dprobs_E when given (each layer turns it into router-logit
+// gradients in its backward).
+static double aux_loss(const std::vector<Moe*>& moes, int64_t num_experts, std::vector<double>* dprobs_E) {
+  const auto e = static_cast<size_t>(num_experts);
+  std::vector<double> counts(e, 0.0), prob_sums(e, 0.0);
+  int64_t rows = 0;
+  for (const Moe* moe : moes) {
+    const int64_t* c = moe->expert_counts().data<int64_t>();
+    const float* p = moe->router_probs().data<float>();
+    const int64_t n = moe->router_probs().size(0);
+    for (size_t j = 0; j < e; ++j) counts[j] += static_cast<double>(c[j]);
+    for (int64_t t = 0; t < n; ++t) {
+      for (size_t j = 0; j < e; ++j) prob_sums[j] += p[static_cast<size_t>(t) * e + j];
+    }
+    rows += n;
+  }
+  const double r2 = std::pow(static_cast<double>(std::max<int64_t>(rows, 1)), 2);
+  double aux = 0.0;
+  for (size_t j = 0; j < e; ++j) aux += counts[j] * prob_sums[j];
+  if (dprobs_E != nullptr) {
+    dprobs_E->resize(e);
+    for (size_t j = 0; j < e; ++j) (*dprobs_E)[j] = static_cast<double>(num_experts) * counts[j] / r2;
+  }
+  return static_cast<double>(num_experts) * aux / r2;
+}
+
+std::vector<Moe*> Decoder::moe_layers() {
+  std::vector<Moe*> out;
+  for (auto& layer : layers) {
+    if (layer->moe) out.push_back(layer->moe.get());
+  }
+  return out;
+}
+
 LossResult Decoder::forward_backward(const Tensor& ids_BT, const Tensor& targets_BT,
-                                     float grad_scale) {
+                                     float grad_scale, float aux_scale) {
   TITAN_CHECK(targets_BT.shape() == ids_BT.shape(), "[model] targets ", targets_BT.describe(),
               " must have the shape of the input ids ", ids_BT.describe());
   const StepContext ctx = make_context(ids_BT);
@@ -85,6 +142,15 @@ LossResult Decoder::forward_backward(const Tensor& ids_BT, const Tensor& targets
       ops::lm_head_xent({}, hn_ND, head_weight().value, targets_BT, grad_scale, dhn_ND, head_weight().grad);
   result.loss_sum = xent.loss_sum;
   result.loss = xent.num_targets > 0 ? xent.loss_sum / static_cast<double>(xent.num_targets) : 0.0;
+  if (config_.load_balance == LoadBalance::aux_loss) {
+    // What is differentiated: ce_sum * grad_scale + coef * aux_scale * aux.
+    const std::vector<Moe*> moes = moe_layers();
+    std::vector<double> dprobs_E;
+    result.aux_loss = aux_loss(moes, config_.num_experts, &dprobs_E);
+    result.loss += config_.router_aux_loss_coef * result.aux_loss;
+    for (double& g : dprobs_E) g *= static_cast<double>(config_.router_aux_loss_coef) * aux_scale;
+    for (Moe* moe : moes) moe->set_aux_dprobs(dprobs_E);
+  }
 
   Tensor dh_ND = norm.backward(dhn_ND);
   for (size_t i = layers.size(); i-- > 0;) dh_ND = layers[i]->backward(ctx, dh_ND);
@@ -95,12 +161,16 @@ LossResult Decoder::forward_backward(const Tensor& ids_BT, const Tensor& targets
 LossResult Decoder::forward_loss(const Tensor& ids_BT, const Tensor& targets_BT) {
   const StepContext ctx = make_context(ids_BT);
   const Tensor hn_ND = forward_hidden(ctx, ids_BT);
+  LossResult result;
+  if (config_.load_balance == LoadBalance::aux_loss) result.aux_loss = aux_loss(moe_layers(), config_.num_experts, nullptr);
   release();
   Tensor no_grad;
   const ops::LmHeadXentResult xent =
       ops::lm_head_xent({}, hn_ND, head_weight().value, targets_BT, 1.0f, no_grad, no_grad);
-  LossResult result{0.0, xent.loss_sum, xent.num_targets};
+  result.loss_sum = xent.loss_sum;
+  result.num_targets = xent.num_targets;
   if (xent.num_targets > 0) result.loss = xent.loss_sum / static_cast<double>(xent.num_targets);
+  result.loss += config_.router_aux_loss_coef * result.aux_loss;
   return result;
 }
 
@@ -117,6 +187,44 @@ Tensor Decoder::forward_logits(const Tensor& ids_BT) {
   Tensor logits_NV = Tensor::empty({ctx.batch * ctx.seq, config_.vocab_size});
   ops::linear_forward(hn_ND, head_weight().value, Tensor(), logits_NV);
   return logits_NV.reshape({ctx.batch, ctx.seq, config_.vocab_size});
+}
+
+ParameterList Decoder::buffers() {
+  ParameterList out;
+  for (auto& layer : layers) layer->collect_buffers(out);
+  return out;
+}
+
+ParameterList Decoder::state() {
+  ParameterList out = parameters();
+  for (Parameter* b : buffers()) out.push_back(b);
+  return out;
+}
+
+ExpertLoad Decoder::expert_load() const {
+  ExpertLoad load;
+  for (const auto& layer : layers) {
+    if (!layer->moe) continue;
+    for (int64_t c : layer->moe->load()) {
+      load.min = load.defined ? std::min(load.min, c) : c;
+      load.max = load.defined ? std::max(load.max, c) : c;
+      load.defined = true;
+    }
+  }
+  return load;
+}
+
+void Decoder::reset_expert_load() {
+  for (auto& layer : layers) {
+    if (layer->moe) layer->moe->reset_load();
+  }
+}
+
+void Decoder::update_expert_bias() {
+  for (auto& layer : layers) {
+    if (layer->moe) layer->moe->update_expert_bias(config_.bias_update_rate);
+  }
+  reset_expert_load();
 }
 
 }  // namespace titan::nn

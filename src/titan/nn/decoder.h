@@ -29,17 +29,41 @@ struct DecoderConfig {
   bool qkv_bias = false;  // q/k/v biases without an o bias (Qwen2); attention_bias implies them
   bool mlp_bias = false;  // gate/up/down biases (HF Llama mlp_bias)
 
+  // Mixture of experts (HF Qwen3MoeConfig). num_experts = 0: every layer is dense. Layer i is
+  // sparse when num_experts > 0, i is not in mlp_only_layers and (i + 1) % decoder_sparse_step
+  // == 0; the others use the dense hidden_dim FFN.
+  int64_t num_experts = 0;
+  int64_t num_experts_per_tok = 0;  // top_k
+  int64_t moe_hidden_dim = 0;       // each expert's FFN width (moe_intermediate_size)
+  bool norm_topk_prob = true;
+  int64_t decoder_sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;
+  LoadBalance load_balance = LoadBalance::none;
+  float router_aux_loss_coef = 0.001f;  // aux_loss: loss += coef * aux
+  float bias_update_rate = 1e-3f;       // bias: torchtitan's load_balance_coeff
+
   // Throws a one-line error for impossible sizes (e.g. heads not divisible by kv heads).
   void validate() const;
-  // Parameter counts (the tied table counted once).
+  bool is_moe_layer(int64_t layer) const;
+  int64_t num_moe_layers() const;
+  // Parameter counts (the tied table counted once); active: each token's share (top_k experts).
   int64_t num_params() const;
+  int64_t num_active_params() const;
   int64_t num_embedding_params() const { return vocab_size * dim; }
 };
 
 struct LossResult {
-  double loss = 0.0;        // mean over num_targets (0 when there are none)
-  double loss_sum = 0.0;
+  double loss = 0.0;        // mean cross-entropy over num_targets (+ router_aux_loss_coef * aux_loss)
+  double loss_sum = 0.0;    // of the cross-entropy only
   int64_t num_targets = 0;
+  double aux_loss = 0.0;    // HF's load-balancing loss, unscaled (0 unless load_balance = aux_loss)
+};
+
+// Tokens routed to each expert, over every MoE layer and expert (since the last reset).
+struct ExpertLoad {
+  int64_t min = 0;
+  int64_t max = 0;
+  bool defined = false;  // false for a dense model
 };
 
 class Decoder {
@@ -53,9 +77,11 @@ class Decoder {
 
   // Forward + backward of mean cross-entropy. ids_BT / targets_BT: i64 [B, T]; targets already
   // aligned with positions (target t is what position t predicts; -100 = ignored). Gradients
-  // accumulate into the parameters' grads, scaled by grad_scale (default 1/num_targets).
+  // accumulate into the parameters' grads, scaled by grad_scale (default 1/num_targets). With
+  // aux-loss balancing, router_aux_loss_coef * aux_scale * aux_loss is added to what is
+  // differentiated (aux_scale: 1 / micro-batches when accumulating).
   LossResult forward_backward(const Tensor& ids_BT, const Tensor& targets_BT,
-                              float grad_scale = 0.0f);
+                              float grad_scale = 0.0f, float aux_scale = 1.0f);
   // Forward-only mean cross-entropy (no gradients, no saved activations).
   LossResult forward_loss(const Tensor& ids_BT, const Tensor& targets_BT);
   // Inference forward: logits f32 [B, T, V] (materialized: this is the output).
@@ -71,7 +97,17 @@ class Decoder {
   // Drops every saved activation (after an inference forward).
   void release();
 
+  // Non-trainable state saved with the model (the experts' selection biases; no gradient).
+  ParameterList buffers();
+  // What a checkpoint holds of the model: parameters() then buffers().
+  ParameterList state();
+  // Expert load since the last reset, and the bias-balancing update (which also resets it).
+  ExpertLoad expert_load() const;
+  void reset_expert_load();
+  void update_expert_bias();
+
  private:
+  std::vector<Moe*> moe_layers();
   StepContext make_context(const Tensor& ids_BT) const;
   Tensor forward_hidden(const StepContext& ctx, const Tensor& ids_BT);
 

@@ -1,6 +1,9 @@
 // DecoderConfig::validate, apart from decoder.cpp so that config parsing (qwen3/hf_config.cpp) can
 // be built without the layers and kernels: the config.json fuzz target (tests/fuzz) compiles just
 // these two files (clang cannot build the AVX-512 kernels in titan_ops).
+#include <algorithm>
+#include <cmath>
+
 #include "titan/core/error.h"
 #include "titan/nn/decoder.h"
 
@@ -21,6 +24,36 @@ void DecoderConfig::validate() const {
               ") must be a multiple of num_kv_heads (", num_kv_heads, ")");
   TITAN_CHECK(head_dim % 2 == 0, "[model] head_dim must be even for RoPE, got ", head_dim);
   TITAN_CHECK(rope_theta > 0, "[model] rope_theta must be > 0, got ", rope_theta);
+  TITAN_CHECK(num_experts >= 0, "[model] num_experts must be >= 0 (0 = dense), got ", num_experts);
+  if (num_experts == 0) return;
+  TITAN_CHECK(num_experts_per_tok >= 1 && num_experts_per_tok <= num_experts, "[model] num_experts_per_tok (top_k) = ",
+              num_experts_per_tok, " must be in [1, num_experts = ", num_experts,
+              "]. HINT: route each token to at most num_experts experts");
+  positive("moe_hidden_dim (moe_intermediate_size)", moe_hidden_dim);
+  positive("decoder_sparse_step", decoder_sparse_step);
+  for (int64_t layer : mlp_only_layers) {
+    TITAN_CHECK(layer >= 0 && layer < num_layers, "[model] mlp_only_layers names layer ", layer,
+                ", outside [0, num_layers = ", num_layers, "). HINT: list layer indices of this model");
+  }
+  TITAN_CHECK(num_moe_layers() > 0, "[model] num_experts = ", num_experts, " but no layer is sparse (decoder_sparse_step ",
+              decoder_sparse_step, ", mlp_only_layers, ", num_layers,
+              " layers). HINT: set num_experts = 0 for a dense model, or lower decoder_sparse_step");
+  TITAN_CHECK(std::isfinite(router_aux_loss_coef) && router_aux_loss_coef >= 0,
+              "[model] router_aux_loss_coef must be >= 0, got ", router_aux_loss_coef);
+  TITAN_CHECK(std::isfinite(bias_update_rate) && bias_update_rate >= 0,
+              "[model] the expert-bias update rate must be >= 0, got ", bias_update_rate);
+}
+
+bool DecoderConfig::is_moe_layer(int64_t layer) const {
+  if (num_experts == 0 || decoder_sparse_step <= 0) return false;
+  if (std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) != mlp_only_layers.end()) return false;
+  return (layer + 1) % decoder_sparse_step == 0;
+}
+
+int64_t DecoderConfig::num_moe_layers() const {
+  int64_t n = 0;
+  for (int64_t i = 0; i < num_layers; ++i) n += is_moe_layer(i);
+  return n;
 }
 
 }  // namespace titan::nn

@@ -1,15 +1,21 @@
-// Pre-norm decoder block: h = x + attention(attention_norm(x)); y = h + feed_forward(ffn_norm(h)).
+// Pre-norm decoder block: h = x + attention(attention_norm(x)); y = h + mlp(ffn_norm(h)), where
+// the mlp is the dense SwiGLU feed_forward or, in a sparse layer, the mixture of experts `moe`.
 // The block is the unit of activation checkpointing and (later) FSDP gathering.
 #pragma once
 
+#include <memory>
+#include <optional>
+
 #include "titan/nn/attention.h"
 #include "titan/nn/feed_forward.h"
+#include "titan/nn/moe.h"
 
 namespace titan::nn {
 
 struct TransformerBlockConfig {
   AttentionConfig attention;
-  FeedForwardConfig feed_forward;
+  FeedForwardConfig feed_forward;  // used when moe is empty
+  std::optional<MoeConfig> moe;
   float norm_eps = 1e-6f;
 };
 
@@ -20,12 +26,14 @@ class TransformerBlock {
   Tensor forward(const StepContext& ctx, const Tensor& x_ND);
   Tensor backward(const StepContext& ctx, const Tensor& dy_ND);  // returns dx_ND
   void collect(ParameterList& out);
+  void collect_buffers(ParameterList& out);
   void release();
 
   RmsNorm attention_norm;
   Attention attention;
   RmsNorm ffn_norm;
-  FeedForward feed_forward;
+  std::unique_ptr<FeedForward> feed_forward;  // exactly one of these two
+  std::unique_ptr<Moe> moe;
 };
 
 }  // namespace titan::nn

@@ -3,7 +3,8 @@
 //   6 * N_matmul + 12 * L * H * K * T
 // N_matmul: parameters that take part in a matmul per token — q/k/v/o, gate/up/down in every
 // layer and the output head V*D (counted even when tied to the embedding, since the matmul runs);
-// the embedding lookup, norms and biases are excluded. The attention term counts the full T x T
+// the embedding lookup, norms and biases are excluded. A mixture-of-experts layer counts its router
+// (E*D) and the top_k experts a token is routed to, not all E (active parameters, as torchtitan). The attention term counts the full T x T
 // score and value products (not halved for the causal mask), forward + backward.
 #pragma once
 

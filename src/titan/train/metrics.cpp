@@ -38,13 +38,17 @@ MetricsLogger::MetricsLogger(MetricsOptions options) : options_(std::move(option
 MetricsLogger::~MetricsLogger() = default;
 
 std::string MetricsLogger::format_line(const StepMetrics& m) {
-  char line[512];
-  std::snprintf(line, sizeof line,
+  char line[640];
+  const int used = std::snprintf(line, sizeof line,
                 "step: %5lld  loss: %8.4f  grad_norm: %7.4f  memory: %6.2fGiB(%.2f%%)  tps: %s  tflops: %.2f  "
                 "mfu: %.2f%%  lr: %.3e%s",
                 static_cast<long long>(m.step), m.loss, m.grad_norm, m.memory_bytes / double(1 << 30),
                 m.memory_percent, with_commas(m.tps).c_str(), m.tflops, m.mfu, m.lr,
                 m.step == 1 ? "  (step 1 includes warm-up)" : "");
+  if (m.moe && used > 0 && static_cast<size_t>(used) < sizeof line) {
+    std::snprintf(line + used, sizeof line - static_cast<size_t>(used), "  expert_load: %lld..%lld  aux: %.4f",
+                  static_cast<long long>(m.expert_load_min), static_cast<long long>(m.expert_load_max), m.aux_loss);
+  }
   return line;
 }
 
@@ -55,21 +59,32 @@ void MetricsLogger::record(const StepMetrics& m) {
   std::printf("%s\n", format_line(m).c_str());
   std::fflush(stdout);
   if (jsonl_) {
-    jsonl_->write({{"step", m.step}, {"loss", m.loss}, {"grad_norm", m.grad_norm}, {"lr", m.lr},
-                   {"tokens", m.tokens}, {"seconds", m.seconds}, {"tps", m.tps}, {"tflops", m.tflops},
-                   {"mfu", m.mfu}, {"memory_gib", m.memory_bytes / double(1 << 30)},
-                   {"memory_percent", m.memory_percent}, {"data_wait_seconds", m.data_wait_seconds}});
+    nlohmann::ordered_json row = {{"step", m.step}, {"loss", m.loss}, {"grad_norm", m.grad_norm}, {"lr", m.lr},
+                                  {"tokens", m.tokens}, {"seconds", m.seconds}, {"tps", m.tps}, {"tflops", m.tflops},
+                                  {"mfu", m.mfu}, {"memory_gib", m.memory_bytes / double(1 << 30)},
+                                  {"memory_percent", m.memory_percent}, {"data_wait_seconds", m.data_wait_seconds}};
+    if (m.moe) {
+      row["expert_load_min"] = m.expert_load_min;
+      row["expert_load_max"] = m.expert_load_max;
+      row["aux_loss"] = m.aux_loss;
+    }
+    jsonl_->write(row);
   }
   if (tensorboard_) {
-    tensorboard_->add_scalars({{"loss_metrics/global_avg_loss", m.loss},
-                               {"grad_norm", m.grad_norm},
-                               {"lr", m.lr},
-                               {"throughput(tps)", m.tps},
-                               {"tflops", m.tflops},
-                               {"mfu(%)", m.mfu},
-                               {"memory/peak_active(GiB)", m.memory_bytes / double(1 << 30)},
-                               {"memory/peak_active(%)", m.memory_percent}},
-                              m.step);
+    std::vector<std::pair<std::string, double>> scalars = {{"loss_metrics/global_avg_loss", m.loss},
+                                                           {"grad_norm", m.grad_norm},
+                                                           {"lr", m.lr},
+                                                           {"throughput(tps)", m.tps},
+                                                           {"tflops", m.tflops},
+                                                           {"mfu(%)", m.mfu},
+                                                           {"memory/peak_active(GiB)", m.memory_bytes / double(1 << 30)},
+                                                           {"memory/peak_active(%)", m.memory_percent}};
+    if (m.moe) {
+      scalars.emplace_back("moe/expert_load_min", static_cast<double>(m.expert_load_min));
+      scalars.emplace_back("moe/expert_load_max", static_cast<double>(m.expert_load_max));
+      scalars.emplace_back("moe/aux_loss", m.aux_loss);
+    }
+    tensorboard_->add_scalars(scalars, m.step);
     tensorboard_->flush();
   }
 }

@@ -27,6 +27,13 @@ struct StepMetrics {
   double memory_bytes = 0.0;
   double memory_percent = 0.0;
   double data_wait_seconds = 0.0;  // time the step waited for the loader
+  // Mixture of experts (moe = false for a dense model): tokens routed to the least and the most
+  // loaded expert over every MoE layer and micro-batch of the step (uniform: tokens x top_k /
+  // experts), and the HF aux loss (mean over micro-batches, unscaled; 0 unless aux_loss balancing).
+  bool moe = false;
+  int64_t expert_load_min = 0;
+  int64_t expert_load_max = 0;
+  double aux_loss = 0.0;
 };
 
 struct MetricsOptions {

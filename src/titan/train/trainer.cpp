@@ -35,13 +35,6 @@ double seconds_since(Clock::time_point t0) {
 }
 
 // A named spec, or (model.name empty) model.hf_assets_path/config.json as AutoConfig reads it.
-nn::DecoderConfig model_config(const config::JobConfig& c) {
-  nn::DecoderConfig m = qwen3::model_config_for(c.model.name, c.model.hf_assets_path, c.model.n_layers);
-  if (m.max_seq_len < c.training.seq_len) m.max_seq_len = c.training.seq_len;
-  m.validate();
-  return m;
-}
-
 data::Tokenizer load_tokenizer(const config::JobConfig& c) {
   const std::filesystem::path dir(c.model.hf_assets_path);
   if (c.model.hf_assets_path.empty() || !std::filesystem::exists(dir / "tokenizer.json")) {
@@ -87,12 +80,13 @@ struct StagingBuffers {
   }
 };
 
-// The state after `step`. With `staging` every tensor is copied into it (an async save writes while
+// The state after `step`: model_state (Decoder::state(): parameters and buffers) under their FQNs,
+// the AdamW moments, the data cursor. With `staging` every tensor is copied into it (an async save writes while
 // training changes the live ones); without, views of the live tensors (a synchronous save is done
 // before they change).
 ckpt::TrainState capture_train_state(const config::JobConfig& c, int64_t step, int64_t tokens_seen,
-                                     const AdamW& optimizer, const data::PrefetchLoader& loader, bool model_only,
-                                     StagingBuffers* staging) {
+                                     const nn::ParameterList& model_state, const AdamW& optimizer,
+                                     const data::PrefetchLoader& loader, bool model_only, StagingBuffers* staging) {
   if (staging != nullptr) staging->next = 0;
   const auto take = [&](const Tensor& live) { return staging != nullptr ? staging->copy_of(live) : live; };
   ckpt::TrainState s;
@@ -102,10 +96,10 @@ ckpt::TrainState capture_train_state(const config::JobConfig& c, int64_t step, i
   s.optimizer_step = optimizer.step_count();
   s.loader_state_json = loader.state().to_json();
   s.config_toml = config::to_toml(c);
+  for (const nn::Parameter* p : model_state) s.model.emplace_back(p->fqn, take(p->value));
+  if (model_only) return s;
   const nn::ParameterList& params = optimizer.params();
   for (size_t i = 0; i < params.size(); ++i) {
-    s.model.emplace_back(params[i]->fqn, take(params[i]->value));
-    if (model_only) continue;
     s.optimizer.emplace_back(params[i]->fqn + ".exp_avg", take(optimizer.exp_avg(i)));
     s.optimizer.emplace_back(params[i]->fqn + ".exp_avg_sq", take(optimizer.exp_avg_sq(i)));
   }
@@ -200,7 +194,8 @@ void export_hf(const config::JobConfig& c, const nn::Decoder& model) {
 
 // A native checkpoint given by checkpoint.initial_load_path: a step-<N> folder, or a checkpoint
 // folder (its newest valid step).
-ResumePoint load_initial_native(const config::JobConfig& c, AdamW& optimizer, data::PrefetchLoader& loader) {
+ResumePoint load_initial_native(const config::JobConfig& c, const nn::ParameterList& model_state, AdamW& optimizer,
+                                data::PrefetchLoader& loader) {
   std::string dir = c.checkpoint.initial_load_path;
   if (!fs::exists(fs::path(dir) / "manifest.json")) {
     const std::optional<ckpt::CheckpointEntry> e =
@@ -212,7 +207,7 @@ ResumePoint load_initial_native(const config::JobConfig& c, AdamW& optimizer, da
   }
   const bool model_only = c.checkpoint.initial_load_model_only;
   const ckpt::TrainState s = ckpt::load_train_state(dir, model_only);
-  restore_model(s, optimizer.params(), dir);
+  restore_model(s, model_state, dir);
   if (model_only) {
     log_info(str("initial load (model only) from ", dir, " (saved at step ", s.step, ")"));
     return {};
@@ -240,7 +235,7 @@ ResumePoint load_checkpoint_at_start(const config::JobConfig& c, nn::Decoder& mo
     }
     if (e) {
       const ckpt::TrainState s = ckpt::load_train_state(e->path);
-      restore_model(s, optimizer.params(), e->path);
+      restore_model(s, model.state(), e->path);
       if (!s.model_only()) restore_training(s, optimizer, loader, e->path);
       if (s.seed != static_cast<uint64_t>(c.training.seed)) {
         log_warn(str("[checkpoint] ", e->path, " was saved by a run with training.seed ", s.seed, ", this run has ",
@@ -255,20 +250,20 @@ ResumePoint load_checkpoint_at_start(const config::JobConfig& c, nn::Decoder& mo
     load_initial_hf(c, model);
     return {};
   }
-  return load_initial_native(c, optimizer, loader);
+  return load_initial_native(c, model.state(), optimizer, loader);
 }
 
 // One save at the end of `step`; logs how long the training thread was held up.
 // Async: the previous write still reads the staging buffers, so it is waited for first (a stall
 // only when saves come faster than the disk writes them).
 void save_checkpoint(ckpt::CheckpointWriter& writer, StagingBuffers& staging, const config::JobConfig& c,
-                     int64_t step, int64_t tokens_seen, const AdamW& optimizer, const data::PrefetchLoader& loader,
-                     bool final_save) {
+                     int64_t step, int64_t tokens_seen, const nn::ParameterList& model_state, const AdamW& optimizer,
+                     const data::PrefetchLoader& loader, bool final_save) {
   const auto t0 = Clock::now();
   const bool model_only = final_save && c.checkpoint.last_save_model_only;
   if (writer.async()) writer.wait();
   writer.save(checkpoint_folder(c),
-              capture_train_state(c, step, tokens_seen, optimizer, loader, model_only,
+              capture_train_state(c, step, tokens_seen, model_state, optimizer, loader, model_only,
                                   writer.async() ? &staging : nullptr),
               c.checkpoint.keep_latest_k);
   log_info(str("checkpoint ", ckpt::step_dir_name(step), model_only ? " (model only)" : "",
@@ -277,6 +272,25 @@ void save_checkpoint(ckpt::CheckpointWriter& writer, StagingBuffers& staging, co
 }
 
 }  // namespace
+
+nn::DecoderConfig model_config(const config::JobConfig& c) {
+  nn::DecoderConfig m = qwen3::model_config_for(c.model.name, c.model.hf_assets_path, c.model.n_layers);
+  if (m.max_seq_len < c.training.seq_len) m.max_seq_len = c.training.seq_len;
+  const config::ModelSection& o = c.model;
+  const bool moe_set = o.num_experts != 0 || o.top_k != 0 || !o.load_balance.empty() || o.router_aux_loss_coef >= 0;
+  TITAN_CHECK(!moe_set || m.num_experts > 0, "[model] model.num_experts / top_k / load_balance / "
+              "router_aux_loss_coef are set but model '", o.name.empty() ? o.hf_assets_path : o.name,
+              "' is dense. HINT: pick a MoE spec (30B-A3B, 235B-A22B, debug_moe) or a Qwen3MoeForCausalLM folder");
+  TITAN_CHECK(o.num_experts >= 0 && o.top_k >= 0, "[model] model.num_experts=", o.num_experts, " and model.top_k=",
+              o.top_k, " must be >= 0 (0 = the spec's)");
+  if (o.num_experts > 0) m.num_experts = o.num_experts;
+  if (o.top_k > 0) m.num_experts_per_tok = o.top_k;
+  if (!o.load_balance.empty()) m.load_balance = nn::parse_load_balance(o.load_balance);
+  if (o.router_aux_loss_coef >= 0) m.router_aux_loss_coef = static_cast<float>(o.router_aux_loss_coef);
+  m.bias_update_rate = static_cast<float>(o.load_balance_coeff);
+  m.validate();
+  return m;
+}
 
 void restore_model(const ckpt::TrainState& s, const nn::ParameterList& params, const std::string& dir) {
   std::vector<std::string> names;
@@ -323,6 +337,7 @@ TrainSummary run_training(const config::JobConfig& c, const std::string& config_
   nn::Decoder model(mc);
   qwen3::init_weights(model, static_cast<uint64_t>(c.training.seed));
   nn::ParameterList params = model.parameters();
+  const nn::ParameterList model_state = model.state();
   AdamW optimizer(params, AdamWConfig{c.optimizer.beta1, c.optimizer.beta2, c.optimizer.eps,
                                       c.optimizer.weight_decay});
   const LrSchedule schedule(LrScheduleConfig{c.training.steps, c.lr_scheduler.warmup_steps,
@@ -353,7 +368,7 @@ TrainSummary run_training(const config::JobConfig& c, const std::string& config_
   if (c.checkpoint.enable && checkpoint_writer.async()) {
     // Allocate (and fault in) the staging buffers now, so the first save stalls no longer than later ones.
     const auto t0 = Clock::now();
-    capture_train_state(c, start.step, start.tokens_seen, optimizer, loader, false, &staging);
+    capture_train_state(c, start.step, start.tokens_seen, model_state, optimizer, loader, false, &staging);
     log_info(str("[checkpoint] async staging buffers ready in ", seconds_since(t0), " s"));
   }
   int64_t tokens_seen = start.tokens_seen;
@@ -379,12 +394,19 @@ TrainSummary run_training(const config::JobConfig& c, const std::string& config_
     TITAN_CHECK(targets > 0, "[train] step ", step, " has no target tokens. HINT: check the dataset");
 
     model.zero_grad();
-    double loss_sum = 0.0;
+    // Cross-entropy over the step's targets; the aux loss (aux_loss balancing) per micro-batch, as
+    // HF computes it for one forward, averaged over the micro-batches.
+    double loss_sum = 0.0, aux_sum = 0.0;
+    const float aux_scale = 1.0f / static_cast<float>(accumulation);
     for (const data::Batch& b : micro) {
-      loss_sum += model.forward_backward(b.inputs_BT, b.labels_BT, 1.0f / static_cast<float>(targets)).loss_sum;
+      const nn::LossResult r =
+          model.forward_backward(b.inputs_BT, b.labels_BT, 1.0f / static_cast<float>(targets), aux_scale);
+      loss_sum += r.loss_sum;
+      aux_sum += r.aux_loss;
     }
     for (data::Batch& b : micro) b = data::Batch{};
-    const double loss = loss_sum / static_cast<double>(targets);
+    const double aux_loss = aux_sum / static_cast<double>(accumulation);
+    const double loss = loss_sum / static_cast<double>(targets) + mc.router_aux_loss_coef * aux_loss;
     const double grad_norm = clip_grad_norm(params, c.training.max_norm);
     if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
       const std::string where = first_nonfinite_grad(params);
@@ -394,6 +416,12 @@ TrainSummary run_training(const config::JobConfig& c, const std::string& config_
     }
     const double lr = c.optimizer.lr * schedule.factor(step);
     optimizer.step(lr);
+    const nn::ExpertLoad load = model.expert_load();
+    if (mc.load_balance == nn::LoadBalance::bias) {
+      model.update_expert_bias();  // from this step's load; resets it
+    } else {
+      model.reset_expert_load();
+    }
 
     StepMetrics m;
     m.step = step;
@@ -408,10 +436,15 @@ TrainSummary run_training(const config::JobConfig& c, const std::string& config_
     m.memory_bytes = static_cast<double>(host_allocator().stats().peak_bytes);
     m.memory_percent = 100.0 * m.memory_bytes / memory_total;
     m.data_wait_seconds = loader.seconds_waiting() - waited_before;
+    m.moe = load.defined;
+    m.expert_load_min = load.min;
+    m.expert_load_max = load.max;
+    m.aux_loss = aux_loss;
     metrics.record(m);
     tokens_seen += m.tokens * dp_degree;
     if (c.checkpoint.enable && (step % c.checkpoint.interval == 0 || step == c.training.steps)) {
-      save_checkpoint(checkpoint_writer, staging, c, step, tokens_seen, optimizer, loader, step == c.training.steps);
+      save_checkpoint(checkpoint_writer, staging, c, step, tokens_seen, model_state, optimizer, loader,
+                      step == c.training.steps);
     }
   }
   if (c.checkpoint.enable) {

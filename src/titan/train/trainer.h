@@ -23,7 +23,7 @@
 
 #include "titan/checkpoint/train_state.h"
 #include "titan/config/job_config.h"
-#include "titan/nn/parameter.h"
+#include "titan/nn/decoder.h"
 #include "titan/train/metrics.h"
 
 namespace titan::train {
@@ -32,6 +32,11 @@ struct TrainSummary {
   std::vector<StepMetrics> steps;  // every step, in order
   double seconds = 0.0;            // wall time of the loop (setup excluded)
 };
+
+// The model a run trains: the spec model.name (or model.hf_assets_path/config.json when empty),
+// cut to model.n_layers, with the model.* mixture-of-experts fields overriding the spec's where
+// set (torchtitan's moe_args), max_seq_len raised to training.seq_len; validated.
+nn::DecoderConfig model_config(const config::JobConfig& config);
 
 // Copies a checkpoint's weights into `params` by FQN. Every parameter must be there with its shape
 // and nothing else: missing and unexpected names are listed in the error, which names `dir`.

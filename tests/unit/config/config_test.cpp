@@ -86,7 +86,7 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
   // this test (and, through the counts, the field table) to be updated.
   const JobConfig c;
   [[maybe_unused]] const auto& [j1, j2, j3] = c.job;
-  [[maybe_unused]] const auto& [m1, m2, m3] = c.model;
+  [[maybe_unused]] const auto& [m1, m2, m3, m4, m5, m6, m7, m8] = c.model;
   [[maybe_unused]] const auto& [t1, t2, t3, t4, t5, t6, t7, t8, t9, t10] = c.training;
   [[maybe_unused]] const auto& [o1, o2, o3, o4, o5, o6] = c.optimizer;
   [[maybe_unused]] const auto& [l1, l2, l3, l4] = c.lr_scheduler;
@@ -95,14 +95,14 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
   [[maybe_unused]] const auto& [p1, p2, p3] = c.parallelism;
   [[maybe_unused]] const auto& [s1, s2, s3, s4, s5, s6, s7, s8] = c;
   EXPECT_EQ(count_in_section("job"), 3u);
-  EXPECT_EQ(count_in_section("model"), 3u);
+  EXPECT_EQ(count_in_section("model"), 8u);
   EXPECT_EQ(count_in_section("training"), 10u);
   EXPECT_EQ(count_in_section("optimizer"), 6u);
   EXPECT_EQ(count_in_section("lr_scheduler"), 4u);
   EXPECT_EQ(count_in_section("metrics"), 5u);
   EXPECT_EQ(count_in_section("checkpoint"), 13u);
   EXPECT_EQ(count_in_section("parallelism"), 3u);
-  EXPECT_EQ(job_config_fields().size(), 47u);
+  EXPECT_EQ(job_config_fields().size(), 52u);
 
   // Every field reaches a distinct member: setting all of them changes every section.
   const JobConfig changed = all_non_default();
@@ -393,7 +393,7 @@ TEST(Resolve, PrecedenceFunctionThenFileThenFlags) {
 TEST(Resolve, Errors) {
   EXPECT_EQ(config_error_of([] { (void)resolve_config({"--training.steps", "3"}); }),
             "titan train: --config NAME is required; use one of qwen3_debug, qwen3_0_6b, qwen3_1_7b, qwen3_4b, "
-            "qwen3_8b, qwen3_14b, qwen3_32b, qwen3_4b_finetune, qwen3_debug_finetune");
+            "qwen3_8b, qwen3_14b, qwen3_32b, qwen3_30b_a3b_reduced, qwen3_4b_finetune, qwen3_debug_finetune");
   EXPECT_NE(config_error_of([] { (void)resolve_config({"--config", "qwen3_debg"}); }).find("unknown config function 'qwen3_debg'"),
             std::string::npos);
   EXPECT_NE(config_error_of([] { (void)resolve_config({"--config"}); }).find("--config: missing value"), std::string::npos);
@@ -412,11 +412,11 @@ TEST(Registry, NamesAndLookup) {
     EXPECT_EQ(&find_config(e.name), &e);
   }
   EXPECT_EQ(names, (std::vector<std::string>{"qwen3_debug", "qwen3_0_6b", "qwen3_1_7b", "qwen3_4b", "qwen3_8b",
-                                             "qwen3_14b", "qwen3_32b", "qwen3_4b_finetune",
+                                             "qwen3_14b", "qwen3_32b", "qwen3_30b_a3b_reduced", "qwen3_4b_finetune",
                                              "qwen3_debug_finetune"}));
   EXPECT_EQ(config_error_of([] { (void)find_config("llama"); }),
             "--config: unknown config function 'llama'; use one of qwen3_debug, qwen3_0_6b, qwen3_1_7b, qwen3_4b, "
-            "qwen3_8b, qwen3_14b, qwen3_32b, qwen3_4b_finetune, qwen3_debug_finetune");
+            "qwen3_8b, qwen3_14b, qwen3_32b, qwen3_30b_a3b_reduced, qwen3_4b_finetune, qwen3_debug_finetune");
   EXPECT_EQ(base_config(), JobConfig{});
 }
 
@@ -437,6 +437,13 @@ TEST(Registry, EveryFunctionValidates) {
     EXPECT_EQ(c.training.seq_len, 4096);
     EXPECT_EQ(c.training.steps, 10000);
   }
+  // The seed's MoE run: Qwen3-30B-A3B cut to 4 layers of 64 experts, top-4.
+  const JobConfig moe = qwen3_30b_a3b_reduced();
+  EXPECT_EQ(moe.model.name, "30B-A3B");
+  EXPECT_EQ(moe.model.hf_assets_path, "./assets/hf/Qwen3-30B-A3B");
+  EXPECT_EQ(moe.model.n_layers, 4);
+  EXPECT_EQ(moe.model.num_experts, 64);
+  EXPECT_EQ(moe.model.top_k, 4);
   // The fine-tuning pair: HF import, checkpoints, HF export; the twin reads a tiny HF folder.
   for (const JobConfig& c : {qwen3_4b_finetune(), qwen3_debug_finetune()}) {
     EXPECT_TRUE(c.checkpoint.enable);

@@ -113,7 +113,7 @@ void write_folder(const nn::Decoder& model, const std::string& dir, const HfExpo
   // parameters() only hands out pointers; nothing here writes through them.
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (nn::Parameter* p : const_cast<nn::Decoder&>(model).parameters()) {
-    tensors.emplace_back(to_hf_name(p->fqn), p->value.to(dtype));
+    for (const auto& [name, t] : to_hf_tensors(p->fqn, p->value)) tensors.emplace_back(name, t.to(dtype));
   }
   int64_t total = 0;
   for (const auto& [name, t] : tensors) total += static_cast<int64_t>(t.nbytes());

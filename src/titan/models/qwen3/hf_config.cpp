@@ -23,13 +23,15 @@ struct ArchDefaults {
   bool reads_attention_bias;  // attention_bias -> q/k/v/o biases (else: the fixed layout below)
   bool fixed_qkv_bias;        // Qwen2: q/k/v biases always, no o bias
   bool reads_mlp_bias;        // Llama
+  bool moe;                   // reads the Qwen3MoeConfig fields
 };
 
 constexpr ArchDefaults kArchs[] = {
-    {"Qwen3ForCausalLM", "qwen3", 151936, 4096, 22016, 32, 32, 32, 128, 32768, true, true, false, false},
-    {"Qwen2ForCausalLM", "qwen2", 151936, 4096, 22016, 32, 32, 32, -1, 32768, false, false, true, false},
-    {"LlamaForCausalLM", "llama", 32000, 4096, 11008, 32, 32, -1, -1, 2048, false, true, false, true},
-    {"MistralForCausalLM", "mistral", 32000, 4096, 14336, 32, 32, 8, -1, 131072, false, false, false, false},
+    {"Qwen3ForCausalLM", "qwen3", 151936, 4096, 22016, 32, 32, 32, 128, 32768, true, true, false, false, false},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", 151936, 2048, 6144, 24, 32, 4, -1, 32768, true, true, false, false, true},
+    {"Qwen2ForCausalLM", "qwen2", 151936, 4096, 22016, 32, 32, 32, -1, 32768, false, false, true, false, false},
+    {"LlamaForCausalLM", "llama", 32000, 4096, 11008, 32, 32, -1, -1, 2048, false, true, false, true, false},
+    {"MistralForCausalLM", "mistral", 32000, 4096, 14336, 32, 32, 8, -1, 131072, false, false, false, false, false},
 };
 
 std::string supported_list() {
@@ -103,6 +105,33 @@ double shortest(float f) {
   const auto res = std::to_chars(buf, buf + sizeof(buf), f);
   *res.ptr = '\0';
   return std::strtod(buf, nullptr);
+}
+
+// Qwen3MoeConfig's fields and defaults (num_local_experts is the attribute num_experts maps to).
+template <class Float32>
+void read_moe(const json& config, const Reader& r, const std::string& source, nn::DecoderConfig& c,
+              const Float32& float32) {
+  const char* experts_key = r.present("num_experts") || !r.present("num_local_experts") ? "num_experts" : "num_local_experts";
+  c.num_experts = r.integer(experts_key, 128);
+  c.num_experts_per_tok = r.integer("num_experts_per_tok", 8);
+  c.moe_hidden_dim = r.integer("moe_intermediate_size", 768);
+  c.norm_topk_prob = r.boolean("norm_topk_prob", false);
+  c.decoder_sparse_step = r.integer("decoder_sparse_step", 1);
+  c.mlp_only_layers.clear();
+  if (r.present("mlp_only_layers")) {
+    const json& layers = config["mlp_only_layers"];
+    TITAN_CHECK(layers.is_array(), source, ": field 'mlp_only_layers' must be a list of layer indices, got ",
+                layers.dump());
+    for (const json& layer : layers) {
+      TITAN_CHECK(layer.is_number_integer(), source, ": field 'mlp_only_layers' must hold integers, got ",
+                  layer.dump());
+      c.mlp_only_layers.push_back(layer.get<int64_t>());
+    }
+  }
+  c.router_aux_loss_coef = float32("router_aux_loss_coef", r.number("router_aux_loss_coef", 0.001), true);
+  c.load_balance = r.boolean("output_router_logits", false) ? nn::LoadBalance::aux_loss : nn::LoadBalance::none;
+  TITAN_CHECK(c.num_experts > 0, source, ": field '", experts_key, "' must be > 0 for ", "Qwen3MoeForCausalLM, got ",
+              c.num_experts, ". HINT: a dense model is Qwen3ForCausalLM");
 }
 
 }  // namespace
@@ -180,6 +209,7 @@ nn::DecoderConfig config_from_hf(const json& config, const std::string& source) 
   c.mlp_bias = arch->reads_mlp_bias && r.boolean("mlp_bias", false);
   c.max_seq_len = r.integer("max_position_embeddings", arch->max_position_embeddings);
   TITAN_CHECK(c.max_seq_len > 0, source, ": field 'max_position_embeddings' must be > 0, got ", c.max_seq_len);
+  if (arch->moe) read_moe(config, r, source, c, float32);
   try {
     c.validate();
   } catch (const Error& e) {
@@ -189,6 +219,7 @@ nn::DecoderConfig config_from_hf(const json& config, const std::string& source) 
 }
 
 std::string default_hf_architecture(const nn::DecoderConfig& c) {
+  if (c.num_experts > 0) return "Qwen3MoeForCausalLM";
   if (c.qk_norm) return "Qwen3ForCausalLM";
   if (c.qkv_bias && !c.attention_bias && !c.mlp_bias) return "Qwen2ForCausalLM";
   return "LlamaForCausalLM";
@@ -202,6 +233,8 @@ json config_to_hf(const nn::DecoderConfig& c, const std::string& architecture, c
               "' is not float32 or bfloat16");
   // What the architecture builds must be exactly our decoder, or transformers would load other math.
   const bool qkv = c.attention_bias || c.qkv_bias, out = c.attention_bias;
+  TITAN_CHECK((c.num_experts > 0) == arch->moe, "[hf export] ", architecture, " cannot express a ",
+              c.num_experts > 0 ? "mixture-of-experts" : "dense", " model. HINT: export as ", default_hf_architecture(c));
   const bool expressible = c.qk_norm == arch->qk_norm && (arch->reads_mlp_bias || !c.mlp_bias) &&
                            (arch->fixed_qkv_bias ? (qkv && !out)
                                                  : arch->reads_attention_bias ? qkv == out : !qkv);
@@ -231,6 +264,17 @@ json config_to_hf(const nn::DecoderConfig& c, const std::string& architecture, c
   j["dtype"] = torch_dtype;        // transformers >= 5
   if (arch->reads_attention_bias) j["attention_bias"] = c.attention_bias;
   if (arch->reads_mlp_bias) j["mlp_bias"] = c.mlp_bias;
+  if (arch->moe) {
+    j["num_experts"] = c.num_experts;
+    j["num_experts_per_tok"] = c.num_experts_per_tok;
+    j["moe_intermediate_size"] = c.moe_hidden_dim;
+    j["norm_topk_prob"] = c.norm_topk_prob;
+    j["decoder_sparse_step"] = c.decoder_sparse_step;
+    j["mlp_only_layers"] = c.mlp_only_layers;
+    // Bias balancing has no HF counterpart: the export routes without the bias (titan logs it).
+    j["output_router_logits"] = c.load_balance == nn::LoadBalance::aux_loss;
+    j["router_aux_loss_coef"] = shortest(c.router_aux_loss_coef);
+  }
   if (architecture == "MistralForCausalLM") {
     j["sliding_window"] = nullptr;  // absent would mean MistralConfig's active 4096 window
   } else if (architecture != "LlamaForCausalLM") {

@@ -32,6 +32,13 @@ static const std::pair<const char*, const char*> kPerLayer[] = {
     {"feed_forward.w2.bias", "mlp.down_proj.bias"},
     {"feed_forward.w3.weight", "mlp.up_proj.weight"},
     {"feed_forward.w3.bias", "mlp.up_proj.bias"},
+    {"moe.router.gate.weight", "mlp.gate.weight"},
+};
+// Stacked expert weights [E, ...]: expert e is HF's mlp.experts.<e>.<name> (slice e of dim 0).
+static const std::pair<const char*, const char*> kPerExpert[] = {
+    {"moe.experts.w1", "gate_proj.weight"},
+    {"moe.experts.w2", "down_proj.weight"},
+    {"moe.experts.w3", "up_proj.weight"},
 };
 
 // Splits "<prefix><digits>.<rest>" into {digits, rest}; false when `name` has another shape.
@@ -56,7 +63,22 @@ std::string to_hf_name(const std::string& fqn) {
       if (rest == ours) return "model.layers." + index + "." + hf;
     }
   }
-  TITAN_FAIL("[qwen3] no Hugging Face name for parameter '", fqn, "'");
+  TITAN_FAIL("[qwen3] no single Hugging Face name for parameter '", fqn, "'");
+}
+
+std::vector<std::pair<std::string, Tensor>> to_hf_tensors(const std::string& fqn, const Tensor& t) {
+  std::string index, rest;
+  if (split_layer(fqn, "layers.", index, rest)) {
+    for (const auto& [ours, hf] : kPerExpert) {
+      if (rest != ours) continue;
+      std::vector<std::pair<std::string, Tensor>> out;
+      for (int64_t e = 0; e < t.size(0); ++e) {
+        out.emplace_back("model.layers." + index + ".mlp.experts." + std::to_string(e) + "." + hf, t.select(e));
+      }
+      return out;
+    }
+  }
+  return {{to_hf_name(fqn), t}};
 }
 
 std::optional<std::string> from_hf_name(const std::string& hf_name) {
@@ -67,6 +89,12 @@ std::optional<std::string> from_hf_name(const std::string& hf_name) {
   if (split_layer(hf_name, "model.layers.", index, rest)) {
     for (const auto& [ours, hf] : kPerLayer) {
       if (rest == hf) return "layers." + index + "." + ours;
+    }
+    std::string expert, name;
+    if (split_layer(rest, "mlp.experts.", expert, name)) {
+      for (const auto& [ours, hf] : kPerExpert) {
+        if (name == hf) return "layers." + index + "." + ours;
+      }
     }
   }
   return std::nullopt;

@@ -43,9 +43,19 @@ void init_weights(nn::Decoder& model, uint64_t seed) {
     init_linear(block.attention.wk, 0.02f);
     init_linear(block.attention.wv, 0.02f);
     init_linear(block.attention.wo, depth_std);
-    init_linear(block.feed_forward.w1, 0.02f);
-    init_linear(block.feed_forward.w2, depth_std);
-    init_linear(block.feed_forward.w3, depth_std);
+    if (block.moe) {
+      // torchtitan's MoE init: router and w1 at 0.02, w2/w3 depth-scaled; the bias starts at 0.
+      nn::Moe& moe = *block.moe;
+      fill_trunc_normal(moe.router.value, Rng(seed, stream(moe.router.fqn)), 0.02f, -2.0f, 2.0f);
+      fill_trunc_normal(moe.w1.value, Rng(seed, stream(moe.w1.fqn)), 0.02f, -2.0f, 2.0f);
+      fill_trunc_normal(moe.w2.value, Rng(seed, stream(moe.w2.fqn)), depth_std, -2.0f, 2.0f);
+      fill_trunc_normal(moe.w3.value, Rng(seed, stream(moe.w3.fqn)), depth_std, -2.0f, 2.0f);
+      if (moe.expert_bias.defined()) moe.expert_bias.value.zero_();
+    } else {
+      init_linear(block.feed_forward->w1, 0.02f);
+      init_linear(block.feed_forward->w2, depth_std);
+      init_linear(block.feed_forward->w3, depth_std);
+    }
     block.attention_norm.weight.value.fill_(1.0f);
     block.ffn_norm.weight.value.fill_(1.0f);
     if (block.attention.q_norm) {
@@ -79,20 +89,21 @@ void load_hf_weights(nn::Decoder& model, const std::string& dir) {
   Progress progress("loading weights from " + dir, static_cast<int64_t>(params.size()), "tensors");
   for (nn::Parameter* p : params) {
     progress.advance();
-    const std::string hf = to_hf_name(p->fqn);
-    const ckpt::TensorInfo* info = weights.find(hf);
-    if (info == nullptr) {
-      missing.push_back(hf);
-      continue;
+    for (auto& [hf, dst] : to_hf_tensors(p->fqn, p->value)) {
+      const ckpt::TensorInfo* info = weights.find(hf);
+      if (info == nullptr) {
+        missing.push_back(hf);
+        continue;
+      }
+      TITAN_CHECK(info->shape == dst.shape(), weights.file_of(hf), ": tensor '", hf, "' has shape ",
+                  shape_str(info->shape), ", the model expects ", shape_str(dst.shape()),
+                  ". HINT: check that config.json matches the weights");
+      TITAN_CHECK(info->dtype == DType::f32 || info->dtype == DType::bf16 || info->dtype == DType::f16,
+                  weights.file_of(hf), ": tensor '", hf, "' has dtype ", dtype_name(info->dtype),
+                  "; weights must be F32, BF16 or F16");
+      dst.copy_from(weights.get(hf));  // dst is a view: an expert's slice of a stacked weight
+      unused.erase(hf);
     }
-    TITAN_CHECK(info->shape == p->value.shape(), weights.file_of(hf), ": tensor '", hf, "' has shape ",
-                shape_str(info->shape), ", the model expects ", shape_str(p->value.shape()),
-                ". HINT: check that config.json matches the weights");
-    TITAN_CHECK(info->dtype == DType::f32 || info->dtype == DType::bf16 || info->dtype == DType::f16,
-                weights.file_of(hf), ": tensor '", hf, "' has dtype ", dtype_name(info->dtype),
-                "; weights must be F32, BF16 or F16");
-    p->value.copy_from(weights.get(hf));
-    unused.erase(hf);
   }
   if (model.config().tie_embeddings && unused.count("lm_head.weight")) {
     // Some exports store the tied head anyway; accept it only if it really is the embedding.

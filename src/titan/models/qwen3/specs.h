@@ -1,4 +1,4 @@
-// Named Qwen3 dense sizes. The published ones are taken from their Hugging Face config.json
+// Named Qwen3 sizes, dense and mixture-of-experts. The published ones are taken from their Hugging Face config.json
 // files (Qwen/Qwen3-*); `debug` is ours, small enough for tests and the quickstart.
 #pragma once
 

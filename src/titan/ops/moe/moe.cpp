@@ -23,6 +23,9 @@ void check_moe(const MoeArgs& args, const Tensor& x_ND, const Tensor& w_gate_ED,
   TITAN_CHECK(args.top_k >= 1 && args.top_k <= e, "[moe] top_k = ", args.top_k,
               " is outside [1, num_experts = ", e,
               "]. HINT: set num_experts_per_tok to at most num_experts");
+  if (args.selection_bias_E.defined()) {
+    check_f32("selection_bias", args.selection_bias_E, {e}, ". HINT: one bias per expert");
+  }
   TITAN_CHECK(w1_EFD.ndim() == 3 && w1_EFD.size(0) == e && w1_EFD.size(2) == d,
               "[moe] w1: expected f32[", e, ", F, ", d, "] (gate_proj), got ", w1_EFD.describe());
   const int64_t f = w1_EFD.size(1);

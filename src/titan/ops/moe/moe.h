@@ -1,6 +1,7 @@
 // Sparse mixture of experts (HF Qwen3MoeSparseMoeBlock): router, top-k, experts, combine.
 //   logits_NE = x_ND w_gate_ED^T;  probs_NE = softmax(logits_NE) over E (fp32)
-//   top-k experts per token by prob, ties to the lower expert index;
+//   top-k experts per token by prob (by prob + selection_bias when a bias is given: torchtitan's
+//   bias-based load balancing, which moves selection only), ties to the lower expert index;
 //   weight_NK = the top-k probs, divided by their sum when norm_topk_prob
 //   out_ND[n] = sum_k weight[n, k] * w2[e] (silu(w1[e] x[n]) * (w3[e] x[n])),  e = expert[n, k]
 // Shape legend: N tokens, D model width, E experts, F expert (moe) intermediate width, K top_k,
@@ -26,6 +27,7 @@ namespace titan::ops {
 struct MoeArgs {
   int64_t top_k = 2;
   bool norm_topk_prob = true;
+  Tensor selection_bias_E;  // f32 [E] added to the probs for choosing experts only; undefined = none
 };
 
 // What backward needs, and the routing statistics callers read (counts for load metrics).
@@ -72,7 +74,8 @@ namespace ref {
 template <class T>
 void moe_forward(int64_t n, int64_t d, int64_t e, int64_t f, int64_t top_k, bool norm_topk_prob,
                  const T* x, const T* w_gate, const T* w1, const T* w3, const T* w2, T* out,
-                 T* logits, T* probs, int32_t* expert, T* weight);
+                 T* logits, T* probs, int32_t* expert, T* weight,
+                 const float* selection_bias = nullptr);
 template <class T>
 void moe_backward(int64_t n, int64_t d, int64_t e, int64_t f, int64_t top_k, bool norm_topk_prob,
                   const T* dout, const T* dlogits, const T* x, const T* w_gate, const T* w1,

@@ -118,11 +118,13 @@ static void forward_cpu(const MoeArgs& args, const Tensor& x, const Tensor& w_ga
   int32_t* expert = saved.expert_NK.data<int32_t>();
   float* weight = saved.weight_NK.data<float>();
 
-  // Router: logits, softmax (fp32 values, double sums), top-k by logit (= by prob, ties to the
-  // lower index), weights.
+  // Router: logits, softmax (fp32 values, double sums), top-k by logit (= by prob; by prob + bias
+  // when balancing by bias; ties to the lower index), weights.
   gemm(false, true, n, e, d, 1.0f, xp, d, w_gate.data<float>(), d, 0.0f, zp, e);
+  const float* bias = args.selection_bias_E.defined() ? args.selection_bias_E.data<float>() : nullptr;
   parallel_for(n, kTokenGrain, [&](int64_t begin, int64_t end) {
     std::vector<char> taken(static_cast<size_t>(e));
+    std::vector<float> biased(static_cast<size_t>(e));
     for (int64_t t = begin; t < end; ++t) {
       const float* z = zp + t * e;
       float* pt = probs + t * e;
@@ -132,11 +134,16 @@ static void forward_cpu(const MoeArgs& args, const Tensor& x, const Tensor& w_ga
       const float inv = static_cast<float>(1.0 / sum);
       for (int64_t j = 0; j < e; ++j) pt[j] *= inv;
       std::fill(taken.begin(), taken.end(), 0);
+      const float* key = z;  // the logits order the probs without rounding ties
+      if (bias != nullptr) {
+        for (int64_t j = 0; j < e; ++j) biased[static_cast<size_t>(j)] = pt[j] + bias[j];
+        key = biased.data();
+      }
       double psum = 0.0;
       for (int64_t k = 0; k < kk; ++k) {
         int64_t best = -1;
         for (int64_t j = 0; j < e; ++j) {
-          if (!taken[j] && (best < 0 || z[j] > z[best])) best = j;
+          if (!taken[j] && (best < 0 || key[j] > key[best])) best = j;
         }
         taken[best] = 1;
         expert[t * kk + k] = static_cast<int32_t>(best);

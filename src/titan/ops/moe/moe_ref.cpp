@@ -16,10 +16,10 @@ static double sigmoid(double g) {
 
 // Router of one token: logits, softmax probs (double), and the top-k by logit (softmax is
 // monotonic, so this is the top-k by prob without ties that rounding of the probs would create),
-// ties to the lower expert index.
+// or by prob + bias when a selection bias is given; ties to the lower expert index.
 template <class T>
 static void route_token(int64_t d, int64_t e, int64_t top_k, const T* x, const T* w_gate,
-                        T* logits, std::vector<double>& p, int32_t* expert) {
+                        const float* bias, T* logits, std::vector<double>& p, int32_t* expert) {
   std::vector<double> z(e);
   double zmax = -INFINITY;
   for (int64_t j = 0; j < e; ++j) {
@@ -32,11 +32,15 @@ static void route_token(int64_t d, int64_t e, int64_t top_k, const T* x, const T
   double sum = 0.0;
   for (int64_t j = 0; j < e; ++j) sum += (p[j] = std::exp(z[j] - zmax));
   for (int64_t j = 0; j < e; ++j) p[j] /= sum;
+  std::vector<double> key(z);
+  if (bias != nullptr) {
+    for (int64_t j = 0; j < e; ++j) key[j] = static_cast<double>(static_cast<float>(p[j]) + bias[j]);
+  }
   std::vector<bool> taken(e, false);
   for (int64_t k = 0; k < top_k; ++k) {
     int64_t best = -1;
     for (int64_t j = 0; j < e; ++j) {
-      if (!taken[j] && (best < 0 || z[j] > z[best])) best = j;
+      if (!taken[j] && (best < 0 || key[j] > key[best])) best = j;
     }
     taken[best] = true;
     expert[k] = static_cast<int32_t>(best);
@@ -62,12 +66,12 @@ static void expert_hidden(int64_t d, int64_t f, const T* x, const T* w1, const T
 template <class T>
 void moe_forward(int64_t n, int64_t d, int64_t e, int64_t f, int64_t top_k, bool norm_topk_prob,
                  const T* x, const T* w_gate, const T* w1, const T* w3, const T* w2, T* out,
-                 T* logits, T* probs, int32_t* expert, T* weight) {
+                 T* logits, T* probs, int32_t* expert, T* weight, const float* selection_bias) {
   std::vector<double> p(e), g(f), u(f), h(f);
   for (int64_t t = 0; t < n; ++t) {
     const T* xt = x + t * d;
     int32_t* ex = expert + t * top_k;
-    route_token(d, e, top_k, xt, w_gate, logits + t * e, p, ex);
+    route_token(d, e, top_k, xt, w_gate, selection_bias, logits + t * e, p, ex);
     for (int64_t j = 0; j < e; ++j) probs[t * e + j] = static_cast<T>(p[j]);
     double psum = 0.0;
     for (int64_t k = 0; k < top_k; ++k) psum += p[ex[k]];
@@ -161,7 +165,8 @@ void moe_backward(int64_t n, int64_t d, int64_t e, int64_t f, int64_t top_k, boo
 
 #define TITAN_MOE_REF_INSTANTIATE(T)                                                              \
   template void moe_forward<T>(int64_t, int64_t, int64_t, int64_t, int64_t, bool, const T*,        \
-                               const T*, const T*, const T*, const T*, T*, T*, T*, int32_t*, T*); \
+                               const T*, const T*, const T*, const T*, T*, T*, T*, int32_t*, T*,   \
+                               const float*);                                                     \
   template void moe_backward<T>(int64_t, int64_t, int64_t, int64_t, int64_t, bool, const T*,       \
                                 const T*, const T*, const T*, const T*, const T*, const T*,        \
                                 const T*, const int32_t*, const T*, T*, T*, T*, T*, T*);
@@ -184,7 +189,8 @@ static void forward_ref(const MoeArgs& args, const Tensor& x, const Tensor& w_ga
   ref::moe_forward(n, d, e, f, kk, args.norm_topk_prob, x.data<float>(), w_gate.data<float>(),
                    w1.data<float>(), w3.data<float>(), w2.data<float>(), out.data<float>(),
                    logits.data<float>(), saved.probs_NE.data<float>(),
-                   saved.expert_NK.data<int32_t>(), saved.weight_NK.data<float>());
+                   saved.expert_NK.data<int32_t>(), saved.weight_NK.data<float>(),
+                   args.selection_bias_E.defined() ? args.selection_bias_E.data<float>() : nullptr);
   saved.expert_counts_E = Tensor::zeros({e}, DType::i64);
   saved.offsets_E1 = Tensor::empty({e + 1}, DType::i64);
   saved.row_of_pair_NK = Tensor::empty({n, kk}, DType::i32);
