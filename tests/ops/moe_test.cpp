@@ -163,7 +163,11 @@ void run_backward(const MoeImpl& impl, const MoeArgs& a, const Tensor& dout, con
 
 void expect_grads_close(const std::string& where, const Grads& got, const Grads& want) {
   EXPECT_TRUE(all_close(where + " dx", got.dx, want.dx, kF32Tol));
-  EXPECT_TRUE(all_close(where + " dw_gate", got.dw_gate, want.dw_gate, kF32Tol));
+  // dw_gate sums N tokens' dz x^T, with heavy cancellation in some entries: its absolute error
+  // scales with the tensor's magnitude (fp32 eps x max|dw_gate| x sqrt(N)), not each entry's.
+  double scale = 1.0;
+  for (double v : to_doubles(want.dw_gate)) scale = std::max(scale, std::fabs(v));
+  EXPECT_TRUE(all_close(where + " dw_gate", got.dw_gate, want.dw_gate, {kF32Tol.atol * scale, kF32Tol.rtol}));
   EXPECT_TRUE(all_close(where + " dw1", got.dw1, want.dw1, kF32Tol));
   EXPECT_TRUE(all_close(where + " dw3", got.dw3, want.dw3, kF32Tol));
   EXPECT_TRUE(all_close(where + " dw2", got.dw2, want.dw2, kF32Tol));

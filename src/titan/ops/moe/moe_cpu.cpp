@@ -21,10 +21,15 @@ using kernels::gemm;
 
 namespace {
 
-// Output tile of a grouped GEMM: big enough that a gemm call amortises its setup, small enough
-// that uneven experts still spread over the threads.
-constexpr int64_t kTileRows = 128;
+// Output tiles of the grouped GEMMs: big enough that a gemm call amortises its setup and packing,
+// small enough that uneven experts still spread over the threads. Weight-gradient tiles are larger:
+// their K is only the expert's row count, so a small tile spends its time on packing and on C.
+// Measured at the reduced 30B-A3B shapes (bench/moe_bench, docs/performance.md): 128 x 256 for
+// both gave 54% of the dense GEMMs' GFLOP/s, 256 x 256 with 1024 x 1024 weight tiles 70%.
+constexpr int64_t kTileRows = 256;
 constexpr int64_t kTileCols = 256;
+constexpr int64_t kWeightTileRows = 1024;
+constexpr int64_t kWeightTileCols = 1024;
 // Tokens per thread chunk at least in the per-token loops.
 constexpr int64_t kTokenGrain = 16;
 
@@ -43,9 +48,11 @@ std::vector<Tile> make_tiles(const int64_t* offsets, int64_t num_experts, bool b
     if (count == 0) continue;
     const int64_t r_begin = by_dispatch_rows ? offsets[e] : 0;
     const int64_t r_end = by_dispatch_rows ? offsets[e + 1] : rows;
-    for (int64_t r = r_begin; r < r_end; r += kTileRows) {
-      for (int64_t c = 0; c < cols; c += kTileCols) {
-        tiles.push_back({e, r, std::min(kTileRows, r_end - r), c, std::min(kTileCols, cols - c)});
+    const int64_t tile_rows = by_dispatch_rows ? kTileRows : kWeightTileRows;
+    const int64_t tile_cols = by_dispatch_rows ? kTileCols : kWeightTileCols;
+    for (int64_t r = r_begin; r < r_end; r += tile_rows) {
+      for (int64_t c = 0; c < cols; c += tile_cols) {
+        tiles.push_back({e, r, std::min(tile_rows, r_end - r), c, std::min(tile_cols, cols - c)});
       }
     }
   }
