@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -51,6 +52,26 @@ def read_folder(d: str) -> dict:
             for k in f.keys():
                 out[k] = f.get_tensor(k)
     return out
+
+
+EXPERT = re.compile(r"(.*\.mlp\.experts\.)(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
+
+
+def in_memory(sd: dict, name: str) -> torch.Tensor:
+    """The loaded model's tensor for a file tensor name. transformers 5 fuses MoE experts in memory
+    (mlp.experts.gate_up_proj [E, 2F, D]: rows [0, F) gate, [F, 2F) up; mlp.experts.down_proj
+    [E, D, F]), so a per-expert file name is a slice of those."""
+    if name in sd:
+        return sd[name]
+    m = EXPERT.match(name)
+    if m is None:
+        raise KeyError(f"{name} is neither a parameter of the loaded model nor a per-expert weight")
+    prefix, e, proj = m.group(1), int(m.group(2)), m.group(3)
+    if proj == "down_proj":
+        return sd[prefix + "down_proj"][e]
+    fused = sd[prefix + "gate_up_proj"][e]
+    f = fused.shape[0] // 2
+    return fused[:f] if proj == "gate_proj" else fused[f:]
 
 
 def bf16_rne(t: torch.Tensor) -> torch.Tensor:
@@ -135,7 +156,7 @@ def main() -> int:
             failures.append("tensor values")
     sd = model.state_dict()
     for k, v in exported.items():
-        if not torch.equal(sd[k], v.float()):
+        if not torch.equal(in_memory(sd, k), v.float()):
             failures.append(f"transformers' {k} differs from the file")
 
     # 3. Logits vs titan forward.

@@ -68,6 +68,27 @@ TEST(HfErrors, UnsupportedConfigFieldsAreNamed) {
   EXPECT_ERROR_CONTAINS(load_hf_config(m.dir()), "must be a multiple of num_kv_heads");
 }
 
+// Qwen3MoeForCausalLM config.json fields that the model cannot take: one line naming the field.
+TEST(HfErrors, MixtureOfExpertsConfigFields) {
+  const auto moe = [](const std::string& key, const nlohmann::json& v) {
+    nlohmann::json j = {{"architectures", nlohmann::json::array({"Qwen3MoeForCausalLM"})},
+                        {"num_hidden_layers", 2}, {"num_experts", 8}, {"num_experts_per_tok", 2}};
+    j[key] = v;
+    return j;
+  };
+  EXPECT_ERROR_CONTAINS(config_from_hf(moe("num_experts", 0), "c.json"),
+                        "c.json: field 'num_experts' must be > 0 for Qwen3MoeForCausalLM");
+  EXPECT_ERROR_CONTAINS(config_from_hf(moe("num_experts_per_tok", 9), "c.json"), "num_experts_per_tok (top_k) = 9");
+  EXPECT_ERROR_CONTAINS(config_from_hf(moe("mlp_only_layers", 1), "c.json"), "field 'mlp_only_layers' must be a list");
+  EXPECT_ERROR_CONTAINS(config_from_hf(moe("mlp_only_layers", {0, 5}), "c.json"), "mlp_only_layers names layer 5");
+  EXPECT_ERROR_CONTAINS(config_from_hf(moe("moe_intermediate_size", 0), "c.json"), "moe_hidden_dim");
+  EXPECT_ERROR_CONTAINS(config_from_hf(moe("decoder_sparse_step", 3), "c.json"), "no layer is sparse");
+  const nn::DecoderConfig c = config_from_hf(moe("num_local_experts", 8), "c.json");  // both spellings
+  EXPECT_EQ(c.num_experts, 8);
+  EXPECT_FALSE(c.norm_topk_prob);  // Qwen3MoeConfig's default
+  EXPECT_EQ(c.load_balance, nn::LoadBalance::none);  // output_router_logits defaults to false
+}
+
 // Found with tests/fuzz/hf_config_fuzz: a float field beyond float32's range (1e39) silently
 // became inf, and a negative rms_norm_eps or a non-positive max_position_embeddings was accepted.
 TEST(HfErrors, FloatFieldsMustFitFloat32AndContextMustBePositive) {
