@@ -110,6 +110,12 @@ struct ParallelismSection {
   bool operator==(const ParallelismSection&) const = default;
 };
 
+struct OverrideSection {
+  std::string imports = "";
+
+  bool operator==(const OverrideSection&) const = default;
+};
+
 struct JobConfig {
   JobSection job;
   ModelSection model;
@@ -119,6 +125,7 @@ struct JobConfig {
   MetricsSection metrics;
   CheckpointSection checkpoint;
   ParallelismSection parallelism;
+  OverrideSection overrides;  // [override]
 
   bool operator==(const JobConfig&) const = default;
 };
@@ -218,6 +225,10 @@ void visit_fields(Config& c, V&& v) {
     "sharded (FSDP) data-parallel degree; -1: the ranks left over (used by the parallelism issue)");
   v("parallelism.tensor_parallel_degree", parallelism.tensor_parallel_degree,
     "tensor-parallel degree (used by the parallelism issue)");
+
+  auto& overrides = c.overrides;
+  v("override.imports", overrides.imports,
+    "plugin shared libraries to load, comma-separated; their overrides replace config-tree nodes (each logged)");
 }
 
 enum class FieldType { boolean, integer, number, string };

@@ -7,6 +7,7 @@ Attention::Attention(const AttentionConfig& config, const std::string& fqn)
       wk({config.dim, config.num_kv_heads * config.head_dim, config.bias}, fqn + ".wk"),
       wv({config.dim, config.num_kv_heads * config.head_dim, config.bias}, fqn + ".wv"),
       wo({config.num_heads * config.head_dim, config.dim, config.out_bias}, fqn + ".wo"),
+      rope(std::make_unique<Rope>()),
       config_(config) {
   if (config.qk_norm) {
     q_norm = std::make_unique<RmsNorm>(RmsNormConfig{config.head_dim, config.norm_eps}, fqn + ".q_norm");
@@ -24,8 +25,8 @@ Tensor Attention::forward(const StepContext& ctx, const Tensor& x_ND) {
     q = q_norm->forward(q);
     k = k_norm->forward(k);
   }
-  ops::rope_forward(ctx.rope, q, q);  // in place: the norm output is ours alone
-  ops::rope_forward(ctx.rope, k, k);
+  rope->forward(ctx, q);  // in place: the norm output is ours alone
+  rope->forward(ctx, k);
   q_BTHK_ = q;
   k_BTGK_ = k;
   o_BTHK_ = Tensor::empty({B, T, H, K});
@@ -42,8 +43,8 @@ Tensor Attention::backward(const StepContext& ctx, const Tensor& dy_ND) {
   ops::attention_backward({}, do_BTHK, q_BTHK_, k_BTGK_, v_BTGK_, o_BTHK_, saved_, dq, dk, dv);
   q_BTHK_ = k_BTGK_ = v_BTGK_ = o_BTHK_ = Tensor();
   saved_ = {};
-  ops::rope_backward(ctx.rope, dq, dq);
-  ops::rope_backward(ctx.rope, dk, dk);
+  rope->backward(ctx, dq);
+  rope->backward(ctx, dk);
   if (q_norm) {
     dq = q_norm->backward(dq);
     dk = k_norm->backward(dk);

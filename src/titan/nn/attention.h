@@ -7,6 +7,7 @@
 #include "titan/nn/context.h"
 #include "titan/nn/linear.h"
 #include "titan/nn/rms_norm.h"
+#include "titan/nn/rope.h"
 #include "titan/ops/attention/attention.h"
 
 namespace titan::nn {
@@ -33,6 +34,7 @@ class Attention {
 
   Linear wq, wk, wv, wo;
   std::unique_ptr<RmsNorm> q_norm, k_norm;  // null without qk_norm
+  std::unique_ptr<RopeModule> rope;          // built-in Rope unless an override replaced the node
 
  private:
   AttentionConfig config_;

@@ -43,6 +43,63 @@ static TransformerBlockConfig block_config(const DecoderConfig& c, int64_t layer
   return b;
 }
 
+ConfigTree decoder_config_tree(const DecoderConfig& c) {
+  ConfigTree tree;
+  const auto node = [&](const std::string& path, const char* type) {
+    tree[path] = std::make_shared<BuiltinNode>(type);
+  };
+  node("model", "Decoder");
+  node("model.tok_embeddings", "Embedding");
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const std::string layer = str("model.layers.", i);
+    node(layer, "TransformerBlock");
+    node(layer + ".attention_norm", "RmsNorm");
+    node(layer + ".attention", "Attention");
+    if (c.qk_norm) {
+      node(layer + ".attention.q_norm", "RmsNorm");
+      node(layer + ".attention.k_norm", "RmsNorm");
+    }
+    auto rope = std::make_shared<RopeConfig>();
+    rope->theta = c.rope_theta;
+    rope->head_dim = c.head_dim;
+    tree[layer + ".attention.rope"] = std::move(rope);
+    node(layer + ".ffn_norm", "RmsNorm");
+    if (c.is_moe_layer(i)) {
+      node(layer + ".moe", "Moe");
+    } else {
+      node(layer + ".feed_forward", "FeedForward");
+    }
+  }
+  node("model.norm", "RmsNorm");
+  if (!c.tie_embeddings) node("model.output", "Linear");
+  return tree;
+}
+
+Decoder::Decoder(const DecoderConfig& config, const ConfigTree& tree) : Decoder(config) {
+  const ConfigTree builtin = decoder_config_tree(config);
+  for (const auto& [path, want] : builtin) {
+    const auto it = tree.find(path);
+    TITAN_CHECK(it != tree.end(), "[model] the config tree has no node ", path, " (", want->type_name(), ")");
+    if (dynamic_cast<const RopeConfig*>(want.get()) != nullptr) continue;  // a replaceable slot
+    TITAN_CHECK(it->second->type_name() == want->type_name(), "[model] ", path, " is a ", it->second->type_name(),
+                " node, but titan builds its ", want->type_name(),
+                " nodes itself; only the RoPE nodes (model.layers.<i>.attention.rope) take plugin modules so far");
+  }
+  TITAN_CHECK(tree.size() == builtin.size(), "[model] the config tree has ", tree.size(), " nodes, the model ",
+              builtin.size(), ": an override may only replace nodes, not add them");
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const std::string path = str("model.layers.", i, ".attention.rope");
+    layers[i]->attention.rope = build_rope_module(path, *tree.at(path));
+  }
+}
+
+void Decoder::check_shapes(int64_t batch, int64_t seq) const {
+  for (const auto& layer : layers) {
+    layer->attention.rope->check(batch, seq, config_.num_heads, config_.head_dim);
+    layer->attention.rope->check(batch, seq, config_.num_kv_heads, config_.head_dim);
+  }
+}
+
 Decoder::Decoder(const DecoderConfig& config)
     : tok_embeddings({(config.validate(), config.vocab_size), config.dim}, "tok_embeddings"),
       norm({config.dim, config.norm_eps}, "norm"),

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "titan/nn/config_tree.h"
 #include "titan/nn/embedding.h"
 #include "titan/nn/transformer_block.h"
 
@@ -66,9 +67,24 @@ struct ExpertLoad {
   bool defined = false;  // false for a dense model
 };
 
+// The config tree of a decoder: "model" (Decoder), "model.tok_embeddings" (Embedding),
+// "model.layers.<i>" (TransformerBlock) with .attention_norm / .ffn_norm (RmsNorm), .attention
+// (Attention), .attention.q_norm / .k_norm (RmsNorm, with qk_norm), .attention.rope (Rope, a
+// RopeConfig), .feed_forward (FeedForward) or .moe (Moe); "model.norm" (RmsNorm), "model.output"
+// (Linear, untied only).
+ConfigTree decoder_config_tree(const DecoderConfig& config);
+
 class Decoder {
  public:
   explicit Decoder(const DecoderConfig& config);
+  // Built from `tree` (decoder_config_tree(config), possibly with nodes replaced by overrides):
+  // each RoPE slot gets the module its node asks for. Any other node must still be the built-in
+  // type: an override of a node the decoder builds itself is refused, naming the node.
+  Decoder(const DecoderConfig& config, const ConfigTree& tree);
+
+  // Every module's shape constraints for micro-batches of [batch, seq] (plugin modules declare
+  // theirs); throws the first violation. Called once before step 1.
+  void check_shapes(int64_t batch, int64_t seq) const;
 
   const DecoderConfig& config() const { return config_; }
   // Every parameter once (the tied table appears as tok_embeddings.weight only).

@@ -19,6 +19,7 @@
 #include "titan/models/qwen3/model.h"
 #include "titan/models/qwen3/specs.h"
 #include "titan/ops/softmax_xent/softmax_xent.h"
+#include "titan/plugins/plugin_loader.h"
 #include "titan/train/clip.h"
 #include "titan/train/flops.h"
 #include "titan/train/lr_schedule.h"
@@ -311,6 +312,13 @@ TrainSummary run_training(const config::JobConfig& c, const std::string& config_
 
   // Everything that can fail on bad input fails here, before any long work.
   const nn::DecoderConfig mc = model_config(c);
+  // Plugins and overrides: the config tree with its replaced nodes, the model built from it, and
+  // every module's shape constraint checked before anything else runs.
+  const plugins::LoadedPlugins loaded = plugins::load_plugins(plugins::split_imports(c.overrides.imports));
+  nn::ConfigTree tree = nn::decoder_config_tree(mc);
+  if (!loaded.files.empty()) plugins::apply_overrides(tree, loaded.overrides);  // opt-in: imported ones only
+  nn::Decoder model(mc, tree);
+  model.check_shapes(B, T);
   const data::Tokenizer tokenizer = load_tokenizer(c);
   TITAN_CHECK(tokenizer.vocab_size() <= mc.vocab_size, "[train] the tokenizer in ", c.model.hf_assets_path, " has ",
               tokenizer.vocab_size(), " tokens but model '", c.model.name, "' has vocab_size ", mc.vocab_size,
@@ -334,7 +342,6 @@ TrainSummary run_training(const config::JobConfig& c, const std::string& config_
   lc.bos_id = doc_tokens.bos_id;
   data::PrefetchLoader loader(lc, tokenizer);
 
-  nn::Decoder model(mc);
   qwen3::init_weights(model, static_cast<uint64_t>(c.training.seed));
   nn::ParameterList params = model.parameters();
   const nn::ParameterList model_state = model.state();

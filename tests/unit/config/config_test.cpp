@@ -93,7 +93,8 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
   [[maybe_unused]] const auto& [x1, x2, x3, x4, x5] = c.metrics;
   [[maybe_unused]] const auto& [k1, k2, k3, k4, k5, k6, k7, k8, k9, k10, k11, k12, k13] = c.checkpoint;
   [[maybe_unused]] const auto& [p1, p2, p3] = c.parallelism;
-  [[maybe_unused]] const auto& [s1, s2, s3, s4, s5, s6, s7, s8] = c;
+  [[maybe_unused]] const auto& [ov1] = c.overrides;
+  [[maybe_unused]] const auto& [s1, s2, s3, s4, s5, s6, s7, s8, s9] = c;
   EXPECT_EQ(count_in_section("job"), 3u);
   EXPECT_EQ(count_in_section("model"), 8u);
   EXPECT_EQ(count_in_section("training"), 10u);
@@ -102,12 +103,14 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
   EXPECT_EQ(count_in_section("metrics"), 5u);
   EXPECT_EQ(count_in_section("checkpoint"), 13u);
   EXPECT_EQ(count_in_section("parallelism"), 3u);
-  EXPECT_EQ(job_config_fields().size(), 52u);
+  EXPECT_EQ(count_in_section("override"), 1u);
+  EXPECT_EQ(job_config_fields().size(), 53u);
 
   // Every field reaches a distinct member: setting all of them changes every section.
   const JobConfig changed = all_non_default();
   EXPECT_NE(changed.job, c.job);
   EXPECT_NE(changed.parallelism, c.parallelism);
+  EXPECT_NE(changed.overrides, c.overrides);
   for (const Field& f : job_config_fields()) {
     EXPECT_NE(get_field(changed, f.path), f.default_value) << f.path;
   }
@@ -122,9 +125,9 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
 TEST(JobConfigFields, SectionOrderAndTypes) {
   const auto& fields = job_config_fields();
   EXPECT_EQ(fields.front().path, "job.dump_folder");
-  EXPECT_EQ(fields.back().path, "parallelism.tensor_parallel_degree");
+  EXPECT_EQ(fields.back().path, "override.imports");
   const std::vector<std::string> order = {"job", "model", "training", "optimizer", "lr_scheduler", "metrics",
-                                          "checkpoint", "parallelism"};
+                                          "checkpoint", "parallelism", "override"};
   std::vector<std::string> seen;
   for (const Field& f : fields) {
     const std::string section = f.path.substr(0, f.path.find('.'));

@@ -1,0 +1,40 @@
+// The plugin API: what a shared library loaded with --override.imports sees. A plugin is built
+// against this header (and the titan headers it includes) with the same compiler as titan, and
+// exports two C functions:
+//
+//   extern "C" int titan_plugin_api_version() { return TITAN_PLUGIN_API_VERSION; }
+//   extern "C" void titan_plugin_register(titan::plugins::PluginRegistrar& registrar) { ... }
+//
+// titan refuses a plugin whose version differs from its own, or that lacks either symbol. In
+// titan_plugin_register the plugin adds what it brings: module types for config nodes (their
+// forward, backward and shape constraints, checked before step 1) and overrides that put those
+// nodes into the model's config tree. See plugins/examples/ and the README's "Writing a
+// kernel plugin".
+#pragma once
+
+#include <string>
+
+#include "titan/nn/rope.h"
+#include "titan/plugins/override_registry.h"
+
+// Bumped whenever anything a plugin sees changes incompatibly (these headers, the registrar).
+#define TITAN_PLUGIN_API_VERSION 1
+
+namespace titan::plugins {
+
+class PluginRegistrar {
+ public:
+  virtual ~PluginRegistrar() = default;
+  // An override; it applies to every run that imports this plugin.
+  virtual void add_override(Override o) = 0;
+  // A module type for RoPE nodes: nodes whose type_chain() starts with `node_type` are built by
+  // `factory` (their config is a RopeConfig-derived type the plugin defines).
+  virtual void add_rope_module(const std::string& node_type, nn::RopeFactory factory) = 0;
+};
+
+}  // namespace titan::plugins
+
+extern "C" {
+int titan_plugin_api_version();
+void titan_plugin_register(titan::plugins::PluginRegistrar& registrar);
+}

@@ -1,0 +1,83 @@
+#include "titan/plugins/plugin_loader.h"
+
+#include <dlfcn.h>
+
+#include <filesystem>
+
+#include "titan/core/error.h"
+#include "titan/core/log.h"
+#include "titan/plugins/plugin_api.h"
+
+namespace titan::plugins {
+namespace {
+
+class Registrar : public PluginRegistrar {
+ public:
+  explicit Registrar(LoadedPlugins& out) : out_(out) {}
+  void add_override(Override o) override { out_.overrides.push_back(std::move(o)); }
+  void add_rope_module(const std::string& node_type, nn::RopeFactory factory) override {
+    nn::register_rope_module(node_type, std::move(factory));
+  }
+
+ private:
+  LoadedPlugins& out_;
+};
+
+std::string trimmed(const std::string& s) {
+  const size_t a = s.find_first_not_of(" \t"), b = s.find_last_not_of(" \t");
+  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
+}  // namespace
+
+std::vector<std::string> split_imports(const std::string& list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    const std::string item = trimmed(list.substr(start, comma - start));
+    if (!item.empty()) out.push_back(item);
+    start = comma + 1;
+  }
+  return out;
+}
+
+LoadedPlugins load_plugins(const std::vector<std::string>& files) {
+  LoadedPlugins out;
+  for (const std::string& file : files) {
+    std::error_code ec;
+    TITAN_CHECK(std::filesystem::is_regular_file(file, ec), "[plugin] ", file,
+                " does not exist. HINT: --override.imports takes paths to plugin shared libraries (.so), "
+                "comma-separated");
+    // A relative name without a slash would make dlopen search the library path instead.
+    const std::string path = file.find('/') == std::string::npos ? "./" + file : file;
+    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      const char* why = dlerror();
+      TITAN_FAIL("[plugin] cannot load ", file, ": ", why ? why : "unknown dlopen error",
+                 ". HINT: build the plugin against this titan's headers (plugins/examples/ shows how)");
+    }
+    auto* version = reinterpret_cast<int (*)()>(dlsym(handle, "titan_plugin_api_version"));
+    auto* reg = reinterpret_cast<void (*)(PluginRegistrar&)>(dlsym(handle, "titan_plugin_register"));
+    TITAN_CHECK(version != nullptr && reg != nullptr, "[plugin] ", file, " does not export ",
+                version == nullptr ? "titan_plugin_api_version" : "titan_plugin_register",
+                ". HINT: a plugin defines extern \"C\" titan_plugin_api_version() and titan_plugin_register() "
+                "(titan/plugins/plugin_api.h)");
+    const int v = version();
+    TITAN_CHECK(v == TITAN_PLUGIN_API_VERSION, "[plugin] ", file, " was built against plugin API version ", v,
+                ", this titan has version ", TITAN_PLUGIN_API_VERSION, ". HINT: rebuild the plugin against this titan");
+    const size_t overrides_before = out.overrides.size();
+    Registrar registrar(out);
+    reg(registrar);
+    std::string names;
+    for (size_t i = overrides_before; i < out.overrides.size(); ++i) {
+      names += (names.empty() ? "" : ", ") + out.overrides[i].name;
+    }
+    log_info(str("[plugin] loaded ", file, ": ", out.overrides.size() - overrides_before, " override(s)",
+                 names.empty() ? std::string() : " (" + names + ")"));
+    out.files.push_back(file);
+  }
+  return out;
+}
+
+}  // namespace titan::plugins

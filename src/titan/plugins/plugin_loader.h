@@ -1,0 +1,23 @@
+// Loading plugins (plugin_api.h): dlopen each file, check its API version, let it register.
+// Every failure is a one-line error naming the file and the fix. Loaded libraries stay loaded for
+// the life of the process (their code backs modules and overrides).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "titan/plugins/override_registry.h"
+
+namespace titan::plugins {
+
+struct LoadedPlugins {
+  std::vector<std::string> files;        // in load order
+  std::vector<Override> overrides;       // every override the plugins registered
+};
+
+// "a.so,b.so" (spaces around commas ignored) -> the files; empty -> none.
+std::vector<std::string> split_imports(const std::string& list);
+// Loads the files in order; logs "[plugin] loaded <file>: N override(s) (...)".
+LoadedPlugins load_plugins(const std::vector<std::string>& files);
+
+}  // namespace titan::plugins
