@@ -4,11 +4,13 @@
 // missing symbol) are one line naming the file.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "integration/cli_runner.h"
+#include "titan/checkpoint/safetensors.h"
 
 namespace titan {
 namespace {
@@ -43,6 +45,16 @@ class CliPlugin : public ::testing::Test {
 fs::path CliPlugin::dir_;
 
 const std::string kRopeTiled = TITAN_PLUGIN_DIR "/rope_tiled.so";
+const std::string kKernelLib = TITAN_PLUGIN_DIR "/kernel_lib.so";
+
+// The tensor names of a checkpoint's model file.
+std::vector<std::string> tensor_names(const fs::path& file) {
+  std::vector<std::string> names;
+  const auto st = ckpt::SafetensorsFile::open(file.string());
+  for (const ckpt::TensorInfo& info : st.tensors()) names.push_back(info.name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
 
 TEST_F(CliPlugin, RopeTiledReplacesEveryLayersRopeWithTheSameLosses) {
   const CommandResult base = train("base", "");
@@ -65,6 +77,43 @@ TEST_F(CliPlugin, RopeTiledReplacesEveryLayersRopeWithTheSameLosses) {
     const double want = a[i]["loss"].get<double>(), got = b[i]["loss"].get<double>();
     EXPECT_LE(std::fabs(got - want), 1e-6 * std::fabs(want)) << "step " << i + 1 << ": " << got << " vs " << want;
   }
+}
+
+// kernel_lib's fused SwiGLU (w13 layout) on every dense layer, alone and with rope_tiled: the same
+// losses, and checkpoints with the standard feed_forward.w1/w2/w3 names.
+TEST_F(CliPlugin, KernelLibFusedSwiGluKeepsLossesAndCheckpointNames) {
+  const std::string ckpt = " --checkpoint.enable --checkpoint.interval 4";
+  const CommandResult base = train("kl_base", ckpt);
+  const CommandResult fused = train("kl_fused", ckpt + " --override.imports " + kKernelLib);
+  const CommandResult both = train("kl_both", " --override.imports " + kKernelLib + "," + kRopeTiled);
+  ASSERT_EQ(base.exit_code, 0) << base.output;
+  ASSERT_EQ(fused.exit_code, 0) << fused.output;
+  ASSERT_EQ(both.exit_code, 0) << both.output;
+  EXPECT_NE(fused.output.find("[Override] swiglu_w13: model.layers.1.feed_forward FeedForward -> SwiGluW13"),
+            std::string::npos)
+      << fused.output;
+  EXPECT_NE(both.output.find("Applied 4 override(s)"), std::string::npos) << both.output;
+  const std::vector<nlohmann::json> a = read_jsonl(dir_ / "kl_base" / "metrics.jsonl");
+  for (const char* run : {"kl_fused", "kl_both"}) {
+    const std::vector<nlohmann::json> b = read_jsonl(dir_ / run / "metrics.jsonl");
+    ASSERT_EQ(b.size(), a.size()) << run;
+    for (size_t i = 0; i < a.size(); ++i) {
+      const double want = a[i]["loss"].get<double>(), got = b[i]["loss"].get<double>();
+      EXPECT_LE(std::fabs(got - want), 1e-6 * std::fabs(want)) << run << " step " << i + 1;
+    }
+  }
+  const fs::path file = fs::path("checkpoint") / "step-4" / "model.safetensors";
+  EXPECT_EQ(tensor_names(dir_ / "kl_fused" / file), tensor_names(dir_ / "kl_base" / file));
+}
+
+// swiglu_w13 takes no biases: a Llama folder with mlp_bias fails at start, naming the reason.
+TEST_F(CliPlugin, KernelLibRefusesBiasesBeforeStepOne) {
+  const CommandResult r = run_titan("train --config qwen3_debug --model.name= --model.hf_assets_path " TITAN_SOURCE_DIR
+                                    "/tests/fixtures/hf/llama_bias --job.dump_folder " + (dir_ / "bias").string() +
+                                    " --override.imports " + kKernelLib);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("titan: error: swiglu_w13 does not support feed-forward biases"), std::string::npos)
+      << r.output;
 }
 
 TEST_F(CliPlugin, ShapeConstraintFailsBeforeStepOne) {

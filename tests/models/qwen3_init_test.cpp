@@ -44,10 +44,10 @@ TEST(Qwen3Init, StandardDeviationsFollowTorchtitan) {
   // Relative standard error of a std estimate from n samples is ~1/sqrt(2n); n >= 65,536 here.
   const double tol = 0.01;
   EXPECT_NEAR(sample_std(model.layers[0]->attention.wq.weight.value) / 0.02, 1.0, tol);
-  EXPECT_NEAR(sample_std(model.layers[1]->feed_forward->w1.weight.value) / 0.02, 1.0, tol);
+  EXPECT_NEAR(sample_std(dynamic_cast<nn::FeedForward&>(*model.layers[1]->feed_forward).w1.weight.value) / 0.02, 1.0, tol);
   // Depth-scaled: 0.02 / sqrt(2 (layer + 1)).
   EXPECT_NEAR(sample_std(model.layers[0]->attention.wo.weight.value) / (0.02 / std::sqrt(2.0)), 1.0, tol);
-  EXPECT_NEAR(sample_std(model.layers[1]->feed_forward->w2.weight.value) / (0.02 / std::sqrt(4.0)), 1.0, tol);
+  EXPECT_NEAR(sample_std(dynamic_cast<nn::FeedForward&>(*model.layers[1]->feed_forward).w2.weight.value) / (0.02 / std::sqrt(4.0)), 1.0, tol);
   // Tied table takes the head init: N(0, dim^-1/2) cut at 3 std, whose std is
   // sigma * sqrt(1 - 2*3*phi(3) / (2*Phi(3) - 1)) = 0.98658 sigma.
   const double sigma = 1.0 / std::sqrt(static_cast<double>(c.dim));

@@ -68,7 +68,7 @@ TEST(MoeModel, OneExpertTopOneEqualsTheDenseMlp) {
       }
     }
     for (size_t i = 0; i < moe.layers.size(); ++i) {
-      nn::FeedForward& ff = *dense.layers[i]->feed_forward;
+      auto& ff = dynamic_cast<nn::FeedForward&>(*dense.layers[i]->feed_forward);
       nn::Moe& m = *moe.layers[i]->moe;
       m.w1.value.select(0).copy_from(ff.w1.weight.value);
       m.w2.value.select(0).copy_from(ff.w2.weight.value);
@@ -92,7 +92,7 @@ TEST(MoeModel, OneExpertTopOneEqualsTheDenseMlp) {
       }
     }
     for (size_t i = 0; i < moe.layers.size(); ++i) {
-      nn::FeedForward& ff = *dense.layers[i]->feed_forward;
+      auto& ff = dynamic_cast<nn::FeedForward&>(*dense.layers[i]->feed_forward);
       nn::Moe& m = *moe.layers[i]->moe;
       EXPECT_TRUE(testing::all_close("w1", m.w1.grad.select(0), ff.w1.weight.grad, {1e-6, 1e-4}));
       EXPECT_TRUE(testing::all_close("w2", m.w2.grad.select(0), ff.w2.weight.grad, {1e-6, 1e-4}));

@@ -120,7 +120,8 @@ class RopeTiled : public titan::nn::RopeModule {
 extern "C" int titan_plugin_api_version() { return TITAN_PLUGIN_API_VERSION; }
 
 extern "C" void titan_plugin_register(titan::plugins::PluginRegistrar& registrar) {
-  registrar.add_rope_module("RopeTiled", [](const titan::nn::RopeConfig& c) -> std::unique_ptr<titan::nn::RopeModule> {
+  registrar.add_rope_module("RopeTiled", [](const titan::nn::RopeConfig& c, const std::string&)
+                                             -> std::unique_ptr<titan::nn::RopeModule> {
     return std::make_unique<RopeTiled>(dynamic_cast<const RopeTiledConfig&>(c));
   });
   titan::plugins::Override o;

@@ -67,7 +67,9 @@ ConfigTree decoder_config_tree(const DecoderConfig& c) {
     if (c.is_moe_layer(i)) {
       node(layer + ".moe", "Moe");
     } else {
-      node(layer + ".feed_forward", "FeedForward");
+      auto ff = std::make_shared<FeedForwardNode>();
+      ff->config = {c.dim, c.hidden_dim, c.mlp_bias};
+      tree[layer + ".feed_forward"] = std::move(ff);
     }
   }
   node("model.norm", "RmsNorm");
@@ -80,16 +82,24 @@ Decoder::Decoder(const DecoderConfig& config, const ConfigTree& tree) : Decoder(
   for (const auto& [path, want] : builtin) {
     const auto it = tree.find(path);
     TITAN_CHECK(it != tree.end(), "[model] the config tree has no node ", path, " (", want->type_name(), ")");
-    if (dynamic_cast<const RopeConfig*>(want.get()) != nullptr) continue;  // a replaceable slot
+    const bool slot = dynamic_cast<const RopeConfig*>(want.get()) != nullptr ||
+                      dynamic_cast<const FeedForwardNode*>(want.get()) != nullptr;
+    if (slot) continue;  // replaceable: the slot checks the node when it builds it
     TITAN_CHECK(it->second->type_name() == want->type_name(), "[model] ", path, " is a ", it->second->type_name(),
                 " node, but titan builds its ", want->type_name(),
-                " nodes itself; only the RoPE nodes (model.layers.<i>.attention.rope) take plugin modules so far");
+                " nodes itself; only RoPE (model.layers.<i>.attention.rope) and dense feed-forward (model.layers.<i>.feed_forward) "
+                "nodes take plugin modules so far");
   }
   TITAN_CHECK(tree.size() == builtin.size(), "[model] the config tree has ", tree.size(), " nodes, the model ",
               builtin.size(), ": an override may only replace nodes, not add them");
   for (size_t i = 0; i < layers.size(); ++i) {
-    const std::string path = str("model.layers.", i, ".attention.rope");
-    layers[i]->attention.rope = build_rope_module(path, *tree.at(path));
+    const std::string layer = str("layers.", i);
+    const std::string rope = "model." + layer + ".attention.rope";
+    layers[i]->attention.rope = rope_slot().build(rope, *tree.at(rope), layer + ".attention.rope");
+    if (layers[i]->feed_forward) {
+      const std::string ff = "model." + layer + ".feed_forward";
+      layers[i]->feed_forward = feed_forward_slot().build(ff, *tree.at(ff), layer + ".feed_forward");
+    }
   }
 }
 
@@ -97,6 +107,7 @@ void Decoder::check_shapes(int64_t batch, int64_t seq) const {
   for (const auto& layer : layers) {
     layer->attention.rope->check(batch, seq, config_.num_heads, config_.head_dim);
     layer->attention.rope->check(batch, seq, config_.num_kv_heads, config_.head_dim);
+    if (layer->feed_forward) layer->feed_forward->check(batch, seq);
   }
 }
 

@@ -34,6 +34,16 @@ void FeedForward::collect(ParameterList& out) {
   w3.collect(out);
 }
 
+void FeedForwardModule::check(int64_t, int64_t) const {}
+
+ModuleSlot<FeedForwardModule, FeedForwardNode>& feed_forward_slot() {
+  static ModuleSlot<FeedForwardModule, FeedForwardNode> slot(
+      "feed-forward", "FeedForward", [](const FeedForwardNode& node, const std::string& fqn) {
+        return std::make_unique<FeedForward>(node.config, fqn);
+      });
+  return slot;
+}
+
 void FeedForward::release() {
   w1.release();
   w2.release();

@@ -2,7 +2,9 @@
 // (torchtitan names). Legend: N tokens, D dim, F hidden dim.
 #pragma once
 
+#include "titan/nn/config_tree.h"
 #include "titan/nn/linear.h"
+#include "titan/nn/module_slots.h"
 
 namespace titan::nn {
 
@@ -12,14 +14,36 @@ struct FeedForwardConfig {
   bool bias = false;  // gate/up/down biases (HF Llama mlp_bias)
 };
 
-class FeedForward {
+// The node at model.layers.<i>.feed_forward (dense layers): a replaceable slot.
+class FeedForwardNode : public NodeConfig {
+ public:
+  FeedForwardConfig config;
+  std::vector<std::string> type_chain() const override { return {"FeedForward"}; }
+};
+
+// What a feed-forward module is to its block. Parameters keep the built-in FQNs
+// (<fqn>.w1.weight, .w2.weight, .w3.weight, and biases), whatever the module's own layout.
+class FeedForwardModule {
+ public:
+  virtual ~FeedForwardModule() = default;
+  virtual Tensor forward(const Tensor& x_ND) = 0;
+  virtual Tensor backward(const Tensor& dy_ND) = 0;  // returns dx_ND; parameter grads +=
+  virtual void collect(ParameterList& out) = 0;      // w1, w2, w3 (weights, then biases), in that order
+  virtual void release() = 0;
+  // Throws a one-line error for micro-batches this module cannot run; called once before step 1.
+  virtual void check(int64_t batch, int64_t seq) const;
+  virtual std::string describe() const = 0;
+};
+
+class FeedForward : public FeedForwardModule {
  public:
   FeedForward(const FeedForwardConfig& config, const std::string& fqn);
 
-  Tensor forward(const Tensor& x_ND);
-  Tensor backward(const Tensor& dy_ND);  // returns dx_ND
-  void collect(ParameterList& out);
-  void release();
+  Tensor forward(const Tensor& x_ND) override;
+  Tensor backward(const Tensor& dy_ND) override;
+  void collect(ParameterList& out) override;
+  void release() override;
+  std::string describe() const override { return "feed_forward (built-in)"; }
 
   Linear w1, w2, w3;
 
@@ -27,5 +51,8 @@ class FeedForward {
   FeedForwardConfig config_;
   Tensor gate_NF_, up_NF_;
 };
+
+// The feed-forward slot: "FeedForward" builds the built-in module.
+ModuleSlot<FeedForwardModule, FeedForwardNode>& feed_forward_slot();
 
 }  // namespace titan::nn

@@ -4,13 +4,13 @@
 // an override puts that node into the tree. Legend: B batch, T sequence, H heads, K head_dim.
 #pragma once
 
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "titan/nn/config_tree.h"
 #include "titan/nn/context.h"
+#include "titan/nn/module_slots.h"
 
 namespace titan::nn {
 
@@ -43,12 +43,7 @@ class Rope : public RopeModule {
   std::string describe() const override { return "rope (built-in)"; }
 };
 
-// Module type -> builder, for RoPE nodes. "Rope" is built in; plugins add theirs
-// (plugins/plugin_api.h). A node is built by the factory of its own (most derived) type: a node
-// type nobody registered is an error, never silently the base module.
-using RopeFactory = std::function<std::unique_ptr<RopeModule>(const RopeConfig&)>;
-void register_rope_module(const std::string& type, RopeFactory factory);
-// Throws naming the node's path and type when no factory takes it.
-std::unique_ptr<RopeModule> build_rope_module(const std::string& path, const NodeConfig& node);
+// The RoPE slot (model.layers.<i>.attention.rope): "Rope" builds the built-in module.
+ModuleSlot<RopeModule, RopeConfig>& rope_slot();
 
 }  // namespace titan::nn

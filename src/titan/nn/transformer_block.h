@@ -32,7 +32,7 @@ class TransformerBlock {
   RmsNorm attention_norm;
   Attention attention;
   RmsNorm ffn_norm;
-  std::unique_ptr<FeedForward> feed_forward;  // exactly one of these two
+  std::unique_ptr<FeedForwardModule> feed_forward;  // exactly one of these two
   std::unique_ptr<Moe> moe;
 };
 

@@ -14,6 +14,7 @@
 
 #include <string>
 
+#include "titan/nn/feed_forward.h"
 #include "titan/nn/rope.h"
 #include "titan/plugins/override_registry.h"
 
@@ -27,9 +28,13 @@ class PluginRegistrar {
   virtual ~PluginRegistrar() = default;
   // An override; it applies to every run that imports this plugin.
   virtual void add_override(Override o) = 0;
-  // A module type for RoPE nodes: nodes whose type_chain() starts with `node_type` are built by
-  // `factory` (their config is a RopeConfig-derived type the plugin defines).
-  virtual void add_rope_module(const std::string& node_type, nn::RopeFactory factory) = 0;
+  // A module type for RoPE nodes (model.layers.<i>.attention.rope): nodes whose type is
+  // `node_type` (a RopeConfig-derived config the plugin defines) are built by `factory`.
+  virtual void add_rope_module(const std::string& node_type,
+                               nn::ModuleSlot<nn::RopeModule, nn::RopeConfig>::Factory factory) = 0;
+  // The same for dense feed-forward nodes (model.layers.<i>.feed_forward, FeedForwardNode-derived).
+  virtual void add_feed_forward_module(const std::string& node_type,
+                                       nn::ModuleSlot<nn::FeedForwardModule, nn::FeedForwardNode>::Factory factory) = 0;
 };
 
 }  // namespace titan::plugins

@@ -15,8 +15,13 @@ class Registrar : public PluginRegistrar {
  public:
   explicit Registrar(LoadedPlugins& out) : out_(out) {}
   void add_override(Override o) override { out_.overrides.push_back(std::move(o)); }
-  void add_rope_module(const std::string& node_type, nn::RopeFactory factory) override {
-    nn::register_rope_module(node_type, std::move(factory));
+  void add_rope_module(const std::string& node_type,
+                       nn::ModuleSlot<nn::RopeModule, nn::RopeConfig>::Factory factory) override {
+    nn::rope_slot().add(node_type, std::move(factory));
+  }
+  void add_feed_forward_module(const std::string& node_type,
+                               nn::ModuleSlot<nn::FeedForwardModule, nn::FeedForwardNode>::Factory factory) override {
+    nn::feed_forward_slot().add(node_type, std::move(factory));
   }
 
  private:

@@ -133,7 +133,7 @@ TEST(OverrideRegistry, TheDecoderRefusesNodesItCannotBuild) {
       << msg;
   tree["model.layers.2.attention.rope"] = std::make_shared<nn::BuiltinNode>("Rope2");
   msg = error_of([&] { nn::Decoder model(c, tree); });
-  EXPECT_NE(msg.find("a RoPE slot takes only Rope-derived nodes"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("a RoPE slot takes only nodes derived from its config type"), std::string::npos) << msg;
 }
 
 }  // namespace

@@ -52,9 +52,14 @@ void init_weights(nn::Decoder& model, uint64_t seed) {
       fill_trunc_normal(moe.w3.value, Rng(seed, stream(moe.w3.fqn)), depth_std, -2.0f, 2.0f);
       if (moe.expert_bias.defined()) moe.expert_bias.value.zero_();
     } else {
-      init_linear(block.feed_forward->w1, 0.02f);
-      init_linear(block.feed_forward->w2, depth_std);
-      init_linear(block.feed_forward->w3, depth_std);
+      // By parameter name, so a plugin's feed-forward (same FQNs, its own layout) inits the same.
+      nn::ParameterList ff;
+      block.feed_forward->collect(ff);
+      for (nn::Parameter* p : ff) {
+        if (p->fqn.ends_with(".bias")) continue;  // biases start at 0
+        const float std = p->fqn.ends_with(".w1.weight") ? 0.02f : depth_std;
+        fill_trunc_normal(p->value, Rng(seed, stream(p->fqn)), std, -2.0f, 2.0f);
+      }
     }
     block.attention_norm.weight.value.fill_(1.0f);
     block.ffn_norm.weight.value.fill_(1.0f);

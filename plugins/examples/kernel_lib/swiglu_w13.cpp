@@ -1,0 +1,130 @@
+// kernel_lib: the analog of the seed's kernel-recipe package, one fused kernel attached by its own
+// override. swiglu_w13 replaces every dense layer's feed-forward node with a fused SwiGLU on a w13
+// layout: gate and up projections stored as one [2F, D] matrix, so the forward is one GEMM for
+// both ([N, D] x [D, 2F]), the activation silu(gate) * up fused into one pass over its output,
+// then the down GEMM. The backward mirrors it: dW13 and dx each in one GEMM over [N, 2F].
+// Checkpoint names do not change: w1.weight and w3.weight are views of w13's two halves (rows
+// [0, F) and [F, 2F)), gradients likewise, so HF import/export and native checkpoints see the
+// standard feed_forward.w1/w2/w3 tensors. No biases (HF mlp_bias): its check() says so before
+// step 1. Legend: N tokens, D dim, F hidden dim.
+#include <cmath>
+#include <memory>
+
+#include "titan/core/parallel.h"
+#include "titan/kernels/cpu/gemm.h"
+#include "titan/plugins/plugin_api.h"
+
+namespace {
+
+using titan::Tensor;
+using titan::kernels::gemm;
+namespace nn = titan::nn;
+
+class SwiGluW13Node : public nn::FeedForwardNode {
+ public:
+  std::vector<std::string> type_chain() const override { return {"SwiGluW13", "FeedForward"}; }
+};
+
+class SwiGluW13 : public nn::FeedForwardModule {
+ public:
+  SwiGluW13(const nn::FeedForwardConfig& c, const std::string& fqn)
+      : d_(c.dim), f_(c.hidden_dim), has_bias_(c.bias) {
+    w13_ = Tensor::zeros({2 * f_, d_});
+    dw13_ = Tensor::zeros({2 * f_, d_});
+    w1_ = {fqn + ".w1.weight", w13_.narrow(0, 0, f_), dw13_.narrow(0, 0, f_)};
+    w3_ = {fqn + ".w3.weight", w13_.narrow(0, f_, f_), dw13_.narrow(0, f_, f_)};
+    w2_.init(fqn + ".w2.weight", {d_, f_});
+  }
+
+  // gu_N2F = x w13^T; h_NF = silu(gu[:, :F]) * gu[:, F:]; y_ND = h w2^T.
+  Tensor forward(const Tensor& x_ND) override {
+    const int64_t n = x_ND.size(0), f2 = 2 * f_;
+    x_ = x_ND;
+    gu_ = Tensor::empty({n, f2});
+    h_ = Tensor::empty({n, f_});
+    gemm(false, true, n, f2, d_, 1.0f, x_ND.data<float>(), d_, w13_.data<float>(), d_, 0.0f, gu_.data<float>(), f2);
+    const float* gu = gu_.data<float>();
+    float* h = h_.data<float>();
+    titan::parallel_for(n, 16, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const float* g = gu + r * f2;
+        const float* u = g + f_;
+        for (int64_t j = 0; j < f_; ++j) h[r * f_ + j] = g[j] / (1.0f + std::exp(-g[j])) * u[j];
+      }
+    });
+    Tensor y = Tensor::empty({n, d_});
+    gemm(false, true, n, d_, f_, 1.0f, h, f_, w2_.value.data<float>(), f_, 0.0f, y.data<float>(), d_);
+    return y;
+  }
+
+  // dh = dy w2; dW2 += dy^T h; dgu = SwiGLU backward (one pass); dW13 += dgu^T x; dx = dgu w13.
+  Tensor backward(const Tensor& dy_ND) override {
+    const int64_t n = dy_ND.size(0), f2 = 2 * f_;
+    const float* dy = dy_ND.data<float>();
+    Tensor dh = Tensor::empty({n, f_}), dgu = Tensor::empty({n, f2}), dx = Tensor::empty({n, d_});
+    gemm(false, false, n, f_, d_, 1.0f, dy, d_, w2_.value.data<float>(), f_, 0.0f, dh.data<float>(), f_);
+    gemm(true, false, d_, f_, n, 1.0f, dy, d_, h_.data<float>(), f_, 1.0f, w2_.grad.data<float>(), f_);
+    const float* gu = gu_.data<float>();
+    const float* dhp = dh.data<float>();
+    float* dgup = dgu.data<float>();
+    titan::parallel_for(n, 16, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const float* g = gu + r * f2;
+        const float* u = g + f_;
+        float* dg = dgup + r * f2;
+        float* du = dg + f_;
+        for (int64_t j = 0; j < f_; ++j) {
+          const float s = 1.0f / (1.0f + std::exp(-g[j]));
+          const float silu = g[j] * s;
+          const float dhj = dhp[r * f_ + j];
+          dg[j] = dhj * u[j] * s * (1.0f + g[j] * (1.0f - s));
+          du[j] = dhj * silu;
+        }
+      }
+    });
+    gemm(true, false, f2, d_, n, 1.0f, dgup, f2, x_.data<float>(), d_, 1.0f, dw13_.data<float>(), d_);
+    gemm(false, false, n, d_, f2, 1.0f, dgup, f2, w13_.data<float>(), d_, 0.0f, dx.data<float>(), d_);
+    release();
+    return dx;
+  }
+
+  void collect(nn::ParameterList& out) override {
+    out.push_back(&w1_);
+    out.push_back(&w2_);
+    out.push_back(&w3_);
+  }
+  void release() override { x_ = gu_ = h_ = Tensor(); }
+  void check(int64_t, int64_t) const override {
+    TITAN_CHECK(!has_bias_, "swiglu_w13 does not support feed-forward biases (HF mlp_bias). HINT: drop kernel_lib "
+                "from --override.imports for this model");
+  }
+  std::string describe() const override { return "swiglu_w13 (plugin kernel_lib)"; }
+
+ private:
+  int64_t d_, f_;
+  bool has_bias_;
+  Tensor w13_, dw13_;           // [2F, D]: rows [0, F) gate (w1), [F, 2F) up (w3)
+  nn::Parameter w1_, w3_, w2_;  // w1_, w3_ are views of w13_ / dw13_
+  Tensor x_, gu_, h_;           // saved for backward
+};
+
+}  // namespace
+
+extern "C" int titan_plugin_api_version() { return TITAN_PLUGIN_API_VERSION; }
+
+extern "C" void titan_plugin_register(titan::plugins::PluginRegistrar& registrar) {
+  registrar.add_feed_forward_module(
+      "SwiGluW13", [](const nn::FeedForwardNode& node, const std::string& fqn) -> std::unique_ptr<nn::FeedForwardModule> {
+        return std::make_unique<SwiGluW13>(node.config, fqn);
+      });
+  titan::plugins::Override o;
+  o.name = "swiglu_w13";
+  o.target_type = "FeedForward";
+  o.exact = true;
+  o.fqn_patterns = {"model.layers.*.feed_forward"};
+  o.description = "fused SwiGLU on a [2F, D] gate|up matrix: one GEMM for gate and up, the activation fused";
+  o.factory = [](const nn::NodeConfig& node) -> std::shared_ptr<const nn::NodeConfig> {
+    return titan::plugins::derive<SwiGluW13Node>(dynamic_cast<const nn::FeedForwardNode&>(node));
+  };
+  registrar.add_override(std::move(o));
+}
