@@ -125,6 +125,32 @@ TEST_F(CliPlugin, ShapeConstraintFailsBeforeStepOne) {
   EXPECT_EQ(r.output.find("step:"), std::string::npos) << "no step ran";
 }
 
+TEST(CliCheckKernels, ComparesEachPluginKernelWithTheReference) {
+  CommandResult r = run_titan("check-kernels --override.imports " + kRopeTiled + "," + kKernelLib);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("rope_tiled: Rope -> RopeTiled (op rope)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("skipped [2, 64, 4, 32]: rope_tiled requires a sequence length that is a multiple of 256"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("swiglu_w13: FeedForward -> SwiGluW13 (op feed_forward)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("backward dw3.weight"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("2 kernel(s) checked, 0 failed"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("FAIL"), std::string::npos) << r.output;
+
+  r = run_titan("check-kernels --op feed_forward --override.imports " + kRopeTiled + "," + kKernelLib);
+  EXPECT_NE(r.output.find("1 kernel(s) checked, 0 failed"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("rope_tiled: Rope"), std::string::npos) << r.output;
+
+  r = run_titan("check-kernels --override.imports " TITAN_PLUGIN_DIR "/test_wrong_rope.so");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("FAIL"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("1 kernel(s) checked, 1 failed"), std::string::npos) << r.output;
+
+  r = run_titan("check-kernels --op attention");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("use rope or feed_forward"), std::string::npos) << r.output;
+}
+
 TEST(CliPluginLoad, LoadingErrorsAreOneLineNamingTheFile) {
   struct Case {
     std::string file, expect;

@@ -11,6 +11,7 @@ int run_train_tokenizer(int argc, char** argv);
 int run_train(int argc, char** argv);
 int run_configs(int argc, char** argv);
 int run_convert(int argc, char** argv);
+int run_check_kernels(int argc, char** argv);
 // Logs the build/run environment: CPU path, GEMM backend, threads, kernels in use.
 void log_startup();
 

@@ -16,6 +16,8 @@ const char* kUsage =
     "  train     train a model from a named config function + TOML job file + --section.field flags\n"
     "  configs   list the registered config functions\n"
     "  convert   native checkpoint <-> Hugging Face folder (config.json + safetensors), offline\n"
+    "  check-kernels  run plugin kernels (--override.imports) against the built-in references,\n"
+    "            forward and backward; print the errors per tensor\n"
     "  demo      forward+backward of a model spec on random weights and tokens; prints loss,\n"
     "            gradient norm, tokens/s and the kernels in use\n"
     "  forward   run a Hugging Face model folder on given tokens; write logits, loss, gradients\n"
@@ -37,6 +39,7 @@ int main(int argc, char** argv) {
     if (command == "train") return titan::cli::run_train(argc, argv);
     if (command == "configs") return titan::cli::run_configs(argc, argv);
     if (command == "convert") return titan::cli::run_convert(argc, argv);
+    if (command == "check-kernels") return titan::cli::run_check_kernels(argc, argv);
     if (command == "demo") return titan::cli::run_demo(argc, argv);
     if (command == "forward") return titan::cli::run_forward(argc, argv);
     if (command == "tokenize") return titan::cli::run_tokenize(argc, argv);
