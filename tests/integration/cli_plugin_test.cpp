@@ -106,6 +106,23 @@ TEST_F(CliPlugin, KernelLibFusedSwiGluKeepsLossesAndCheckpointNames) {
   EXPECT_EQ(tensor_names(dir_ / "kl_fused" / file), tensor_names(dir_ / "kl_base" / file));
 }
 
+// --module loads a plugin's config functions before --config is resolved; kernel_lib_debug imports
+// its own library, so its override applies.
+TEST_F(CliPlugin, ModuleRegistersConfigFunctions) {
+  const std::string common = " --job.dump_folder " + (dir_ / "module").string() + " --model.hf_assets_path " +
+                             (dir_ / "tok").string() + " --training.dataset_path " + kShakespeare.string() +
+                             " --training.steps 2 --training.local_batch_size 1 --model.n_layers 1 --metrics.peak_tflops 1";
+  const CommandResult r = run_titan("train --module " + kKernelLib + " --config kernel_lib_debug" + common);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("1 config function(s)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[Override] swiglu_w13: model.layers.0.feed_forward FeedForward -> SwiGluW13"),
+            std::string::npos)
+      << r.output;
+  const CommandResult without = run_titan("train --config kernel_lib_debug" + common);
+  EXPECT_EQ(without.exit_code, 2) << without.output;
+  EXPECT_NE(without.output.find("unknown config function 'kernel_lib_debug'"), std::string::npos) << without.output;
+}
+
 // swiglu_w13 takes no biases: a Llama folder with mlp_bias fails at start, naming the reason.
 TEST_F(CliPlugin, KernelLibRefusesBiasesBeforeStepOne) {
   const CommandResult r = run_titan("train --config qwen3_debug --model.name= --model.hf_assets_path " TITAN_SOURCE_DIR
@@ -145,6 +162,12 @@ TEST(CliCheckKernels, ComparesEachPluginKernelWithTheReference) {
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("FAIL"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("1 kernel(s) checked, 1 failed"), std::string::npos) << r.output;
+
+  // The README walk-through's plugin passes too, and its constraint skips no shape it was tried on.
+  r = run_titan("check-kernels --override.imports " TITAN_PLUGIN_DIR "/my_rope.so");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("my_rope: Rope -> MyRope (op rope)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("1 kernel(s) checked, 0 failed"), std::string::npos) << r.output;
 
   r = run_titan("check-kernels --op attention");
   EXPECT_EQ(r.exit_code, 2) << r.output;

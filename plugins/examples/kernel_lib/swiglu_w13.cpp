@@ -7,6 +7,8 @@
 // [0, F) and [F, 2F)), gradients likewise, so HF import/export and native checkpoints see the
 // standard feed_forward.w1/w2/w3 tensors. No biases (HF mlp_bias): its check() says so before
 // step 1. Legend: N tokens, D dim, F hidden dim.
+#include <dlfcn.h>
+
 #include <cmath>
 #include <memory>
 
@@ -108,11 +110,35 @@ class SwiGluW13 : public nn::FeedForwardModule {
   Tensor x_, gu_, h_;           // saved for backward
 };
 
+// The recipe's config function: the debug model with this library's kernel imported
+// (`titan train --module kernel_lib.so --config kernel_lib_debug`): it names this very file in
+// override.imports, found with dladdr, so the one flag both defines the run and attaches the kernel.
+titan::config::JobConfig kernel_lib_debug() {
+  titan::config::JobConfig c = titan::config::base_config();
+  c.job.dump_folder = "./outputs/kernel_lib_debug";
+  c.model.name = "debug";
+  c.model.hf_assets_path = "./outputs/quickstart_tokenizer";
+  c.training.steps = 20;
+  c.training.local_batch_size = 4;
+  c.training.seq_len = 256;
+  c.training.deterministic = true;
+  c.optimizer.lr = 3e-3;
+  c.lr_scheduler.warmup_steps = 4;
+  c.metrics.log_freq = 5;
+  Dl_info self{};
+  if (dladdr(reinterpret_cast<void*>(&kernel_lib_debug), &self) != 0 && self.dli_fname != nullptr) {
+    c.overrides.imports = self.dli_fname;
+  }
+  return c;
+}
+
 }  // namespace
 
 extern "C" int titan_plugin_api_version() { return TITAN_PLUGIN_API_VERSION; }
 
 extern "C" void titan_plugin_register(titan::plugins::PluginRegistrar& registrar) {
+  registrar.add_config_function("kernel_lib_debug", "the debug model for kernel_lib's fused SwiGLU (20 steps)",
+                                &kernel_lib_debug);
   registrar.add_feed_forward_module(
       "SwiGluW13", [](const nn::FeedForwardNode& node, const std::string& fqn) -> std::unique_ptr<nn::FeedForwardModule> {
         return std::make_unique<SwiGluW13>(node.config, fqn);

@@ -1,4 +1,4 @@
-// titan train --config NAME [--job.config_file F] [--<section>.<field> VALUE ...] [--print-config]
+// titan train [--module LIB.so] --config NAME [--job.config_file F] [--<section>.<field> VALUE ...] [--print-config]
 // titan configs
 // The config is resolved (function -> TOML file -> flags) and validated before anything else is
 // printed or done, so a config mistake is one line on stderr and exit code 2.
@@ -15,6 +15,7 @@
 #include "titan/config/validate.h"
 #include "titan/core/log.h"
 #include "titan/core/parallel.h"
+#include "titan/plugins/plugin_loader.h"
 #include "titan/train/trainer.h"
 
 namespace titan::cli {
@@ -22,10 +23,11 @@ namespace {
 
 std::string train_usage() {
   std::string u =
-      "usage: titan train --config NAME [--job.config_file F] [--<section>.<field> VALUE ...] [--print-config]\n"
+      "usage: titan train [--module LIB.so] --config NAME [--job.config_file F] [--<section>.<field> VALUE ...]\n"
+      "                   [--print-config]\n"
       "Trains with the named config function, then the TOML job file, then the flags (later wins).\n"
       "Booleans: --<field> / --no-<field> / --<field>=true|false. --print-config prints the resolved\n"
-      "config as TOML and exits.\n\nconfigs:\n";
+      "config as TOML and exits. --module loads plugins whose config functions --config can name.\n\nconfigs:\n";
   for (const config::ConfigEntry& e : config::config_registry()) {
     u += str("  ", e.name, std::string(e.name.size() < 14 ? 14 - e.name.size() : 1, ' '), e.summary, "\n");
   }
@@ -48,8 +50,31 @@ int run_configs(int argc, char** argv) {
   return 0;
 }
 
+// --module LIB.so (repeatable, or comma-separated): plugins loaded before the config is resolved,
+// so that --config can name the config functions they register. Removed from `args`.
+std::vector<std::string> take_modules(std::vector<std::string>& args) {
+  std::vector<std::string> modules, rest;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string value;
+    if (args[i] == "--module") {
+      if (i + 1 == args.size()) throw UsageError("titan train: --module needs a plugin file. HINT: --module my_configs.so");
+      value = args[++i];
+    } else if (args[i].rfind("--module=", 0) == 0) {
+      value = args[i].substr(9);
+    } else {
+      rest.push_back(args[i]);
+      continue;
+    }
+    for (const std::string& m : plugins::split_imports(value)) modules.push_back(m);
+  }
+  args = rest;
+  return modules;
+}
+
 int run_train(int argc, char** argv) {
-  const std::vector<std::string> args(argv + 2, argv + argc);
+  std::vector<std::string> args(argv + 2, argv + argc);
+  const std::vector<std::string> modules = take_modules(args);
+  if (!modules.empty()) plugins::load_plugins(modules);  // their config functions; overrides stay opt-in
   for (const std::string& a : args) {
     if (a == "--help" || a == "-h") {
       std::fputs(train_usage().c_str(), stdout);

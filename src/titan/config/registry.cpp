@@ -10,8 +10,8 @@ JobConfig base_config() {
   return JobConfig{};
 }
 
-const std::vector<ConfigEntry>& config_registry() {
-  static const std::vector<ConfigEntry> entries = {
+static std::vector<ConfigEntry>& entries() {
+  static std::vector<ConfigEntry> entries = {
       {"qwen3_debug", "quickstart: the debug model (4 layers, dim 256) on the built-in dataset, 160 steps",
        &qwen3_debug},
       {"qwen3_0_6b", "Qwen3-0.6B, seq_len 4096, assets in ./assets/hf/Qwen3-0.6B", &qwen3_0_6b},
@@ -31,6 +31,17 @@ const std::vector<ConfigEntry>& config_registry() {
        &qwen3_debug_finetune},
   };
   return entries;
+}
+
+const std::vector<ConfigEntry>& config_registry() { return entries(); }
+
+void add_config_function(ConfigEntry entry) {
+  for (const ConfigEntry& e : entries()) {
+    if (e.name == entry.name) {
+      config_fail("--module: config function '", entry.name, "' is already registered; a plugin must name its own");
+    }
+  }
+  entries().push_back(std::move(entry));
 }
 
 const ConfigEntry& find_config(const std::string& name) {

@@ -19,8 +19,12 @@ struct ConfigEntry {
   ConfigFn fn;
 };
 
-// Every registered config function, in the order `titan train --help` lists them.
+// Every registered config function, in the order `titan train --help` lists them: the built-in
+// ones, then those plugins added (--module).
 const std::vector<ConfigEntry>& config_registry();
+
+// Adds a plugin's config function; ConfigError when the name is taken.
+void add_config_function(ConfigEntry entry);
 
 // The entry named `name`; ConfigError listing the registered names otherwise.
 const ConfigEntry& find_config(const std::string& name);

@@ -7,13 +7,15 @@
 //
 // titan refuses a plugin whose version differs from its own, or that lacks either symbol. In
 // titan_plugin_register the plugin adds what it brings: module types for config nodes (their
-// forward, backward and shape constraints, checked before step 1) and overrides that put those
-// nodes into the model's config tree. See plugins/examples/ and the README's "Writing a
+// forward, backward and shape constraints, checked before step 1), overrides that put those
+// nodes into the model's config tree, and config functions. `--override.imports` loads plugins
+// and applies their overrides; `--module` loads them for their config functions only. See plugins/examples/ and the README's "Writing a
 // kernel plugin".
 #pragma once
 
 #include <string>
 
+#include "titan/config/registry.h"
 #include "titan/nn/feed_forward.h"
 #include "titan/nn/rope.h"
 #include "titan/plugins/override_registry.h"
@@ -26,7 +28,9 @@ namespace titan::plugins {
 class PluginRegistrar {
  public:
   virtual ~PluginRegistrar() = default;
-  // An override; it applies to every run that imports this plugin.
+  // A config function: `titan train --module THIS.so --config NAME` runs it.
+  virtual void add_config_function(const std::string& name, const std::string& summary, config::ConfigFn fn) = 0;
+  // An override; it applies to every run that imports this plugin (--override.imports).
   virtual void add_override(Override o) = 0;
   // A module type for RoPE nodes (model.layers.<i>.attention.rope): nodes whose type is
   // `node_type` (a RopeConfig-derived config the plugin defines) are built by `factory`.

@@ -13,11 +13,13 @@ namespace titan::plugins {
 struct LoadedPlugins {
   std::vector<std::string> files;        // in load order
   std::vector<Override> overrides;       // every override the plugins registered
+  int config_functions = 0;              // config functions they added to config::config_registry()
 };
 
 // "a.so,b.so" (spaces around commas ignored) -> the files; empty -> none.
 std::vector<std::string> split_imports(const std::string& list);
-// Loads the files in order; logs "[plugin] loaded <file>: N override(s) (...)".
+// Loads the files in order (each library once per process); logs "[plugin] loaded <file>: N
+// override(s) (names), M config function(s)".
 LoadedPlugins load_plugins(const std::vector<std::string>& files);
 
 }  // namespace titan::plugins
