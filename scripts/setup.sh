@@ -7,10 +7,10 @@ set -euo pipefail
 # tokenizer (pre-tokenizer regexes, NFC). libzstd-dev: streaming .zst datasets.
 # libtomlplusplus-dev: TOML job config files (titan_config).
 # clang, libclang-rt-14-dev (libFuzzer + sanitizer runtimes), libomp-dev (clang's OpenMP): the fuzz
-# targets in tests/fuzz (scripts/test.sh builds them).
+# targets in tests/fuzz (scripts/test.sh builds them). lld: the test builds link with it (faster).
 packages=(g++ cmake ninja-build libdnnl-dev nlohmann-json3-dev libgtest-dev libgmock-dev libeigen3-dev
           pkg-config libpcre2-dev libutf8proc-dev libzstd-dev libtomlplusplus-dev
-          clang libclang-rt-14-dev libomp-dev)
+          clang libclang-rt-14-dev libomp-dev lld)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
