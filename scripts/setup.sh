@@ -8,9 +8,10 @@ set -euo pipefail
 # libtomlplusplus-dev: TOML job config files (titan_config).
 # clang, libclang-rt-14-dev (libFuzzer + sanitizer runtimes), libomp-dev (clang's OpenMP): the fuzz
 # targets in tests/fuzz (scripts/test.sh builds them). lld: the test builds link with it (faster).
+# libopenmpi-dev, openmpi-bin: the MPI communicator and mpirun (multi-rank training, titan launch).
 packages=(g++ cmake ninja-build libdnnl-dev nlohmann-json3-dev libgtest-dev libgmock-dev libeigen3-dev
           pkg-config libpcre2-dev libutf8proc-dev libzstd-dev libtomlplusplus-dev
-          clang libclang-rt-14-dev libomp-dev lld)
+          clang libclang-rt-14-dev libomp-dev lld libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

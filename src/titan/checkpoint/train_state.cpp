@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <set>
 
 #include "titan/checkpoint/atomic_file.h"
@@ -115,14 +116,14 @@ ordered_json tensors_json(const NamedTensors& tensors, const char* file) {
   return group;
 }
 
-std::string state_json_text(const TrainState& s) {
+std::string state_json_text(const TrainState& s, bool model_only) {
   const ordered_json j = {{"format", kFormat},
                           {"version", kTrainStateVersion},
                           {"step", s.step},
                           {"tokens_seen", s.tokens_seen},
                           {"seed", s.seed},
                           {"optimizer_step", s.optimizer_step},
-                          {"model_only", s.model_only()},
+                          {"model_only", model_only},
                           // The LR schedule is a pure function of the step and config.toml's [lr_scheduler].
                           {"lr_schedule", {{"step", s.step}}}};
   // The loader state goes in as the text LoaderState::to_json wrote (checked to be one JSON object):
@@ -148,7 +149,7 @@ void write_files(const std::string& dir, const TrainState& s) {
     write_safetensors((fs::path(dir) / kOptimizerFile).string(), s.optimizer,
                       {{"titan", "train_state optimizer (AdamW exp_avg, exp_avg_sq)"}});
   }
-  write_text_file_atomic((fs::path(dir) / kStateFile).string(), state_json_text(s));
+  write_text_file_atomic((fs::path(dir) / kStateFile).string(), state_json_text(s, s.model_only()));
   write_text_file_atomic((fs::path(dir) / kConfigFile).string(), s.config_toml);
 
   // The manifest goes last: its presence with matching digests is what makes the folder valid.
@@ -230,31 +231,73 @@ int64_t int_field(const nlohmann::json& j, const char* key, const std::string& w
   return v.get<int64_t>();
 }
 
-// The manifest's entries for one group, checked against the tensors actually in `file`.
-NamedTensors read_group(const std::string& dir, const nlohmann::json& manifest, const char* group,
-                        const char* file_name) {
+// One group's tensors, whole: a tensor saved whole is a zero-copy view of its mapped file; one saved
+// in flat pieces (a sharded save) is assembled into a new f32 tensor, its pieces checked to cover
+// it exactly. Every file's tensors must all be in the manifest.
+NamedTensors read_group(const std::string& dir, const nlohmann::json& manifest, const char* group) {
   const std::string where = (fs::path(dir) / kManifestFile).string();
   const nlohmann::json& entries = field(field(manifest, "tensors", where), group, where);
-  const SafetensorsFile file = SafetensorsFile::open((fs::path(dir) / file_name).string());
-  TITAN_CHECK(entries.is_object() && entries.size() == file.tensors().size(), "[checkpoint] ", where, ": lists ",
-              entries.size(), " ", group, " tensors but ", file.path(), " holds ", file.tensors().size(),
-              ". HINT: the checkpoint is damaged; use an older step (checkpoint.load_step)");
+  TITAN_CHECK(entries.is_object(), "[checkpoint] ", where, ": tensors.", group, " is not an object");
+  std::map<std::string, SafetensorsFile> files;
+  std::map<std::string, size_t> keys_used;
+  const auto file = [&](const nlohmann::json& shard, const std::string& name) -> const SafetensorsFile& {
+    const std::string f = field(shard, "file", where + " " + name).get<std::string>();
+    TITAN_CHECK(f.find('/') == std::string::npos && f != "..", "[checkpoint] ", where, ": bad file name ", f);
+    auto it = files.find(f);
+    if (it == files.end()) it = files.emplace(f, SafetensorsFile::open((fs::path(dir) / f).string())).first;
+    ++keys_used[f];
+    return it->second;
+  };
   NamedTensors out;
-  for (const TensorInfo& info : file.tensors()) {
-    TITAN_CHECK(entries.contains(info.name), "[checkpoint] ", file.path(), ": tensor ", info.name,
-                " is not in ", where);
-    const nlohmann::json& e = entries.at(info.name);
-    const nlohmann::json& shards = field(e, "shards", where + " " + info.name);
-    TITAN_CHECK(shards.is_array() && shards.size() == 1 && shards[0].value("world", 0) == 1 &&
-                    shards[0].contains("dim") && shards[0]["dim"].is_null(),
-                "[checkpoint] ", where, ": ", info.name, " is sharded (", shards.dump(),
-                "); this build reads whole tensors only (rank 0 of world 1). HINT: merge the shards first");
-    const nlohmann::json& shape = field(e, "shape", where + " " + info.name);
-    TITAN_CHECK(shape == nlohmann::json(info.shape) &&
-                    field(e, "dtype", where).get<std::string>() == safetensors_dtype_name(info.dtype),
-                "[checkpoint] ", info.name, ": ", file.path(), " holds ", safetensors_dtype_name(info.dtype),
-                shape_str(info.shape), " but ", where, " says ", e["dtype"].dump(), shape.dump());
-    out.emplace_back(info.name, file.get(info.name));
+  for (const auto& [name, e] : entries.items()) {
+    const nlohmann::json& shards = field(e, "shards", where + " " + name);
+    const nlohmann::json& shape_j = field(e, "shape", where + " " + name);
+    TITAN_CHECK(shards.is_array() && !shards.empty() && shape_j.is_array(), "[checkpoint] ", where, ": ", name,
+                " has no shards or no shape");
+    const Shape shape = shape_j.get<Shape>();
+    const std::string dtype = field(e, "dtype", where + " " + name).get<std::string>();
+    if (shards.size() == 1 && shards[0].contains("dim") && shards[0]["dim"].is_null()) {
+      const SafetensorsFile& f = file(shards[0], name);
+      const std::string key = field(shards[0], "key", where + " " + name).get<std::string>();
+      const Tensor t = f.get(key);
+      TITAN_CHECK(t.shape() == shape && safetensors_dtype_name(t.dtype()) == dtype, "[checkpoint] ", name, ": ",
+                  f.path(), " holds ", safetensors_dtype_name(t.dtype()), shape_str(t.shape()), " but ", where,
+                  " says ", dtype, shape_str(shape));
+      out.emplace_back(name, t);
+      continue;
+    }
+    Tensor whole = Tensor::zeros(shape);
+    const int64_t numel = whole.numel();
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    for (const nlohmann::json& shard : shards) {
+      TITAN_CHECK(shard.value("dim", nlohmann::json()) == "flat", "[checkpoint] ", where, ": ", name, " has shard ",
+                  shard.dump(), "; this build reads whole tensors and flat pieces");
+      const int64_t start = int_field(shard, "start", where + " " + name);
+      const int64_t length = int_field(shard, "length", where + " " + name);
+      const SafetensorsFile& f = file(shard, name);
+      const Tensor t = f.get(field(shard, "key", where + " " + name).get<std::string>());
+      TITAN_CHECK(start >= 0 && length >= 0 && start + length <= numel && t.numel() == length, "[checkpoint] ",
+                  name, ": the piece [", start, ", +", length, ") in ", f.path(), " (", t.describe(),
+                  ") does not fit its tensor ", shape_str(shape));
+      whole.reshape({numel}).narrow(0, start, length).copy_from(t.reshape({length}));
+      ranges.emplace_back(start, length);
+    }
+    std::sort(ranges.begin(), ranges.end());
+    int64_t covered = 0;
+    for (const auto& [start, length] : ranges) {
+      TITAN_CHECK(start == covered, "[checkpoint] ", where, ": the pieces of ", name,
+                  start > covered ? " leave a gap" : " overlap", " at element ", covered,
+                  ". HINT: the checkpoint is damaged; use an older step (checkpoint.load_step)");
+      covered += length;
+    }
+    TITAN_CHECK(covered == numel, "[checkpoint] ", where, ": the pieces of ", name, " cover ", covered, " of ", numel,
+                " elements. HINT: the checkpoint is damaged; use an older step (checkpoint.load_step)");
+    out.emplace_back(name, whole);
+  }
+  for (const auto& [name, f] : files) {
+    TITAN_CHECK(keys_used[name] == f.tensors().size(), "[checkpoint] ", where, ": lists ", keys_used[name], " ",
+                group, " tensors in ", f.path(), " but the file holds ", f.tensors().size(),
+                ". HINT: the checkpoint is damaged; use an older step (checkpoint.load_step)");
   }
   return out;
 }
@@ -322,10 +365,15 @@ std::string check_checkpoint(const std::string& dir) {
                  " in the manifest (corrupted)");
     }
   }
-  for (const char* need : {kModelFile, kStateFile, kConfigFile}) {
+  for (const char* need : {kStateFile, kConfigFile}) {
     if (!listed.count(need)) return str(kManifestFile, " does not list ", need);
   }
-  if (!m.value("model_only", true) && !listed.count(kOptimizerFile)) {
+  // model.safetensors, or a sharded save's model-rank<r>-of-<w>.safetensors (likewise optimizer).
+  const auto lists = [&](const std::string& prefix) {
+    return std::any_of(listed.begin(), listed.end(), [&](const std::string& n) { return n.rfind(prefix, 0) == 0; });
+  };
+  if (!lists("model")) return str(kManifestFile, " does not list ", kModelFile);
+  if (!m.value("model_only", true) && !lists("optimizer")) {
     return str(kManifestFile, " does not list ", kOptimizerFile, " but model_only is false");
   }
   return "";
@@ -400,10 +448,8 @@ TrainState load_train_state(const std::string& dir, bool model_only) {
   TITAN_CHECK(s.step == int_field(manifest, "step", dir), "[checkpoint] ", state_path, ": step ", s.step,
               " but the manifest says ", manifest["step"].dump());
   s.config_toml = read_file_bytes((fs::path(dir) / kConfigFile).string());
-  s.model = read_group(dir, manifest, "model", kModelFile);
-  if (!model_only && !manifest.value("model_only", true)) {
-    s.optimizer = read_group(dir, manifest, "optimizer", kOptimizerFile);
-  }
+  s.model = read_group(dir, manifest, "model");
+  if (!model_only && !manifest.value("model_only", true)) s.optimizer = read_group(dir, manifest, "optimizer");
   return s;
 }
 
@@ -464,6 +510,128 @@ std::string save_train_state(const std::string& folder, const TrainState& s, int
   }
   if (keep_latest_k > 0) prune(folder, keep_latest_k, s.step);
   return final_dir;
+}
+
+namespace {
+
+// One rank's file of one group for a sharded save, and the manifest entries of its tensors.
+void write_rank_group(const std::string& dir, const char* group, const NamedTensors& tensors,
+                      const std::vector<TensorPiece>& pieces, const SaveGroup& g, ordered_json& mine) {
+  if (tensors.empty()) return;
+  TITAN_CHECK(pieces.empty() || pieces.size() == tensors.size(), "[checkpoint] ", group, ": ", pieces.size(),
+              " pieces for ", tensors.size(), " tensors");
+  char file[96];
+  std::snprintf(file, sizeof file, "%s-rank%05d-of-%05d.safetensors", group, g.rank, g.world);
+  write_safetensors((fs::path(dir) / file).string(), tensors, {{"titan", str("train_state ", group, " shard")}});
+  const FileDigest d = digest_file((fs::path(dir) / file).string());
+  mine["files"].push_back({{"name", file}, {"size", d.size}, {"crc32c", d.crc}});
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& [name, t] = tensors[i];
+    ordered_json shard = {{"rank", g.rank}, {"world", g.world}};
+    if (pieces.empty()) {
+      shard["dim"] = nullptr;
+    } else {
+      shard["dim"] = "flat";
+      shard["start"] = pieces[i].start;
+      shard["length"] = t.numel();
+    }
+    shard["file"] = file;
+    shard["key"] = name;
+    mine[group][name] = {{"dtype", safetensors_dtype_name(t.dtype())},
+                         {"shape", shape_json(pieces.empty() ? t.shape() : pieces[i].shape)},
+                         {"shards", ordered_json::array({shard})}};
+  }
+}
+
+std::string error_of(const std::string& reply) { return reply.rfind("error:", 0) == 0 ? reply.substr(6) : ""; }
+
+}  // namespace
+
+std::string save_train_state_sharded(const std::string& folder, const TrainState& s, const SaveGroup& g,
+                                     bool model_only, int64_t keep_latest_k) {
+  const std::string name = step_dir_name(s.step);
+  std::string reply;  // rank 0's "ok:<tmp folder>" or "error:<what>"
+  if (g.rank == 0) {
+    try {
+      TITAN_CHECK(s.step >= 0, "[checkpoint] step must be >= 0, got ", s.step);
+      std::error_code ec;
+      fs::create_directories(folder, ec);
+      TITAN_CHECK(!ec && fs::is_directory(folder), "[checkpoint] cannot create checkpoint folder ", folder, ": ",
+                  ec ? ec.message() : "a file is in the way", ". HINT: set checkpoint.folder to a writable folder");
+      const std::string tmp = (fs::path(folder) / str(".", name, ".tmp-", ::getpid())).string();
+      fs::remove_all(tmp, ec);
+      fs::create_directory(tmp, ec);
+      TITAN_CHECK(!ec, "[checkpoint] cannot create ", tmp, ": ", ec.message());
+      reply = "ok:" + tmp;
+    } catch (const std::exception& e) {
+      reply = str("error:", e.what());
+    }
+  }
+  reply = g.broadcast(reply);
+  TITAN_CHECK(error_of(reply).empty(), error_of(reply));
+  const std::string tmp = reply.substr(3);
+
+  ordered_json mine = {{"files", ordered_json::array()}, {"model", ordered_json::object()},
+                       {"optimizer", ordered_json::object()}};
+  std::string error;
+  try {
+    write_rank_group(tmp, "model", s.model, s.model_pieces, g, mine);
+    if (!model_only) write_rank_group(tmp, "optimizer", s.optimizer, s.optimizer_pieces, g, mine);
+  } catch (const std::exception& e) {
+    error = str("rank ", g.rank, ": ", e.what());
+  }
+  const std::vector<std::string> all = g.all_gather(error.empty() ? mine.dump() : "error:" + error);
+
+  std::string result;
+  if (g.rank == 0) {
+    try {
+      ordered_json files = ordered_json::array();
+      ordered_json tensors = {{"model", ordered_json::object()}};
+      if (!model_only) tensors["optimizer"] = ordered_json::object();
+      for (const std::string& text : all) {
+        TITAN_CHECK(error_of(text).empty(), error_of(text));
+        const ordered_json r = ordered_json::parse(text);
+        for (const auto& f : r["files"]) files.push_back(f);
+        for (const char* group : {"model", "optimizer"}) {
+          if (!tensors.contains(group)) continue;
+          for (const auto& [tname, e] : r[group].items()) {
+            ordered_json& merged = tensors[group][tname];
+            if (merged.is_null()) {
+              merged = e;
+              continue;
+            }
+            TITAN_CHECK(merged["shape"] == e["shape"] && merged["dtype"] == e["dtype"], "[checkpoint] ", tname,
+                        ": ranks disagree on its shape (", merged["shape"].dump(), " vs ", e["shape"].dump(), ")");
+            merged["shards"].push_back(e["shards"][0]);
+          }
+        }
+      }
+      TITAN_CHECK(!tensors["model"].empty(), "[checkpoint] nothing to save: the model has no tensors");
+      write_text_file_atomic((fs::path(tmp) / kStateFile).string(), state_json_text(s, model_only));
+      write_text_file_atomic((fs::path(tmp) / kConfigFile).string(), s.config_toml);
+      for (const char* f : {kStateFile, kConfigFile}) {
+        const FileDigest d = digest_file((fs::path(tmp) / f).string());
+        files.push_back({{"name", f}, {"size", d.size}, {"crc32c", d.crc}});
+      }
+      const ordered_json manifest = {{"format", kFormat}, {"version", kTrainStateVersion}, {"step", s.step},
+                                     {"model_only", model_only}, {"world", g.world}, {"files", files},
+                                     {"tensors", tensors}};
+      write_text_file_atomic((fs::path(tmp) / kManifestFile).string(), manifest.dump(1) + "\n");
+      fsync_dir(tmp);
+      const std::string final_dir = (fs::path(folder) / name).string();
+      install_dir(tmp, final_dir, (fs::path(folder) / str(".", name, ".trash-", ::getpid())).string());
+      fsync_dir(folder);
+      if (keep_latest_k > 0) prune(folder, keep_latest_k, s.step);
+      result = "ok:" + final_dir;
+    } catch (const std::exception& e) {
+      std::error_code ec;
+      fs::remove_all(tmp, ec);
+      result = str("error:", e.what());
+    }
+  }
+  result = g.broadcast(result);
+  TITAN_CHECK(error_of(result).empty(), error_of(result));
+  return result.substr(3);
 }
 
 CheckpointWriter::~CheckpointWriter() {

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <optional>
 #include <string>
 #include <thread>
@@ -28,6 +29,13 @@ inline constexpr int kTrainStateVersion = 1;
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
+// Where a tensor of a sharded save sits in its global tensor: the flat (row-major) elements
+// [start, start + numel) of a tensor shaped `shape` (FSDP's flat shards give such ranges).
+struct TensorPiece {
+  Shape shape;
+  int64_t start = 0;
+};
+
 struct TrainState {
   int64_t step = 0;         // optimizer steps completed; the run continues at step + 1
   int64_t tokens_seen = 0;  // training tokens consumed by those steps (all ranks)
@@ -37,6 +45,10 @@ struct TrainState {
   std::string config_toml;        // config::to_toml of the resolved config
   NamedTensors model;             // parameters, by FQN
   NamedTensors optimizer;         // "<fqn>.exp_avg" / "<fqn>.exp_avg_sq"; empty = a model-only save
+  // For save_train_state_sharded: empty (every tensor whole) or one per tensor of model /
+  // optimizer. Loading always gives whole tensors (pieces assembled), whatever the saving mesh.
+  std::vector<TensorPiece> model_pieces;
+  std::vector<TensorPiece> optimizer_pieces;
 
   bool model_only() const { return optimizer.empty(); }
 };
@@ -52,6 +64,25 @@ std::string step_dir_name(int64_t step);
 // name. Returns the final path. Throws titan::Error (a failed save removes its tmp folder; older
 // checkpoints are untouched).
 std::string save_train_state(const std::string& folder, const TrainState& state, int64_t keep_latest_k = 0);
+
+// How the ranks of a multi-rank job meet for a sharded save (the trainer implements it over its
+// communicator; this library depends on core only).
+struct SaveGroup {
+  int rank = 0;
+  int world = 1;
+  std::function<std::vector<std::string>(const std::string&)> all_gather;  // every rank's string, rank order
+  std::function<std::string(const std::string&)> broadcast;               // rank 0's string, on every rank
+};
+
+// The multi-rank save, a collective: every rank of `group` passes its own tensors (its pieces,
+// plus whole tensors that one rank alone passes, e.g. replicated buffers from rank 0; a rank may
+// pass none). Rank r writes model-rank<r>-of-<w>.safetensors (and optimizer-...) into one tmp
+// folder; rank 0 writes state.json and config.toml from its `mine`, then the manifest with every
+// rank's files and pieces, and installs the folder as save_train_state does (atomic, pruned).
+// model_only: no optimizer files (a rank's empty `optimizer` alone does not say it). Returns the
+// final path on every rank; an error on any rank is thrown on every rank.
+std::string save_train_state_sharded(const std::string& folder, const TrainState& mine, const SaveGroup& group,
+                                     bool model_only, int64_t keep_latest_k = 0);
 
 struct CheckpointEntry {
   int64_t step = 0;

@@ -5,6 +5,7 @@
 
 #include "titan/cli/args.h"
 #include "titan/cli/commands.h"
+#include "titan/parallel/comm.h"
 #include "titan/config/config_error.h"
 #include "titan/core/error.h"
 
@@ -22,10 +23,24 @@ const char* kUsage =
     "            gradient norm, tokens/s and the kernels in use\n"
     "  forward   run a Hugging Face model folder on given tokens; write logits, loss, gradients\n"
     "  tokenize  encode JSONL text (or decode ids) with a Hugging Face tokenizer.json\n"
+    "  launch    start a multi-rank job through mpirun (torchrun-like): titan launch --nproc-per-node N -- train ...\n"
     "  train-tokenizer  train a byte-level BPE tokenizer (Qwen3 pre-tokenizer) on text files;\n"
     "            write tokenizer.json + tokenizer_config.json\n"
     "  version   print the version\n"
     "Run 'titan <command> --help' for the flags of a command.\n";
+
+// One line on stderr; in a multi-rank job it names the rank, and the whole job is taken down
+// (MPI_Abort) rather than left waiting for this rank in a collective.
+int fail(int code, const char* kind, const char* what) {
+  const titan::parallel::LaunchInfo launch = titan::parallel::launch_info();
+  if (launch.world > 1) {
+    std::fprintf(stderr, "titan: %s: [rank %d of %d] %s\n", kind, launch.rank, launch.world, what);
+    titan::parallel::abort_world(code);
+  } else {
+    std::fprintf(stderr, "titan: %s: %s\n", kind, what);
+  }
+  return code;
+}
 
 }  // namespace
 
@@ -39,6 +54,7 @@ int main(int argc, char** argv) {
     if (command == "train") return titan::cli::run_train(argc, argv);
     if (command == "configs") return titan::cli::run_configs(argc, argv);
     if (command == "convert") return titan::cli::run_convert(argc, argv);
+    if (command == "launch") return titan::cli::run_launch(argc, argv);
     if (command == "check-kernels") return titan::cli::run_check_kernels(argc, argv);
     if (command == "demo") return titan::cli::run_demo(argc, argv);
     if (command == "forward") return titan::cli::run_forward(argc, argv);
@@ -51,16 +67,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "titan: unknown command '%s'\n%s", command.c_str(), kUsage);
     return 2;
   } catch (const titan::config::ConfigError& e) {
-    std::fprintf(stderr, "titan: error: %s\n", e.what());
-    return 2;
+    return fail(2, "error", e.what());
   } catch (const titan::cli::UsageError& e) {
-    std::fprintf(stderr, "titan: error: %s\n", e.what());
-    return 2;
+    return fail(2, "error", e.what());
   } catch (const titan::Error& e) {
-    std::fprintf(stderr, "titan: error: %s\n", e.what());
-    return 1;
+    return fail(1, "error", e.what());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "titan: internal error: %s\n", e.what());
-    return 1;
+    return fail(1, "internal error", e.what());
   }
 }

@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "titan/config/validate.h"
 #include "titan/core/log.h"
 #include "titan/core/parallel.h"
+#include "titan/parallel/comm.h"
 #include "titan/plugins/plugin_loader.h"
 #include "titan/train/trainer.h"
 
@@ -36,6 +38,21 @@ std::string train_usage() {
     u += str("  --", f.path, " ", config::field_type_name(f.type), " [", f.default_value, "]\n      ", f.help, "\n");
   }
   return u;
+}
+
+// A rank of a multi-rank job tags its lines; titan launch passes the console's rank filter
+// (local ranks) and the tee folder in the environment.
+void configure_rank_logging() {
+  const parallel::LaunchInfo launch = parallel::launch_info();
+  if (launch.world <= 1) return;
+  bool console = true;
+  if (const char* f = std::getenv("TITAN_LOCAL_RANKS_FILTER"); f != nullptr && *f != '\0') {
+    console = false;
+    for (const std::string& r : plugins::split_imports(f)) console = console || r == std::to_string(launch.local_rank);
+  }
+  std::string tee;
+  if (const char* d = std::getenv("TITAN_TEE_DIR"); d != nullptr && *d != '\0') tee = str(d, "/rank", launch.rank, ".log");
+  set_log_rank(launch.rank, launch.world, console, tee);
 }
 
 }  // namespace
@@ -96,6 +113,7 @@ int run_train(int argc, char** argv) {
     // titan's CPU kernels reduce in a fixed order for a given thread count; keep that count fixed.
     omp_set_dynamic(0);
   }
+  configure_rank_logging();
   log_startup();
   train::run_training(c, resolved.config_name);
   return 0;

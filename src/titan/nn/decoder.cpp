@@ -151,8 +151,13 @@ StepContext Decoder::make_context(const Tensor& ids_BT) const {
 }
 
 Tensor Decoder::forward_hidden(const StepContext& ctx, const Tensor& ids_BT) {
+  if (hooks_) hooks_->before_forward(UnitHooks::kRoot);
   Tensor h_ND = tok_embeddings.forward(ids_BT);
-  for (auto& layer : layers) h_ND = layer->forward(ctx, h_ND);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (hooks_) hooks_->before_forward(static_cast<int>(i));
+    h_ND = layers[i]->forward(ctx, h_ND);
+    if (hooks_) hooks_->after_forward(static_cast<int>(i));
+  }
   return norm.forward(h_ND);
 }
 
@@ -206,6 +211,7 @@ LossResult Decoder::forward_backward(const Tensor& ids_BT, const Tensor& targets
   result.num_targets = ops::count_targets(targets_BT);
   if (grad_scale == 0.0f && result.num_targets > 0) grad_scale = 1.0f / static_cast<float>(result.num_targets);
   Tensor dhn_ND = Tensor::empty(hn_ND.shape());
+  if (hooks_) hooks_->before_backward(UnitHooks::kRoot);
   const ops::LmHeadXentResult xent =
       ops::lm_head_xent({}, hn_ND, head_weight().value, targets_BT, grad_scale, dhn_ND, head_weight().grad);
   result.loss_sum = xent.loss_sum;
@@ -221,8 +227,13 @@ LossResult Decoder::forward_backward(const Tensor& ids_BT, const Tensor& targets
   }
 
   Tensor dh_ND = norm.backward(dhn_ND);
-  for (size_t i = layers.size(); i-- > 0;) dh_ND = layers[i]->backward(ctx, dh_ND);
+  for (size_t i = layers.size(); i-- > 0;) {
+    if (hooks_) hooks_->before_backward(static_cast<int>(i));
+    dh_ND = layers[i]->backward(ctx, dh_ND);
+    if (hooks_) hooks_->after_backward(static_cast<int>(i));
+  }
   tok_embeddings.backward(dh_ND);
+  if (hooks_) hooks_->after_backward(UnitHooks::kRoot);
   return result;
 }
 
@@ -239,6 +250,7 @@ LossResult Decoder::forward_loss(const Tensor& ids_BT, const Tensor& targets_BT)
   result.num_targets = xent.num_targets;
   if (xent.num_targets > 0) result.loss = xent.loss_sum / static_cast<double>(xent.num_targets);
   result.loss += config_.router_aux_loss_coef * result.aux_loss;
+  if (hooks_) hooks_->after_forward(UnitHooks::kRoot);
   return result;
 }
 
@@ -254,6 +266,7 @@ Tensor Decoder::forward_logits(const Tensor& ids_BT) {
   release();
   Tensor logits_NV = Tensor::empty({ctx.batch * ctx.seq, config_.vocab_size});
   ops::linear_forward(hn_ND, head_weight().value, Tensor(), logits_NV);
+  if (hooks_) hooks_->after_forward(UnitHooks::kRoot);
   return logits_NV.reshape({ctx.batch, ctx.seq, config_.vocab_size});
 }
 

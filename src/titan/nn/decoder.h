@@ -74,6 +74,23 @@ struct ExpertLoad {
 // (Linear, untied only).
 ConfigTree decoder_config_tree(const DecoderConfig& config);
 
+// Called around each unit's use by forward_backward / forward_loss / forward_logits; FSDP
+// (parallel/fsdp.h) gathers a unit's parameters and frees them again here. Unit kRoot is the
+// embedding, the final norm and the head; unit i >= 0 is layers[i]. Per forward_backward:
+//   before_forward(kRoot), [before_forward(i), after_forward(i)] for i = 0.., before_backward(kRoot)
+//   (before the fused head, which writes the head's gradient), [before_backward(i),
+//   after_backward(i)] for i = L-1..0, after_backward(kRoot).
+// Forward-only calls end with after_forward(kRoot) instead of the backward half.
+class UnitHooks {
+ public:
+  static constexpr int kRoot = -1;
+  virtual ~UnitHooks() = default;
+  virtual void before_forward(int unit) = 0;   // the unit's parameter values are needed
+  virtual void after_forward(int unit) = 0;    // ... no longer (until its backward)
+  virtual void before_backward(int unit) = 0;  // values and gradients (accumulated into) are needed
+  virtual void after_backward(int unit) = 0;   // the unit's gradients of this micro-batch are complete
+};
+
 class Decoder {
  public:
   explicit Decoder(const DecoderConfig& config);
@@ -113,6 +130,9 @@ class Decoder {
   // Drops every saved activation (after an inference forward).
   void release();
 
+  // Hooks around every unit (null: none, the default); not owned.
+  void set_unit_hooks(UnitHooks* hooks) { hooks_ = hooks; }
+
   // Non-trainable state saved with the model (the experts' selection biases; no gradient).
   ParameterList buffers();
   // What a checkpoint holds of the model: parameters() then buffers().
@@ -128,6 +148,7 @@ class Decoder {
   Tensor forward_hidden(const StepContext& ctx, const Tensor& ids_BT);
 
   DecoderConfig config_;
+  UnitHooks* hooks_ = nullptr;
 };
 
 }  // namespace titan::nn

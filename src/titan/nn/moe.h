@@ -49,6 +49,8 @@ class Moe {
 
   // Pairs routed to each expert, summed over forwards since the last reset (load metrics).
   const std::vector<int64_t>& load() const { return load_E_; }
+  // Data parallel: the trainer sums it over the ranks before the metrics and the bias update.
+  std::vector<int64_t>& mutable_load() { return load_E_; }
   void reset_load() { std::fill(load_E_.begin(), load_E_.end(), 0); }
   // torchtitan's update: bias += rate * (sign(mean load - load) - its mean), from load().
   void update_expert_bias(double rate);

@@ -21,7 +21,7 @@ static double sum_squares(const float* x, int64_t n) {
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
-double grad_norm(const nn::ParameterList& params) {
+double grad_norm(const nn::ParameterList& params, const SquaresReducer& reduce) {
   // One partial per (parameter, chunk), laid out in list order.
   std::vector<int64_t> first_chunk(params.size() + 1, 0);
   for (size_t p = 0; p < params.size(); ++p) {
@@ -42,11 +42,12 @@ double grad_norm(const nn::ParameterList& params) {
   });
   double total = 0.0;
   for (double s : partial) total += s;
+  if (reduce) total = reduce(total);
   return std::sqrt(total);
 }
 
-double clip_grad_norm(const nn::ParameterList& params, double max_norm) {
-  const double norm = grad_norm(params);
+double clip_grad_norm(const nn::ParameterList& params, double max_norm, const SquaresReducer& reduce) {
+  const double norm = grad_norm(params, reduce);
   if (max_norm <= 0.0 || !std::isfinite(norm)) return norm;
   // torch: clip_coef = max_norm / (total_norm + 1e-6), clamped to 1, applied in f32. Note the
   // 1e-6: a norm just below max_norm is still scaled (by a factor just below 1), as in torch.

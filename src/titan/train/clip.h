@@ -7,20 +7,26 @@
 // thread count and any schedule.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "titan/nn/parameter.h"
 
 namespace titan::train {
 
-// Global L2 norm of all gradients. NaN/Inf when any gradient element is non-finite.
-double grad_norm(const nn::ParameterList& params);
+// Sums a partial sum of squares over the ranks that hold the other parts of the gradient (FSDP
+// shards); null: the gradient is whole here.
+using SquaresReducer = std::function<double(double)>;
+
+// Global L2 norm of all gradients (with `reduce`: of every rank's pieces together). NaN/Inf when
+// any gradient element is non-finite.
+double grad_norm(const nn::ParameterList& params, const SquaresReducer& reduce = nullptr);
 
 // Returns the norm before clipping. When max_norm > 0 and max_norm / (norm + 1e-6) < 1 (i.e.
 // norm > max_norm - 1e-6), scales every grad by that factor. max_norm <= 0 disables clipping.
 // A non-finite norm is returned without touching the grads (the caller stops the run; see
 // first_nonfinite_grad).
-double clip_grad_norm(const nn::ParameterList& params, double max_norm);
+double clip_grad_norm(const nn::ParameterList& params, double max_norm, const SquaresReducer& reduce = nullptr);
 
 // FQN of the first parameter (in list order) whose grad holds a NaN or Inf; "" if none.
 std::string first_nonfinite_grad(const nn::ParameterList& params);

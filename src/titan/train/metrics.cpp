@@ -8,6 +8,7 @@
 
 #include "titan/core/error.h"
 #include "titan/train/jsonl_writer.h"
+#include "titan/core/log.h"
 #include "titan/train/loss_plot.h"
 #include "titan/train/tensorboard.h"
 
@@ -29,6 +30,7 @@ std::string with_commas(double value) {
 
 MetricsLogger::MetricsLogger(MetricsOptions options) : options_(std::move(options)) {
   const std::filesystem::path dump(options_.dump_folder);
+  if (!options_.files) options_.enable_jsonl = options_.enable_tensorboard = false;
   if (options_.enable_jsonl) jsonl_ = std::make_unique<JsonlWriter>((dump / "metrics.jsonl").string(), options_.append);
   if (options_.enable_tensorboard) {
     tensorboard_ = std::make_unique<TensorBoardWriter>((dump / options_.tb_folder).string());
@@ -45,24 +47,38 @@ std::string MetricsLogger::format_line(const StepMetrics& m) {
                 static_cast<long long>(m.step), m.loss, m.grad_norm, m.memory_bytes / double(1 << 30),
                 m.memory_percent, with_commas(m.tps).c_str(), m.tflops, m.mfu, m.lr,
                 m.step == 1 ? "  (step 1 includes warm-up)" : "");
-  if (m.moe && used > 0 && static_cast<size_t>(used) < sizeof line) {
-    std::snprintf(line + used, sizeof line - static_cast<size_t>(used), "  expert_load: %lld..%lld  aux: %.4f",
-                  static_cast<long long>(m.expert_load_min), static_cast<long long>(m.expert_load_max), m.aux_loss);
+  std::string out = used > 0 ? line : "";
+  if (m.moe) {
+    std::snprintf(line, sizeof line, "  expert_load: %lld..%lld  aux: %.4f", static_cast<long long>(m.expert_load_min),
+                  static_cast<long long>(m.expert_load_max), m.aux_loss);
+    out += line;
   }
-  return line;
+  if (m.comm_bytes > 0) {
+    std::snprintf(line, sizeof line, "  comm: %.1fMB %.2fs", m.comm_bytes / 1e6, m.comm_seconds);
+    out += line;
+  }
+  return out;
 }
 
 void MetricsLogger::record(const StepMetrics& m) {
   history_.push_back(m);
   const bool log = m.step == 1 || m.step % options_.log_freq == 0 || m.step == options_.total_steps;
   if (!log) return;
-  std::printf("%s\n", format_line(m).c_str());
-  std::fflush(stdout);
+  const std::string text = log_rank_tag().empty() ? format_line(m) : log_rank_tag() + " " + format_line(m);
+  if (options_.console) {
+    std::printf("%s\n", text.c_str());
+    std::fflush(stdout);
+  }
+  log_tee_line(text);
   if (jsonl_) {
     nlohmann::ordered_json row = {{"step", m.step}, {"loss", m.loss}, {"grad_norm", m.grad_norm}, {"lr", m.lr},
                                   {"tokens", m.tokens}, {"seconds", m.seconds}, {"tps", m.tps}, {"tflops", m.tflops},
                                   {"mfu", m.mfu}, {"memory_gib", m.memory_bytes / double(1 << 30)},
                                   {"memory_percent", m.memory_percent}, {"data_wait_seconds", m.data_wait_seconds}};
+    if (m.comm_bytes > 0) {
+      row["comm_bytes"] = m.comm_bytes;
+      row["comm_seconds"] = m.comm_seconds;
+    }
     if (m.moe) {
       row["expert_load_min"] = m.expert_load_min;
       row["expert_load_max"] = m.expert_load_max;
@@ -90,7 +106,7 @@ void MetricsLogger::record(const StepMetrics& m) {
 }
 
 void MetricsLogger::finish() {
-  if (history_.empty()) return;
+  if (history_.empty() || !options_.files) return;
   std::vector<int64_t> steps;
   std::vector<double> losses;
   for (const StepMetrics& m : history_) {

@@ -34,6 +34,11 @@ struct StepMetrics {
   int64_t expert_load_min = 0;
   int64_t expert_load_max = 0;
   double aux_loss = 0.0;
+  // Multi-rank (FSDP): bytes this rank passed to collectives in the step (all-gathers and
+  // reduce-scatters counted at full unit size, HSDP all-reduces at shard size), and the wall time
+  // spent in them. comm_bytes = 0: a single-rank run (no comm field in the line).
+  double comm_bytes = 0.0;
+  double comm_seconds = 0.0;
 };
 
 struct MetricsOptions {
@@ -45,6 +50,8 @@ struct MetricsOptions {
   std::string tb_folder;  // relative to dump_folder
   std::string run_name;   // plot title
   bool append = false;    // continue metrics.jsonl (a resumed run) instead of starting it afresh
+  bool console = true;    // print the metrics line (false: a rank outside the console's rank filter)
+  bool files = true;      // write metrics.jsonl / TensorBoard / loss.svg (rank 0 of a multi-rank job only)
 };
 
 class TensorBoardWriter;

@@ -19,6 +19,8 @@
 #include "titan/models/qwen3/model.h"
 #include "titan/models/qwen3/specs.h"
 #include "titan/ops/softmax_xent/softmax_xent.h"
+#include "titan/parallel/fsdp.h"
+#include "titan/parallel/mesh.h"
 #include "titan/plugins/plugin_loader.h"
 #include "titan/train/clip.h"
 #include "titan/train/flops.h"
@@ -107,6 +109,43 @@ ckpt::TrainState capture_train_state(const config::JobConfig& c, int64_t step, i
   return s;
 }
 
+// This rank's share of the state of a multi-rank run (save_train_state_sharded): its parameter
+// pieces and their moments (only the first replica writes them: the others hold copies), plus the
+// replicated buffers from rank 0; step, tokens, cursor and config are the same on every rank.
+ckpt::TrainState capture_sharded_state(const config::JobConfig& c, int64_t step, int64_t tokens_seen,
+                                       parallel::Fsdp& fsdp, const nn::ParameterList& buffers,
+                                       const AdamW& optimizer, const data::PrefetchLoader& loader, bool model_only,
+                                       bool write_pieces, bool write_buffers) {
+  ckpt::TrainState s;
+  s.step = step;
+  s.tokens_seen = tokens_seen;
+  s.seed = static_cast<uint64_t>(c.training.seed);
+  s.optimizer_step = optimizer.step_count();
+  s.loader_state_json = loader.state().to_json();
+  s.config_toml = config::to_toml(c);
+  const nn::ParameterList shards = fsdp.shards();
+  if (write_pieces) {
+    for (size_t i = 0; i < shards.size(); ++i) {
+      s.model.emplace_back(shards[i]->fqn, shards[i]->value);
+      s.model_pieces.push_back({fsdp.pieces()[i].shape, fsdp.pieces()[i].start});
+      if (model_only) continue;
+      for (const auto& [suffix, t] : {std::pair<const char*, const Tensor*>{".exp_avg", &optimizer.exp_avg(i)},
+                                      {".exp_avg_sq", &optimizer.exp_avg_sq(i)}}) {
+        s.optimizer.emplace_back(shards[i]->fqn + suffix, *t);
+        s.optimizer_pieces.push_back({fsdp.pieces()[i].shape, fsdp.pieces()[i].start});
+      }
+    }
+  }
+  if (write_buffers) {
+    // Whole tensors beside pieces: a buffer is one piece covering all of it.
+    for (const nn::Parameter* b : buffers) {
+      s.model.emplace_back(b->fqn, b->value);
+      s.model_pieces.push_back({b->value.shape(), 0});
+    }
+  }
+  return s;
+}
+
 // The checkpoint's tensors named `names`, in that order; `where` names the file in errors. Every
 // name must be there with its shape, and nothing else (missing and unexpected names are listed).
 std::vector<Tensor> match_tensors(const ckpt::NamedTensors& saved, const std::vector<std::string>& names,
@@ -136,22 +175,57 @@ std::vector<Tensor> match_tensors(const ckpt::NamedTensors& saved, const std::ve
 }
 
 
+// Flat elements [start, start + numel of `like`) of a saved whole tensor, shaped like `like`.
+Tensor piece_of(const Tensor& whole, int64_t start, const Tensor& like) {
+  if (start == 0 && whole.shape() == like.shape()) return whole;
+  return whole.reshape({whole.numel()}).narrow(0, start, like.numel()).reshape(like.shape());
+}
+
+// What this rank restores: its tensors (whole parameters, or FSDP pieces) and the full set of
+// model parameters every checkpoint must hold (names and shapes, all ranks' pieces together).
+struct RestoreTargets {
+  nn::ParameterList params;            // the optimizer's parameters (whole, or FSDP pieces)
+  std::vector<int64_t> starts;         // each one's first element in its full parameter
+  std::vector<std::string> full_names;  // every model parameter
+  std::vector<Shape> full_shapes;
+  nn::ParameterList buffers;           // replicated, whole on every rank
+};
+
+void restore_model_targets(const ckpt::TrainState& s, const RestoreTargets& t, const std::string& dir) {
+  std::vector<std::string> names = t.full_names;
+  std::vector<Shape> shapes = t.full_shapes;
+  for (const nn::Parameter* b : t.buffers) {
+    names.push_back(b->fqn);
+    shapes.push_back(b->value.shape());
+  }
+  const std::vector<Tensor> values = match_tensors(s.model, names, shapes, dir + "/model.safetensors");
+  std::map<std::string, const Tensor*> by_name;
+  for (size_t i = 0; i < names.size(); ++i) by_name[names[i]] = &values[i];
+  for (size_t i = 0; i < t.params.size(); ++i) {
+    t.params[i]->value.copy_from(piece_of(*by_name.at(t.params[i]->fqn), t.starts[i], t.params[i]->value));
+  }
+  for (nn::Parameter* b : t.buffers) b->value.copy_from(*by_name.at(b->fqn));
+}
+
 // Optimizer moments, the data cursor (and, by returning them, step and tokens seen).
-void restore_training(const ckpt::TrainState& s, AdamW& optimizer, data::PrefetchLoader& loader,
-                      const std::string& dir) {
+void restore_training(const ckpt::TrainState& s, const RestoreTargets& t, AdamW& optimizer,
+                      data::PrefetchLoader& loader, const std::string& dir) {
   std::vector<std::string> names;
   std::vector<Shape> shapes;
-  for (const nn::Parameter* p : optimizer.params()) {
+  for (size_t i = 0; i < t.full_names.size(); ++i) {
     for (const char* suffix : {".exp_avg", ".exp_avg_sq"}) {
-      names.push_back(p->fqn + suffix);
-      shapes.push_back(p->value.shape());
+      names.push_back(t.full_names[i] + suffix);
+      shapes.push_back(t.full_shapes[i]);
     }
   }
   const std::vector<Tensor> moments = match_tensors(s.optimizer, names, shapes, dir + "/optimizer.safetensors");
+  std::map<std::string, const Tensor*> by_name;
+  for (size_t i = 0; i < names.size(); ++i) by_name[names[i]] = &moments[i];
   std::vector<Tensor> m, v;
-  for (size_t i = 0; i < moments.size(); i += 2) {
-    m.push_back(moments[i]);
-    v.push_back(moments[i + 1]);
+  for (size_t i = 0; i < t.params.size(); ++i) {
+    const nn::Parameter* p = t.params[i];
+    m.push_back(piece_of(*by_name.at(p->fqn + ".exp_avg"), t.starts[i], p->value));
+    v.push_back(piece_of(*by_name.at(p->fqn + ".exp_avg_sq"), t.starts[i], p->value));
   }
   optimizer.restore(s.optimizer_step, m, v);
   TITAN_CHECK(!s.loader_state_json.empty(), "[train] ", dir, "/state.json has no loader state; cannot resume the "
@@ -195,7 +269,7 @@ void export_hf(const config::JobConfig& c, const nn::Decoder& model) {
 
 // A native checkpoint given by checkpoint.initial_load_path: a step-<N> folder, or a checkpoint
 // folder (its newest valid step).
-ResumePoint load_initial_native(const config::JobConfig& c, const nn::ParameterList& model_state, AdamW& optimizer,
+ResumePoint load_initial_native(const config::JobConfig& c, const RestoreTargets& targets, AdamW& optimizer,
                                 data::PrefetchLoader& loader) {
   std::string dir = c.checkpoint.initial_load_path;
   if (!fs::exists(fs::path(dir) / "manifest.json")) {
@@ -208,50 +282,52 @@ ResumePoint load_initial_native(const config::JobConfig& c, const nn::ParameterL
   }
   const bool model_only = c.checkpoint.initial_load_model_only;
   const ckpt::TrainState s = ckpt::load_train_state(dir, model_only);
-  restore_model(s, model_state, dir);
+  restore_model_targets(s, targets, dir);
   if (model_only) {
     log_info(str("initial load (model only) from ", dir, " (saved at step ", s.step, ")"));
     return {};
   }
   TITAN_CHECK(!s.model_only(), "[train] checkpoint.initial_load_path=", dir, " is model-only, but "
               "checkpoint.initial_load_model_only is false. HINT: set --checkpoint.initial_load_model_only");
-  restore_training(s, optimizer, loader, dir);
+  restore_training(s, targets, optimizer, loader, dir);
   log_info(str("initial load from ", dir, " (step ", s.step, "): model, optimizer and data cursor"));
   return {s.step, s.tokens_seen, false};
 }
 
-// At start: this run's own newest valid checkpoint (or checkpoint.load_step) when there is one,
-// else checkpoint.initial_load_path, else nothing (fresh init).
-ResumePoint load_checkpoint_at_start(const config::JobConfig& c, nn::Decoder& model, AdamW& optimizer,
-                                     data::PrefetchLoader& loader) {
-  if (c.checkpoint.enable) {
-    const std::string folder = checkpoint_folder(c);
-    ckpt::remove_stale_checkpoint_dirs(folder);
-    std::optional<ckpt::CheckpointEntry> e = ckpt::find_checkpoint(folder, c.checkpoint.load_step, false);
-    // A model-only checkpoint (a final save) ends a run; continuing past it needs the newest full one.
-    if (e && e->step < c.training.steps && ckpt::checkpoint_is_model_only(e->path)) {
-      log_info(str("[checkpoint] ", e->path, " is model-only; continuing to step ", c.training.steps,
-                   " needs optimizer state"));
-      e = ckpt::find_checkpoint(folder, c.checkpoint.load_step, true);
-    }
-    if (e) {
-      const ckpt::TrainState s = ckpt::load_train_state(e->path);
-      restore_model(s, model.state(), e->path);
-      if (!s.model_only()) restore_training(s, optimizer, loader, e->path);
-      if (s.seed != static_cast<uint64_t>(c.training.seed)) {
-        log_warn(str("[checkpoint] ", e->path, " was saved by a run with training.seed ", s.seed, ", this run has ",
-                     c.training.seed, " (the weights come from the checkpoint)"));
-      }
-      log_info(str("resuming from ", e->path, " (step ", s.step, ", ", s.tokens_seen, " tokens seen)"));
-      return {s.step, s.tokens_seen, true};
-    }
+// This run's own newest valid checkpoint (or checkpoint.load_step), when checkpointing is on and
+// there is one.
+std::optional<ckpt::CheckpointEntry> find_resume_checkpoint(const config::JobConfig& c, bool primary) {
+  if (!c.checkpoint.enable) return std::nullopt;
+  const std::string folder = checkpoint_folder(c);
+  if (primary) ckpt::remove_stale_checkpoint_dirs(folder);
+  std::optional<ckpt::CheckpointEntry> e = ckpt::find_checkpoint(folder, c.checkpoint.load_step, false);
+  // A model-only checkpoint (a final save) ends a run; continuing past it needs the newest full one.
+  if (e && e->step < c.training.steps && ckpt::checkpoint_is_model_only(e->path)) {
+    log_info(str("[checkpoint] ", e->path, " is model-only; continuing to step ", c.training.steps,
+                 " needs optimizer state"));
+    e = ckpt::find_checkpoint(folder, c.checkpoint.load_step, true);
   }
-  if (c.checkpoint.initial_load_path.empty()) return {};
-  if (c.checkpoint.initial_load_in_hf) {
-    load_initial_hf(c, model);
-    return {};
+  return e;
+}
+
+// At start: `resume` (this run's own checkpoint) when there is one, else a native
+// checkpoint.initial_load_path, else nothing (fresh init; an HF initial load happened before the
+// model was sharded).
+ResumePoint load_checkpoint_at_start(const config::JobConfig& c, const std::optional<ckpt::CheckpointEntry>& resume,
+                                     const RestoreTargets& targets, AdamW& optimizer, data::PrefetchLoader& loader) {
+  if (resume) {
+    const ckpt::TrainState s = ckpt::load_train_state(resume->path);
+    restore_model_targets(s, targets, resume->path);
+    if (!s.model_only()) restore_training(s, targets, optimizer, loader, resume->path);
+    if (s.seed != static_cast<uint64_t>(c.training.seed)) {
+      log_warn(str("[checkpoint] ", resume->path, " was saved by a run with training.seed ", s.seed, ", this run has ",
+                   c.training.seed, " (the weights come from the checkpoint)"));
+    }
+    log_info(str("resuming from ", resume->path, " (step ", s.step, ", ", s.tokens_seen, " tokens seen)"));
+    return {s.step, s.tokens_seen, true};
   }
-  return load_initial_native(c, model.state(), optimizer, loader);
+  if (c.checkpoint.initial_load_path.empty() || c.checkpoint.initial_load_in_hf) return {};
+  return load_initial_native(c, targets, optimizer, loader);
 }
 
 // One save at the end of `step`; logs how long the training thread was held up.
@@ -270,6 +346,37 @@ void save_checkpoint(ckpt::CheckpointWriter& writer, StagingBuffers& staging, co
   log_info(str("checkpoint ", ckpt::step_dir_name(step), model_only ? " (model only)" : "",
                writer.async() ? " handed to the background writer" : " saved", " in ", checkpoint_folder(c),
                "; training stalled ", seconds_since(t0), " s"));
+}
+
+// The ranks of a multi-rank job: the mesh and FSDP over it.
+struct Distributed {
+  parallel::Comm& world;
+  parallel::DeviceMesh mesh;
+  std::unique_ptr<parallel::Fsdp> fsdp;  // null on one rank
+  bool primary() const { return world.rank() == 0; }
+};
+
+ckpt::SaveGroup save_group(parallel::Comm& comm) {
+  ckpt::SaveGroup g;
+  g.rank = comm.rank();
+  g.world = comm.size();
+  g.all_gather = [&comm](const std::string& s) { return comm.all_gather_strings(s); };
+  g.broadcast = [&comm](const std::string& s) { return comm.broadcast_string(s, 0); };
+  return g;
+}
+
+// The multi-rank save (synchronous, a collective): every rank writes its pieces.
+void save_sharded_checkpoint(Distributed& d, const config::JobConfig& c, int64_t step, int64_t tokens_seen,
+                             nn::Decoder& model, const AdamW& optimizer, const data::PrefetchLoader& loader,
+                             bool final_save) {
+  const auto t0 = Clock::now();
+  const bool model_only = final_save && c.checkpoint.last_save_model_only;
+  const bool first_replica = d.mesh.dp_replicate().rank() == 0;
+  const ckpt::TrainState s = capture_sharded_state(c, step, tokens_seen, *d.fsdp, model.buffers(), optimizer, loader,
+                                                   model_only, first_replica, d.primary());
+  ckpt::save_train_state_sharded(checkpoint_folder(c), s, save_group(d.world), model_only, c.checkpoint.keep_latest_k);
+  log_info(str("checkpoint ", ckpt::step_dir_name(step), model_only ? " (model only)" : "", " saved by ",
+               d.world.size(), " ranks in ", checkpoint_folder(c), "; training stalled ", seconds_since(t0), " s"));
 }
 
 }  // namespace
@@ -305,7 +412,17 @@ void restore_model(const ckpt::TrainState& s, const nn::ParameterList& params, c
 }
 
 TrainSummary run_training(const config::JobConfig& c, const std::string& config_name) {
-  const int64_t dp_degree = 1;  // one rank until the parallelism issue brings the mesh
+  // The job's ranks and their mesh first: every later check knows the data-parallel degree.
+  parallel::Comm& world = parallel::world_comm();
+  const config::ParallelismSection& ps = c.parallelism;
+  const parallel::MeshDegrees degrees = parallel::resolve_mesh(
+      {ps.data_parallel_replicate_degree, ps.data_parallel_shard_degree, ps.tensor_parallel_degree}, world.size());
+  TITAN_CHECK(degrees.tp == 1, "[parallel] parallelism.tensor_parallel_degree=", degrees.tp,
+              ": tensor parallelism is not in this build yet. HINT: shard with data_parallel_shard_degree "
+              "(FSDP) instead");
+  Distributed dist{world, parallel::DeviceMesh(world, degrees), nullptr};
+  const int64_t dp_degree = degrees.dp();
+  const int64_t dp_rank = dist.mesh.dp_rank();
   config::validate(c, dp_degree);
   const int64_t accumulation = config::accumulation_steps(c, dp_degree);
   const int64_t B = c.training.local_batch_size, T = c.training.seq_len;
@@ -319,6 +436,13 @@ TrainSummary run_training(const config::JobConfig& c, const std::string& config_
   if (!loaded.files.empty()) plugins::apply_overrides(tree, loaded.overrides);  // opt-in: imported ones only
   nn::Decoder model(mc, tree);
   model.check_shapes(B, T);
+  if (world.size() > 1) {
+    for (const auto& layer : model.layers) {
+      TITAN_CHECK(!layer->feed_forward || dynamic_cast<const nn::FeedForward*>(layer->feed_forward.get()) != nullptr,
+                  "[parallel] a plugin feed-forward module cannot be sharded by FSDP yet (it may keep views of its "
+                  "weights). HINT: run it on one rank, or drop its override.imports");
+    }
+  }
   const data::Tokenizer tokenizer = load_tokenizer(c);
   TITAN_CHECK(tokenizer.vocab_size() <= mc.vocab_size, "[train] the tokenizer in ", c.model.hf_assets_path, " has ",
               tokenizer.vocab_size(), " tokens but model '", c.model.name, "' has vocab_size ", mc.vocab_size,
@@ -331,20 +455,45 @@ TrainSummary run_training(const config::JobConfig& c, const std::string& config_
               c.job.dump_folder, ": ", ec ? ec.message() : "a file is in the way",
               ". HINT: set --job.dump_folder to a writable folder");
   const std::filesystem::path dump(c.job.dump_folder);
-  ckpt::write_text_file_atomic((dump / "config.toml").string(),
-                               str("# titan train --config ", config_name, " (resolved)\n", config::to_toml(c)));
+  if (dist.primary()) {
+    ckpt::write_text_file_atomic((dump / "config.toml").string(),
+                                 str("# titan train --config ", config_name, " (resolved)\n", config::to_toml(c)));
+  }
 
+  // Every rank reads the global batch's stream and keeps its own rows (dp_rank): the batches of
+  // any mesh are those of one rank with local_batch_size x dp, so losses match across layouts and
+  // the cursor (the same on every rank) resumes on any of them.
   data::LoaderConfig lc;
   lc.dataset.path = dataset_path(c);
-  lc.batch_size = B;
+  lc.batch_size = B * dp_degree;
   lc.seq_len = T;
   lc.eot_id = doc_tokens.eot_id;
   lc.bos_id = doc_tokens.bos_id;
   data::PrefetchLoader loader(lc, tokenizer);
 
   qwen3::init_weights(model, static_cast<uint64_t>(c.training.seed));
-  nn::ParameterList params = model.parameters();
-  const nn::ParameterList model_state = model.state();
+  const std::optional<ckpt::CheckpointEntry> resume = find_resume_checkpoint(c, dist.primary());
+  if (!resume && c.checkpoint.initial_load_in_hf && !c.checkpoint.initial_load_path.empty()) load_initial_hf(c, model);
+  RestoreTargets targets;
+  targets.buffers = model.buffers();
+  if (world.size() > 1) {
+    dist.fsdp = std::make_unique<parallel::Fsdp>(model, dist.mesh.dp_shard(), dist.mesh.dp_replicate());
+    targets.params = dist.fsdp->shards();
+    for (const parallel::ShardPiece& piece : dist.fsdp->pieces()) targets.starts.push_back(piece.start);
+    for (const auto& [name, shape] : dist.fsdp->full_parameters()) {
+      targets.full_names.push_back(name);
+      targets.full_shapes.push_back(shape);
+    }
+  } else {
+    targets.params = model.parameters();
+    targets.starts.assign(targets.params.size(), 0);
+    for (const nn::Parameter* p : targets.params) {
+      targets.full_names.push_back(p->fqn);
+      targets.full_shapes.push_back(p->value.shape());
+    }
+  }
+  const nn::ParameterList& params = targets.params;
+  const nn::ParameterList model_state = model.state();  // single rank: what a checkpoint holds
   AdamW optimizer(params, AdamWConfig{c.optimizer.beta1, c.optimizer.beta2, c.optimizer.eps,
                                       c.optimizer.weight_decay});
   const LrSchedule schedule(LrScheduleConfig{c.training.steps, c.lr_scheduler.warmup_steps,
@@ -359,18 +508,29 @@ TrainSummary run_training(const config::JobConfig& c, const std::string& config_
                "M parameters; ", flops_per_token / 1e6, " MFLOP/token"));
   log_info(str("data ", lc.dataset.path, " | tokenizer ", c.model.hf_assets_path, " (", tokenizer.vocab_size(),
                " tokens) | global batch ", B * accumulation * dp_degree, " x ", T, " tokens (local ", B,
-               ", accumulation ", accumulation, ")"));
+               ", accumulation ", accumulation, ", data parallel ", dp_degree, ")"));
+  if (dist.fsdp) {
+    const double held = static_cast<double>(dist.fsdp->shard_numel());
+    log_info(str("[parallel] ", world.size(), " ranks over ", world.backend(), ": ", degrees.describe(),
+                 " | FSDP: this rank holds ", held / 1e6, "M of ", static_cast<double>(mc.num_params()) / 1e6,
+                 "M parameters (", 16.0 * held / double(1 << 30),
+                 " GiB with gradients and AdamW moments), blocks gathered just in time"));
+  }
   log_info(str("peak ", peak.flops / 1e12, " TFLOP/s (", peak.source, ") | dump folder ", dump.string()));
   log_info(str("training ", c.training.steps, " steps with config ", config_name));
 
-  const ResumePoint start = load_checkpoint_at_start(c, model, optimizer, loader);
+  const ResumePoint start = load_checkpoint_at_start(c, resume, targets, optimizer, loader);
   TrainSummary summary;
   if (start.step >= c.training.steps && start.resumed) {
     log_info(str("nothing to do: the checkpoint is at step ", start.step, " and training.steps is ", c.training.steps,
                  ". HINT: raise --training.steps to train further"));
     return summary;
   }
-  ckpt::CheckpointWriter checkpoint_writer(c.checkpoint.async_mode == "async");
+  const bool async_save = c.checkpoint.async_mode == "async" && world.size() == 1;
+  if (c.checkpoint.enable && c.checkpoint.async_mode == "async" && !async_save) {
+    log_info("[checkpoint] multi-rank runs save synchronously (every rank writes its shard); async_mode ignored");
+  }
+  ckpt::CheckpointWriter checkpoint_writer(async_save);
   StagingBuffers staging;
   if (c.checkpoint.enable && checkpoint_writer.async()) {
     // Allocate (and fault in) the staging buffers now, so the first save stalls no longer than later ones.
@@ -383,38 +543,71 @@ TrainSummary run_training(const config::JobConfig& c, const std::string& config_
   MetricsOptions mo{dump.string(), c.metrics.log_freq, c.training.steps, c.metrics.enable_jsonl,
                     c.metrics.enable_tensorboard, c.metrics.save_tb_folder, config_name};
   mo.append = start.resumed;  // a resumed run continues its metrics.jsonl
+  mo.files = dist.primary();
+  mo.console = log_console_enabled();
   MetricsLogger metrics(mo);
+  // Sums over the data-parallel ranks (each holds a different share of the batch).
+  const auto dp_sum = [&](double x) {
+    dist.mesh.dp().all_reduce_sum(&x, 1);
+    return x;
+  };
+  // Squares of the gradient pieces: every shard once (replicas hold the same shard).
+  const SquaresReducer grad_squares = [&](double x) {
+    dist.mesh.dp_shard().all_reduce_sum(&x, 1);
+    return x;
+  };
   const auto loop_start = Clock::now();
   std::vector<data::Batch> micro(static_cast<size_t>(accumulation));
   for (int64_t step = start.step + 1; step <= c.training.steps; ++step) {
     const auto t0 = Clock::now();
     host_allocator().reset_peak();
+    if (dist.fsdp) dist.fsdp->reset_stats();
     const double waited_before = loader.seconds_waiting();
-    // The whole step's micro-batches first: the loss is normalised by their total target count.
-    int64_t targets = 0;
+    // The whole step's micro-batches first: the loss is normalised by their total target count
+    // (of the global batch: every rank sees it whole, then keeps its rows).
+    int64_t targets_count = 0;
     for (data::Batch& b : micro) {
       std::optional<data::Batch> next = loader.next();
       TITAN_CHECK(next.has_value(), "[train] the data loader ended at step ", step);
+      targets_count += ops::count_targets(next->labels_BT);  // labels of -100 would not count
       b = std::move(*next);
-      targets += ops::count_targets(b.labels_BT);  // labels of -100 would not count
+      if (dp_degree > 1) {
+        b.inputs_BT = b.inputs_BT.narrow(0, dp_rank * B, B).clone();
+        b.labels_BT = b.labels_BT.narrow(0, dp_rank * B, B).clone();
+        b.positions_BT = b.positions_BT.narrow(0, dp_rank * B, B).clone();
+      }
     }
-    TITAN_CHECK(targets > 0, "[train] step ", step, " has no target tokens. HINT: check the dataset");
+    TITAN_CHECK(targets_count > 0, "[train] step ", step, " has no target tokens. HINT: check the dataset");
 
-    model.zero_grad();
+    if (dist.fsdp) {
+      dist.fsdp->zero_grad();
+    } else {
+      model.zero_grad();
+    }
     // Cross-entropy over the step's targets; the aux loss (aux_loss balancing) per micro-batch, as
-    // HF computes it for one forward, averaged over the micro-batches.
+    // HF computes it for one forward, averaged over the micro-batches (and the ranks).
     double loss_sum = 0.0, aux_sum = 0.0;
-    const float aux_scale = 1.0f / static_cast<float>(accumulation);
+    const float aux_scale = 1.0f / static_cast<float>(accumulation * dp_degree);
     for (const data::Batch& b : micro) {
       const nn::LossResult r =
-          model.forward_backward(b.inputs_BT, b.labels_BT, 1.0f / static_cast<float>(targets), aux_scale);
+          model.forward_backward(b.inputs_BT, b.labels_BT, 1.0f / static_cast<float>(targets_count), aux_scale);
       loss_sum += r.loss_sum;
       aux_sum += r.aux_loss;
     }
     for (data::Batch& b : micro) b = data::Batch{};
-    const double aux_loss = aux_sum / static_cast<double>(accumulation);
-    const double loss = loss_sum / static_cast<double>(targets) + mc.router_aux_loss_coef * aux_loss;
-    const double grad_norm = clip_grad_norm(params, c.training.max_norm);
+    if (dist.fsdp) {
+      dist.fsdp->reduce_replicas();
+      loss_sum = dp_sum(loss_sum);
+      aux_sum = dp_sum(aux_sum);
+      for (auto& layer : model.layers) {
+        if (!layer->moe) continue;
+        std::vector<int64_t>& load = layer->moe->mutable_load();
+        dist.mesh.dp().all_reduce_sum(load.data(), static_cast<int64_t>(load.size()));
+      }
+    }
+    const double aux_loss = aux_sum / static_cast<double>(accumulation * dp_degree);
+    const double loss = loss_sum / static_cast<double>(targets_count) + mc.router_aux_loss_coef * aux_loss;
+    const double grad_norm = clip_grad_norm(params, c.training.max_norm, dist.fsdp ? grad_squares : nullptr);
     if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
       const std::string where = first_nonfinite_grad(params);
       TITAN_FAIL("[train] step ", step, ": loss ", loss, ", grad_norm ", grad_norm,
@@ -447,11 +640,20 @@ TrainSummary run_training(const config::JobConfig& c, const std::string& config_
     m.expert_load_min = load.min;
     m.expert_load_max = load.max;
     m.aux_loss = aux_loss;
+    if (dist.fsdp) {
+      const parallel::CommStats& cs = dist.fsdp->stats();
+      m.comm_seconds = cs.seconds;
+      m.comm_bytes = static_cast<double>(cs.all_gather_bytes + cs.reduce_scatter_bytes + cs.all_reduce_bytes);
+    }
     metrics.record(m);
     tokens_seen += m.tokens * dp_degree;
     if (c.checkpoint.enable && (step % c.checkpoint.interval == 0 || step == c.training.steps)) {
-      save_checkpoint(checkpoint_writer, staging, c, step, tokens_seen, model_state, optimizer, loader,
-                      step == c.training.steps);
+      if (dist.fsdp) {
+        save_sharded_checkpoint(dist, c, step, tokens_seen, model, optimizer, loader, step == c.training.steps);
+      } else {
+        save_checkpoint(checkpoint_writer, staging, c, step, tokens_seen, model_state, optimizer, loader,
+                        step == c.training.steps);
+      }
     }
   }
   if (c.checkpoint.enable) {
@@ -459,7 +661,13 @@ TrainSummary run_training(const config::JobConfig& c, const std::string& config_
     checkpoint_writer.wait();  // the last async save; re-throws its error
     if (checkpoint_writer.async()) log_info(str("waited ", seconds_since(t0), " s for the last checkpoint write"));
   }
-  if (c.checkpoint.last_save_in_hf) export_hf(c, model);
+  if (c.checkpoint.last_save_in_hf) {
+    // The whole model on every rank for the export (rank 0 writes it), then freed again.
+    if (dist.fsdp) dist.fsdp->gather_full();
+    if (dist.primary()) export_hf(c, model);
+    if (dist.fsdp) dist.fsdp->release_full();
+    world.barrier();
+  }
   summary.seconds = seconds_since(loop_start);
   metrics.finish();
   summary.steps = metrics.history();

@@ -1,0 +1,168 @@
+// titan launch --nproc-per-node N [--hostfile F] [--local-ranks-filter R[,R..]] [--tee DIR]
+//              [--mpirun PATH] -- train ...
+// The torchrun-like face of MPI: starts N ranks per node of this same binary through mpirun
+// (OpenMPI), each running the command after "--". What it adds to a plain mpirun:
+//   - OMP_NUM_THREADS = cores / N per rank (unless set), ranks unbound (OpenMP places threads);
+//   - --oversubscribe when N exceeds this machine's cores, --allow-run-as-root as root;
+//   - the console shows the ranks of --local-ranks-filter only (others: warnings and errors),
+//     every line tagged [rank r]; --tee DIR writes each rank's whole log to DIR/rank<r>.log.
+// A rank that dies takes the job down (mpirun's default); the exit code is the job's.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "titan/cli/args.h"
+#include "titan/cli/commands.h"
+#include "titan/core/error.h"
+#include "titan/parallel/comm.h"
+
+namespace titan::cli {
+namespace {
+
+constexpr const char* kLaunchUsage =
+    "usage: titan launch --nproc-per-node N [--hostfile F] [--local-ranks-filter R[,R..]] [--tee DIR]\n"
+    "                    [--mpirun PATH] -- train [train flags...]\n"
+    "Starts N ranks per node of this titan through mpirun; each runs the command after '--'.\n"
+    "  --nproc-per-node N       ranks on each node (N x nodes in the hostfile in all)\n"
+    "  --hostfile F             OpenMPI hostfile (one node per line); default: this machine only\n"
+    "  --local-ranks-filter R   ranks whose info lines reach the console (default: all); e.g. 0\n"
+    "  --tee DIR                also write each rank's log to DIR/rank<r>.log\n"
+    "  --mpirun PATH            the MPI launcher (default: mpirun on PATH)\n";
+
+bool on_path(const std::string& exe) {
+  if (exe.find('/') != std::string::npos) return ::access(exe.c_str(), X_OK) == 0;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "";
+  size_t b = 0;
+  while (b <= dirs.size()) {
+    const size_t e = dirs.find(':', b);
+    const std::string dir = dirs.substr(b, e == std::string::npos ? std::string::npos : e - b);
+    if (!dir.empty() && ::access((dir + "/" + exe).c_str(), X_OK) == 0) return true;
+    if (e == std::string::npos) break;
+    b = e + 1;
+  }
+  return false;
+}
+
+std::string self_exe() {
+  std::error_code ec;
+  const std::filesystem::path p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  TITAN_CHECK(!ec, "[launch] cannot find this binary (/proc/self/exe): ", ec.message());
+  return p.string();
+}
+
+}  // namespace
+
+int run_launch(int argc, char** argv) {
+  std::vector<std::string> args(argv + 2, argv + argc);
+  int64_t nproc = 0;
+  std::string hostfile, filter, tee, mpirun = "mpirun";
+  std::vector<std::string> command;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") {
+      command.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+      break;
+    }
+    if (a == "--help" || a == "-h") {
+      std::fputs(kLaunchUsage, stdout);
+      return 0;
+    }
+    const auto value = [&]() -> std::string {
+      if (i + 1 == args.size()) throw UsageError(str("titan launch: ", a, " needs a value\n", kLaunchUsage));
+      return args[++i];
+    };
+    if (a == "--nproc-per-node" || a == "--nproc_per_node") {
+      const std::string v = value();
+      char* end = nullptr;
+      nproc = std::strtoll(v.c_str(), &end, 10);
+      if (end == v.c_str() || *end != '\0' || nproc < 1) {
+        throw UsageError(str("titan launch: --nproc-per-node '", v, "' is not a positive rank count"));
+      }
+    } else if (a == "--hostfile") {
+      hostfile = value();
+    } else if (a == "--local-ranks-filter" || a == "--local_ranks_filter") {
+      filter = value();
+    } else if (a == "--tee") {
+      tee = value();
+    } else if (a == "--mpirun") {
+      mpirun = value();
+    } else {
+      throw UsageError(str("titan launch: unknown option '", a, "'. HINT: put the titan command after '--'\n",
+                           kLaunchUsage));
+    }
+  }
+  if (nproc == 0) throw UsageError(str("titan launch: --nproc-per-node is required\n", kLaunchUsage));
+  if (command.empty() || command[0] != "train") {
+    throw UsageError(str("titan launch: expected '-- train ...' after the options. HINT: titan launch "
+                         "--nproc-per-node 2 -- train --config qwen3_debug"));
+  }
+  TITAN_CHECK(parallel::mpi_available(), "[launch] this titan was built without MPI. HINT: apt-get install "
+              "libopenmpi-dev openmpi-bin and rebuild");
+  TITAN_CHECK(on_path(mpirun), "[launch] ", mpirun, " not found. HINT: apt-get install openmpi-bin, or pass --mpirun PATH");
+  TITAN_CHECK(hostfile.empty() || std::filesystem::is_regular_file(hostfile), "[launch] --hostfile ", hostfile,
+              " is not a file");
+  for (const char c : filter) {
+    TITAN_CHECK((c >= '0' && c <= '9') || c == ',', "[launch] --local-ranks-filter '", filter,
+                "' is not a comma-separated list of ranks, e.g. 0 or 0,1");
+  }
+  if (!tee.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(tee, ec);
+    TITAN_CHECK(!ec && std::filesystem::is_directory(tee), "[launch] cannot create --tee folder ", tee);
+    tee = std::filesystem::absolute(tee).string();
+  }
+
+  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  std::vector<std::string> cmd = {mpirun};
+  if (hostfile.empty()) {
+    cmd.insert(cmd.end(), {"-np", std::to_string(nproc)});
+    if (nproc > cores) cmd.push_back("--oversubscribe");
+  } else {
+    cmd.insert(cmd.end(), {"--hostfile", hostfile, "--npernode", std::to_string(nproc)});
+  }
+  if (::geteuid() == 0) cmd.push_back("--allow-run-as-root");
+  cmd.insert(cmd.end(), {"--bind-to", "none"});
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  cmd.insert(cmd.end(), {"-x", str("OMP_NUM_THREADS=", omp != nullptr ? std::string(omp)
+                                                                       : std::to_string(std::max<int64_t>(1, cores / nproc)))});
+  if (nproc > cores) cmd.insert(cmd.end(), {"-x", "OMP_WAIT_POLICY=PASSIVE"});
+  if (!filter.empty()) cmd.insert(cmd.end(), {"-x", "TITAN_LOCAL_RANKS_FILTER=" + filter});
+  if (!tee.empty()) cmd.insert(cmd.end(), {"-x", "TITAN_TEE_DIR=" + tee});
+  cmd.push_back(self_exe());
+  cmd.insert(cmd.end(), command.begin(), command.end());
+
+  std::string line;
+  for (const std::string& s : cmd) line += (line.empty() ? "" : " ") + s;
+  std::fprintf(stderr, "[titan] launch: %s\n", line.c_str());
+  std::fflush(stderr);
+  std::vector<char*> cargv;
+  for (std::string& s : cmd) cargv.push_back(s.data());
+  cargv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  TITAN_CHECK(pid >= 0, "[launch] fork failed: ", std::strerror(errno));
+  if (pid == 0) {
+    ::execvp(cargv[0], cargv.data());
+    std::fprintf(stderr, "titan: error: [launch] cannot run %s: %s\n", cargv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (code != 0) {
+    std::fprintf(stderr, "titan: error: [launch] the job failed (exit code %d); mpirun's lines above name the "
+                 "rank that failed%s\n", code, tee.empty() ? "" : str(", and ", tee, "/rank<r>.log hold each rank's log").c_str());
+  }
+  return code;
+}
+
+}  // namespace titan::cli

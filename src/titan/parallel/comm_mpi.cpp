@@ -1,0 +1,142 @@
+// The MPI communicator (OpenMPI from Debian; any MPI-3 library). MPI is initialized on the first
+// world_comm() call of a process started by mpirun / srun, with MPI_THREAD_FUNNELED: only the
+// training thread calls MPI (the data loader's thread never does).
+#include <mpi.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+
+#include "titan/core/error.h"
+#include "titan/parallel/comm.h"
+
+namespace titan::parallel {
+namespace {
+
+int count(int64_t n, const char* what) {
+  TITAN_CHECK(n >= 0 && n <= INT_MAX, "[parallel] ", what, " of ", n, " elements is beyond MPI's int count");
+  return static_cast<int>(n);
+}
+
+void check(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(rc, text, &length);
+  TITAN_FAIL("[parallel] ", call, " failed: ", std::string(text, static_cast<size_t>(length)));
+}
+
+class MpiPending final : public Pending {
+ public:
+  MPI_Request request = MPI_REQUEST_NULL;
+  ~MpiPending() override {
+    if (request != MPI_REQUEST_NULL) MPI_Wait(&request, MPI_STATUS_IGNORE);
+  }
+  void wait() override { check(MPI_Wait(&request, MPI_STATUS_IGNORE), "MPI_Wait"); }
+};
+
+class MpiComm final : public Comm {
+ public:
+  explicit MpiComm(MPI_Comm comm, bool owned) : comm_(comm), owned_(owned) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+  ~MpiComm() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (owned_ && !finalized) MPI_Comm_free(&comm_);
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const char* backend() const override { return "mpi"; }
+
+  void all_reduce_sum(float* data, int64_t n) override { reduce(data, n, MPI_FLOAT, MPI_SUM); }
+  void all_reduce_sum(double* data, int64_t n) override { reduce(data, n, MPI_DOUBLE, MPI_SUM); }
+  void all_reduce_sum(int64_t* data, int64_t n) override { reduce(data, n, MPI_INT64_T, MPI_SUM); }
+  void all_reduce_max(double* data, int64_t n) override { reduce(data, n, MPI_DOUBLE, MPI_MAX); }
+  void all_gather(const float* in, float* out, int64_t n) override {
+    const int c = count(n, "all_gather");
+    check(MPI_Allgather(in, c, MPI_FLOAT, out, c, MPI_FLOAT, comm_), "MPI_Allgather");
+  }
+  std::unique_ptr<Pending> start_all_gather(const float* in, float* out, int64_t n) override {
+    const int c = count(n, "all_gather");
+    auto p = std::make_unique<MpiPending>();
+    check(MPI_Iallgather(in, c, MPI_FLOAT, out, c, MPI_FLOAT, comm_, &p->request), "MPI_Iallgather");
+    return p;
+  }
+  void reduce_scatter_sum(const float* in, float* out, int64_t n) override {
+    const int c = count(n, "reduce_scatter");
+    check(MPI_Reduce_scatter_block(in, out, c, MPI_FLOAT, MPI_SUM, comm_), "MPI_Reduce_scatter_block");
+  }
+  void broadcast(void* data, int64_t bytes, int root) override {
+    check(MPI_Bcast(data, count(bytes, "broadcast"), MPI_BYTE, root, comm_), "MPI_Bcast");
+  }
+  void barrier() override { check(MPI_Barrier(comm_), "MPI_Barrier"); }
+  std::unique_ptr<Comm> split(int color, int key) override {
+    MPI_Comm sub = MPI_COMM_NULL;
+    check(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split");
+    return std::make_unique<MpiComm>(sub, true);
+  }
+
+ private:
+  void reduce(void* data, int64_t n, MPI_Datatype type, MPI_Op op) {
+    if (n == 0) return;
+    check(MPI_Allreduce(MPI_IN_PLACE, data, count(n, "all_reduce"), type, op, comm_), "MPI_Allreduce");
+  }
+  MPI_Comm comm_;
+  bool owned_;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+// MPI_Finalize at exit, after every communicator is gone.
+struct MpiSession {
+  std::unique_ptr<Comm> world;
+  ~MpiSession() {
+    world.reset();
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (initialized && !finalized) MPI_Finalize();
+  }
+};
+
+MpiSession& session() {
+  static MpiSession s;
+  return s;
+}
+
+}  // namespace
+
+bool mpi_available() { return true; }
+
+Comm& world_comm() {
+  MpiSession& s = session();
+  if (s.world) return *s.world;
+  const LaunchInfo info = launch_info();
+  if (!info.under_mpi) {
+    s.world = make_local_comm();
+    return *s.world;
+  }
+  int provided = 0;
+  check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+  TITAN_CHECK(provided >= MPI_THREAD_FUNNELED, "[parallel] the MPI library gives thread level ", provided,
+              ", titan needs MPI_THREAD_FUNNELED");
+  s.world = std::make_unique<MpiComm>(MPI_COMM_WORLD, false);
+  return *s.world;
+}
+
+void abort_world(int code) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) return;
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size <= 1) return;
+  std::fflush(stdout);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, code);
+}
+
+}  // namespace titan::parallel

@@ -1,0 +1,190 @@
+#include "titan/parallel/fsdp.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "titan/core/error.h"
+
+namespace titan::parallel {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Timed {
+  double& total;
+  Clock::time_point t0 = Clock::now();
+  ~Timed() { total += std::chrono::duration<double>(Clock::now() - t0).count(); }
+};
+
+}  // namespace
+
+Fsdp::Fsdp(nn::Decoder& model, Comm& shard, Comm& replicate, bool prefetch)
+    : model_(model), shard_comm_(shard), replicate_comm_(replicate), prefetch_(prefetch) {
+  std::vector<nn::ParameterList> groups(1);
+  model.tok_embeddings.collect(groups[0]);
+  model.norm.collect(groups[0]);
+  if (model.output) model.output->collect(groups[0]);
+  for (auto& layer : model.layers) {
+    groups.emplace_back();
+    layer->collect(groups.back());
+  }
+  const int64_t n = shard.size(), r = shard.rank();
+  units_.resize(groups.size());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    Unit& u = units_[g];
+    u.params = groups[g];
+    int64_t numel = 0;
+    for (const nn::Parameter* p : u.params) {
+      TITAN_CHECK(p->value.defined() && p->value.is_contiguous() && p->value.dtype() == DType::f32,
+                  "[fsdp] ", p->fqn, " must be a contiguous f32 tensor to be sharded");
+      u.offsets.push_back(numel);
+      u.shapes.push_back(p->value.shape());
+      full_.emplace_back(p->fqn, p->value.shape());
+      numel += p->value.numel();
+    }
+    u.padded = (numel + n - 1) / n * n;
+    u.shard = u.padded / n;
+    u.shard_value = Tensor::zeros({u.shard});
+    u.shard_grad = Tensor::zeros({u.shard});
+    const int64_t lo = r * u.shard, hi = lo + u.shard;
+    for (size_t i = 0; i < u.params.size(); ++i) {
+      nn::Parameter* p = u.params[i];
+      const int64_t a = std::max(lo, u.offsets[i]), b = std::min(hi, u.offsets[i] + p->value.numel());
+      if (a < b) {
+        std::memcpy(u.shard_value.data<float>() + (a - lo), p->value.data<float>() + (a - u.offsets[i]),
+                    static_cast<size_t>(b - a) * sizeof(float));
+        nn::Parameter& piece = shard_params_.emplace_back();
+        piece.fqn = p->fqn;
+        piece.value = u.shard_value.narrow(0, a - lo, b - a);
+        piece.grad = u.shard_grad.narrow(0, a - lo, b - a);
+        shard_list_.push_back(&piece);
+        pieces_.push_back({p->value.shape(), a - u.offsets[i]});
+      }
+    }
+  }
+  // Only the shards stay: the full tensors go (a Parameter keeps its shape through the pieces).
+  for (Unit& u : units_) {
+    for (nn::Parameter* p : u.params) {
+      p->value = Tensor();
+      p->grad = Tensor();
+    }
+  }
+  model.set_unit_hooks(this);
+}
+
+Fsdp::~Fsdp() {
+  for (Unit& u : units_) {
+    if (u.pending) u.pending->wait();
+  }
+  model_.set_unit_hooks(nullptr);
+}
+
+void Fsdp::zero_grad() {
+  for (Unit& u : units_) u.shard_grad.zero_();
+}
+
+int64_t Fsdp::shard_numel() const {
+  int64_t n = 0;
+  for (const Unit& u : units_) n += u.shard;
+  return n;
+}
+
+void Fsdp::start_gather(int index) {
+  Unit& u = unit(index);
+  if (u.gathered || u.pending) return;
+  u.full_value = Tensor::empty({u.padded});
+  Timed t{stats_.seconds};
+  u.pending = shard_comm_.start_all_gather(u.shard_value.data<float>(), u.full_value.data<float>(), u.shard);
+  stats_.all_gather_bytes += u.padded * static_cast<int64_t>(sizeof(float));
+}
+
+void Fsdp::ensure_gathered(int index) {
+  Unit& u = unit(index);
+  if (u.gathered) return;
+  start_gather(index);
+  {
+    Timed t{stats_.seconds};
+    u.pending->wait();
+  }
+  u.pending.reset();
+  for (size_t i = 0; i < u.params.size(); ++i) {
+    nn::Parameter* p = u.params[i];
+    const Shape& shape = u.shapes[i];
+    p->value = u.full_value.narrow(0, u.offsets[i], shape_numel(shape)).reshape(shape);
+  }
+  u.gathered = true;
+}
+
+void Fsdp::attach_grads(int index) {
+  Unit& u = unit(index);
+  u.full_grad = Tensor::zeros({u.padded});
+  for (size_t i = 0; i < u.params.size(); ++i) {
+    nn::Parameter* p = u.params[i];
+    p->grad = u.full_grad.narrow(0, u.offsets[i], p->value.numel()).reshape(p->value.shape());
+  }
+}
+
+void Fsdp::reduce_grads(int index) {
+  Unit& u = unit(index);
+  Tensor reduced = Tensor::empty({u.shard});
+  {
+    Timed t{stats_.seconds};
+    shard_comm_.reduce_scatter_sum(u.full_grad.data<float>(), reduced.data<float>(), u.shard);
+  }
+  stats_.reduce_scatter_bytes += u.padded * static_cast<int64_t>(sizeof(float));
+  float* g = u.shard_grad.data<float>();
+  const float* d = reduced.data<float>();
+  for (int64_t i = 0; i < u.shard; ++i) g[i] += d[i];
+  for (nn::Parameter* p : u.params) p->grad = Tensor();
+  u.full_grad = Tensor();
+}
+
+void Fsdp::release(int index) {
+  Unit& u = unit(index);
+  if (u.pending) {
+    u.pending->wait();
+    u.pending.reset();
+  }
+  for (nn::Parameter* p : u.params) p->value = Tensor();
+  u.full_value = Tensor();
+  u.gathered = false;
+}
+
+void Fsdp::before_forward(int index) {
+  ensure_gathered(index);
+  const int next = index + 1;  // kRoot + 1 = layer 0
+  if (prefetch_ && next < num_layers()) start_gather(next);
+}
+
+void Fsdp::after_forward(int index) { release(index); }
+
+void Fsdp::before_backward(int index) {
+  ensure_gathered(index);
+  attach_grads(index);
+  if (prefetch_ && index > 0) start_gather(index - 1);
+}
+
+void Fsdp::after_backward(int index) {
+  reduce_grads(index);
+  release(index);
+}
+
+void Fsdp::reduce_replicas() {
+  if (replicate_comm_.size() == 1) return;
+  for (Unit& u : units_) {
+    Timed t{stats_.seconds};
+    replicate_comm_.all_reduce_sum(u.shard_grad.data<float>(), u.shard);
+    stats_.all_reduce_bytes += u.shard * static_cast<int64_t>(sizeof(float));
+  }
+}
+
+void Fsdp::gather_full() {
+  for (int i = -1; i < num_layers(); ++i) ensure_gathered(i);
+}
+
+void Fsdp::release_full() {
+  for (int i = -1; i < num_layers(); ++i) release(i);
+}
+
+}  // namespace titan::parallel

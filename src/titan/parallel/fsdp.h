@@ -1,0 +1,105 @@
+// FSDP (ZeRO-3) over one communicator, with HSDP's all-reduce across a second. The decoder's units
+// (parallel units of nn::UnitHooks: the root = embedding + final norm + head, and each transformer
+// block) are each flattened (parameters concatenated in collect order, zero-padded to a multiple of
+// the shard count) and split evenly: rank r keeps elements [r S, (r+1) S) of every unit as its
+// shard, values and gradients in fp32; the full parameters exist only while a unit is in use:
+//
+//   forward   a block is all-gathered just before its forward and freed after it; the next
+//             block's gather is started first (prefetch, MPI_Iallgather)
+//   backward  gathered again (the previous block prefetched), its gradients written into a zeroed
+//             full buffer, then reduce-scattered (sum, fp32) into the shard gradient (+=, so
+//             micro-batches accumulate) and freed as soon as the block's backward is done
+//   root      gathered for the whole micro-batch (the tied table is used first and last)
+//   step      reduce_replicas() sums the shard gradients across dp_replicate (HSDP), then the
+//             optimizer updates the shards (shards(): one Parameter per parameter piece)
+//
+// Every rank must start from the same full weights (same seed / same checkpoint); the constructor
+// keeps this rank's shard and frees the full tensors. Modules must read parameters through
+// Parameter::value / ::grad at use (every built-in one does); a module that keeps views of its
+// weights (a plugin's fused layout) cannot be sharded, and the trainer refuses that combination.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "titan/nn/decoder.h"
+#include "titan/parallel/comm.h"
+
+namespace titan::parallel {
+
+// One piece of a parameter that this rank holds: flat elements [start, start + length) of a
+// parameter shaped `shape`.
+struct ShardPiece {
+  Shape shape;
+  int64_t start = 0;
+};
+
+struct CommStats {
+  int64_t all_gather_bytes = 0;      // buffers gathered (full unit size), summed over calls
+  int64_t reduce_scatter_bytes = 0;  // buffers reduce-scattered (full unit size)
+  int64_t all_reduce_bytes = 0;      // HSDP gradient all-reduce
+  double seconds = 0.0;              // wall time inside (or waiting for) collectives
+};
+
+class Fsdp final : public nn::UnitHooks {
+ public:
+  Fsdp(nn::Decoder& model, Comm& shard, Comm& replicate, bool prefetch = true);
+  ~Fsdp() override;
+  Fsdp(const Fsdp&) = delete;
+  Fsdp& operator=(const Fsdp&) = delete;
+
+  // This rank's pieces: 1-D views into the shards, each named by its parameter's FQN; in unit order.
+  nn::ParameterList shards() { return shard_list_; }
+  const std::vector<ShardPiece>& pieces() const { return pieces_; }  // shards()[i]'s place
+  // Every parameter of the model (all ranks' pieces together): FQN and full shape, in unit order.
+  const std::vector<std::pair<std::string, Shape>>& full_parameters() const { return full_; }
+  void zero_grad();
+  void reduce_replicas();  // after the step's last micro-batch (no-op without replicas)
+
+  // Gathers every unit into the model (whole parameters, e.g. for an HF export) / frees them again.
+  void gather_full();
+  void release_full();
+
+  int64_t shard_numel() const;  // elements of this rank's shards (values; grads are as many)
+  const CommStats& stats() const { return stats_; }
+  void reset_stats() { stats_ = {}; }
+
+  void before_forward(int unit) override;
+  void after_forward(int unit) override;
+  void before_backward(int unit) override;
+  void after_backward(int unit) override;
+
+ private:
+  struct Unit {
+    std::vector<nn::Parameter*> params;
+    std::vector<int64_t> offsets;  // of each parameter in the flat unit
+    std::vector<Shape> shapes;     // of each parameter
+    int64_t padded = 0;            // flat size, a multiple of the shard count
+    int64_t shard = 0;             // padded / shard count
+    Tensor shard_value, shard_grad;
+    Tensor full_value, full_grad;  // [padded] while gathered
+    std::unique_ptr<Pending> pending;
+    bool gathered = false;
+  };
+  Unit& unit(int u) { return units_[static_cast<size_t>(u + 1)]; }
+  int num_layers() const { return static_cast<int>(units_.size()) - 1; }
+  void start_gather(int u);
+  void ensure_gathered(int u);
+  void attach_grads(int u);
+  void reduce_grads(int u);
+  void release(int u);
+
+  nn::Decoder& model_;
+  Comm& shard_comm_;
+  Comm& replicate_comm_;
+  bool prefetch_;
+  std::vector<Unit> units_;  // root first, then layer 0..L-1
+  std::deque<nn::Parameter> shard_params_;
+  nn::ParameterList shard_list_;
+  std::vector<ShardPiece> pieces_;
+  std::vector<std::pair<std::string, Shape>> full_;
+  CommStats stats_;
+};
+
+}  // namespace titan::parallel

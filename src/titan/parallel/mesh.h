@@ -1,0 +1,50 @@
+// DeviceMesh: the world's ranks laid out on named dimensions, outermost first:
+//   dp_replicate  HSDP replicas (gradients all-reduced across them)
+//   dp_shard      FSDP shards (parameters, gradients and optimizer state split across them)
+//   tp            tensor parallel (innermost, so a tp group sits on one node)
+// rank = (r_replicate * dp_shard + r_shard) * tp + r_tp, as torchtitan orders its mesh. Each
+// dimension has its own sub-communicator, and `dp` spans replicate x shard (the ranks that see
+// different data). Room for ep / cp / pp: one more dimension and one more split each.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "titan/parallel/comm.h"
+
+namespace titan::parallel {
+
+struct MeshDegrees {
+  int64_t dp_replicate = 1;
+  int64_t dp_shard = -1;  // -1: every rank the other dimensions leave
+  int64_t tp = 1;
+  int64_t dp() const { return dp_replicate * dp_shard; }
+  std::string describe() const;  // "dp_replicate=1 dp_shard=4 tp=1"
+};
+
+// -1 resolved; throws a one-line Error naming the parallelism.* fields when a degree is < 1 (or
+// -1 twice) or the degrees do not multiply to `world`.
+MeshDegrees resolve_mesh(MeshDegrees requested, int64_t world);
+
+class DeviceMesh {
+ public:
+  // `world` must outlive the mesh; `degrees` resolved for world.size().
+  DeviceMesh(Comm& world, MeshDegrees degrees);
+
+  const MeshDegrees& degrees() const { return degrees_; }
+  Comm& world() { return world_; }
+  Comm& dp_replicate() { return *replicate_; }
+  Comm& dp_shard() { return *shard_; }
+  Comm& tp() { return *tp_; }
+  Comm& dp() { return *dp_; }
+  int64_t dp_rank() const { return dp_rank_; }  // which share of the global batch this rank takes
+
+ private:
+  Comm& world_;
+  MeshDegrees degrees_;
+  std::unique_ptr<Comm> replicate_, shard_, tp_, dp_;
+  int64_t dp_rank_ = 0;
+};
+
+}  // namespace titan::parallel

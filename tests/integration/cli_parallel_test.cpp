@@ -1,0 +1,252 @@
+// Multi-rank training through mpirun (oversubscribed on a small machine) and `titan launch`:
+// every data-parallel layout gives the single-rank losses, checkpoints move between world sizes,
+// a sharded run's HF export is the single-rank export byte for byte, a dying rank ends the job
+// quickly, and bad meshes are one-line errors. TITAN_MPIRUN is the mpirun CMake found.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "integration/cli_runner.h"
+
+extern char** environ;
+
+namespace titan {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::CommandResult;
+using testing::kShakespeare;
+using testing::read_jsonl;
+using testing::read_text;
+using testing::run_titan;
+using testing::scratch_dir;
+
+// `mpirun -np N ... titan <args>` with its output (both streams).
+CommandResult run_mpi(int ranks, const std::string& args) {
+  const std::string cmd = std::string(TITAN_MPIRUN) + " -np " + std::to_string(ranks) + " --oversubscribe" +
+                          (::geteuid() == 0 ? " --allow-run-as-root" : "") + " --bind-to none -x OMP_NUM_THREADS=1 " +
+                          TITAN_BINARY + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof(buf), pipe)) out.append(buf, n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+class CliParallel : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    setenv("OMP_NUM_THREADS", "1", 1);
+    dir_ = scratch_dir("parallel");
+    ASSERT_TRUE(fs::exists(kShakespeare)) << kShakespeare;
+    const CommandResult r = run_titan("train-tokenizer --input " + kShakespeare.string() + " --vocab-size 512 --out " +
+                                      (dir_ / "tok").string());
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+
+  // A 2-layer debug model, global batch 4 x 64 tokens, 20 steps; `local` rows per rank. No LR decay:
+  // the schedule then does not depend on training.steps, so a 10-step run is the first half of a 20-step one.
+  static std::string train_args(const std::string& name, int local, const std::string& extra) {
+    return "train --config qwen3_debug --model.n_layers 2 --training.seq_len 64 --training.steps 20 "
+           "--lr_scheduler.warmup_steps 2 --lr_scheduler.decay_ratio 0 --metrics.log_freq 1 --metrics.peak_tflops 1 --training.deterministic "
+           "--training.local_batch_size " + std::to_string(local) + " --job.dump_folder " + (dir_ / name).string() +
+           " --model.hf_assets_path " + (dir_ / "tok").string() + " --training.dataset_path " + kShakespeare.string() +
+           " " + extra;
+  }
+
+  // The single-rank run every layout is compared with (once per test process).
+  static const std::vector<nlohmann::json>& baseline() {
+    static const std::vector<nlohmann::json> rows = [] {
+      const CommandResult r = run_titan(train_args("baseline", 4, ""));
+      EXPECT_EQ(r.exit_code, 0) << r.output;
+      return read_jsonl(dir_ / "baseline" / "metrics.jsonl");
+    }();
+    return rows;
+  }
+
+  // Per-step losses (and gradient norms) of `rows` equal the baseline's within 1e-5 relative, from `first` on.
+  static void expect_baseline_losses(const std::vector<nlohmann::json>& rows, int64_t first = 1) {
+    const std::vector<nlohmann::json>& base = baseline();
+    ASSERT_EQ(base.size(), 20u);
+    ASSERT_EQ(rows.size(), static_cast<size_t>(21 - first));
+    double worst = 0.0;
+    for (const nlohmann::json& row : rows) {
+      const nlohmann::json& b = base[static_cast<size_t>(row["step"].get<int64_t>() - 1)];
+      for (const char* key : {"loss", "grad_norm"}) {
+        const double rel = std::abs(row[key].get<double>() - b[key].get<double>()) / std::abs(b[key].get<double>());
+        EXPECT_LT(rel, 1e-5) << key << " at step " << row["step"] << ": " << row[key] << " vs " << b[key];
+        worst = std::max(worst, rel);
+      }
+    }
+    std::printf("worst relative difference to the single-rank run: %.3g\n", worst);
+  }
+
+  static fs::path dir_;
+};
+fs::path CliParallel::dir_;
+
+TEST_F(CliParallel, FsdpTwoRanksMatchesOneRank) {
+  const CommandResult r = run_mpi(2, train_args("dp_shard2", 2, ""));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("dp_replicate=1 dp_shard=2 tp=1"), std::string::npos) << r.output;
+  expect_baseline_losses(read_jsonl(dir_ / "dp_shard2" / "metrics.jsonl"));
+}
+
+TEST_F(CliParallel, FsdpFourRanksMatchesOneRank) {
+  const CommandResult r = run_mpi(4, train_args("dp_shard4", 1, "--parallelism.data_parallel_shard_degree 4"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_baseline_losses(read_jsonl(dir_ / "dp_shard4" / "metrics.jsonl"));
+}
+
+TEST_F(CliParallel, HsdpMatchesOneRank) {
+  const CommandResult r = run_mpi(4, train_args("hsdp", 1, "--parallelism.data_parallel_replicate_degree 2"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("dp_replicate=2 dp_shard=2 tp=1"), std::string::npos) << r.output;
+  expect_baseline_losses(read_jsonl(dir_ / "hsdp" / "metrics.jsonl"));
+}
+
+TEST_F(CliParallel, ReplicateOnlyMatchesOneRank) {
+  const CommandResult r = run_mpi(2, train_args("ddp", 2, "--parallelism.data_parallel_replicate_degree 2"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("dp_replicate=2 dp_shard=1 tp=1"), std::string::npos) << r.output;
+  expect_baseline_losses(read_jsonl(dir_ / "ddp" / "metrics.jsonl"));
+}
+
+// Saved by 4 ranks (dp_shard=4) at step 10; resumed on 2 ranks (dp_shard=2), on 4 ranks as HSDP
+// (2 x 2) and on 1 rank: each continues the same token stream with the single-rank losses.
+TEST_F(CliParallel, CheckpointMovesBetweenWorldSizes) {
+  const std::string ckpt = " --checkpoint.enable --checkpoint.interval 10 --no-checkpoint.last_save_model_only";
+  const CommandResult saved = run_mpi(4, train_args("reshard", 1, "--training.steps 10" + ckpt));
+  ASSERT_EQ(saved.exit_code, 0) << saved.output;
+  const fs::path step10 = dir_ / "reshard" / "checkpoint" / "step-10";
+  ASSERT_TRUE(fs::exists(step10 / "model-rank00003-of-00004.safetensors"));
+  ASSERT_TRUE(fs::exists(step10 / "optimizer-rank00000-of-00004.safetensors"));
+  for (const auto& [name, ranks, local, extra] :
+       {std::tuple<const char*, int, int, const char*>{"on2", 2, 2, ""},
+        {"on4_hsdp", 4, 1, " --parallelism.data_parallel_replicate_degree 2"},
+        {"on1", 1, 4, ""}}) {
+    fs::create_directories(dir_ / name / "checkpoint");
+    fs::copy(step10, dir_ / name / "checkpoint" / "step-10", fs::copy_options::recursive);
+    const std::string args = train_args(name, local, ckpt + extra);
+    const CommandResult r = ranks == 1 ? run_titan(args) : run_mpi(ranks, args);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("resuming from"), std::string::npos) << r.output;
+    SCOPED_TRACE(name);
+    expect_baseline_losses(read_jsonl(dir_ / name / "metrics.jsonl"), 11);
+  }
+}
+
+// The HF export of a 2-rank FSDP run (gathered, written by rank 0) equals, byte for byte, the
+// single-process export of the same weights (titan convert of the run's sharded final checkpoint).
+TEST_F(CliParallel, ShardedHfExportEqualsSingleRankExport) {
+  const CommandResult r = run_mpi(2, train_args("export", 2, "--training.steps 3 --checkpoint.enable "
+                                                             "--checkpoint.last_save_in_hf"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const fs::path ckpt = dir_ / "export" / "checkpoint";
+  const CommandResult c = run_titan("convert --from " + (ckpt / "step-3").string() + " --to " +
+                                    (dir_ / "export_single").string() + " --to-hf");
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  const std::string sharded = read_text(ckpt / "hf" / "model.safetensors");
+  ASSERT_GT(sharded.size(), 1000u);
+  EXPECT_TRUE(sharded == read_text(dir_ / "export_single" / "model.safetensors"));
+  EXPECT_EQ(read_text(ckpt / "hf" / "config.json"), read_text(dir_ / "export_single" / "config.json"));
+}
+
+// titan launch: the console shows rank 0 only; --tee keeps every rank's log.
+TEST_F(CliParallel, LaunchFiltersTheConsoleAndTeesEachRank) {
+  const fs::path logs = dir_ / "logs";
+  const CommandResult r = run_titan("launch --nproc-per-node 2 --local-ranks-filter 0 --tee " + logs.string() +
+                                    " -- " + train_args("launch", 2, "--training.steps 2"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("[titan][rank0] training 2 steps"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("[titan][rank1]"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("[rank1] step:"), std::string::npos) << r.output;
+  const std::string rank1 = read_text(logs / "rank1.log");
+  EXPECT_NE(rank1.find("[titan][rank1] training 2 steps"), std::string::npos) << rank1;
+  EXPECT_NE(rank1.find("[rank1] step:     2"), std::string::npos) << rank1;
+  EXPECT_NE(read_text(logs / "rank0.log").find("[rank0] step:     2"), std::string::npos);
+}
+
+// The pid of the rank `rank` process whose command line mentions `marker`, or -1.
+pid_t find_rank(int rank, const std::string& marker) {
+  for (const fs::directory_entry& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = read_text(e.path() / "cmdline"), env = read_text(e.path() / "environ");
+    if (cmdline.find(marker) == std::string::npos || cmdline.find("titan") == std::string::npos) continue;
+    if (env.find(std::string("OMPI_COMM_WORLD_RANK=") + std::to_string(rank) + '\0') == std::string::npos) continue;
+    return static_cast<pid_t>(std::stol(name));
+  }
+  return -1;
+}
+
+// A rank killed mid-run (SIGKILL, no chance to say goodbye) ends the whole job within 30 s with
+// a message naming that rank; the relaunch resumes from the last checkpoint.
+TEST_F(CliParallel, DeadRankEndsTheJobAndTheRunResumes) {
+  const fs::path dump = dir_ / "fault";
+  const std::string args = train_args("fault", 2, "--training.steps 400 --checkpoint.enable --checkpoint.interval 5");
+  const std::string log = (dir_ / "fault.log").string();
+  const std::string cmd = std::string(TITAN_BINARY) + " launch --nproc-per-node 2 -- " + args + " > " + log + " 2>&1";
+  pid_t launcher = -1;
+  const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
+  ASSERT_EQ(posix_spawn(&launcher, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!fs::exists(dump / "checkpoint" / "step-5") && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(fs::exists(dump / "checkpoint" / "step-5")) << read_text(log);
+  const pid_t victim = find_rank(1, dump.string());
+  ASSERT_GT(victim, 0) << "no rank-1 process found";
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  const auto killed = std::chrono::steady_clock::now();
+  int status = 0;
+  ASSERT_EQ(::waitpid(launcher, &status, 0), launcher);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  std::printf("the job ended %.2f s after rank 1 was killed\n", seconds);
+  EXPECT_LT(seconds, 30.0);
+  EXPECT_NE(WEXITSTATUS(status), 0);
+  const std::string out = read_text(log);
+  EXPECT_NE(out.find("rank 1"), std::string::npos) << out;
+  EXPECT_NE(out.find("the job failed"), std::string::npos) << out;
+
+  const CommandResult again = run_mpi(2, train_args("fault", 2, "--training.steps 12 --checkpoint.enable "
+                                                                "--checkpoint.interval 5"));
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("resuming from " + (dump / "checkpoint" / "step-").string()), std::string::npos)
+      << again.output;
+}
+
+TEST_F(CliParallel, BadMeshesAreOneLineErrors) {
+  const CommandResult alone = run_titan(train_args("bad1", 4, "--parallelism.data_parallel_shard_degree 2"));
+  EXPECT_EQ(alone.exit_code, 1);
+  EXPECT_NE(alone.output.find("titan: error: [parallel] the mesh dp_replicate=1 dp_shard=2 tp=1 holds 2 ranks but "
+                              "the job has 1"),
+            std::string::npos)
+      << alone.output;
+  const CommandResult split = run_mpi(2, train_args("bad2", 2, "--parallelism.data_parallel_replicate_degree 3"));
+  EXPECT_NE(split.exit_code, 0);
+  EXPECT_NE(split.output.find("2 ranks do not split into data_parallel_replicate_degree=3"), std::string::npos)
+      << split.output;
+  EXPECT_NE(split.output.find("[rank "), std::string::npos) << split.output;
+  const CommandResult tp = run_mpi(2, train_args("bad3", 2, "--parallelism.tensor_parallel_degree 2"));
+  EXPECT_NE(tp.exit_code, 0);
+  EXPECT_NE(tp.output.find("parallelism.tensor_parallel_degree=2"), std::string::npos) << tp.output;
+  const CommandResult launch = run_titan("launch --nproc-per-node 0 -- train");
+  EXPECT_EQ(launch.exit_code, 2);
+  EXPECT_NE(launch.output.find("--nproc-per-node '0' is not a positive rank count"), std::string::npos)
+      << launch.output;
+}
+
+}  // namespace
+}  // namespace titan
