@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "titan/checkpoint/atomic_file.h"
 #include "titan/checkpoint/json_file.h"
@@ -231,6 +232,29 @@ int64_t int_field(const nlohmann::json& j, const char* key, const std::string& w
   return v.get<int64_t>();
 }
 
+// Copies `src` (1-D f32) to flat elements [start, start + n) of `whole` (f32, contiguous), or of its
+// slice tp_rank of tp_degree along tp_dim when tp_dim >= 0 (not contiguous in `whole`: runs of
+// the dims after tp_dim are).
+void copy_piece(Tensor& whole, int tp_dim, int64_t tp_rank, int64_t tp_degree, int64_t start, const Tensor& src) {
+  float* dst = whole.data<float>();
+  const float* s = src.data<float>();
+  const int64_t n = src.numel();
+  if (tp_dim < 0) {
+    std::memcpy(dst + start, s, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  const Shape& shape = whole.shape();
+  int64_t inner = 1;
+  for (size_t d = static_cast<size_t>(tp_dim) + 1; d < shape.size(); ++d) inner *= shape[d];
+  const int64_t size = shape[static_cast<size_t>(tp_dim)], local = size / tp_degree;
+  for (int64_t k = start; k < start + n;) {
+    const int64_t o = k / (local * inner), j = (k / inner) % local, i = k % inner;
+    const int64_t run = std::min(inner - i, start + n - k);
+    std::memcpy(dst + (o * size + tp_rank * local + j) * inner + i, s + (k - start), static_cast<size_t>(run) * sizeof(float));
+    k += run;
+  }
+}
+
 // One group's tensors, whole: a tensor saved whole is a zero-copy view of its mapped file; one saved
 // in flat pieces (a sharded save) is assembled into a new f32 tensor, its pieces checked to cover
 // it exactly. Every file's tensors must all be in the manifest.
@@ -267,31 +291,52 @@ NamedTensors read_group(const std::string& dir, const nlohmann::json& manifest, 
       continue;
     }
     Tensor whole = Tensor::zeros(shape);
-    const int64_t numel = whole.numel();
-    std::vector<std::pair<int64_t, int64_t>> ranges;
+    // Pieces grouped by tensor-parallel slice; each slice's flat ranges must tile it exactly.
+    std::map<std::tuple<int, int64_t, int64_t>, std::vector<std::pair<int64_t, int64_t>>> slices;
     for (const nlohmann::json& shard : shards) {
       TITAN_CHECK(shard.value("dim", nlohmann::json()) == "flat", "[checkpoint] ", where, ": ", name, " has shard ",
                   shard.dump(), "; this build reads whole tensors and flat pieces");
       const int64_t start = int_field(shard, "start", where + " " + name);
       const int64_t length = int_field(shard, "length", where + " " + name);
+      int tp_dim = -1;
+      int64_t tp_rank = 0, tp_degree = 1;
+      if (shard.contains("tp")) {
+        const nlohmann::json& tp = shard["tp"];
+        tp_dim = static_cast<int>(int_field(tp, "dim", where + " " + name));
+        tp_rank = int_field(tp, "rank", where + " " + name);
+        tp_degree = int_field(tp, "degree", where + " " + name);
+        TITAN_CHECK(tp_dim >= 0 && tp_dim < static_cast<int>(shape.size()) && tp_degree >= 1 && tp_rank >= 0 &&
+                        tp_rank < tp_degree && shape[static_cast<size_t>(tp_dim)] % tp_degree == 0,
+                    "[checkpoint] ", where, ": ", name, " has a bad tensor-parallel slice ", tp.dump());
+      }
       const SafetensorsFile& f = file(shard, name);
       const Tensor t = f.get(field(shard, "key", where + " " + name).get<std::string>());
-      TITAN_CHECK(start >= 0 && length >= 0 && start + length <= numel && t.numel() == length, "[checkpoint] ",
+      const int64_t slice_numel = whole.numel() / tp_degree;
+      TITAN_CHECK(start >= 0 && length >= 0 && start + length <= slice_numel && t.numel() == length, "[checkpoint] ",
                   name, ": the piece [", start, ", +", length, ") in ", f.path(), " (", t.describe(),
                   ") does not fit its tensor ", shape_str(shape));
-      whole.reshape({numel}).narrow(0, start, length).copy_from(t.reshape({length}));
-      ranges.emplace_back(start, length);
+      copy_piece(whole, tp_dim, tp_rank, tp_degree, start, t.reshape({length}).to(DType::f32));
+      slices[{tp_dim, tp_rank, tp_degree}].emplace_back(start, length);
     }
-    std::sort(ranges.begin(), ranges.end());
-    int64_t covered = 0;
-    for (const auto& [start, length] : ranges) {
-      TITAN_CHECK(start == covered, "[checkpoint] ", where, ": the pieces of ", name,
-                  start > covered ? " leave a gap" : " overlap", " at element ", covered,
-                  ". HINT: the checkpoint is damaged; use an older step (checkpoint.load_step)");
-      covered += length;
+    const std::string damaged = ". HINT: the checkpoint is damaged; use an older step (checkpoint.load_step)";
+    const auto [first_dim, first_rank, degree] = slices.begin()->first;
+    TITAN_CHECK(static_cast<int64_t>(slices.size()) == degree, "[checkpoint] ", where, ": ", name, " has pieces of ",
+                slices.size(), " tensor-parallel slices, expected ", degree, damaged);
+    int64_t next_rank = 0;
+    for (auto& [key, ranges] : slices) {
+      TITAN_CHECK(std::get<0>(key) == first_dim && std::get<2>(key) == degree && std::get<1>(key) == next_rank++,
+                  "[checkpoint] ", where, ": ", name, " mixes tensor-parallel layouts", damaged);
+      std::sort(ranges.begin(), ranges.end());
+      int64_t covered = 0;
+      for (const auto& [start, length] : ranges) {
+        TITAN_CHECK(start == covered, "[checkpoint] ", where, ": the pieces of ", name,
+                    start > covered ? " leave a gap" : " overlap", " at element ", covered, damaged);
+        covered += length;
+      }
+      TITAN_CHECK(covered == whole.numel() / degree, "[checkpoint] ", where, ": the pieces of ", name, " cover ",
+                  covered, " of ", whole.numel() / degree, " elements", damaged);
     }
-    TITAN_CHECK(covered == numel, "[checkpoint] ", where, ": the pieces of ", name, " cover ", covered, " of ", numel,
-                " elements. HINT: the checkpoint is damaged; use an older step (checkpoint.load_step)");
+    (void)first_rank;
     out.emplace_back(name, whole);
   }
   for (const auto& [name, f] : files) {
@@ -534,6 +579,9 @@ void write_rank_group(const std::string& dir, const char* group, const NamedTens
       shard["dim"] = "flat";
       shard["start"] = pieces[i].start;
       shard["length"] = t.numel();
+      if (pieces[i].tp_dim >= 0) {
+        shard["tp"] = {{"dim", pieces[i].tp_dim}, {"rank", pieces[i].tp_rank}, {"degree", pieces[i].tp_degree}};
+      }
     }
     shard["file"] = file;
     shard["key"] = name;

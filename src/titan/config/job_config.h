@@ -106,6 +106,8 @@ struct ParallelismSection {
   int64_t data_parallel_replicate_degree = 1;
   int64_t data_parallel_shard_degree = -1;
   int64_t tensor_parallel_degree = 1;
+  bool enable_sequence_parallel = true;
+  bool fsdp_prefetch = true;
 
   bool operator==(const ParallelismSection&) const = default;
 };
@@ -220,11 +222,15 @@ void visit_fields(Config& c, V&& v) {
   v("checkpoint.load_step", checkpoint.load_step, "resume from this step's checkpoint; -1: the newest valid one");
   auto& parallelism = c.parallelism;
   v("parallelism.data_parallel_replicate_degree", parallelism.data_parallel_replicate_degree,
-    "replicated (DDP) data-parallel degree (used by the parallelism issue)");
+    "HSDP replicas: data-parallel groups that each hold a whole sharded copy (gradients all-reduced across them)");
   v("parallelism.data_parallel_shard_degree", parallelism.data_parallel_shard_degree,
-    "sharded (FSDP) data-parallel degree; -1: the ranks left over (used by the parallelism issue)");
+    "FSDP degree: ranks that split parameters, gradients and optimizer state; -1: the ranks left over");
   v("parallelism.tensor_parallel_degree", parallelism.tensor_parallel_degree,
-    "tensor-parallel degree (used by the parallelism issue)");
+    "tensor-parallel degree (Megatron: heads, FFN width and vocabulary split; must divide each)");
+  v("parallelism.enable_sequence_parallel", parallelism.enable_sequence_parallel,
+    "with tensor_parallel_degree > 1: norms and residuals on each rank's share of the tokens");
+  v("parallelism.fsdp_prefetch", parallelism.fsdp_prefetch,
+    "FSDP: start the next block's all-gather before the current block runs (forward and backward)");
 
   auto& overrides = c.overrides;
   v("override.imports", overrides.imports,

@@ -150,9 +150,17 @@ StepContext Decoder::make_context(const Tensor& ids_BT) const {
   return ctx;
 }
 
+void Decoder::set_tensor_parallel(TensorParallelOps* tp, int64_t vocab_start) {
+  tp_ = tp;
+  vocab_start_ = vocab_start;
+  tok_embeddings.set_vocab_start(tp ? vocab_start : -1);
+  for (auto& layer : layers) layer->set_tensor_parallel(tp);
+}
+
 Tensor Decoder::forward_hidden(const StepContext& ctx, const Tensor& ids_BT) {
   if (hooks_) hooks_->before_forward(UnitHooks::kRoot);
   Tensor h_ND = tok_embeddings.forward(ids_BT);
+  if (tp_) h_ND = tp_->leave(h_ND);  // each rank looked up its vocabulary rows
   for (size_t i = 0; i < layers.size(); ++i) {
     if (hooks_) hooks_->before_forward(static_cast<int>(i));
     h_ND = layers[i]->forward(ctx, h_ND);
@@ -212,8 +220,16 @@ LossResult Decoder::forward_backward(const Tensor& ids_BT, const Tensor& targets
   if (grad_scale == 0.0f && result.num_targets > 0) grad_scale = 1.0f / static_cast<float>(result.num_targets);
   Tensor dhn_ND = Tensor::empty(hn_ND.shape());
   if (hooks_) hooks_->before_backward(UnitHooks::kRoot);
-  const ops::LmHeadXentResult xent =
-      ops::lm_head_xent({}, hn_ND, head_weight().value, targets_BT, grad_scale, dhn_ND, head_weight().grad);
+  ops::LmHeadXentResult xent;
+  if (tp_) {
+    const Tensor hn_full_ND = tp_->enter(hn_ND);
+    Tensor dhn_full_ND = Tensor::empty(hn_full_ND.shape());
+    xent = tp_->head_xent(hn_full_ND, head_weight().value, vocab_start_, targets_BT.reshape({-1}), grad_scale,
+                          dhn_full_ND, head_weight().grad);
+    dhn_ND = tp_->enter_backward(dhn_full_ND);
+  } else {
+    xent = ops::lm_head_xent({}, hn_ND, head_weight().value, targets_BT, grad_scale, dhn_ND, head_weight().grad);
+  }
   result.loss_sum = xent.loss_sum;
   result.loss = xent.num_targets > 0 ? xent.loss_sum / static_cast<double>(xent.num_targets) : 0.0;
   if (config_.load_balance == LoadBalance::aux_loss) {
@@ -232,12 +248,13 @@ LossResult Decoder::forward_backward(const Tensor& ids_BT, const Tensor& targets
     dh_ND = layers[i]->backward(ctx, dh_ND);
     if (hooks_) hooks_->after_backward(static_cast<int>(i));
   }
-  tok_embeddings.backward(dh_ND);
+  tok_embeddings.backward(tp_ ? tp_->leave_backward(dh_ND) : dh_ND);
   if (hooks_) hooks_->after_backward(UnitHooks::kRoot);
   return result;
 }
 
 LossResult Decoder::forward_loss(const Tensor& ids_BT, const Tensor& targets_BT) {
+  TITAN_CHECK(tp_ == nullptr, "[model] forward_loss is not tensor-parallel; use forward_backward");
   const StepContext ctx = make_context(ids_BT);
   const Tensor hn_ND = forward_hidden(ctx, ids_BT);
   LossResult result;
@@ -261,6 +278,7 @@ void Decoder::release() {
 }
 
 Tensor Decoder::forward_logits(const Tensor& ids_BT) {
+  TITAN_CHECK(tp_ == nullptr, "[model] forward_logits is not tensor-parallel");
   const StepContext ctx = make_context(ids_BT);
   const Tensor hn_ND = forward_hidden(ctx, ids_BT);
   release();

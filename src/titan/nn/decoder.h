@@ -132,6 +132,10 @@ class Decoder {
 
   // Hooks around every unit (null: none, the default); not owned.
   void set_unit_hooks(UnitHooks* hooks) { hooks_ = hooks; }
+  // Tensor parallel (not owned): this decoder was built with one rank's share (heads, kv heads,
+  // FFN width and vocabulary divided by tp->degree(); config() says so), its table and head hold
+  // vocabulary rows [vocab_start, vocab_start + config().vocab_size). forward_backward only.
+  void set_tensor_parallel(TensorParallelOps* tp, int64_t vocab_start);
 
   // Non-trainable state saved with the model (the experts' selection biases; no gradient).
   ParameterList buffers();
@@ -149,6 +153,8 @@ class Decoder {
 
   DecoderConfig config_;
   UnitHooks* hooks_ = nullptr;
+  TensorParallelOps* tp_ = nullptr;
+  int64_t vocab_start_ = 0;
 };
 
 }  // namespace titan::nn

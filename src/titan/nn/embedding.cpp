@@ -1,5 +1,7 @@
 #include "titan/nn/embedding.h"
 
+#include <algorithm>
+
 #include "titan/ops/embedding/embedding.h"
 
 namespace titan::nn {
@@ -10,14 +12,47 @@ Embedding::Embedding(const EmbeddingConfig& config, const std::string& fqn) : co
 
 Tensor Embedding::forward(const Tensor& ids) {
   Tensor y_ND = Tensor::empty({ids.numel(), config_.dim});
-  ops::embedding_forward(ids, weight.value, y_ND);
-  ids_ = ids;
+  if (vocab_start_ < 0) {
+    ops::embedding_forward(ids, weight.value, y_ND);
+    ids_ = ids;
+    return y_ND;
+  }
+  // Local ids (an outside id looks up row 0, then its row is zeroed; its gradient is dropped).
+  const int64_t n = ids.numel();
+  Tensor local = Tensor::empty(ids.shape(), DType::i64);
+  outside_ = Tensor::zeros({n}, DType::i32);
+  const int64_t* id = ids.contiguous().data<int64_t>();
+  int64_t* l = local.data<int64_t>();
+  int32_t* out = outside_.data<int32_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t j = id[i] - vocab_start_;
+    out[i] = j < 0 || j >= config_.vocab_size;
+    l[i] = out[i] ? 0 : j;
+  }
+  ops::embedding_forward(local, weight.value, y_ND);
+  float* y = y_ND.data<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    if (out[i]) std::fill(y + i * config_.dim, y + (i + 1) * config_.dim, 0.0f);
+  }
+  ids_ = local;
   return y_ND;
 }
 
 void Embedding::backward(const Tensor& dy_ND) {
-  ops::embedding_backward(ids_, dy_ND, weight.grad);
+  if (vocab_start_ < 0) {
+    ops::embedding_backward(ids_, dy_ND, weight.grad);
+    release();
+    return;
+  }
+  Tensor dy = dy_ND.clone();
+  float* d = dy.data<float>();
+  const int32_t* out = outside_.data<int32_t>();
+  for (int64_t i = 0; i < outside_.numel(); ++i) {
+    if (out[i]) std::fill(d + i * config_.dim, d + (i + 1) * config_.dim, 0.0f);
+  }
+  ops::embedding_backward(ids_, dy, weight.grad);
   release();
+  outside_ = Tensor();
 }
 
 }  // namespace titan::nn

@@ -9,6 +9,7 @@
 #include "titan/nn/attention.h"
 #include "titan/nn/feed_forward.h"
 #include "titan/nn/moe.h"
+#include "titan/nn/tensor_parallel.h"
 
 namespace titan::nn {
 
@@ -28,12 +29,18 @@ class TransformerBlock {
   void collect(ParameterList& out);
   void collect_buffers(ParameterList& out);
   void release();
+  // Tensor parallel: attention and feed-forward are TP regions (their modules built with this
+  // rank's heads / FFN columns); x and y are this rank's tokens under sequence parallelism. Not owned.
+  void set_tensor_parallel(TensorParallelOps* tp) { tp_ = tp; }
 
   RmsNorm attention_norm;
   Attention attention;
   RmsNorm ffn_norm;
   std::unique_ptr<FeedForwardModule> feed_forward;  // exactly one of these two
   std::unique_ptr<Moe> moe;
+
+ private:
+  TensorParallelOps* tp_ = nullptr;
 };
 
 }  // namespace titan::nn

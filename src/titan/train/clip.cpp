@@ -46,8 +46,9 @@ double grad_norm(const nn::ParameterList& params, const SquaresReducer& reduce) 
   return std::sqrt(total);
 }
 
-double clip_grad_norm(const nn::ParameterList& params, double max_norm, const SquaresReducer& reduce) {
-  const double norm = grad_norm(params, reduce);
+double clip_grad_norm(const nn::ParameterList& params, double max_norm, const SquaresReducer& reduce,
+                      const nn::ParameterList* counted) {
+  const double norm = grad_norm(counted != nullptr ? *counted : params, reduce);
   if (max_norm <= 0.0 || !std::isfinite(norm)) return norm;
   // torch: clip_coef = max_norm / (total_norm + 1e-6), clamped to 1, applied in f32. Note the
   // 1e-6: a norm just below max_norm is still scaled (by a factor just below 1), as in torch.

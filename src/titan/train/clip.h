@@ -26,7 +26,10 @@ double grad_norm(const nn::ParameterList& params, const SquaresReducer& reduce =
 // norm > max_norm - 1e-6), scales every grad by that factor. max_norm <= 0 disables clipping.
 // A non-finite norm is returned without touching the grads (the caller stops the run; see
 // first_nonfinite_grad).
-double clip_grad_norm(const nn::ParameterList& params, double max_norm, const SquaresReducer& reduce = nullptr);
+// `counted` (default: params): the parameters whose squares make up the norm, when some of
+// params are copies of another rank's (tensor-parallel replicated norms count on one rank only).
+double clip_grad_norm(const nn::ParameterList& params, double max_norm, const SquaresReducer& reduce = nullptr,
+                      const nn::ParameterList* counted = nullptr);
 
 // FQN of the first parameter (in list order) whose grad holds a NaN or Inf; "" if none.
 std::string first_nonfinite_grad(const nn::ParameterList& params);

@@ -21,6 +21,8 @@
 #include "titan/ops/softmax_xent/softmax_xent.h"
 #include "titan/parallel/fsdp.h"
 #include "titan/parallel/mesh.h"
+#include "titan/parallel/tensor_parallel.h"
+#include "titan/models/qwen3/parallel_plan.h"
 #include "titan/plugins/plugin_loader.h"
 #include "titan/train/clip.h"
 #include "titan/train/flops.h"
@@ -110,12 +112,14 @@ ckpt::TrainState capture_train_state(const config::JobConfig& c, int64_t step, i
 }
 
 // This rank's share of the state of a multi-rank run (save_train_state_sharded): its parameter
-// pieces and their moments (only the first replica writes them: the others hold copies), plus the
-// replicated buffers from rank 0; step, tokens, cursor and config are the same on every rank.
+// pieces and their moments (only the first replica writes them, and tensor-parallel replicated
+// ones only tp rank 0: the others hold copies), plus the buffers from rank 0; step, tokens,
+// cursor and config are the same on every rank.
 ckpt::TrainState capture_sharded_state(const config::JobConfig& c, int64_t step, int64_t tokens_seen,
-                                       parallel::Fsdp& fsdp, const nn::ParameterList& buffers,
-                                       const AdamW& optimizer, const data::PrefetchLoader& loader, bool model_only,
-                                       bool write_pieces, bool write_buffers) {
+                                       const nn::ParameterList& shards, const std::vector<ckpt::TensorPiece>& layout,
+                                       const nn::ParameterList& buffers, const AdamW& optimizer,
+                                       const data::PrefetchLoader& loader, bool model_only, bool first_replica,
+                                       int64_t tp_rank, bool write_buffers) {
   ckpt::TrainState s;
   s.step = step;
   s.tokens_seen = tokens_seen;
@@ -123,17 +127,15 @@ ckpt::TrainState capture_sharded_state(const config::JobConfig& c, int64_t step,
   s.optimizer_step = optimizer.step_count();
   s.loader_state_json = loader.state().to_json();
   s.config_toml = config::to_toml(c);
-  const nn::ParameterList shards = fsdp.shards();
-  if (write_pieces) {
-    for (size_t i = 0; i < shards.size(); ++i) {
-      s.model.emplace_back(shards[i]->fqn, shards[i]->value);
-      s.model_pieces.push_back({fsdp.pieces()[i].shape, fsdp.pieces()[i].start});
-      if (model_only) continue;
-      for (const auto& [suffix, t] : {std::pair<const char*, const Tensor*>{".exp_avg", &optimizer.exp_avg(i)},
-                                      {".exp_avg_sq", &optimizer.exp_avg_sq(i)}}) {
-        s.optimizer.emplace_back(shards[i]->fqn + suffix, *t);
-        s.optimizer_pieces.push_back({fsdp.pieces()[i].shape, fsdp.pieces()[i].start});
-      }
+  for (size_t i = 0; i < shards.size() && first_replica; ++i) {
+    if (layout[i].tp_dim < 0 && tp_rank != 0) continue;  // replicated across tp: rank 0's copy
+    s.model.emplace_back(shards[i]->fqn, shards[i]->value);
+    s.model_pieces.push_back(layout[i]);
+    if (model_only) continue;
+    for (const auto& [suffix, t] : {std::pair<const char*, const Tensor*>{".exp_avg", &optimizer.exp_avg(i)},
+                                    {".exp_avg_sq", &optimizer.exp_avg_sq(i)}}) {
+      s.optimizer.emplace_back(shards[i]->fqn + suffix, *t);
+      s.optimizer_pieces.push_back(layout[i]);
     }
   }
   if (write_buffers) {
@@ -175,17 +177,38 @@ std::vector<Tensor> match_tensors(const ckpt::NamedTensors& saved, const std::ve
 }
 
 
-// Flat elements [start, start + numel of `like`) of a saved whole tensor, shaped like `like`.
-Tensor piece_of(const Tensor& whole, int64_t start, const Tensor& like) {
-  if (start == 0 && whole.shape() == like.shape()) return whole;
-  return whole.reshape({whole.numel()}).narrow(0, start, like.numel()).reshape(like.shape());
+// This rank's piece of a saved whole tensor, shaped like `like`: the tensor-parallel slice (if
+// any), then flat elements [start, start + numel of `like`) of it.
+Tensor piece_of(const Tensor& whole, const ckpt::TensorPiece& piece, const Tensor& like) {
+  Tensor slice = whole;
+  if (piece.tp_dim >= 0) {
+    const int64_t local = whole.size(piece.tp_dim) / piece.tp_degree;
+    slice = whole.narrow(piece.tp_dim, piece.tp_rank * local, local).contiguous();
+  }
+  if (piece.start == 0 && slice.shape() == like.shape()) return slice;
+  return slice.contiguous().reshape({slice.numel()}).narrow(0, piece.start, like.numel()).reshape(like.shape());
+}
+
+// Where a tensor-parallel-local tensor (or a flat piece of one, at `start`) sits in its parameter.
+ckpt::TensorPiece placement(const std::string& fqn, const Shape& local, int64_t start, int64_t tp, int64_t tp_rank) {
+  ckpt::TensorPiece p{local, start};
+  if (tp > 1) {
+    const int dim = qwen3::tp_split_dim(fqn);
+    if (dim >= 0) {
+      p.tp_dim = dim;
+      p.tp_rank = tp_rank;
+      p.tp_degree = tp;
+      p.shape[static_cast<size_t>(dim)] *= tp;
+    }
+  }
+  return p;
 }
 
 // What this rank restores: its tensors (whole parameters, or FSDP pieces) and the full set of
 // model parameters every checkpoint must hold (names and shapes, all ranks' pieces together).
 struct RestoreTargets {
-  nn::ParameterList params;            // the optimizer's parameters (whole, or FSDP pieces)
-  std::vector<int64_t> starts;         // each one's first element in its full parameter
+  nn::ParameterList params;             // the optimizer's parameters (whole, or FSDP pieces)
+  std::vector<ckpt::TensorPiece> layout;  // where each one sits in its full parameter
   std::vector<std::string> full_names;  // every model parameter
   std::vector<Shape> full_shapes;
   nn::ParameterList buffers;           // replicated, whole on every rank
@@ -202,7 +225,7 @@ void restore_model_targets(const ckpt::TrainState& s, const RestoreTargets& t, c
   std::map<std::string, const Tensor*> by_name;
   for (size_t i = 0; i < names.size(); ++i) by_name[names[i]] = &values[i];
   for (size_t i = 0; i < t.params.size(); ++i) {
-    t.params[i]->value.copy_from(piece_of(*by_name.at(t.params[i]->fqn), t.starts[i], t.params[i]->value));
+    t.params[i]->value.copy_from(piece_of(*by_name.at(t.params[i]->fqn), t.layout[i], t.params[i]->value));
   }
   for (nn::Parameter* b : t.buffers) b->value.copy_from(*by_name.at(b->fqn));
 }
@@ -224,8 +247,8 @@ void restore_training(const ckpt::TrainState& s, const RestoreTargets& t, AdamW&
   std::vector<Tensor> m, v;
   for (size_t i = 0; i < t.params.size(); ++i) {
     const nn::Parameter* p = t.params[i];
-    m.push_back(piece_of(*by_name.at(p->fqn + ".exp_avg"), t.starts[i], p->value));
-    v.push_back(piece_of(*by_name.at(p->fqn + ".exp_avg_sq"), t.starts[i], p->value));
+    m.push_back(piece_of(*by_name.at(p->fqn + ".exp_avg"), t.layout[i], p->value));
+    v.push_back(piece_of(*by_name.at(p->fqn + ".exp_avg_sq"), t.layout[i], p->value));
   }
   optimizer.restore(s.optimizer_step, m, v);
   TITAN_CHECK(!s.loader_state_json.empty(), "[train] ", dir, "/state.json has no loader state; cannot resume the "
@@ -367,13 +390,14 @@ ckpt::SaveGroup save_group(parallel::Comm& comm) {
 
 // The multi-rank save (synchronous, a collective): every rank writes its pieces.
 void save_sharded_checkpoint(Distributed& d, const config::JobConfig& c, int64_t step, int64_t tokens_seen,
-                             nn::Decoder& model, const AdamW& optimizer, const data::PrefetchLoader& loader,
-                             bool final_save) {
+                             nn::Decoder& model, const RestoreTargets& targets, const AdamW& optimizer,
+                             const data::PrefetchLoader& loader, bool final_save) {
   const auto t0 = Clock::now();
   const bool model_only = final_save && c.checkpoint.last_save_model_only;
   const bool first_replica = d.mesh.dp_replicate().rank() == 0;
-  const ckpt::TrainState s = capture_sharded_state(c, step, tokens_seen, *d.fsdp, model.buffers(), optimizer, loader,
-                                                   model_only, first_replica, d.primary());
+  const ckpt::TrainState s =
+      capture_sharded_state(c, step, tokens_seen, targets.params, targets.layout, model.buffers(), optimizer, loader,
+                            model_only, first_replica, d.mesh.tp().rank(), d.primary());
   ckpt::save_train_state_sharded(checkpoint_folder(c), s, save_group(d.world), model_only, c.checkpoint.keep_latest_k);
   log_info(str("checkpoint ", ckpt::step_dir_name(step), model_only ? " (model only)" : "", " saved by ",
                d.world.size(), " ranks in ", checkpoint_folder(c), "; training stalled ", seconds_since(t0), " s"));
@@ -417,10 +441,9 @@ TrainSummary run_training(const config::JobConfig& c, const std::string& config_
   const config::ParallelismSection& ps = c.parallelism;
   const parallel::MeshDegrees degrees = parallel::resolve_mesh(
       {ps.data_parallel_replicate_degree, ps.data_parallel_shard_degree, ps.tensor_parallel_degree}, world.size());
-  TITAN_CHECK(degrees.tp == 1, "[parallel] parallelism.tensor_parallel_degree=", degrees.tp,
-              ": tensor parallelism is not in this build yet. HINT: shard with data_parallel_shard_degree "
-              "(FSDP) instead");
   Distributed dist{world, parallel::DeviceMesh(world, degrees), nullptr};
+  const int64_t tp = degrees.tp, tp_rank = dist.mesh.tp().rank();
+  const bool sequence_parallel = tp > 1 && ps.enable_sequence_parallel;
   const int64_t dp_degree = degrees.dp();
   const int64_t dp_rank = dist.mesh.dp_rank();
   config::validate(c, dp_degree);
@@ -429,15 +452,23 @@ TrainSummary run_training(const config::JobConfig& c, const std::string& config_
 
   // Everything that can fail on bad input fails here, before any long work.
   const nn::DecoderConfig mc = model_config(c);
+  const nn::DecoderConfig local_mc = parallel::tp_local_config(mc, tp);  // this rank's share under TP
+  TITAN_CHECK(!sequence_parallel || (B * T) % tp == 0, "[parallel] sequence parallel splits a micro-batch's ", B * T,
+              " tokens over tensor_parallel_degree = ", tp, ", which does not divide them. HINT: change "
+              "training.local_batch_size / seq_len, or --no-parallelism.enable_sequence_parallel");
   // Plugins and overrides: the config tree with its replaced nodes, the model built from it, and
   // every module's shape constraint checked before anything else runs.
   const plugins::LoadedPlugins loaded = plugins::load_plugins(plugins::split_imports(c.overrides.imports));
   nn::ConfigTree tree = nn::decoder_config_tree(mc);
   if (!loaded.files.empty()) plugins::apply_overrides(tree, loaded.overrides);  // opt-in: imported ones only
-  nn::Decoder model(mc, tree);
-  model.check_shapes(B, T);
+  TITAN_CHECK(tp == 1 || loaded.files.empty(), "[parallel] plugin overrides are not tensor-parallel yet. HINT: "
+              "use them with data_parallel_shard_degree, or drop override.imports");
+  // The whole model first (init and HF loads are those of one rank); under TP each rank then
+  // keeps its share and the whole one goes.
+  auto whole = std::make_unique<nn::Decoder>(mc, tree);
+  whole->check_shapes(B, T);
   if (world.size() > 1) {
-    for (const auto& layer : model.layers) {
+    for (const auto& layer : whole->layers) {
       TITAN_CHECK(!layer->feed_forward || dynamic_cast<const nn::FeedForward*>(layer->feed_forward.get()) != nullptr,
                   "[parallel] a plugin feed-forward module cannot be sharded by FSDP yet (it may keep views of its "
                   "weights). HINT: run it on one rank, or drop its override.imports");
@@ -471,26 +502,44 @@ TrainSummary run_training(const config::JobConfig& c, const std::string& config_
   lc.bos_id = doc_tokens.bos_id;
   data::PrefetchLoader loader(lc, tokenizer);
 
-  qwen3::init_weights(model, static_cast<uint64_t>(c.training.seed));
+  qwen3::init_weights(*whole, static_cast<uint64_t>(c.training.seed));
   const std::optional<ckpt::CheckpointEntry> resume = find_resume_checkpoint(c, dist.primary());
-  if (!resume && c.checkpoint.initial_load_in_hf && !c.checkpoint.initial_load_path.empty()) load_initial_hf(c, model);
+  if (!resume && c.checkpoint.initial_load_in_hf && !c.checkpoint.initial_load_path.empty()) load_initial_hf(c, *whole);
+  std::unique_ptr<nn::Decoder> share;
+  if (tp > 1) {
+    share = std::make_unique<nn::Decoder>(local_mc);
+    parallel::copy_tp_shard(*whole, *share, tp_rank, tp);
+    whole.reset();
+  }
+  nn::Decoder& model = share ? *share : *whole;
+  parallel::TensorParallel tp_ops(dist.mesh.tp(), sequence_parallel);
+  if (tp > 1) model.set_tensor_parallel(&tp_ops, tp_rank * local_mc.vocab_size);
   RestoreTargets targets;
   targets.buffers = model.buffers();
   if (world.size() > 1) {
-    dist.fsdp = std::make_unique<parallel::Fsdp>(model, dist.mesh.dp_shard(), dist.mesh.dp_replicate());
+    dist.fsdp = std::make_unique<parallel::Fsdp>(model, dist.mesh.dp_shard(), dist.mesh.dp_replicate(),
+                                                 ps.fsdp_prefetch);
     targets.params = dist.fsdp->shards();
-    for (const parallel::ShardPiece& piece : dist.fsdp->pieces()) targets.starts.push_back(piece.start);
+    for (size_t i = 0; i < targets.params.size(); ++i) {
+      const parallel::ShardPiece& piece = dist.fsdp->pieces()[i];
+      targets.layout.push_back(placement(targets.params[i]->fqn, piece.shape, piece.start, tp, tp_rank));
+    }
     for (const auto& [name, shape] : dist.fsdp->full_parameters()) {
       targets.full_names.push_back(name);
-      targets.full_shapes.push_back(shape);
+      targets.full_shapes.push_back(placement(name, shape, 0, tp, tp_rank).shape);
     }
   } else {
     targets.params = model.parameters();
-    targets.starts.assign(targets.params.size(), 0);
     for (const nn::Parameter* p : targets.params) {
+      targets.layout.push_back({p->value.shape(), 0});
       targets.full_names.push_back(p->fqn);
       targets.full_shapes.push_back(p->value.shape());
     }
+  }
+  // The gradient norm counts a tensor-parallel replicated parameter once (on tp rank 0).
+  nn::ParameterList counted;
+  for (size_t i = 0; i < targets.params.size(); ++i) {
+    if (targets.layout[i].tp_dim >= 0 || tp_rank == 0) counted.push_back(targets.params[i]);
   }
   const nn::ParameterList& params = targets.params;
   const nn::ParameterList model_state = model.state();  // single rank: what a checkpoint holds
@@ -512,6 +561,7 @@ TrainSummary run_training(const config::JobConfig& c, const std::string& config_
   if (dist.fsdp) {
     const double held = static_cast<double>(dist.fsdp->shard_numel());
     log_info(str("[parallel] ", world.size(), " ranks over ", world.backend(), ": ", degrees.describe(),
+                 tp > 1 ? (sequence_parallel ? " (sequence parallel)" : " (no sequence parallel)") : "",
                  " | FSDP: this rank holds ", held / 1e6, "M of ", static_cast<double>(mc.num_params()) / 1e6,
                  "M parameters (", 16.0 * held / double(1 << 30),
                  " GiB with gradients and AdamW moments), blocks gathered just in time"));
@@ -551,9 +601,11 @@ TrainSummary run_training(const config::JobConfig& c, const std::string& config_
     dist.mesh.dp().all_reduce_sum(&x, 1);
     return x;
   };
-  // Squares of the gradient pieces: every shard once (replicas hold the same shard).
+  // Squares of the gradient pieces: every shard once (replicas hold the same shard), every
+  // tensor-parallel share once.
   const SquaresReducer grad_squares = [&](double x) {
     dist.mesh.dp_shard().all_reduce_sum(&x, 1);
+    dist.mesh.tp().all_reduce_sum(&x, 1);
     return x;
   };
   const auto loop_start = Clock::now();
@@ -562,6 +614,7 @@ TrainSummary run_training(const config::JobConfig& c, const std::string& config_
     const auto t0 = Clock::now();
     host_allocator().reset_peak();
     if (dist.fsdp) dist.fsdp->reset_stats();
+    tp_ops.reset_stats();
     const double waited_before = loader.seconds_waiting();
     // The whole step's micro-batches first: the loss is normalised by their total target count
     // (of the global batch: every rank sees it whole, then keeps its rows).
@@ -597,6 +650,12 @@ TrainSummary run_training(const config::JobConfig& c, const std::string& config_
     for (data::Batch& b : micro) b = data::Batch{};
     if (dist.fsdp) {
       dist.fsdp->reduce_replicas();
+      // Replicated parameters whose input was split over tp ranks got partial gradients.
+      for (nn::Parameter* p : tp > 1 ? params : nn::ParameterList{}) {
+        if (qwen3::tp_grad_is_partial(p->fqn, sequence_parallel)) {
+          dist.mesh.tp().all_reduce_sum(p->grad.data<float>(), p->grad.numel());
+        }
+      }
       loss_sum = dp_sum(loss_sum);
       aux_sum = dp_sum(aux_sum);
       for (auto& layer : model.layers) {
@@ -607,7 +666,8 @@ TrainSummary run_training(const config::JobConfig& c, const std::string& config_
     }
     const double aux_loss = aux_sum / static_cast<double>(accumulation * dp_degree);
     const double loss = loss_sum / static_cast<double>(targets_count) + mc.router_aux_loss_coef * aux_loss;
-    const double grad_norm = clip_grad_norm(params, c.training.max_norm, dist.fsdp ? grad_squares : nullptr);
+    const double grad_norm =
+        clip_grad_norm(params, c.training.max_norm, dist.fsdp ? grad_squares : nullptr, &counted);
     if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
       const std::string where = first_nonfinite_grad(params);
       TITAN_FAIL("[train] step ", step, ": loss ", loss, ", grad_norm ", grad_norm,
@@ -630,7 +690,7 @@ TrainSummary run_training(const config::JobConfig& c, const std::string& config_
     m.lr = lr;
     m.tokens = B * T * accumulation;
     m.seconds = seconds_since(t0);
-    m.tps = static_cast<double>(m.tokens) / m.seconds;
+    m.tps = static_cast<double>(m.tokens) / m.seconds / static_cast<double>(tp);  // per rank (torchtitan)
     m.tflops = m.tps * flops_per_token / 1e12;
     m.mfu = 100.0 * m.tflops * 1e12 / peak.flops;
     m.memory_bytes = static_cast<double>(host_allocator().stats().peak_bytes);
@@ -641,15 +701,17 @@ TrainSummary run_training(const config::JobConfig& c, const std::string& config_
     m.expert_load_max = load.max;
     m.aux_loss = aux_loss;
     if (dist.fsdp) {
-      const parallel::CommStats& cs = dist.fsdp->stats();
-      m.comm_seconds = cs.seconds;
-      m.comm_bytes = static_cast<double>(cs.all_gather_bytes + cs.reduce_scatter_bytes + cs.all_reduce_bytes);
+      for (const parallel::CommStats* cs : {&dist.fsdp->stats(), &tp_ops.stats()}) {
+        m.comm_seconds += cs->seconds;
+        m.comm_bytes += static_cast<double>(cs->all_gather_bytes + cs->reduce_scatter_bytes + cs->all_reduce_bytes);
+      }
     }
     metrics.record(m);
     tokens_seen += m.tokens * dp_degree;
     if (c.checkpoint.enable && (step % c.checkpoint.interval == 0 || step == c.training.steps)) {
       if (dist.fsdp) {
-        save_sharded_checkpoint(dist, c, step, tokens_seen, model, optimizer, loader, step == c.training.steps);
+        save_sharded_checkpoint(dist, c, step, tokens_seen, model, targets, optimizer, loader,
+                                step == c.training.steps);
       } else {
         save_checkpoint(checkpoint_writer, staging, c, step, tokens_seen, model_state, optimizer, loader,
                         step == c.training.steps);
@@ -664,7 +726,13 @@ TrainSummary run_training(const config::JobConfig& c, const std::string& config_
   if (c.checkpoint.last_save_in_hf) {
     // The whole model on every rank for the export (rank 0 writes it), then freed again.
     if (dist.fsdp) dist.fsdp->gather_full();
-    if (dist.primary()) export_hf(c, model);
+    if (tp > 1) {
+      nn::Decoder gathered(mc);
+      parallel::gather_tp_shards(model, gathered, dist.mesh.tp());
+      if (dist.primary()) export_hf(c, gathered);
+    } else if (dist.primary()) {
+      export_hf(c, model);
+    }
     if (dist.fsdp) dist.fsdp->release_full();
     world.barrier();
   }

@@ -1,0 +1,21 @@
+// The tensor-parallel plan of the decoder (Megatron style), by parameter FQN:
+//   column-parallel (rows split, dim 0): attention.wq / wk / wv (weights and biases: whole heads),
+//     feed_forward.w1 / w3, tok_embeddings and output (vocabulary-parallel)
+//   row-parallel (columns split, dim 1): attention.wo, feed_forward.w2
+//   replicated (-1): every RMSNorm weight (attention_norm, ffn_norm, q_norm, k_norm, norm)
+// A replicated parameter's gradient is a partial sum on each rank (so summed over the tp group)
+// when its input is split: q_norm / k_norm always (each rank holds some heads), the other norms
+// under sequence parallelism (each rank holds some tokens).
+#pragma once
+
+#include <string>
+
+namespace titan::qwen3 {
+
+// 0 or 1: the dimension split across tp ranks; -1: replicated. Throws for an FQN not in the plan
+// (MoE experts and routers, row-parallel biases: not tensor-parallel yet).
+int tp_split_dim(const std::string& fqn);
+// True when a replicated parameter's gradient must be summed over the tp group.
+bool tp_grad_is_partial(const std::string& fqn, bool sequence_parallel);
+
+}  // namespace titan::qwen3
