@@ -13,6 +13,7 @@ int run_configs(int argc, char** argv);
 int run_convert(int argc, char** argv);
 int run_check_kernels(int argc, char** argv);
 int run_launch(int argc, char** argv);
+int run_plan(int argc, char** argv);
 // Logs the build/run environment: CPU path, GEMM backend, threads, kernels in use.
 void log_startup();
 

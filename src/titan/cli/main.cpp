@@ -24,6 +24,7 @@ const char* kUsage =
     "  forward   run a Hugging Face model folder on given tokens; write logits, loss, gradients\n"
     "  tokenize  encode JSONL text (or decode ids) with a Hugging Face tokenizer.json\n"
     "  launch    start a multi-rank job through mpirun (torchrun-like): titan launch --nproc-per-node N -- train ...\n"
+    "  plan      per-rank memory and communication of each (dp_shard, tp) layout; recommends one\n"
     "  train-tokenizer  train a byte-level BPE tokenizer (Qwen3 pre-tokenizer) on text files;\n"
     "            write tokenizer.json + tokenizer_config.json\n"
     "  version   print the version\n"
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
     if (command == "configs") return titan::cli::run_configs(argc, argv);
     if (command == "convert") return titan::cli::run_convert(argc, argv);
     if (command == "launch") return titan::cli::run_launch(argc, argv);
+    if (command == "plan") return titan::cli::run_plan(argc, argv);
     if (command == "check-kernels") return titan::cli::run_check_kernels(argc, argv);
     if (command == "demo") return titan::cli::run_demo(argc, argv);
     if (command == "forward") return titan::cli::run_forward(argc, argv);

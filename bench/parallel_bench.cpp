@@ -1,0 +1,118 @@
+// Multi-rank overhead on this machine: the same job (global batch, steps, model) on 1 rank with
+// all cores, and on 2 ranks (FSDP, TP + SP, TP without SP) with the cores split between them,
+// through mpirun; per layout the median global tokens/s over the steps after the first, the wall
+// time inside collectives, and the bytes each rank passed to collectives per step next to the
+// planner's analytic value (train/planner.h). On 2 cores absolute scaling is not the point: the
+// ratio to the 1-rank run is the price of the communication and the duplicated work.
+//   build/bench/parallel_bench [--steps 12] [--model.n_layers 4] [other titan train flags]
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness.h"
+#include "titan/config/overrides.h"
+#include "titan/config/validate.h"
+#include "titan/train/planner.h"
+#include "titan/train/trainer.h"
+
+namespace fs = std::filesystem;
+using titan::bench::fixed;
+using titan::bench::median;
+
+namespace {
+
+struct Layout {
+  const char* name;
+  int ranks;
+  int64_t tp;
+  const char* flags;
+};
+
+int run(const std::string& cmd) {
+  std::fflush(stdout);
+  const int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string extra;
+  std::vector<std::string> flags;
+  for (int i = 1; i < argc; ++i) {
+    extra += std::string(" ") + argv[i];
+    flags.emplace_back(argv[i]);
+  }
+  const fs::path dir = fs::temp_directory_path() / ("titan_parallel_bench_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string titan = TITAN_BINARY;
+  if (run(titan + " train-tokenizer --dataset quickstart --vocab-size 2048 --out " + (dir / "tok").string() +
+          " > /dev/null 2>&1") != 0) {
+    std::fprintf(stderr, "parallel_bench: train-tokenizer failed\n");
+    return 1;
+  }
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const std::string base = " train --config qwen3_debug --training.steps 12 --metrics.log_freq 1 --training.seq_len 256 "
+                           "--lr_scheduler.warmup_steps 2 --metrics.peak_tflops 1 --model.hf_assets_path " +
+                           (dir / "tok").string() + extra;
+  const Layout layouts[] = {{"1 rank", 1, 1, ""},
+                            {"2 ranks, FSDP", 2, 1, ""},
+                            {"2 ranks, TP + SP", 2, 2, " --parallelism.tensor_parallel_degree 2"},
+                            {"2 ranks, TP, no SP", 2, 2,
+                             " --parallelism.tensor_parallel_degree 2 --no-parallelism.enable_sequence_parallel"}};
+  titan::bench::Table table({{"layout", -20}, {"tok/s", 8}, {"vs 1 rank", 10}, {"comm s/step", 12},
+                             {"comm MB/step", 13}, {"planner MB", 11}, {"loss@12", 9}});
+  table.print_header();
+  double one_rank = 0;
+  for (const Layout& l : layouts) {
+    const fs::path dump = dir / std::to_string(&l - layouts);
+    const int64_t dp = l.ranks / l.tp;
+    const int64_t local = 8 / dp;  // global batch 8 rows
+    const std::string args = base + " --training.local_batch_size " + std::to_string(local) + " --job.dump_folder " +
+                             dump.string() + l.flags;
+    const std::string cmd =
+        l.ranks == 1 ? "OMP_NUM_THREADS=" + std::to_string(cores) + " " + titan + args
+                     : titan + " launch --nproc-per-node " + std::to_string(l.ranks) + " --" + args;
+    if (run(cmd + " > " + (dump.string() + ".log") + " 2>&1") != 0) {
+      std::fprintf(stderr, "parallel_bench: %s failed; see %s.log\n", l.name, dump.string().c_str());
+      return 1;
+    }
+    std::vector<double> tps, comm_s;
+    double comm_bytes = 0, loss = 0;
+    std::ifstream in(dump / "metrics.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      const nlohmann::json row = nlohmann::json::parse(line);
+      loss = row["loss"].get<double>();
+      if (row["step"].get<int64_t>() == 1) continue;  // warm-up
+      tps.push_back(row["tokens"].get<double>() * static_cast<double>(dp) / row["seconds"].get<double>());
+      comm_s.push_back(row.value("comm_seconds", 0.0));
+      comm_bytes = row.value("comm_bytes", 0.0);
+    }
+    // The planner's figure for this layout.
+    std::vector<std::string> plan_args = {"--config", "qwen3_debug", "--training.seq_len", "256"};
+    plan_args.insert(plan_args.end(), flags.begin(), flags.end());
+    const titan::config::JobConfig c = titan::config::resolve_config(plan_args).config;
+    titan::train::PlanInput pi;
+    pi.model = titan::train::model_config(c);
+    pi.world = l.ranks;
+    pi.seq_len = 256;
+    pi.local_batch = local;
+    pi.sequence_parallel = std::string(l.flags).find("no-parallelism.enable_sequence") == std::string::npos;
+    double planned = 0;
+    for (const titan::train::LayoutPlan& p : titan::train::plan_layouts(pi)) {
+      if (p.tp == l.tp) planned = p.comm_bytes;
+    }
+    const double t = median(tps);
+    if (l.ranks == 1) one_rank = t;
+    table.print_row({l.name, fixed(t, 0), fixed(t / one_rank, 2), fixed(median(comm_s), 3), fixed(comm_bytes / 1e6, 2),
+                     fixed(planned / 1e6, 2), fixed(loss, 4)});
+  }
+  fs::remove_all(dir);
+  return 0;
+}

@@ -1,0 +1,124 @@
+// titan plan --config NAME --world-size N [--memory-per-rank 24GiB] [--seq-len T]
+//            [--local-batch-size B] [--<section>.<field> VALUE ...]
+// Prints, for each valid (dp_shard, tp) layout of the job on N ranks, the predicted memory per
+// rank (parameters, gradients, optimizer state, gathered blocks, activations, logits chunk, backward
+// temporaries) and the bytes each rank passes to collectives per step, and recommends the layout
+// the seed's rule picks: shard first, add tensor parallelism only when a layout does not fit.
+// The config resolves as titan train resolves it (so --parallelism.* and --training.* apply).
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "titan/cli/args.h"
+#include "titan/cli/commands.h"
+#include "titan/config/overrides.h"
+#include "titan/config/validate.h"
+#include "titan/core/error.h"
+#include "titan/train/planner.h"
+#include "titan/train/trainer.h"
+
+namespace titan::cli {
+namespace {
+
+constexpr const char* kPlanUsage =
+    "usage: titan plan --config NAME --world-size N [--memory-per-rank 24GiB] [--seq-len T]\n"
+    "                  [--local-batch-size B] [--<section>.<field> VALUE ...]\n"
+    "Predicts per-rank memory and communication of every valid (dp_shard, tp) layout on N ranks and\n"
+    "recommends one (shard first; tensor parallelism only when needed). Other flags are titan train's.\n";
+
+std::string gib(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f", bytes / double(1 << 30));
+  return text;
+}
+
+int64_t positive(const std::string& flag, const std::string& v) {
+  char* end = nullptr;
+  const long long x = std::strtoll(v.c_str(), &end, 10);
+  if (end == v.c_str() || *end != '\0' || x < 1) {
+    throw UsageError(str("titan plan: ", flag, " '", v, "' is not a positive integer"));
+  }
+  return x;
+}
+
+}  // namespace
+
+int run_plan(int argc, char** argv) {
+  std::vector<std::string> args(argv + 2, argv + argc), rest;
+  int64_t world = 0;
+  double memory = 0;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(kPlanUsage, stdout);
+      return 0;
+    }
+    const auto value = [&]() -> std::string {
+      if (i + 1 == args.size()) throw UsageError(str("titan plan: ", a, " needs a value\n", kPlanUsage));
+      return args[++i];
+    };
+    if (a == "--world-size") {
+      world = positive(a, value());
+    } else if (a == "--memory-per-rank") {
+      const std::string v = value();
+      memory = static_cast<double>(config::parse_byte_size(v));
+      if (memory <= 0) throw UsageError(str("titan plan: --memory-per-rank '", v, "' is not a size (24GiB, 500MB, ...)"));
+    } else if (a == "--seq-len") {
+      rest.insert(rest.end(), {"--training.seq_len", value()});
+    } else if (a == "--local-batch-size") {
+      rest.insert(rest.end(), {"--training.local_batch_size", value()});
+    } else {
+      rest.push_back(a);
+    }
+  }
+  if (world == 0) throw UsageError(str("titan plan: --world-size is required\n", kPlanUsage));
+  const config::ResolveResult resolved = config::resolve_config(rest);
+  if (!resolved.unknown_positional.empty()) {
+    throw UsageError(str("titan plan: unexpected argument '", resolved.unknown_positional.front(), "'"));
+  }
+  const config::JobConfig& c = resolved.config;
+  train::PlanInput in;
+  in.model = train::model_config(c);
+  in.world = world;
+  in.dp_replicate = c.parallelism.data_parallel_replicate_degree;
+  in.seq_len = c.training.seq_len;
+  in.local_batch = c.training.local_batch_size;
+  in.sequence_parallel = c.parallelism.enable_sequence_parallel;
+  in.prefetch = c.parallelism.fsdp_prefetch;
+  in.memory_per_rank = memory;
+  const std::vector<train::LayoutPlan> plans = train::plan_layouts(in);
+  TITAN_CHECK(!plans.empty(), "[plan] no layout of ", world, " ranks with data_parallel_replicate_degree ",
+              in.dp_replicate, " fits the model's divisibility (heads ", in.model.num_heads, ", kv heads ",
+              in.model.num_kv_heads, ", FFN ", in.model.hidden_dim, ", vocab ", in.model.vocab_size, ")");
+  const int pick = train::recommended_layout(plans);
+  std::printf("plan: %s (%.1fM parameters) on %lld ranks, micro-batch %lld x %lld tokens per data-parallel rank%s\n",
+              resolved.config_name.c_str(), static_cast<double>(in.model.num_params()) / 1e6,
+              static_cast<long long>(world), static_cast<long long>(in.local_batch), static_cast<long long>(in.seq_len),
+              memory > 0 ? str(", ", gib(memory), " GiB per rank").c_str() : "");
+  std::printf("GiB per rank: params grads optim = parameters, gradients, AdamW moments (this rank's shard);\n"
+              "gathered = FSDP's full blocks in use; activ = saved activations; logits = the head's chunk;\n"
+              "temp = backward temporaries; comm = GB passed to collectives per step per rank\n\n");
+  std::printf("%-3s %-12s %4s %4s %8s %8s %8s %8s %8s %8s %8s %9s %8s  %s\n", "", "dp_replicate", "shard", "tp", "params",
+              "grads", "optim", "gathered", "activ", "logits", "temp", "total", "comm", "");
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const train::LayoutPlan& p = plans[i];
+    std::printf("%-3s %-12lld %4lld %4lld %8s %8s %8s %8s %8s %8s %8s %9s %8.2f  %s\n",
+                static_cast<int>(i) == pick ? "->" : "", static_cast<long long>(p.dp_replicate),
+                static_cast<long long>(p.dp_shard), static_cast<long long>(p.tp), gib(p.parameters).c_str(),
+                gib(p.gradients).c_str(), gib(p.optimizer).c_str(), gib(p.gathered).c_str(),
+                gib(p.activations).c_str(), gib(p.logits).c_str(), gib(p.transient).c_str(), gib(p.total).c_str(),
+                p.comm_bytes / 1e9, p.fits ? "" : "does not fit");
+  }
+  if (pick < 0) {
+    std::printf("\nno layout fits in %s GiB per rank. HINT: more ranks, a smaller training.local_batch_size or "
+                "seq_len\n", gib(memory).c_str());
+    return 1;
+  }
+  const train::LayoutPlan& p = plans[static_cast<size_t>(pick)];
+  std::printf("\nrecommended: --parallelism.data_parallel_replicate_degree %lld --parallelism.data_parallel_shard_degree "
+              "%lld --parallelism.tensor_parallel_degree %lld\n",
+              static_cast<long long>(p.dp_replicate), static_cast<long long>(p.dp_shard), static_cast<long long>(p.tp));
+  return 0;
+}
+
+}  // namespace titan::cli

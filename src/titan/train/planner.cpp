@@ -1,0 +1,108 @@
+#include "titan/train/planner.h"
+
+#include <algorithm>
+
+#include "titan/ops/softmax_xent/softmax_xent.h"
+
+namespace titan::train {
+namespace {
+
+constexpr double kF = 4.0;  // bytes per fp32 element
+
+// Elements of one tp rank's share of a block and of the root (embedding + final norm + head).
+struct Sizes {
+  double layer = 0, root = 0;
+};
+
+Sizes tp_sizes(const nn::DecoderConfig& c, int64_t tp) {
+  const double d = static_cast<double>(c.dim), k = static_cast<double>(c.head_dim);
+  const double h = static_cast<double>(c.num_heads / tp), g = static_cast<double>(c.num_kv_heads / tp);
+  const double f = static_cast<double>(c.hidden_dim / tp), v = static_cast<double>(c.vocab_size / tp);
+  Sizes s;
+  s.layer = d * h * k * 2 + d * g * k * 2 + 3 * d * f + 2 * d + (c.qk_norm ? 2 * k : 0);
+  if (c.qkv_bias || c.attention_bias) s.layer += (h + 2 * g) * k;
+  s.root = v * d * (c.tie_embeddings ? 1 : 2) + d;
+  return s;
+}
+
+bool divides(const nn::DecoderConfig& c, int64_t tp) {
+  return c.num_heads % tp == 0 && c.num_kv_heads % tp == 0 && c.hidden_dim % tp == 0 && c.vocab_size % tp == 0;
+}
+
+}  // namespace
+
+std::vector<LayoutPlan> plan_layouts(const PlanInput& in) {
+  std::vector<LayoutPlan> out;
+  const nn::DecoderConfig& c = in.model;
+  const int64_t n = in.local_batch * in.seq_len;  // tokens of one micro-batch on one dp rank
+  for (int64_t tp = 1; tp <= in.world; ++tp) {
+    if (in.world % (tp * in.dp_replicate) != 0 || !divides(c, tp)) continue;
+    if (tp > 1 && c.num_experts > 0) continue;  // MoE is not tensor-parallel
+    const bool sp = tp > 1 && in.sequence_parallel;
+    if (sp && n % tp != 0) continue;
+    LayoutPlan p;
+    p.dp_replicate = in.dp_replicate;
+    p.tp = tp;
+    p.dp_shard = in.world / (tp * in.dp_replicate);
+    const Sizes s = tp_sizes(c, tp);
+    const double layers = static_cast<double>(c.num_layers);
+    const double local = s.root + layers * s.layer;  // elements on this tp rank
+    const bool fsdp = in.world > 1;                  // titan shards (and gathers) on any multi-rank job
+    const double shard = fsdp ? local / static_cast<double>(p.dp_shard) : local;
+    p.parameters = kF * shard;
+    p.gradients = kF * shard;
+    p.optimizer = 2 * kF * shard;
+    if (fsdp) p.gathered = kF * (2 * s.root + (in.prefetch ? 3 : 2) * s.layer);
+
+    // Saved per token of a layer, in floats (the modules' saved tensors; full = the N tokens a
+    // TP region reads, norm = the N / tp tokens norms see under sequence parallelism):
+    //   attention_norm x + rstd, ffn_norm h + rstd                        2 (D + 1) per norm token
+    //   wq/wk/wv input, w1/w3 input (gathered copies under SP)            2 D per full token
+    //   q/k norm inputs + rstds, q, k, v, o, lse                          3 H K + 3 G K + 2 H + G
+    //   gate, up, and the SwiGLU output (w2's input)                      3 F
+    const double d = static_cast<double>(c.dim), k = static_cast<double>(c.head_dim);
+    const double h = static_cast<double>(c.num_heads / tp), g = static_cast<double>(c.num_kv_heads / tp);
+    const double f = static_cast<double>(c.hidden_dim / tp);
+    const double full = static_cast<double>(n), norm_tokens = sp ? full / static_cast<double>(tp) : full;
+    const double per_layer = norm_tokens * 2 * (d + 1) + full * (2 * d + 3 * h * k + 3 * g * k + 2 * h + g + 3 * f);
+    // The final norm's input, ids / targets / positions (i64) and the RoPE tables.
+    p.activations = kF * (layers * per_layer + norm_tokens * (d + 1) + full * k) + 8.0 * 3 * full;
+    const double v = static_cast<double>(c.vocab_size / tp);
+    const double chunk = std::min(full, std::max(1.0, static_cast<double>(ops::kLmHeadXentChunkBytes) / (kF * v)));
+    p.logits = kF * chunk * v;
+    // Backward temporaries of one block: dgate, dup and the SwiGLU gradient (3 F), dq/dk/dv/do
+    // (2 H K + 2 G K), a few [N, D] gradients; plus the head's full-token dhn.
+    p.transient = kF * full * (3 * f + 2 * h * k + 2 * g * k + 3 * d);
+    // The head's chunk is gone before the first block's backward allocates its temporaries.
+    p.total = p.parameters + p.gradients + p.optimizer + p.gathered + p.activations +
+              std::max(p.logits + kF * full * d, p.transient);
+    p.fits = in.memory_per_rank <= 0 || p.total <= in.memory_per_rank;
+
+    // Per micro-batch: FSDP gathers the root once and each block twice (forward, backward) and
+    // reduce-scatters each unit once; HSDP all-reduces the shards once per step. TP moves [N, D]
+    // activations: with sequence parallelism each block all-gathers and reduce-scatters twice in
+    // the forward and twice in the backward (8), the embedding and the head 2 each; without, each
+    // block all-reduces twice (forward) and twice (backward), the embedding and the head once
+    // each; plus the head's per-token statistics (3 doubles).
+    double comm = 0;
+    if (fsdp) comm += kF * (2 * s.root + 3 * layers * s.layer) * static_cast<double>(in.accumulation);
+    if (p.dp_replicate > 1) comm += kF * shard;
+    if (tp > 1) {
+      const double act = kF * full * d;
+      comm += (sp ? 8 * layers + 4 : 4 * layers + 2) * act * static_cast<double>(in.accumulation);
+      comm += 8.0 * 3 * full * static_cast<double>(in.accumulation);
+    }
+    p.comm_bytes = comm;
+    out.push_back(p);
+  }
+  return out;
+}
+
+int recommended_layout(const std::vector<LayoutPlan>& plans) {
+  for (size_t i = 0; i < plans.size(); ++i) {
+    if (plans[i].fits) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+}  // namespace titan::train

@@ -1,0 +1,54 @@
+// titan plan: per-rank memory and communication of each valid (dp_shard, tp) layout of a job,
+// predicted from the model's sizes and what titan's modules hold (no run needed). Memory per
+// rank, in bytes:
+//   parameters / gradients / optimizer   4 / 4 / 8 bytes per element of this rank's FSDP shard
+//                                        (whole, tp-local parameters on a single rank)
+//   gathered      FSDP's full units while in use: the root (embedding, final norm, head) values and
+//                 gradients for the whole micro-batch, a block's values + gradients + the next
+//                 block's prefetched values (3 blocks' worth of floats)
+//   activations   what every module saves for backward, per token and layer (see planner.cpp)
+//   logits        the fused head's [chunk, V / tp] fp32 buffer
+//   transient     the largest backward temporaries (a block's gradient buffers)
+//   total         everything but logits and transient, plus the larger of the two (the head's
+//                 chunk is freed before the first block's backward starts)
+// Communication per step and rank counts what titan passes to collectives (full unit size for
+// all-gathers and reduce-scatters, as the metrics' comm field does).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "titan/nn/decoder.h"
+
+namespace titan::train {
+
+struct PlanInput {
+  nn::DecoderConfig model;
+  int64_t world = 1;
+  int64_t dp_replicate = 1;
+  int64_t seq_len = 2048;
+  int64_t local_batch = 1;   // per data-parallel rank
+  int64_t accumulation = 1;  // micro-batches per step
+  bool sequence_parallel = true;
+  bool prefetch = true;
+  double memory_per_rank = 0;  // bytes; 0 = no limit
+};
+
+struct LayoutPlan {
+  int64_t dp_replicate = 1, dp_shard = 1, tp = 1;
+  double parameters = 0, gradients = 0, optimizer = 0, gathered = 0, activations = 0, logits = 0, transient = 0;
+  double total = 0;
+  double comm_bytes = 0;  // per step per rank
+  bool fits = true;
+};
+
+// Every layout with dp_replicate x dp_shard x tp = world whose tp divides heads, kv heads, FFN
+// width and vocabulary (and the micro-batch's tokens with sequence parallelism), tp ascending.
+std::vector<LayoutPlan> plan_layouts(const PlanInput& in);
+
+// The seed's rule: shard first (tp = 1), add tensor parallelism only when a layout does not fit;
+// the index of the first layout that fits, -1 when none does.
+int recommended_layout(const std::vector<LayoutPlan>& plans);
+
+}  // namespace titan::train

@@ -1,0 +1,242 @@
+// The single-process side of the parallel layer: mesh degrees, the local communicator, FSDP on a
+// one-rank "mesh" (the hooks' gather/free/reduce path must leave training exactly as it was),
+// the planner's arithmetic, and a sharded checkpoint written by two "ranks" (threads) and read
+// back whole. Multi-process runs are in tests/integration/cli_parallel_test.cpp.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <barrier>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <thread>
+
+#include "titan/checkpoint/train_state.h"
+#include "titan/core/rng.h"
+#include "titan/models/qwen3/model.h"
+#include "titan/models/qwen3/parallel_plan.h"
+#include "titan/models/qwen3/specs.h"
+#include "titan/parallel/fsdp.h"
+#include "titan/parallel/mesh.h"
+#include "titan/parallel/tensor_parallel.h"
+#include "titan/train/planner.h"
+
+namespace titan {
+namespace {
+
+namespace fs = std::filesystem;
+using parallel::MeshDegrees;
+using parallel::resolve_mesh;
+
+TEST(Mesh, ResolvesMinusOneAndChecksTheProduct) {
+  EXPECT_EQ(resolve_mesh({1, -1, 1}, 8).dp_shard, 8);
+  EXPECT_EQ(resolve_mesh({2, -1, 2}, 8).dp_shard, 2);
+  EXPECT_EQ(resolve_mesh({1, 4, 2}, 8).dp(), 4);
+  const auto fails = [](MeshDegrees d, int64_t world, const std::string& what) {
+    try {
+      resolve_mesh(d, world);
+      ADD_FAILURE() << "no error for " << d.describe() << " on " << world;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  fails({1, 3, 1}, 4, "holds 3 ranks but the job has 4");
+  fails({3, -1, 1}, 4, "4 ranks do not split into data_parallel_replicate_degree=3");
+  fails({1, 0, 1}, 4, "data_parallel_shard_degree=0 must be >= 1");
+  fails({0, -1, 1}, 4, "data_parallel_replicate_degree=0");
+  fails({1, -1, 0}, 4, "tensor_parallel_degree=0");
+}
+
+TEST(Mesh, LocalCommunicatorIsTheIdentity) {
+  std::unique_ptr<parallel::Comm> comm = parallel::make_local_comm();
+  parallel::DeviceMesh mesh(*comm, resolve_mesh({1, -1, 1}, 1));
+  EXPECT_EQ(mesh.dp_shard().size(), 1);
+  EXPECT_EQ(mesh.tp().size(), 1);
+  float in[3] = {1, 2, 3}, out[3] = {};
+  mesh.dp().all_gather(in, out, 3);
+  EXPECT_EQ(out[2], 3.0f);
+  mesh.dp().start_all_gather(in, out, 3)->wait();
+  EXPECT_EQ(comm->all_gather_strings("x"), std::vector<std::string>{"x"});
+  EXPECT_EQ(comm->broadcast_string("y", 0), "y");
+}
+
+nn::DecoderConfig tiny() {
+  nn::DecoderConfig c = qwen3::find_spec("debug").config;
+  c.num_layers = 2;
+  c.vocab_size = 256;
+  return c;
+}
+
+Tensor ids(int64_t b, int64_t t, uint64_t seed) {
+  Tensor x = Tensor::empty({b, t}, DType::i64);
+  Rng(seed).fill_int(x.data<int64_t>(), x.numel(), 256);
+  return x;
+}
+
+// FSDP over a one-rank communicator gathers, frees and reduce-scatters every unit around each
+// use; after one micro-batch the loss and every gradient equal the plain model's bit for bit.
+// After a second one (accumulated) they agree to rounding: FSDP adds each micro-batch's
+// reduced gradient to the shard, where the plain model's ops accumulate in place.
+TEST(Fsdp, OneRankShardingLeavesTrainingUnchanged) {
+  nn::Decoder plain(tiny()), sharded(tiny());
+  qwen3::init_weights(plain, 7);
+  qwen3::init_weights(sharded, 7);
+  std::unique_ptr<parallel::Comm> a = parallel::make_local_comm(), b = parallel::make_local_comm();
+  parallel::Fsdp fsdp(sharded, *a, *b);
+  for (nn::Parameter* p : sharded.parameters()) EXPECT_FALSE(p->value.defined()) << p->fqn;
+  plain.zero_grad();
+  fsdp.zero_grad();
+  const nn::ParameterList whole = plain.parameters(), pieces = fsdp.shards();
+  ASSERT_EQ(whole.size(), pieces.size());  // one rank: every parameter is one whole piece (in unit order)
+  std::map<std::string, const nn::Parameter*> by_name;
+  for (const nn::Parameter* p : pieces) by_name[p->fqn] = p;
+  for (uint64_t seed : {1, 2}) {
+    const Tensor x = ids(2, 16, seed), y = ids(2, 16, seed + 10);
+    const nn::LossResult lp = plain.forward_backward(x, y, 0.01f);
+    const nn::LossResult ls = sharded.forward_backward(x, y, 0.01f);
+    EXPECT_EQ(lp.loss, ls.loss);
+    fsdp.reduce_replicas();
+    for (const nn::Parameter* w : whole) {
+      ASSERT_TRUE(by_name.count(w->fqn)) << w->fqn;
+      const nn::Parameter* p = by_name[w->fqn];
+      ASSERT_EQ(w->grad.numel(), p->grad.numel());
+      if (seed == 1) {
+        EXPECT_EQ(0, std::memcmp(w->grad.data<float>(), p->grad.data<float>(), w->grad.nbytes())) << w->fqn;
+        continue;
+      }
+      float worst = 0.0f, scale = 0.0f;
+      for (int64_t i = 0; i < w->grad.numel(); ++i) {
+        worst = std::max(worst, std::abs(w->grad.data<float>()[i] - p->grad.data<float>()[i]));
+        scale = std::max(scale, std::abs(w->grad.data<float>()[i]));
+      }
+      EXPECT_LE(worst, 1e-6f * scale) << w->fqn;
+    }
+  }
+  fsdp.gather_full();
+  for (size_t i = 0; i < whole.size(); ++i) {
+    const nn::Parameter* p = sharded.parameters()[i];
+    ASSERT_EQ(p->value.shape(), whole[i]->value.shape());
+    EXPECT_EQ(0, std::memcmp(p->value.data<float>(), whole[i]->value.data<float>(), p->value.nbytes())) << p->fqn;
+  }
+  fsdp.release_full();
+  EXPECT_FALSE(sharded.parameters()[0]->value.defined());
+}
+
+TEST(TensorParallel, PlanAndLocalConfig) {
+  EXPECT_EQ(qwen3::tp_split_dim("layers.3.attention.wq.weight"), 0);
+  EXPECT_EQ(qwen3::tp_split_dim("layers.3.attention.wo.weight"), 1);
+  EXPECT_EQ(qwen3::tp_split_dim("layers.0.feed_forward.w2.weight"), 1);
+  EXPECT_EQ(qwen3::tp_split_dim("tok_embeddings.weight"), 0);
+  EXPECT_EQ(qwen3::tp_split_dim("layers.1.attention.q_norm.weight"), -1);
+  EXPECT_TRUE(qwen3::tp_grad_is_partial("layers.1.attention.k_norm.weight", false));
+  EXPECT_FALSE(qwen3::tp_grad_is_partial("layers.1.ffn_norm.weight", false));
+  EXPECT_TRUE(qwen3::tp_grad_is_partial("layers.1.ffn_norm.weight", true));
+  EXPECT_THROW(qwen3::tp_split_dim("layers.1.moe.w1"), Error);
+  const nn::DecoderConfig local = parallel::tp_local_config(tiny(), 2);
+  EXPECT_EQ(local.num_heads, tiny().num_heads / 2);
+  EXPECT_EQ(local.vocab_size, 128);
+  EXPECT_THROW(parallel::tp_local_config(tiny(), 3), Error);
+}
+
+// Copying rank shares out of a whole model and gathering them back is the identity.
+TEST(TensorParallel, ShardsRoundTrip) {
+  nn::Decoder whole(tiny());
+  qwen3::init_weights(whole, 3);
+  const nn::DecoderConfig lc = parallel::tp_local_config(tiny(), 2);
+  nn::Decoder r0(lc), r1(lc);
+  parallel::copy_tp_shard(whole, r0, 0, 2);
+  parallel::copy_tp_shard(whole, r1, 1, 2);
+  // wo is row-parallel: rank 1 holds the second half of its columns.
+  const Tensor& wo = whole.layers[0]->attention.wo.weight.value;
+  const Tensor& wo1 = r1.layers[0]->attention.wo.weight.value;
+  EXPECT_EQ(wo1.data<float>()[0], wo.data<float>()[wo.size(1) / 2]);
+  const Tensor& e1 = r1.tok_embeddings.weight.value;
+  EXPECT_EQ(e1.data<float>()[0], whole.tok_embeddings.weight.value.data<float>()[128 * tiny().dim]);
+}
+
+TEST(Planner, SingleRankStateIsSixteenBytesPerParameter) {
+  train::PlanInput in;
+  in.model = tiny();
+  in.seq_len = 64;
+  const std::vector<train::LayoutPlan> plans = train::plan_layouts(in);
+  ASSERT_EQ(plans.size(), 1u);
+  EXPECT_DOUBLE_EQ(plans[0].parameters + plans[0].gradients + plans[0].optimizer,
+                   16.0 * static_cast<double>(in.model.num_params()));
+  EXPECT_EQ(plans[0].gathered, 0.0);
+  in.world = 4;
+  const std::vector<train::LayoutPlan> four = train::plan_layouts(in);
+  ASSERT_EQ(four.size(), 3u);  // tp 1, 2, 4 (debug: 8 heads, 4 kv heads)
+  EXPECT_DOUBLE_EQ(four[0].parameters * 4, plans[0].parameters);
+  EXPECT_EQ(four[2].tp, 4);
+  in.memory_per_rank = 1;  // nothing fits
+  EXPECT_EQ(train::recommended_layout(train::plan_layouts(in)), -1);
+}
+
+// Two ranks (threads) meeting through a SaveGroup write one checkpoint of flat pieces (one of
+// them a tensor-parallel slice along dim 1); loading gives the whole tensors back exactly.
+TEST(ShardedCheckpoint, TwoRanksWriteOneCheckpointThatLoadsWhole) {
+  const fs::path folder = fs::temp_directory_path() / ("titan_sharded_ckpt_" + std::to_string(::getpid()));
+  fs::remove_all(folder);
+  Tensor w = Tensor::empty({4, 6}), v = Tensor::empty({10});
+  for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = static_cast<float>(i);
+  for (int64_t i = 0; i < v.numel(); ++i) v.data<float>()[i] = 100.0f + static_cast<float>(i);
+  std::barrier sync(2);
+  std::string slots[2];
+  const auto group = [&](int rank) {
+    ckpt::SaveGroup g;
+    g.rank = rank;
+    g.world = 2;
+    g.all_gather = [&, rank](const std::string& s) {
+      slots[rank] = s;
+      sync.arrive_and_wait();
+      std::vector<std::string> all = {slots[0], slots[1]};
+      sync.arrive_and_wait();
+      return all;
+    };
+    g.broadcast = [&, rank](const std::string& s) {
+      if (rank == 0) slots[0] = s;
+      sync.arrive_and_wait();
+      std::string out = slots[0];
+      sync.arrive_and_wait();
+      return out;
+    };
+    return g;
+  };
+  std::string paths[2];
+  const auto rank_main = [&](int r) {
+    ckpt::TrainState s;
+    s.step = 5;
+    s.loader_state_json = "{}";
+    s.config_toml = "x = 1\n";
+    // w split over 2 tp ranks along dim 1 ([4, 3] each), each slice in two flat pieces written
+    // by... this rank alone here: rank r holds its slice whole (start 0, 12 elements).
+    Tensor slice = w.narrow(1, 3 * r, 3).contiguous().reshape({12});
+    s.model.emplace_back("w", slice);
+    s.model_pieces.push_back({{4, 6}, 0, 1, r, 2});
+    // v: flat halves.
+    s.model.emplace_back("v", v.narrow(0, 5 * r, 5));
+    s.model_pieces.push_back({{10}, 5 * r});
+    paths[r] = ckpt::save_train_state_sharded(folder.string(), s, group(r), true);
+  };
+  std::thread t1(rank_main, 1);
+  rank_main(0);
+  t1.join();
+  EXPECT_EQ(paths[0], paths[1]);
+  EXPECT_EQ(ckpt::check_checkpoint(paths[0]), "");
+  const ckpt::TrainState back = ckpt::load_train_state(paths[0]);
+  ASSERT_EQ(back.model.size(), 2u);
+  for (const auto& [name, t] : back.model) {
+    const Tensor& want = name == "w" ? w : v;
+    ASSERT_EQ(t.shape(), want.shape()) << name;
+    EXPECT_EQ(0, std::memcmp(t.data<float>(), want.data<float>(), want.nbytes())) << name;
+  }
+  // A missing piece is an error naming the tensor, not a silently zero slice.
+  fs::remove(fs::path(paths[0]) / "model-rank00001-of-00002.safetensors");
+  EXPECT_THROW(ckpt::load_train_state(paths[0]), Error);
+  fs::remove_all(folder);
+}
+
+}  // namespace
+}  // namespace titan
