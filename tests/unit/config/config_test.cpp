@@ -92,7 +92,7 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
   [[maybe_unused]] const auto& [l1, l2, l3, l4] = c.lr_scheduler;
   [[maybe_unused]] const auto& [x1, x2, x3, x4, x5] = c.metrics;
   [[maybe_unused]] const auto& [k1, k2, k3, k4, k5, k6, k7, k8, k9, k10, k11, k12, k13] = c.checkpoint;
-  [[maybe_unused]] const auto& [p1, p2, p3] = c.parallelism;
+  [[maybe_unused]] const auto& [p1, p2, p3, p4, p5] = c.parallelism;
   [[maybe_unused]] const auto& [ov1] = c.overrides;
   [[maybe_unused]] const auto& [s1, s2, s3, s4, s5, s6, s7, s8, s9] = c;
   EXPECT_EQ(count_in_section("job"), 3u);
@@ -102,7 +102,7 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
   EXPECT_EQ(count_in_section("lr_scheduler"), 4u);
   EXPECT_EQ(count_in_section("metrics"), 5u);
   EXPECT_EQ(count_in_section("checkpoint"), 13u);
-  EXPECT_EQ(count_in_section("parallelism"), 3u);
+  EXPECT_EQ(count_in_section("parallelism"), 5u);
   EXPECT_EQ(count_in_section("override"), 1u);
   EXPECT_EQ(job_config_fields().size(), 53u);
 
