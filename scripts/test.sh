@@ -10,8 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 jobs=$(nproc)
-# lld links the ~30 test executables (each a static link of the libraries) several times faster
-# than GNU ld, most of all with sanitizers; the sanitizer pass keeps line tables only (-g1).
+# lld links the test executables (4 of them, plus hf_reexport; each a static link of the libraries)
+# several times faster than GNU ld, most of all with sanitizers; the sanitizer pass keeps line
+# tables only (-g1).
 lld=(-DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld -DCMAKE_MODULE_LINKER_FLAGS=-fuse-ld=lld
      -DCMAKE_SHARED_LINKER_FLAGS=-fuse-ld=lld)
 
