@@ -512,6 +512,11 @@ TrainSummary run_training(const config::JobConfig& c, const std::string& config_
     whole.reset();
   }
   nn::Decoder& model = share ? *share : *whole;
+  // FSDP detaches from the model when it goes: before the model does (dist outlives both).
+  struct FsdpBeforeModel {
+    Distributed& d;
+    ~FsdpBeforeModel() { d.fsdp.reset(); }
+  } fsdp_before_model{dist};
   parallel::TensorParallel tp_ops(dist.mesh.tp(), sequence_parallel);
   if (tp > 1) model.set_tensor_parallel(&tp_ops, tp_rank * local_mc.vocab_size);
   RestoreTargets targets;
@@ -566,6 +571,10 @@ TrainSummary run_training(const config::JobConfig& c, const std::string& config_
                  "M parameters (", 16.0 * held / double(1 << 30),
                  " GiB with gradients and AdamW moments), blocks gathered just in time"));
   }
+  // What stays allocated for the whole run: parameters (or this rank's shards), gradients, AdamW
+  // moments, buffers, and the loader's batches.
+  log_info(str("[memory] after setup: ", static_cast<double>(host_allocator().stats().live_bytes) / double(1 << 30),
+               " GiB allocated (parameters, gradients, optimizer state, buffers)"));
   log_info(str("peak ", peak.flops / 1e12, " TFLOP/s (", peak.source, ") | dump folder ", dump.string()));
   log_info(str("training ", c.training.steps, " steps with config ", config_name));
 

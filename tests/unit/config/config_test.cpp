@@ -104,7 +104,7 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
   EXPECT_EQ(count_in_section("checkpoint"), 13u);
   EXPECT_EQ(count_in_section("parallelism"), 5u);
   EXPECT_EQ(count_in_section("override"), 1u);
-  EXPECT_EQ(job_config_fields().size(), 53u);
+  EXPECT_EQ(job_config_fields().size(), 55u);
 
   // Every field reaches a distinct member: setting all of them changes every section.
   const JobConfig changed = all_non_default();
