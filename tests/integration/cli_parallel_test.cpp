@@ -35,12 +35,7 @@ CommandResult run_mpi(int ranks, const std::string& args) {
   const std::string cmd = std::string(TITAN_MPIRUN) + " -np " + std::to_string(ranks) + " --oversubscribe" +
                           (::geteuid() == 0 ? " --allow-run-as-root" : "") + " --bind-to none -x OMP_NUM_THREADS=1 " +
                           TITAN_BINARY + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof(buf), pipe)) out.append(buf, n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  return testing::run_command(cmd);
 }
 
 class CliParallel : public ::testing::Test {

@@ -20,14 +20,18 @@ struct CommandResult {
   std::string output;  // stdout, plus stderr when asked
 };
 
-inline CommandResult run_titan(const std::string& args, bool with_stderr = true) {
-  const std::string cmd = std::string(TITAN_BINARY) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+// A shell command line's exit code and output.
+inline CommandResult run_command(const std::string& cmd) {
   FILE* pipe = popen(cmd.c_str(), "r");
   std::string out;
   char buf[4096];
   while (size_t n = fread(buf, 1, sizeof(buf), pipe)) out.append(buf, n);
   const int status = pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+inline CommandResult run_titan(const std::string& args, bool with_stderr = true) {
+  return run_command(std::string(TITAN_BINARY) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null"));
 }
 
 // An empty folder unique to this process: <tmp>/titan_cli_<name>_<pid>.

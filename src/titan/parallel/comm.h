@@ -5,6 +5,7 @@
 // communicator must make the same calls in the same order.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -45,6 +46,13 @@ class Comm {
   std::vector<std::string> all_gather_strings(const std::string& mine);
   // root's string, on every rank.
   std::string broadcast_string(const std::string& s, int root);
+};
+
+// Adds the wall time of its scope to `total` (the time spent in collectives, for the metrics).
+struct CommTimer {
+  double& total;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  ~CommTimer() { total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
 };
 
 // The single-process communicator (size 1): collectives are copies.

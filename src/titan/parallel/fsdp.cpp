@@ -1,24 +1,11 @@
 #include "titan/parallel/fsdp.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 
 #include "titan/core/error.h"
 
 namespace titan::parallel {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-struct Timed {
-  double& total;
-  Clock::time_point t0 = Clock::now();
-  ~Timed() { total += std::chrono::duration<double>(Clock::now() - t0).count(); }
-};
-
-}  // namespace
-
 Fsdp::Fsdp(nn::Decoder& model, Comm& shard, Comm& replicate, bool prefetch)
     : model_(model), shard_comm_(shard), replicate_comm_(replicate), prefetch_(prefetch) {
   std::vector<nn::ParameterList> groups(1);
@@ -94,7 +81,7 @@ void Fsdp::start_gather(int index) {
   Unit& u = unit(index);
   if (u.gathered || u.pending) return;
   u.full_value = Tensor::empty({u.padded});
-  Timed t{stats_.seconds};
+  CommTimer t{stats_.seconds};
   u.pending = shard_comm_.start_all_gather(u.shard_value.data<float>(), u.full_value.data<float>(), u.shard);
   stats_.all_gather_bytes += u.padded * static_cast<int64_t>(sizeof(float));
 }
@@ -104,7 +91,7 @@ void Fsdp::ensure_gathered(int index) {
   if (u.gathered) return;
   start_gather(index);
   {
-    Timed t{stats_.seconds};
+    CommTimer t{stats_.seconds};
     u.pending->wait();
   }
   u.pending.reset();
@@ -129,7 +116,7 @@ void Fsdp::reduce_grads(int index) {
   Unit& u = unit(index);
   Tensor reduced = Tensor::empty({u.shard});
   {
-    Timed t{stats_.seconds};
+    CommTimer t{stats_.seconds};
     shard_comm_.reduce_scatter_sum(u.full_grad.data<float>(), reduced.data<float>(), u.shard);
   }
   stats_.reduce_scatter_bytes += u.padded * static_cast<int64_t>(sizeof(float));
@@ -173,7 +160,7 @@ void Fsdp::after_backward(int index) {
 void Fsdp::reduce_replicas() {
   if (replicate_comm_.size() == 1) return;
   for (Unit& u : units_) {
-    Timed t{stats_.seconds};
+    CommTimer t{stats_.seconds};
     replicate_comm_.all_reduce_sum(u.shard_grad.data<float>(), u.shard);
     stats_.all_reduce_bytes += u.shard * static_cast<int64_t>(sizeof(float));
   }

@@ -1,7 +1,6 @@
 #include "titan/parallel/tensor_parallel.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -14,14 +13,6 @@
 
 namespace titan::parallel {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-struct Timed {
-  double& total;
-  Clock::time_point t0 = Clock::now();
-  ~Timed() { total += std::chrono::duration<double>(Clock::now() - t0).count(); }
-};
 
 std::map<std::string, nn::Parameter*> by_name(nn::Decoder& model) {
   std::map<std::string, nn::Parameter*> out;
@@ -68,7 +59,7 @@ nn::DecoderConfig tp_local_config(const nn::DecoderConfig& full, int64_t tp) {
 }
 
 void TensorParallel::all_reduce(Tensor& x) {
-  Timed t{stats_.seconds};
+  CommTimer t{stats_.seconds};
   comm_.all_reduce_sum(x.data<float>(), x.numel());
   stats_.all_reduce_bytes += static_cast<int64_t>(x.nbytes());
 }
@@ -76,7 +67,7 @@ void TensorParallel::all_reduce(Tensor& x) {
 Tensor TensorParallel::gather_tokens(const Tensor& x_ND) {
   const Tensor x = x_ND.contiguous();
   Tensor out = Tensor::empty({x.size(0) * degree(), x.size(1)});
-  Timed t{stats_.seconds};
+  CommTimer t{stats_.seconds};
   comm_.all_gather(x.data<float>(), out.data<float>(), x.numel());
   stats_.all_gather_bytes += static_cast<int64_t>(out.nbytes());
   return out;
@@ -87,7 +78,7 @@ Tensor TensorParallel::scatter_tokens(const Tensor& full_ND) {
   TITAN_CHECK(full.size(0) % degree() == 0, "[parallel] sequence parallel: ", full.size(0),
               " tokens do not split over tensor_parallel_degree = ", degree());
   Tensor out = Tensor::empty({full.size(0) / degree(), full.size(1)});
-  Timed t{stats_.seconds};
+  CommTimer t{stats_.seconds};
   comm_.reduce_scatter_sum(full.data<float>(), out.data<float>(), out.numel());
   stats_.reduce_scatter_bytes += static_cast<int64_t>(full.nbytes());
   return out;
@@ -138,7 +129,7 @@ ops::LmHeadXentResult TensorParallel::head_xent(const Tensor& x_ND, const Tensor
       }
     });
     {
-      Timed t{stats_.seconds};
+      CommTimer t{stats_.seconds};
       comm_.all_reduce_max(max.data(), c);
     }
     parallel_for(c, 16, [&](int64_t b, int64_t e) {
@@ -153,7 +144,7 @@ ops::LmHeadXentResult TensorParallel::head_xent(const Tensor& x_ND, const Tensor
       }
     });
     {
-      Timed t{stats_.seconds};
+      CommTimer t{stats_.seconds};
       comm_.all_reduce_sum(stats.data(), 2 * c);
       stats_.all_reduce_bytes += 3 * c * static_cast<int64_t>(sizeof(double));
     }

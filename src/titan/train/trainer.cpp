@@ -85,6 +85,19 @@ struct StagingBuffers {
   }
 };
 
+// What a checkpoint holds besides tensors: step, tokens seen, seed, AdamW's step, the data cursor, the config.
+ckpt::TrainState state_scalars(const config::JobConfig& c, int64_t step, int64_t tokens_seen, const AdamW& optimizer,
+                               const data::PrefetchLoader& loader) {
+  ckpt::TrainState s;
+  s.step = step;
+  s.tokens_seen = tokens_seen;
+  s.seed = static_cast<uint64_t>(c.training.seed);
+  s.optimizer_step = optimizer.step_count();
+  s.loader_state_json = loader.state().to_json();
+  s.config_toml = config::to_toml(c);
+  return s;
+}
+
 // The state after `step`: model_state (Decoder::state(): parameters and buffers) under their FQNs,
 // the AdamW moments, the data cursor. With `staging` every tensor is copied into it (an async save writes while
 // training changes the live ones); without, views of the live tensors (a synchronous save is done
@@ -94,13 +107,7 @@ ckpt::TrainState capture_train_state(const config::JobConfig& c, int64_t step, i
                                      const data::PrefetchLoader& loader, bool model_only, StagingBuffers* staging) {
   if (staging != nullptr) staging->next = 0;
   const auto take = [&](const Tensor& live) { return staging != nullptr ? staging->copy_of(live) : live; };
-  ckpt::TrainState s;
-  s.step = step;
-  s.tokens_seen = tokens_seen;
-  s.seed = static_cast<uint64_t>(c.training.seed);
-  s.optimizer_step = optimizer.step_count();
-  s.loader_state_json = loader.state().to_json();
-  s.config_toml = config::to_toml(c);
+  ckpt::TrainState s = state_scalars(c, step, tokens_seen, optimizer, loader);
   for (const nn::Parameter* p : model_state) s.model.emplace_back(p->fqn, take(p->value));
   if (model_only) return s;
   const nn::ParameterList& params = optimizer.params();
@@ -120,13 +127,7 @@ ckpt::TrainState capture_sharded_state(const config::JobConfig& c, int64_t step,
                                        const nn::ParameterList& buffers, const AdamW& optimizer,
                                        const data::PrefetchLoader& loader, bool model_only, bool first_replica,
                                        int64_t tp_rank, bool write_buffers) {
-  ckpt::TrainState s;
-  s.step = step;
-  s.tokens_seen = tokens_seen;
-  s.seed = static_cast<uint64_t>(c.training.seed);
-  s.optimizer_step = optimizer.step_count();
-  s.loader_state_json = loader.state().to_json();
-  s.config_toml = config::to_toml(c);
+  ckpt::TrainState s = state_scalars(c, step, tokens_seen, optimizer, loader);
   for (size_t i = 0; i < shards.size() && first_replica; ++i) {
     if (layout[i].tp_dim < 0 && tp_rank != 0) continue;  // replicated across tp: rank 0's copy
     s.model.emplace_back(shards[i]->fqn, shards[i]->value);
