@@ -16,10 +16,10 @@
 #include "titan/core/parallel.h"
 #include "titan/core/rng.h"
 #include "titan/kernels/cpu/gemm.h"
-#include "titan/models/qwen3/model.h"
+#include "titan/models/decoder/weights.h"
 #include "titan/models/qwen3/specs.h"
 #include "titan/ops/registry.h"
-#include "titan/train/flops.h"
+#include "titan/models/decoder/flops.h"
 
 using namespace titan;
 
@@ -68,7 +68,7 @@ int main(int argc, char** argv) try {
 
   const int64_t rss_before_model = process_peak_rss_bytes();
   nn::Decoder model(config);
-  qwen3::init_weights(model, 0);
+  models::init_weights(model, 0);
   Tensor ids = Tensor::empty({B, T}, DType::i64), targets = Tensor::empty({B, T}, DType::i64);
   Rng(1).fill_int(ids.data<int64_t>(), B * T, config.vocab_size);
   // Same targets as the peer's HF loss with labels = input_ids: position t predicts ids[t + 1].
@@ -87,7 +87,7 @@ int main(int argc, char** argv) try {
         loss = model.forward_backward(ids, targets).loss;
       },
       1, opt.repeats);
-  const double flops_per_token = train::train_flops_per_token(config, T);
+  const double flops_per_token = models::train_flops_per_token(config, T);
   const double tokens = static_cast<double>(B * T);
   const double gflops = tokens * flops_per_token / timing.median_s / 1e9;
   const double peak_tensors_mib = static_cast<double>(host_allocator().stats().peak_bytes) / (1 << 20);

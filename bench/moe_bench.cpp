@@ -20,10 +20,10 @@
 #include "titan/core/rng.h"
 #include "titan/kernels/cpu/gemm.h"
 #include "titan/kernels/cpu/peak.h"
-#include "titan/models/qwen3/model.h"
+#include "titan/models/decoder/weights.h"
 #include "titan/models/qwen3/specs.h"
 #include "titan/ops/moe/moe.h"
-#include "titan/train/flops.h"
+#include "titan/models/decoder/flops.h"
 
 using namespace titan;
 
@@ -131,11 +131,11 @@ void bench_model(const Options& opt, double peak_gflops, int threads) {
   config.num_experts_per_tok = 4;
   const int64_t B = opt.batch, T = opt.seq;
   const double tokens = static_cast<double>(B * T);
-  const double flops_per_token = train::train_flops_per_token(config, T);
+  const double flops_per_token = models::train_flops_per_token(config, T);
   double ours_s = 0.0;
   {
     nn::Decoder model(config);
-    qwen3::init_weights(model, 0);
+    models::init_weights(model, 0);
     Tensor ids = Tensor::empty({B, T}, DType::i64), targets = Tensor::empty({B, T}, DType::i64);
     Rng(1).fill_int(ids.data<int64_t>(), B * T, config.vocab_size);
     for (int64_t b = 0; b < B; ++b) {

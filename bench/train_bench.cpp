@@ -19,7 +19,7 @@
 #include "titan/kernels/cpu/gemm.h"
 #include "titan/kernels/cpu/peak.h"
 #include "titan/models/qwen3/specs.h"
-#include "titan/train/flops.h"
+#include "titan/models/decoder/flops.h"
 #include "titan/train/trainer.h"
 
 using namespace titan;
@@ -73,7 +73,7 @@ int main(int argc, char** argv) try {
   const double tokens = static_cast<double>(seq);
   nn::DecoderConfig model_config = qwen3::find_spec("0.6B").config;
   model_config.num_layers = layers;
-  const double flops_per_token = train::train_flops_per_token(model_config, seq);
+  const double flops_per_token = models::train_flops_per_token(model_config, seq);
   const double gflops = tokens * flops_per_token / median_s / 1e9;
   const double rss_mib = static_cast<double>(process_peak_rss_bytes()) / (1 << 20);
   std::printf("\nours: median %.3f s/step over steps 2..%ld | %.1f tokens/s | %.1f GFLOP/s | MFU %.1f%% | "

@@ -14,12 +14,15 @@
 #include "titan/checkpoint/hf_folder.h"
 #include "titan/checkpoint/json_file.h"
 #include "titan/checkpoint/safetensors.h"
-#include "titan/models/qwen3/hf_checkpoint.h"
-#include "titan/models/qwen3/hf_config.h"
-#include "titan/models/qwen3/hf_names.h"
-#include "titan/models/qwen3/model.h"
+#include "titan/models/builtin.h"
+#include "titan/models/decoder/hf_checkpoint.h"
+#include "titan/models/decoder/hf_config.h"
+#include "titan/models/decoder/hf_names.h"
+#include "titan/models/decoder/weights.h"
 
 namespace titan::qwen3 {
+
+using namespace titan::models;  // the shared decoder machinery the Qwen3 family is built on
 namespace {
 
 namespace fs = std::filesystem;
@@ -226,13 +229,16 @@ TEST(HfImport, ArchitectureOfAFolder) {
 }
 
 TEST(HfImport, ModelConfigFromSpecOrFolder) {
-  const nn::DecoderConfig spec = model_config_for("debug", "", 0);
-  EXPECT_EQ(spec.dim, 256);
-  EXPECT_EQ(model_config_for("debug", "", 2).num_layers, 2);
-  const nn::DecoderConfig folder = model_config_for("", fixture("llama_bias"), 0);
-  expect_same_config(folder, load_hf_config(fixture("llama_bias")));
-  EXPECT_EQ(model_config_for("", fixture("llama_bias"), 1).num_layers, 1);
-  EXPECT_ERROR_CONTAINS(model_config_for("", "", 0), "model.name is empty and model.hf_assets_path is not set");
+  const ResolvedModel spec = resolve_model("debug", "", 0);
+  EXPECT_EQ(spec.config.dim, 256);
+  EXPECT_EQ(spec.spec->name, "qwen3");  // the family that has the named size
+  EXPECT_EQ(resolve_model("debug", "", 2).config.num_layers, 2);
+  const ResolvedModel folder = resolve_model("", fixture("llama_bias"), 0);
+  expect_same_config(folder.config, load_hf_config(fixture("llama_bias")));
+  EXPECT_EQ(folder.spec->name, "llama");  // LlamaForCausalLM: the family that reads it
+  EXPECT_EQ(resolve_model("", fixture("llama_bias"), 1).config.num_layers, 1);
+  EXPECT_ERROR_CONTAINS(resolve_model("", "", 0), "model.name is empty and model.hf_assets_path is not set");
+  EXPECT_ERROR_CONTAINS(resolve_model("no_such_size", "", 0), "unknown model.name 'no_such_size'");
 }
 
 TEST(HfImport, LoadInitialChecksTheFolderAgainstTheModel) {

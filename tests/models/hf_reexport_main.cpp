@@ -7,8 +7,8 @@
 #include <string>
 
 #include "titan/core/error.h"
-#include "titan/models/qwen3/hf_checkpoint.h"
-#include "titan/models/qwen3/model.h"
+#include "titan/models/decoder/hf_checkpoint.h"
+#include "titan/models/decoder/weights.h"
 
 int main(int argc, char** argv) {
   if (argc < 3 || argc > 5) {
@@ -16,13 +16,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    titan::qwen3::HfExportOptions options;
+    titan::models::HfExportOptions options;
     options.tokenizer_dir = argv[1];
-    options.architecture = titan::qwen3::hf_architecture(argv[1]);
+    options.architecture = titan::models::hf_architecture(argv[1]);
     if (argc > 3) options.dtype = argv[3];
     if (argc > 4) options.max_shard_bytes = std::strtoll(argv[4], nullptr, 10);
-    const auto model = titan::qwen3::load_hf_model(argv[1]);
-    titan::qwen3::save_hf_folder(*model, argv[2], options);
+    const auto model = titan::models::load_hf_model(argv[1]);
+    titan::models::save_hf_folder(*model, argv[2], options);
     std::printf("exported %s -> %s (%s)\n", argv[1], argv[2], options.dtype.c_str());
   } catch (const titan::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

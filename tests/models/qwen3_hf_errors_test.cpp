@@ -8,11 +8,13 @@
 #include "ops/op_harness.h"
 #include "titan/checkpoint/json_file.h"
 #include "titan/checkpoint/safetensors.h"
-#include "titan/models/qwen3/hf_config.h"
-#include "titan/models/qwen3/model.h"
+#include "titan/models/decoder/hf_config.h"
+#include "titan/models/decoder/weights.h"
 #include "titan/models/qwen3/specs.h"
 
 namespace titan::qwen3 {
+
+using namespace titan::models;  // the shared decoder machinery the Qwen3 family is built on
 namespace {
 
 namespace fs = std::filesystem;

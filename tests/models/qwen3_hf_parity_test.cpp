@@ -13,10 +13,12 @@
 
 #include "ops/op_harness.h"
 #include "titan/checkpoint/safetensors.h"
-#include "titan/models/qwen3/hf_names.h"
-#include "titan/models/qwen3/model.h"
+#include "titan/models/decoder/hf_names.h"
+#include "titan/models/decoder/weights.h"
 
 namespace titan::qwen3 {
+
+using namespace titan::models;  // the shared decoder machinery the Qwen3 family is built on
 namespace {
 
 using testing::source_path;

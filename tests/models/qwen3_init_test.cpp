@@ -4,10 +4,12 @@
 
 #include <cmath>
 
-#include "titan/models/qwen3/model.h"
+#include "titan/models/decoder/weights.h"
 #include "titan/models/qwen3/specs.h"
 
 namespace titan::qwen3 {
+
+using namespace titan::models;  // the shared decoder machinery the Qwen3 family is built on
 namespace {
 
 double sample_std(const Tensor& t) {

@@ -12,11 +12,13 @@
 
 #include "ops/op_harness.h"
 #include "titan/core/rng.h"
-#include "titan/models/qwen3/hf_names.h"
-#include "titan/models/qwen3/model.h"
+#include "titan/models/decoder/hf_names.h"
+#include "titan/models/decoder/weights.h"
 #include "titan/models/qwen3/specs.h"
 
 namespace titan::qwen3 {
+
+using namespace titan::models;  // the shared decoder machinery the Qwen3 family is built on
 namespace {
 
 using testing::error_of;

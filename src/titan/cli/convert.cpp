@@ -18,7 +18,7 @@
 #include "titan/config/overrides.h"
 #include "titan/config/validate.h"
 #include "titan/core/log.h"
-#include "titan/models/qwen3/hf_checkpoint.h"
+#include "titan/models/builtin.h"
 #include "titan/train/trainer.h"
 
 namespace titan::cli {
@@ -26,25 +26,26 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void native_to_hf(const std::string& from, const std::string& to, const qwen3::HfExportOptions& base) {
+void native_to_hf(const std::string& from, const std::string& to, const models::HfExportOptions& base) {
   const ckpt::TrainState state = ckpt::load_train_state(from, /*model_only=*/true);
   config::JobConfig c;
   config::apply_toml_text(c, state.config_toml, from + "/config.toml");
-  nn::Decoder model(train::model_config(c));
+  const models::ResolvedModel resolved = train::resolve_model(c);
+  nn::Decoder model(resolved.config);
   train::restore_model(state, model.state(), from);
-  qwen3::HfExportOptions options = base;
+  models::HfExportOptions options = base;
   if (options.tokenizer_dir.empty() && !c.model.hf_assets_path.empty() &&
       fs::exists(fs::path(c.model.hf_assets_path) / "tokenizer.json")) {
     options.tokenizer_dir = c.model.hf_assets_path;
   }
-  qwen3::save_hf_folder(model, to, options);
+  resolved.spec->hf.save_folder(model, to, options);
   log_info(str("converted native checkpoint ", from, " (step ", state.step, ") -> HF folder ", to));
 }
 
 void hf_to_native(const std::string& from, const std::string& to) {
-  const nn::DecoderConfig mc = qwen3::model_config_for("", from);
-  nn::Decoder model(mc);
-  qwen3::load_initial_hf(model, from);
+  const models::ModelSpec& spec = models::family_of_hf_folder(from);
+  const std::unique_ptr<nn::Decoder> loaded = models::load_hf_model(spec, from);
+  nn::Decoder& model = *loaded;
   config::JobConfig c;
   c.model.name = "";
   c.model.hf_assets_path = from;
@@ -88,7 +89,7 @@ int run_convert(int argc, char** argv) {
   if (args.get_bool("to-native") && !is_hf) {
     throw UsageError(str("titan convert --to-native: ", from, " is not a Hugging Face folder (no config.json)"));
   }
-  qwen3::HfExportOptions options;
+  models::HfExportOptions options;
   options.dtype = args.get("dtype");
   if (options.dtype != "float32" && options.dtype != "bfloat16") {
     throw UsageError(str("titan convert: --dtype ", options.dtype, " is not float32 or bfloat16"));

@@ -8,10 +8,8 @@
 #include "titan/cli/commands.h"
 #include "titan/core/parallel.h"
 #include "titan/core/rng.h"
-#include "titan/models/qwen3/model.h"
-#include "titan/models/qwen3/specs.h"
+#include "titan/models/builtin.h"
 #include "titan/ops/registry.h"
-#include "titan/train/flops.h"
 
 namespace titan::cli {
 
@@ -33,14 +31,15 @@ int run_demo(int argc, char** argv) {
   if (args.get_int("threads") > 0) set_num_threads(static_cast<int>(args.get_int("threads")));
   log_startup();
 
-  nn::DecoderConfig config = qwen3::find_spec(args.get("spec")).config;
+  const models::ModelSpec& spec = models::family_of_size(args.get("spec"));
+  nn::DecoderConfig config = spec.find_size(args.get("spec"))->config;
   if (args.get_int("layers") > 0) config.num_layers = args.get_int("layers");
   const int64_t B = args.get_int("batch"), T = args.get_int("seq"), steps = args.get_int("steps");
   TITAN_CHECK(B > 0 && T > 0 && steps > 0, "titan demo: --batch, --seq and --steps must be > 0");
   const uint64_t seed = static_cast<uint64_t>(args.get_int("seed"));
 
   nn::Decoder model(config);
-  qwen3::init_weights(model, seed);
+  spec.init_weights(model, seed);
   log_info(str("model ", args.get("spec"), ": ", config.num_layers, " layers, dim ", config.dim, ", ",
                config.num_heads, "/", config.num_kv_heads, " heads, vocab ", config.vocab_size, ", ",
                static_cast<double>(config.num_params()) / 1e6, "M parameters"));
@@ -56,7 +55,7 @@ int run_demo(int argc, char** argv) {
     }
   }
 
-  const double flops_per_token = train::train_flops_per_token(config, T);
+  const double flops_per_token = spec.flops_per_token(config, T);
   for (int64_t step = 1; step <= steps; ++step) {
     if (step == steps && args.get_bool("profile")) ops::set_op_profiling(true);
     model.zero_grad();

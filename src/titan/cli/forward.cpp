@@ -7,8 +7,7 @@
 #include "titan/checkpoint/safetensors.h"
 #include "titan/cli/args.h"
 #include "titan/cli/commands.h"
-#include "titan/models/qwen3/hf_names.h"
-#include "titan/models/qwen3/model.h"
+#include "titan/models/builtin.h"
 
 namespace titan::cli {
 
@@ -45,7 +44,8 @@ int run_forward(int argc, char** argv) {
   TITAN_CHECK(labels.shape() == ids.shape(), tokens.path(), ": labels ", labels.describe(),
               " must have the shape of input_ids ", ids.describe());
 
-  std::unique_ptr<nn::Decoder> model = qwen3::load_hf_model(args.get("model"));
+  const models::ModelSpec& spec = models::family_of_hf_folder(args.get("model"));
+  std::unique_ptr<nn::Decoder> model = models::load_hf_model(spec, args.get("model"));
   const int64_t B = ids.size(0), T = ids.size(1), V = model->config().vocab_size;
   for (int64_t i = 0; i < ids.numel(); ++i) {
     const int64_t id = ids.data<int64_t>()[i];
@@ -79,7 +79,7 @@ int run_forward(int argc, char** argv) {
   }
   if (args.get_bool("grads")) {
     for (nn::Parameter* p : model->parameters()) {
-      for (const auto& [name, g] : qwen3::to_hf_tensors(p->fqn, p->grad)) out.emplace_back("grad." + name, g);
+      for (const auto& [name, g] : spec.hf.to_hf_tensors(p->fqn, p->grad)) out.emplace_back("grad." + name, g);
     }
   }
   ckpt::write_safetensors(args.get("out"), out);

@@ -7,6 +7,7 @@
 #include "titan/cli/commands.h"
 #include "titan/parallel/comm.h"
 #include "titan/config/config_error.h"
+#include "titan/models/builtin.h"
 #include "titan/core/error.h"
 
 namespace {
@@ -52,6 +53,7 @@ int main(int argc, char** argv) {
   }
   const std::string command = argv[1];
   try {
+    titan::models::register_config_functions();  // the model families' config functions, then plugins'
     if (command == "train") return titan::cli::run_train(argc, argv);
     if (command == "configs") return titan::cli::run_configs(argc, argv);
     if (command == "convert") return titan::cli::run_convert(argc, argv);

@@ -6,16 +6,10 @@
 #include "titan/core/error.h"
 
 namespace titan::parallel {
-Fsdp::Fsdp(nn::Decoder& model, Comm& shard, Comm& replicate, bool prefetch)
-    : model_(model), shard_comm_(shard), replicate_comm_(replicate), prefetch_(prefetch) {
-  std::vector<nn::ParameterList> groups(1);
-  model.tok_embeddings.collect(groups[0]);
-  model.norm.collect(groups[0]);
-  if (model.output) model.output->collect(groups[0]);
-  for (auto& layer : model.layers) {
-    groups.emplace_back();
-    layer->collect(groups.back());
-  }
+Fsdp::Fsdp(std::vector<nn::ParameterList> units, Comm& shard, Comm& replicate, bool prefetch)
+    : shard_comm_(shard), replicate_comm_(replicate), prefetch_(prefetch) {
+  TITAN_CHECK(!units.empty(), "[fsdp] no units to shard");
+  const std::vector<nn::ParameterList>& groups = units;
   const int64_t n = shard.size(), r = shard.rank();
   units_.resize(groups.size());
   for (size_t g = 0; g < groups.size(); ++g) {
@@ -57,14 +51,12 @@ Fsdp::Fsdp(nn::Decoder& model, Comm& shard, Comm& replicate, bool prefetch)
       p->grad = Tensor();
     }
   }
-  model.set_unit_hooks(this);
 }
 
 Fsdp::~Fsdp() {
   for (Unit& u : units_) {
     if (u.pending) u.pending->wait();
   }
-  model_.set_unit_hooks(nullptr);
 }
 
 void Fsdp::zero_grad() {

@@ -1,6 +1,7 @@
-// FSDP (ZeRO-3) over one communicator, with HSDP's all-reduce across a second. The decoder's units
-// (parallel units of nn::UnitHooks: the root = embedding + final norm + head, and each transformer
-// block) are each flattened (parameters concatenated in collect order, zero-padded to a multiple of
+// FSDP (ZeRO-3) over one communicator, with HSDP's all-reduce across a second. Its units are lists
+// of parameters, in nn::UnitHooks order (unit kRoot first, then 0, 1, ...; for the decoder: the
+// root = embedding + final norm + head, then each transformer block; parallelize.h builds them and
+// attaches the hooks). Each unit is flattened (parameters concatenated in collect order, zero-padded to a multiple of
 // the shard count) and split evenly: rank r keeps elements [r S, (r+1) S) of every unit as its
 // shard, values and gradients in fp32; the full parameters exist only while a unit is in use:
 //
@@ -44,7 +45,9 @@ struct CommStats {
 
 class Fsdp final : public nn::UnitHooks {
  public:
-  Fsdp(nn::Decoder& model, Comm& shard, Comm& replicate, bool prefetch = true);
+  // units[0] is hook unit kRoot, units[i + 1] hook unit i. Every parameter's full value is
+  // copied into this rank's shard and then freed.
+  Fsdp(std::vector<nn::ParameterList> units, Comm& shard, Comm& replicate, bool prefetch = true);
   ~Fsdp() override;
   Fsdp(const Fsdp&) = delete;
   Fsdp& operator=(const Fsdp&) = delete;
@@ -90,7 +93,6 @@ class Fsdp final : public nn::UnitHooks {
   void reduce_grads(int u);
   void release(int u);
 
-  nn::Decoder& model_;
   Comm& shard_comm_;
   Comm& replicate_comm_;
   bool prefetch_;

@@ -8,7 +8,6 @@
 
 #include "titan/core/error.h"
 #include "titan/core/parallel.h"
-#include "titan/models/qwen3/parallel_plan.h"
 #include "titan/ops/matmul/linear.h"
 
 namespace titan::parallel {
@@ -35,28 +34,6 @@ void write_slice(Tensor& whole, int dim, int64_t start, const Tensor& part) {
 }
 
 }  // namespace
-
-nn::DecoderConfig tp_local_config(const nn::DecoderConfig& full, int64_t tp) {
-  nn::DecoderConfig c = full;
-  if (tp == 1) return c;
-  TITAN_CHECK(full.num_experts == 0, "[parallel] tensor_parallel_degree=", tp,
-              ": mixture-of-experts layers are not tensor-parallel yet. HINT: shard with data_parallel_shard_degree");
-  TITAN_CHECK(!full.attention_bias && !full.mlp_bias, "[parallel] tensor_parallel_degree=", tp,
-              ": row-parallel biases (attention_bias / mlp_bias) are not tensor-parallel yet");
-  for (const auto& [name, value] : {std::pair<const char*, int64_t>{"num_heads", full.num_heads},
-                                    {"num_kv_heads", full.num_kv_heads},
-                                    {"hidden_dim (FFN)", full.hidden_dim},
-                                    {"vocab_size", full.vocab_size}}) {
-    TITAN_CHECK(value % tp == 0, "[parallel] the model's ", name, " = ", value,
-                " does not divide by parallelism.tensor_parallel_degree = ", tp,
-                ". HINT: pick a tensor_parallel_degree that divides heads, kv heads, FFN width and vocabulary");
-  }
-  c.num_heads /= tp;
-  c.num_kv_heads /= tp;
-  c.hidden_dim /= tp;
-  c.vocab_size /= tp;
-  return c;
-}
 
 void TensorParallel::all_reduce(Tensor& x) {
   CommTimer t{stats_.seconds};
@@ -178,11 +155,12 @@ ops::LmHeadXentResult TensorParallel::head_xent(const Tensor& x_ND, const Tensor
   return result;
 }
 
-void copy_tp_shard(nn::Decoder& full, nn::Decoder& local, int64_t tp_rank, int64_t tp_degree) {
+void copy_tp_shard(const models::ParallelPlan& plan, nn::Decoder& full, nn::Decoder& local, int64_t tp_rank,
+                   int64_t tp_degree) {
   const std::map<std::string, nn::Parameter*> src = by_name(full);
   for (nn::Parameter* p : local.parameters()) {
     const Tensor& whole = src.at(p->fqn)->value;
-    const int dim = qwen3::tp_split_dim(p->fqn);
+    const int dim = plan.tp_split_dim(p->fqn);
     if (dim < 0) {
       p->value.copy_from(whole);
     } else {
@@ -195,12 +173,12 @@ void copy_tp_shard(nn::Decoder& full, nn::Decoder& local, int64_t tp_rank, int64
   for (size_t i = 0; i < local.buffers().size(); ++i) local.buffers()[i]->value.copy_from(full.buffers()[i]->value);
 }
 
-void gather_tp_shards(nn::Decoder& local, nn::Decoder& full, Comm& tp) {
+void gather_tp_shards(const models::ParallelPlan& plan, nn::Decoder& local, nn::Decoder& full, Comm& tp) {
   const std::map<std::string, nn::Parameter*> dst = by_name(full);
   const int64_t t = tp.size();
   for (nn::Parameter* p : local.parameters()) {
     Tensor& whole = dst.at(p->fqn)->value;
-    const int dim = qwen3::tp_split_dim(p->fqn);
+    const int dim = plan.tp_split_dim(p->fqn);
     const Tensor mine = p->value.contiguous();
     if (dim < 0) {
       whole.copy_from(mine);

@@ -3,16 +3,13 @@
 // optional sequence parallelism (norms and residuals on this rank's N/tp tokens).
 #pragma once
 
+#include "titan/models/model_spec.h"
 #include "titan/nn/decoder.h"
 #include "titan/nn/tensor_parallel.h"
 #include "titan/parallel/comm.h"
 #include "titan/parallel/fsdp.h"
 
 namespace titan::parallel {
-
-// The decoder config one rank of `tp` builds: heads, kv heads, FFN width and vocabulary divided.
-// Throws a one-line Error naming what does not divide (or what is not tensor-parallel yet).
-nn::DecoderConfig tp_local_config(const nn::DecoderConfig& full, int64_t tp);
 
 class TensorParallel final : public nn::TensorParallelOps {
  public:
@@ -40,9 +37,10 @@ class TensorParallel final : public nn::TensorParallelOps {
   CommStats stats_;
 };
 
-// This rank's share of `full`'s parameters (tp_split_dim of the Qwen3 plan) copied into `local`
-// (built from tp_local_config), and the reverse: every rank's shares gathered into `full`.
-void copy_tp_shard(nn::Decoder& full, nn::Decoder& local, int64_t tp_rank, int64_t tp_degree);
-void gather_tp_shards(nn::Decoder& local, nn::Decoder& full, Comm& tp);
+// This rank's share of `full`'s parameters (split by the family's plan) copied into `local` (built
+// from plan.tp_local_config), and the reverse: every rank's shares gathered into `full`.
+void copy_tp_shard(const models::ParallelPlan& plan, nn::Decoder& full, nn::Decoder& local, int64_t tp_rank,
+                   int64_t tp_degree);
+void gather_tp_shards(const models::ParallelPlan& plan, nn::Decoder& local, nn::Decoder& full, Comm& tp);
 
 }  // namespace titan::parallel

@@ -1,30 +1,38 @@
-// Trainer: one training run from a resolved JobConfig (config/job_config.h).
+// Trainer: one training run from a resolved JobConfig (config/job_config.h), in torchtitan's
+// three parts:
 //
-//   setup   dump folder (config.toml = the resolved config), tokenizer (model.hf_assets_path),
-//           data (PrefetchLoader over training.dataset_path or a built-in dataset), model (a named
-//           spec, model.n_layers to cut its depth; random init from training.seed), AdamW, schedule.
-//   step    accumulation_steps micro-batches of local_batch_size x seq_len: forward+backward each,
-//           gradients scaled by 1 / (predicted tokens of the whole step), so the step's gradient is
-//           that of the mean loss over every token of the global batch; then clip (the logged
-//           grad_norm is the norm before clipping), lr = optimizer.lr x schedule(step), AdamW.
-//   stop    a non-finite loss or gradient stops the run with an Error naming the step (and the
-//           first parameter whose gradient is non-finite).
-//   ckpt    checkpoint.enable: resume from the newest valid <checkpoint.folder>/step-<N> (model,
-//           AdamW moments, data cursor, step, tokens seen; the loop continues at N+1 and appends to
-//           metrics.jsonl), else checkpoint.initial_load_path; save every checkpoint.interval steps
-//           and at the end, on this thread or a background one (checkpoint/train_state.md).
-//   output  a console line every metrics.log_freq steps (and step 1), JSONL / TensorBoard at the
-//           same steps, and loss.svg over every step at the end (metrics.h).
+//   setup()             the mesh and every check that can fail on bad input (config, model, plugin
+//                       shape constraints, tokenizer), then the dump folder (config.toml = the
+//                       resolved config), data (every rank reads the global batch's stream and keeps
+//                       its rows), the model (its family's build and init, an HF import, then
+//                       parallelize: TP share, FSDP), AdamW, the LR schedule, a resume.
+//   train_step(step)    the step's micro-batches (local_batch_size x seq_len each), forward_backward
+//                       on each, gradients made global (parallelize), clipping (the logged
+//                       grad_norm is the norm before clipping), lr = optimizer.lr x schedule(step),
+//                       AdamW, MoE balancing, the metric line, a checkpoint when due.
+//   forward_backward()  one micro-batch: gradients scaled by 1 / (target tokens of the whole step),
+//                       so the step's gradient is that of the mean loss over the global batch.
+//
+// A non-finite loss or gradient stops the run with an Error naming the step (and the first
+// parameter whose gradient is non-finite). Checkpoints: train/checkpointer.h.
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "titan/checkpoint/train_state.h"
 #include "titan/config/job_config.h"
-#include "titan/nn/decoder.h"
+#include "titan/data/prefetch_loader.h"
+#include "titan/models/model_spec.h"
+#include "titan/nn/config_tree.h"
+#include "titan/parallel/parallelize.h"
+#include "titan/train/checkpointer.h"
+#include "titan/train/lr_schedule.h"
 #include "titan/train/metrics.h"
+#include "titan/train/optimizer.h"
+#include "titan/train/peak_flops.h"
 
 namespace titan::train {
 
@@ -33,17 +41,61 @@ struct TrainSummary {
   double seconds = 0.0;            // wall time of the loop (setup excluded)
 };
 
-// The model a run trains: the spec model.name (or model.hf_assets_path/config.json when empty),
-// cut to model.n_layers, with the model.* mixture-of-experts fields overriding the spec's where
-// set (torchtitan's moe_args), max_seq_len raised to training.seq_len; validated.
-nn::DecoderConfig model_config(const config::JobConfig& config);
+// The model a run trains and its family: the named size model.name (or model.hf_assets_path/
+// config.json when empty), cut to model.n_layers, with the model.* mixture-of-experts fields
+// overriding the spec's where set (torchtitan's moe_args), max_seq_len raised to
+// training.seq_len; validated.
+models::ResolvedModel resolve_model(const config::JobConfig& config);
+inline nn::DecoderConfig model_config(const config::JobConfig& config) { return resolve_model(config).config; }
 
-// Copies a checkpoint's weights into `params` by FQN. Every parameter must be there with its shape
-// and nothing else: missing and unexpected names are listed in the error, which names `dir`.
-void restore_model(const ckpt::TrainState& state, const nn::ParameterList& params, const std::string& dir);
+class Trainer {
+ public:
+  // `config` is validated in setup(); `config_name` is the registered function it came from.
+  Trainer(const config::JobConfig& config, std::string config_name);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
 
-// Runs `config` (already validated) to the end. `config_name` is the registered function it came
-// from, for the logs. Throws titan::Error for bad input and for a non-finite loss or gradient.
+  void setup();
+  // Runs the steps after the resumed one to training.steps, then the final export.
+  TrainSummary train();
+  StepMetrics train_step(int64_t step);
+  // One micro-batch; returns its loss sums (cross-entropy summed over targets, aux loss unscaled).
+  nn::LossResult forward_backward(const data::Batch& micro, int64_t step_targets);
+
+ private:
+  void setup_mesh();
+  void check_model();                        // the config tree, overrides, every shape constraint
+  std::unique_ptr<nn::Decoder> build_model();  // built, initialised or HF-loaded (whole)
+  void setup_data();
+  void log_setup() const;
+  int64_t next_micro_batches(int64_t step);  // fills micro_; returns the step's target count
+  void check_finite(int64_t step, double loss, double grad_norm) const;
+
+  const config::JobConfig& c_;
+  std::string config_name_;
+  parallel::Comm* world_ = nullptr;
+  std::unique_ptr<parallel::DeviceMesh> mesh_;
+  int64_t dp_ = 1, dp_rank_ = 0, accumulation_ = 1, B_ = 0, T_ = 0;
+  models::ResolvedModel resolved_;
+  std::unique_ptr<data::Tokenizer> tokenizer_;
+  data::LoaderConfig loader_config_;
+  std::unique_ptr<data::PrefetchLoader> loader_;
+  std::unique_ptr<parallel::Parallelized> model_;
+  std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<LrSchedule> schedule_;
+  std::unique_ptr<Checkpointer> checkpointer_;
+  std::unique_ptr<MetricsLogger> metrics_;
+  nn::ConfigTree tree_;  // the model's config tree, override replacements applied
+  ResumePoint start_;
+  double flops_per_token_ = 0.0, memory_total_ = 0.0;
+  PeakFlops peak_;
+  std::vector<data::Batch> micro_;
+  int64_t tokens_seen_ = 0;
+};
+
+// Trainer(config, config_name): setup(), then train(). Throws titan::Error for bad input and for
+// a non-finite loss or gradient.
 TrainSummary run_training(const config::JobConfig& config, const std::string& config_name);
 
 }  // namespace titan::train

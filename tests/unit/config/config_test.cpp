@@ -16,9 +16,20 @@
 #include <vector>
 
 #include "titan/config/overrides.h"
-#include "titan/config/qwen3_configs.h"
 #include "titan/config/registry.h"
+#include "titan/models/builtin.h"
+#include "titan/models/qwen3/configs.h"
 #include "titan/config/validate.h"
+
+
+// The model families' config functions, registered as the titan binary's main() does, for every
+// test of this executable (gtest's global environment runs before each test process's tests).
+class RegisterConfigFunctions : public ::testing::Environment {
+ public:
+  void SetUp() override { titan::models::register_config_functions(); }
+};
+[[maybe_unused]] static ::testing::Environment* const kRegisterConfigFunctions =
+    ::testing::AddGlobalTestEnvironment(new RegisterConfigFunctions);
 
 namespace titan::config {
 
@@ -26,6 +37,8 @@ namespace titan::config {
 void PrintTo(const JobConfig& config, std::ostream* os) { *os << "\n" << to_toml(config); }
 
 namespace {
+
+using namespace titan::qwen3;  // the Qwen3 config functions under test
 
 namespace fs = std::filesystem;
 

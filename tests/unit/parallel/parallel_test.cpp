@@ -15,10 +15,10 @@
 
 #include "titan/checkpoint/train_state.h"
 #include "titan/core/rng.h"
-#include "titan/models/qwen3/model.h"
-#include "titan/models/qwen3/parallel_plan.h"
-#include "titan/models/qwen3/specs.h"
+#include "titan/models/builtin.h"
+#include "titan/models/qwen3/family.h"
 #include "titan/parallel/fsdp.h"
+#include "titan/parallel/parallelize.h"
 #include "titan/parallel/mesh.h"
 #include "titan/parallel/tensor_parallel.h"
 #include "titan/train/planner.h"
@@ -63,7 +63,7 @@ TEST(Mesh, LocalCommunicatorIsTheIdentity) {
 }
 
 nn::DecoderConfig tiny() {
-  nn::DecoderConfig c = qwen3::find_spec("debug").config;
+  nn::DecoderConfig c = models::find_size("debug").config;
   c.num_layers = 2;
   c.vocab_size = 256;
   return c;
@@ -81,10 +81,11 @@ Tensor ids(int64_t b, int64_t t, uint64_t seed) {
 // reduced gradient to the shard, where the plain model's ops accumulate in place.
 TEST(Fsdp, OneRankShardingLeavesTrainingUnchanged) {
   nn::Decoder plain(tiny()), sharded(tiny());
-  qwen3::init_weights(plain, 7);
-  qwen3::init_weights(sharded, 7);
+  qwen3::family().init_weights(plain, 7);
+  qwen3::family().init_weights(sharded, 7);
   std::unique_ptr<parallel::Comm> a = parallel::make_local_comm(), b = parallel::make_local_comm();
-  parallel::Fsdp fsdp(sharded, *a, *b);
+  parallel::Fsdp fsdp(parallel::decoder_units(sharded), *a, *b);
+  sharded.set_unit_hooks(&fsdp);
   for (nn::Parameter* p : sharded.parameters()) EXPECT_FALSE(p->value.defined()) << p->fqn;
   plain.zero_grad();
   fsdp.zero_grad();
@@ -122,32 +123,35 @@ TEST(Fsdp, OneRankShardingLeavesTrainingUnchanged) {
   }
   fsdp.release_full();
   EXPECT_FALSE(sharded.parameters()[0]->value.defined());
+  sharded.set_unit_hooks(nullptr);
 }
 
 TEST(TensorParallel, PlanAndLocalConfig) {
-  EXPECT_EQ(qwen3::tp_split_dim("layers.3.attention.wq.weight"), 0);
-  EXPECT_EQ(qwen3::tp_split_dim("layers.3.attention.wo.weight"), 1);
-  EXPECT_EQ(qwen3::tp_split_dim("layers.0.feed_forward.w2.weight"), 1);
-  EXPECT_EQ(qwen3::tp_split_dim("tok_embeddings.weight"), 0);
-  EXPECT_EQ(qwen3::tp_split_dim("layers.1.attention.q_norm.weight"), -1);
-  EXPECT_TRUE(qwen3::tp_grad_is_partial("layers.1.attention.k_norm.weight", false));
-  EXPECT_FALSE(qwen3::tp_grad_is_partial("layers.1.ffn_norm.weight", false));
-  EXPECT_TRUE(qwen3::tp_grad_is_partial("layers.1.ffn_norm.weight", true));
-  EXPECT_THROW(qwen3::tp_split_dim("layers.1.moe.w1"), Error);
-  const nn::DecoderConfig local = parallel::tp_local_config(tiny(), 2);
+  const models::ParallelPlan& plan = qwen3::family().parallel_plan;
+  EXPECT_EQ(plan.tp_split_dim("layers.3.attention.wq.weight"), 0);
+  EXPECT_EQ(plan.tp_split_dim("layers.3.attention.wo.weight"), 1);
+  EXPECT_EQ(plan.tp_split_dim("layers.0.feed_forward.w2.weight"), 1);
+  EXPECT_EQ(plan.tp_split_dim("tok_embeddings.weight"), 0);
+  EXPECT_EQ(plan.tp_split_dim("layers.1.attention.q_norm.weight"), -1);
+  EXPECT_TRUE(plan.tp_grad_is_partial("layers.1.attention.k_norm.weight", false));
+  EXPECT_FALSE(plan.tp_grad_is_partial("layers.1.ffn_norm.weight", false));
+  EXPECT_TRUE(plan.tp_grad_is_partial("layers.1.ffn_norm.weight", true));
+  EXPECT_THROW(plan.tp_split_dim("layers.1.moe.w1"), Error);
+  const nn::DecoderConfig local = plan.tp_local_config(tiny(), 2);
   EXPECT_EQ(local.num_heads, tiny().num_heads / 2);
   EXPECT_EQ(local.vocab_size, 128);
-  EXPECT_THROW(parallel::tp_local_config(tiny(), 3), Error);
+  EXPECT_THROW(plan.tp_local_config(tiny(), 3), Error);
 }
 
 // Copying rank shares out of a whole model and gathering them back is the identity.
 TEST(TensorParallel, ShardsRoundTrip) {
+  const models::ParallelPlan& plan = qwen3::family().parallel_plan;
   nn::Decoder whole(tiny());
-  qwen3::init_weights(whole, 3);
-  const nn::DecoderConfig lc = parallel::tp_local_config(tiny(), 2);
+  qwen3::family().init_weights(whole, 3);
+  const nn::DecoderConfig lc = plan.tp_local_config(tiny(), 2);
   nn::Decoder r0(lc), r1(lc);
-  parallel::copy_tp_shard(whole, r0, 0, 2);
-  parallel::copy_tp_shard(whole, r1, 1, 2);
+  parallel::copy_tp_shard(plan, whole, r0, 0, 2);
+  parallel::copy_tp_shard(plan, whole, r1, 1, 2);
   // wo is row-parallel: rank 1 holds the second half of its columns.
   const Tensor& wo = whole.layers[0]->attention.wo.weight.value;
   const Tensor& wo1 = r1.layers[0]->attention.wo.weight.value;

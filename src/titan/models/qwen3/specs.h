@@ -5,15 +5,11 @@
 #include <string>
 #include <vector>
 
-#include "titan/nn/decoder.h"
+#include "titan/models/model_spec.h"
 
 namespace titan::qwen3 {
 
-struct Spec {
-  std::string name;
-  std::string summary;
-  nn::DecoderConfig config;
-};
+using Spec = models::NamedSize;
 
 const std::vector<Spec>& specs();
 // Throws listing the known names when `name` is not one of them.

@@ -8,14 +8,20 @@
 // under sequence parallelism (each rank holds some tokens).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
-namespace titan::qwen3 {
+#include "titan/nn/decoder.h"
+
+namespace titan::models {
 
 // 0 or 1: the dimension split across tp ranks; -1: replicated. Throws for an FQN not in the plan
 // (MoE experts and routers, row-parallel biases: not tensor-parallel yet).
 int tp_split_dim(const std::string& fqn);
 // True when a replicated parameter's gradient must be summed over the tp group.
 bool tp_grad_is_partial(const std::string& fqn, bool sequence_parallel);
+// The decoder config one rank of `tp` builds: heads, kv heads, FFN width and vocabulary divided.
+// Throws a one-line Error naming what does not divide (or what is not tensor-parallel yet).
+nn::DecoderConfig tp_local_config(const nn::DecoderConfig& full, int64_t tp);
 
-}  // namespace titan::qwen3
+}  // namespace titan::models

@@ -10,9 +10,9 @@
 
 #include "titan/nn/decoder.h"
 
-namespace titan::train {
+namespace titan::models {
 
 int64_t matmul_params(const nn::DecoderConfig& config);
 double train_flops_per_token(const nn::DecoderConfig& config, int64_t seq_len);
 
-}  // namespace titan::train
+}  // namespace titan::models

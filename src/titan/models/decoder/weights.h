@@ -7,7 +7,7 @@
 
 #include "titan/nn/decoder.h"
 
-namespace titan::qwen3 {
+namespace titan::models {
 
 // Initializes every parameter from `seed` (each parameter draws from its own stream keyed by
 // its FQN, so the result does not depend on construction order or thread count):
@@ -27,4 +27,4 @@ void load_hf_weights(nn::Decoder& model, const std::string& dir);
 // load_hf_config + build + load_hf_weights.
 std::unique_ptr<nn::Decoder> load_hf_model(const std::string& dir);
 
-}  // namespace titan::qwen3
+}  // namespace titan::models

@@ -1,11 +1,11 @@
-#include "titan/models/qwen3/hf_config.h"
+#include "titan/models/decoder/hf_config.h"
 
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 
-namespace titan::qwen3 {
+namespace titan::models {
 
 using nlohmann::json;
 
@@ -285,4 +285,4 @@ json config_to_hf(const nn::DecoderConfig& c, const std::string& architecture, c
   return j;
 }
 
-}  // namespace titan::qwen3
+}  // namespace titan::models

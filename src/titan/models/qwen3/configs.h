@@ -1,10 +1,18 @@
-// The Qwen3 config functions registered in registry.cpp. Each starts from base_config() and sets
+// The Qwen3 family's config functions (registered through its ModelSpec: qwen3/family.cpp). Each starts from base_config() and sets
 // what differs; callable directly (tests, tools) as well as by name through the registry.
 #pragma once
 
-#include "titan/config/job_config.h"
+#include <vector>
 
-namespace titan::config {
+#include "titan/config/job_config.h"
+#include "titan/config/registry.h"
+
+namespace titan::qwen3 {
+
+using config::JobConfig;
+
+// Every function below, with its --config name and one-line summary.
+std::vector<config::ConfigEntry> config_functions();
 
 JobConfig qwen3_debug();  // the quickstart: debug model, built-in dataset, minutes on a CPU
 JobConfig qwen3_0_6b();
@@ -18,4 +26,4 @@ JobConfig qwen3_30b_a3b_reduced();  // 4 layers, 64 experts, top-4
 JobConfig qwen3_4b_finetune();
 JobConfig qwen3_debug_finetune();  // its reduced twin for tests: the debug model, 20 steps
 
-}  // namespace titan::config
+}  // namespace titan::qwen3

@@ -1,4 +1,4 @@
-#include "titan/models/qwen3/model.h"
+#include "titan/models/decoder/weights.h"
 
 #include <cmath>
 #include <cstring>
@@ -9,10 +9,10 @@
 #include "titan/checkpoint/json_file.h"
 #include "titan/core/progress.h"
 #include "titan/core/rng.h"
-#include "titan/models/qwen3/hf_config.h"
-#include "titan/models/qwen3/hf_names.h"
+#include "titan/models/decoder/hf_config.h"
+#include "titan/models/decoder/hf_names.h"
 
-namespace titan::qwen3 {
+namespace titan::models {
 
 // Normal(0, std) truncated to [lo, hi] by redrawing (as trunc_normal_ does, up to its method).
 static void fill_trunc_normal(Tensor& t, const Rng& rng, float std, float lo, float hi) {
@@ -141,4 +141,4 @@ std::unique_ptr<nn::Decoder> load_hf_model(const std::string& dir) {
   return model;
 }
 
-}  // namespace titan::qwen3
+}  // namespace titan::models

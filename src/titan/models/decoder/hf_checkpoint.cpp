@@ -1,4 +1,4 @@
-#include "titan/models/qwen3/hf_checkpoint.h"
+#include "titan/models/decoder/hf_checkpoint.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -13,12 +13,11 @@
 #include "titan/checkpoint/json_file.h"
 #include "titan/checkpoint/safetensors.h"
 #include "titan/core/log.h"
-#include "titan/models/qwen3/hf_config.h"
-#include "titan/models/qwen3/hf_names.h"
-#include "titan/models/qwen3/model.h"
-#include "titan/models/qwen3/specs.h"
+#include "titan/models/decoder/hf_config.h"
+#include "titan/models/decoder/hf_names.h"
+#include "titan/models/decoder/weights.h"
 
-namespace titan::qwen3 {
+namespace titan::models {
 namespace {
 
 namespace fs = std::filesystem;
@@ -156,20 +155,6 @@ void write_folder(const nn::Decoder& model, const std::string& dir, const HfExpo
 
 }  // namespace
 
-nn::DecoderConfig model_config_for(const std::string& spec_name, const std::string& hf_dir, int64_t n_layers) {
-  nn::DecoderConfig c;
-  if (!spec_name.empty()) {
-    c = find_spec(spec_name).config;
-  } else {
-    TITAN_CHECK(!hf_dir.empty(), "[model] model.name is empty and model.hf_assets_path is not set. HINT: name a "
-                "spec (model.name=debug) or point model.hf_assets_path at a folder with config.json");
-    c = load_hf_config(hf_dir);
-  }
-  TITAN_CHECK(n_layers >= 0, "[model] model.n_layers=", n_layers, " must be >= 0 (0 keeps the model's depth)");
-  if (n_layers > 0) c.num_layers = n_layers;
-  return c;
-}
-
 void load_initial_hf(nn::Decoder& model, const std::string& dir) {
   const std::string config_path = (fs::path(dir) / "config.json").string();
   std::error_code ec;
@@ -213,4 +198,4 @@ void save_hf_folder(const nn::Decoder& model, const std::string& out_dir, const 
   log_info(str("[hf export] wrote ", out, " (", options.dtype, ")"));
 }
 
-}  // namespace titan::qwen3
+}  // namespace titan::models

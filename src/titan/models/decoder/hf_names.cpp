@@ -1,11 +1,11 @@
-#include "titan/models/qwen3/hf_names.h"
+#include "titan/models/decoder/hf_names.h"
 
 #include <cctype>
 #include <utility>
 
 #include "titan/core/error.h"
 
-namespace titan::qwen3 {
+namespace titan::models {
 
 // {ours, HF} for names outside the layers, then the per-layer suffixes.
 static const std::pair<const char*, const char*> kTopLevel[] = {
@@ -100,4 +100,4 @@ std::optional<std::string> from_hf_name(const std::string& hf_name) {
   return std::nullopt;
 }
 
-}  // namespace titan::qwen3
+}  // namespace titan::models

@@ -1,6 +1,6 @@
-#include "titan/train/flops.h"
+#include "titan/models/decoder/flops.h"
 
-namespace titan::train {
+namespace titan::models {
 
 int64_t matmul_params(const nn::DecoderConfig& c) {
   const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
@@ -17,4 +17,4 @@ double train_flops_per_token(const nn::DecoderConfig& c, int64_t seq_len) {
          12.0 * static_cast<double>(c.num_layers * c.num_heads * c.head_dim * seq_len);
 }
 
-}  // namespace titan::train
+}  // namespace titan::models

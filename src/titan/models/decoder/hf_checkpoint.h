@@ -6,14 +6,9 @@
 #include <cstdint>
 #include <string>
 
-#include "titan/nn/decoder.h"
+#include "titan/models/model_spec.h"
 
-namespace titan::qwen3 {
-
-// The model a run builds. A spec name ("debug", "4B", ...) gives that spec; an empty one gives
-// hf_dir/config.json read as AutoConfig does (architecture from `architectures`, every field from
-// the file or its class default). n_layers > 0 then overrides the depth (model.n_layers).
-nn::DecoderConfig model_config_for(const std::string& spec_name, const std::string& hf_dir, int64_t n_layers = 0);
+namespace titan::models {
 
 // Loads an HF folder's weights (single or sharded safetensors; F32, BF16 or F16, converted to
 // f32) into `model`. Checks every shape, lists missing and unexpected keys (a tied model's absent
@@ -25,15 +20,7 @@ void load_initial_hf(nn::Decoder& model, const std::string& dir);
 // imported from `dir` should be written as (a Mistral folder is otherwise exported as Llama).
 std::string hf_architecture(const std::string& dir);
 
-struct HfExportOptions {
-  std::string dtype = "float32";     // float32 | bfloat16 (round to nearest even)
-  int64_t max_shard_bytes = 5'000'000'000;  // of tensor data per shard ("5GB", HF's default)
-  // Copied where present: tokenizer.json, tokenizer_config.json, special_tokens_map.json,
-  // vocab.json, merges.txt, generation_config.json. Its config.json, if any, lends the token ids
-  // (bos/eos/pad_token_id) that the model config cannot know. Empty: none.
-  std::string tokenizer_dir;
-  std::string architecture;  // empty: default_hf_architecture(config)
-};
+// HfExportOptions: models/model_spec.h.
 
 // Writes out_dir/{config.json, model.safetensors | model-0000i-of-0000n.safetensors +
 // model.safetensors.index.json, tokenizer files}. Tensors carry HF names; a tied model writes no
@@ -41,4 +28,4 @@ struct HfExportOptions {
 // existing out_dir is replaced only once the new one is complete, and a failure leaves it as it was.
 void save_hf_folder(const nn::Decoder& model, const std::string& out_dir, const HfExportOptions& options = {});
 
-}  // namespace titan::qwen3
+}  // namespace titan::models

@@ -1,10 +1,12 @@
 // Qwen3 config functions. Each names only what differs from base_config(); the numbers of a run
 // live in its function and nowhere else.
-#include "titan/config/qwen3_configs.h"
+#include "titan/models/qwen3/configs.h"
 
 #include "titan/config/registry.h"
 
-namespace titan::config {
+namespace titan::qwen3 {
+
+using config::base_config;
 
 JobConfig qwen3_debug() {
   JobConfig c = base_config();
@@ -121,4 +123,26 @@ JobConfig qwen3_debug_finetune() {
   return c;
 }
 
-}  // namespace titan::config
+std::vector<config::ConfigEntry> config_functions() {
+  return {
+      {"qwen3_debug", "quickstart: the debug model (4 layers, dim 256) on the built-in dataset, 160 steps",
+       &qwen3_debug},
+      {"qwen3_0_6b", "Qwen3-0.6B, seq_len 4096, assets in ./assets/hf/Qwen3-0.6B", &qwen3_0_6b},
+      {"qwen3_1_7b", "Qwen3-1.7B, seq_len 4096, assets in ./assets/hf/Qwen3-1.7B", &qwen3_1_7b},
+      {"qwen3_4b", "Qwen3-4B, seq_len 4096, assets in ./assets/hf/Qwen3-4B", &qwen3_4b},
+      {"qwen3_8b", "Qwen3-8B, seq_len 4096, assets in ./assets/hf/Qwen3-8B", &qwen3_8b},
+      {"qwen3_14b", "Qwen3-14B, seq_len 4096, assets in ./assets/hf/Qwen3-14B", &qwen3_14b},
+      {"qwen3_32b", "Qwen3-32B, seq_len 4096, assets in ./assets/hf/Qwen3-32B", &qwen3_32b},
+      {"qwen3_30b_a3b_reduced",
+       "Qwen3-30B-A3B reduced to 4 layers, 64 experts, top-4 (the seed's MoE run), assets in ./assets/hf/Qwen3-30B-A3B",
+       &qwen3_30b_a3b_reduced},
+      {"qwen3_4b_finetune",
+       "fine-tune Qwen3-4B: import ./assets/hf/Qwen3-4B (HF), lr 2e-5, 1000 steps, checkpoints, bf16 HF export",
+       &qwen3_4b_finetune},
+      {"qwen3_debug_finetune",
+       "test twin of qwen3_4b_finetune: the tiny HF folder ./assets/hf/tiny-qwen3 imported, 20 steps",
+       &qwen3_debug_finetune},
+  };
+}
+
+}  // namespace titan::qwen3

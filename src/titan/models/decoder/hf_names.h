@@ -9,7 +9,7 @@
 
 #include "titan/core/tensor.h"
 
-namespace titan::qwen3 {
+namespace titan::models {
 
 // "layers.3.attention.wq.weight" -> "model.layers.3.self_attn.q_proj.weight". Throws for an
 // FQN the table does not know (a programming error, not user input).
@@ -22,4 +22,4 @@ std::vector<std::pair<std::string, Tensor>> to_hf_tensors(const std::string& fqn
 // Qwen3 parameters.
 std::optional<std::string> from_hf_name(const std::string& hf_name);
 
-}  // namespace titan::qwen3
+}  // namespace titan::models

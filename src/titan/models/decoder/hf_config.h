@@ -14,7 +14,7 @@
 
 #include "titan/nn/decoder.h"
 
-namespace titan::qwen3 {
+namespace titan::models {
 
 // `source` names the file in error messages.
 nn::DecoderConfig config_from_hf(const nlohmann::json& config, const std::string& source);
@@ -29,4 +29,4 @@ std::string default_hf_architecture(const nn::DecoderConfig& config);
 nlohmann::json config_to_hf(const nn::DecoderConfig& config, const std::string& architecture,
                             const std::string& torch_dtype);
 
-}  // namespace titan::qwen3
+}  // namespace titan::models

@@ -1,0 +1,115 @@
+#include "titan/models/builtin.h"
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "titan/checkpoint/json_file.h"
+#include "titan/core/error.h"
+#include "titan/models/llama/family.h"
+#include "titan/models/qwen3/family.h"
+
+namespace titan::models {
+
+const std::vector<const ModelSpec*>& model_families() {
+  // The explicit list: one line per family, no static-initializer registration.
+  static const std::vector<const ModelSpec*> all = {
+      &qwen3::family(),
+      &llama::family(),
+  };
+  return all;
+}
+
+const NamedSize* ModelSpec::find_size(const std::string& size_name) const {
+  for (const NamedSize& s : sizes) {
+    if (s.name == size_name) return &s;
+  }
+  return nullptr;
+}
+
+const ModelSpec& find_family(const std::string& name) {
+  std::string known;
+  for (const ModelSpec* f : model_families()) {
+    if (f->name == name) return *f;
+    known += (known.empty() ? "" : ", ") + f->name;
+  }
+  TITAN_FAIL("[model] unknown model family '", name, "'. HINT: use one of ", known);
+}
+
+const ModelSpec& family_of_size(const std::string& size_name) {
+  std::string known;
+  for (const ModelSpec* f : model_families()) {
+    if (f->find_size(size_name) != nullptr) return *f;
+    for (const NamedSize& s : f->sizes) known += (known.empty() ? "" : ", ") + s.name;
+  }
+  TITAN_FAIL("[model] unknown model.name '", size_name, "': no model family has a size of that name. HINT: use one "
+             "of ", known, ", or an empty model.name to build the model from model.hf_assets_path/config.json");
+}
+
+const NamedSize& find_size(const std::string& size_name) { return *family_of_size(size_name).find_size(size_name); }
+
+const ModelSpec& family_of_architecture(const std::string& architecture) {
+  std::string known;
+  for (const ModelSpec* f : model_families()) {
+    for (const std::string& a : f->hf.architectures) {
+      if (a == architecture) return *f;
+      known += (known.empty() ? "" : ", ") + a;
+    }
+  }
+  TITAN_FAIL("[model] no model family reads architecture '", architecture, "'. HINT: use one of ", known);
+}
+
+const ModelSpec& family_of_hf_folder(const std::string& hf_dir) {
+  const std::string path = (std::filesystem::path(hf_dir) / "config.json").string();
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec)) {
+    const nlohmann::json j = ckpt::read_json_file(path);
+    const auto arch = j.find("architectures");
+    if (arch != j.end() && arch->is_array() && arch->size() == 1 && (*arch)[0].is_string()) {
+      for (const ModelSpec* f : model_families()) {
+        for (const std::string& a : f->hf.architectures) {
+          if (a == (*arch)[0].get<std::string>()) return *f;
+        }
+      }
+    }
+  }
+  // No family claims the folder: a family's reader says why in one line (a missing file, a bad
+  // `architectures` field, an architecture it does not know, with the ones it does).
+  model_families().front()->hf.read_config(hf_dir);
+  TITAN_FAIL("[model] ", path, ": no model family reads this folder's architecture");
+}
+
+ResolvedModel resolve_model(const std::string& size_name, const std::string& hf_dir, int64_t n_layers) {
+  ResolvedModel m;
+  if (!size_name.empty()) {
+    m.spec = &family_of_size(size_name);
+    m.config = m.spec->find_size(size_name)->config;
+  } else {
+    TITAN_CHECK(!hf_dir.empty(), "[model] model.name is empty and model.hf_assets_path is not set. HINT: name a "
+                "spec (model.name=debug) or point model.hf_assets_path at a folder with config.json");
+    m.spec = &family_of_hf_folder(hf_dir);
+    m.config = m.spec->hf.read_config(hf_dir);
+  }
+  TITAN_CHECK(n_layers >= 0, "[model] model.n_layers=", n_layers, " must be >= 0 (0 keeps the model's depth)");
+  if (n_layers > 0) m.config.num_layers = n_layers;
+  return m;
+}
+
+std::unique_ptr<nn::Decoder> load_hf_model(const ModelSpec& spec, const std::string& dir) {
+  const nn::DecoderConfig config = spec.hf.read_config(dir);
+  std::unique_ptr<nn::Decoder> model = spec.build(config, nn::decoder_config_tree(config));
+  spec.hf.load_weights(*model, dir);
+  return model;
+}
+
+void register_config_functions() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  for (const ModelSpec* f : model_families()) {
+    if (f->configs == nullptr) continue;
+    for (config::ConfigEntry& e : f->configs()) config::add_config_function(std::move(e));
+  }
+}
+
+}  // namespace titan::models

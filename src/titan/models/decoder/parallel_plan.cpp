@@ -1,0 +1,54 @@
+#include "titan/models/decoder/parallel_plan.h"
+
+#include "titan/core/error.h"
+
+namespace titan::models {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+int tp_split_dim(const std::string& fqn) {
+  for (const char* col : {"attention.wq.weight", "attention.wk.weight", "attention.wv.weight", "attention.wq.bias",
+                          "attention.wk.bias", "attention.wv.bias", "feed_forward.w1.weight", "feed_forward.w3.weight",
+                          "feed_forward.w1.bias", "feed_forward.w3.bias"}) {
+    if (ends_with(fqn, col)) return 0;
+  }
+  if (fqn == "tok_embeddings.weight" || fqn == "output.weight") return 0;
+  if (ends_with(fqn, "attention.wo.weight") || ends_with(fqn, "feed_forward.w2.weight")) return 1;
+  if (ends_with(fqn, "norm.weight")) return -1;
+  TITAN_FAIL("[parallel] ", fqn, " has no tensor-parallel placement (mixture-of-experts layers and row-parallel "
+             "biases are not tensor-parallel yet). HINT: use parallelism.tensor_parallel_degree = 1 for this model");
+}
+
+bool tp_grad_is_partial(const std::string& fqn, bool sequence_parallel) {
+  if (tp_split_dim(fqn) >= 0) return false;
+  return sequence_parallel || ends_with(fqn, "q_norm.weight") || ends_with(fqn, "k_norm.weight");
+}
+
+nn::DecoderConfig tp_local_config(const nn::DecoderConfig& full, int64_t tp) {
+  nn::DecoderConfig c = full;
+  if (tp == 1) return c;
+  TITAN_CHECK(full.num_experts == 0, "[parallel] tensor_parallel_degree=", tp,
+              ": mixture-of-experts layers are not tensor-parallel yet. HINT: shard with data_parallel_shard_degree");
+  TITAN_CHECK(!full.attention_bias && !full.mlp_bias, "[parallel] tensor_parallel_degree=", tp,
+              ": row-parallel biases (attention_bias / mlp_bias) are not tensor-parallel yet");
+  for (const auto& [name, value] : {std::pair<const char*, int64_t>{"num_heads", full.num_heads},
+                                    {"num_kv_heads", full.num_kv_heads},
+                                    {"hidden_dim (FFN)", full.hidden_dim},
+                                    {"vocab_size", full.vocab_size}}) {
+    TITAN_CHECK(value % tp == 0, "[parallel] the model's ", name, " = ", value,
+                " does not divide by parallelism.tensor_parallel_degree = ", tp,
+                ". HINT: pick a tensor_parallel_degree that divides heads, kv heads, FFN width and vocabulary");
+  }
+  c.num_heads /= tp;
+  c.num_kv_heads /= tp;
+  c.hidden_dim /= tp;
+  c.vocab_size /= tp;
+  return c;
+}
+
+}  // namespace titan::models

@@ -1,0 +1,144 @@
+#include "titan/parallel/parallelize.h"
+
+#include "titan/core/error.h"
+#include "titan/nn/feed_forward.h"
+
+namespace titan::parallel {
+
+std::vector<nn::ParameterList> decoder_units(nn::Decoder& model) {
+  std::vector<nn::ParameterList> units(1);
+  model.tok_embeddings.collect(units[0]);
+  model.norm.collect(units[0]);
+  if (model.output) model.output->collect(units[0]);
+  for (auto& layer : model.layers) {
+    units.emplace_back();
+    layer->collect(units.back());
+  }
+  return units;
+}
+
+Parallelized::Parallelized(std::unique_ptr<nn::Decoder> whole, const models::ModelSpec& spec, DeviceMesh& mesh,
+                           ParallelizeOptions options)
+    : spec_(spec), mesh_(mesh), full_config_(whole->config()), tp_(mesh.tp(), mesh.degrees().tp > 1 && options.sequence_parallel) {
+  const int64_t tp = tp_degree(), rank = tp_rank();
+  check(*whole, mesh);
+  if (tp > 1) {
+    // This rank's share is built and filled; the whole model goes.
+    const nn::DecoderConfig local = spec.parallel_plan.tp_local_config(whole->config(), tp);
+    model_ = spec.build(local, nn::decoder_config_tree(local));
+    copy_tp_shard(spec.parallel_plan, *whole, *model_, rank, tp);
+    whole.reset();
+    model_->set_tensor_parallel(&tp_, rank * local.vocab_size);
+  } else {
+    model_ = std::move(whole);
+  }
+  if (mesh.world().size() > 1) {
+    fsdp_ = std::make_unique<Fsdp>(decoder_units(*model_), mesh.dp_shard(), mesh.dp_replicate(),
+                                   options.fsdp_prefetch);
+    model_->set_unit_hooks(fsdp_.get());
+    shards_ = fsdp_->shards();
+    pieces_ = fsdp_->pieces();
+    full_ = fsdp_->full_parameters();
+  } else {
+    shards_ = model_->parameters();
+    for (const nn::Parameter* p : shards_) {
+      pieces_.push_back({p->value.shape(), 0});
+      full_.emplace_back(p->fqn, p->value.shape());
+    }
+  }
+  for (nn::Parameter* p : shards_) {
+    if (tp_split_dim(p->fqn) >= 0 || rank == 0) norm_params_.push_back(p);
+    if (tp > 1 && sharded() && spec.parallel_plan.tp_grad_is_partial(p->fqn, tp_.sequence_parallel())) {
+      tp_partial_.push_back(p);
+    }
+  }
+}
+
+void Parallelized::check(const nn::Decoder& whole, DeviceMesh& mesh) {
+  if (mesh.world().size() == 1) return;
+  for (const auto& layer : whole.layers) {
+    TITAN_CHECK(!layer->feed_forward || dynamic_cast<const nn::FeedForward*>(layer->feed_forward.get()) != nullptr,
+                "[parallel] a plugin feed-forward module cannot be sharded by FSDP yet (it may keep views of its "
+                "weights). HINT: run it on one rank, or drop its override.imports");
+  }
+}
+
+Parallelized::~Parallelized() {
+  if (model_) model_->set_unit_hooks(nullptr);
+  fsdp_.reset();
+}
+
+int Parallelized::tp_split_dim(const std::string& fqn) const {
+  return tp_degree() > 1 ? spec_.parallel_plan.tp_split_dim(fqn) : -1;
+}
+
+int64_t Parallelized::shard_numel() const {
+  if (fsdp_) return fsdp_->shard_numel();
+  int64_t n = 0;
+  for (const nn::Parameter* p : shards_) n += p->value.numel();
+  return n;
+}
+
+void Parallelized::zero_grad() {
+  if (fsdp_) {
+    fsdp_->zero_grad();
+  } else {
+    model_->zero_grad();
+  }
+}
+
+void Parallelized::finish_grads() {
+  if (!fsdp_) return;
+  fsdp_->reduce_replicas();
+  for (nn::Parameter* p : tp_partial_) mesh_.tp().all_reduce_sum(p->grad.data<float>(), p->grad.numel());
+  for (auto& layer : model_->layers) {
+    if (!layer->moe) continue;
+    std::vector<int64_t>& load = layer->moe->mutable_load();
+    mesh_.dp().all_reduce_sum(load.data(), static_cast<int64_t>(load.size()));
+  }
+}
+
+double Parallelized::dp_sum(double x) {
+  if (fsdp_) mesh_.dp().all_reduce_sum(&x, 1);
+  return x;
+}
+
+double Parallelized::grad_squares(double local) {
+  if (!fsdp_) return local;
+  mesh_.dp_shard().all_reduce_sum(&local, 1);
+  mesh_.tp().all_reduce_sum(&local, 1);
+  return local;
+}
+
+CommStats Parallelized::comm_stats() const {
+  CommStats total;
+  if (!fsdp_) return total;
+  for (const CommStats* s : {&fsdp_->stats(), &tp_.stats()}) {
+    total.seconds += s->seconds;
+    total.all_gather_bytes += s->all_gather_bytes;
+    total.reduce_scatter_bytes += s->reduce_scatter_bytes;
+    total.all_reduce_bytes += s->all_reduce_bytes;
+  }
+  return total;
+}
+
+void Parallelized::reset_comm_stats() {
+  if (fsdp_) fsdp_->reset_stats();
+  tp_.reset_stats();
+}
+
+void Parallelized::with_full_model(const std::function<void(const nn::Decoder&)>& fn) {
+  const bool primary = mesh_.world().rank() == 0;
+  if (fsdp_) fsdp_->gather_full();
+  if (tp_degree() > 1) {
+    nn::Decoder gathered(full_config_);
+    gather_tp_shards(spec_.parallel_plan, *model_, gathered, mesh_.tp());
+    if (primary) fn(gathered);
+  } else if (primary) {
+    fn(*model_);
+  }
+  if (fsdp_) fsdp_->release_full();
+  mesh_.world().barrier();
+}
+
+}  // namespace titan::parallel

@@ -1,0 +1,101 @@
+// parallelize (torchtitan's parallelize_fn): one rank's share of a model on a DeviceMesh, through
+// its family's parallel plan. It owns what the trainer must not know about: tensor parallelism
+// (this rank's heads, FFN columns and vocabulary rows, cut from the whole model, and the TP regions'
+// collectives), FSDP (flat per-unit shards, gathered just in time), and the reductions that make a
+// step's gradients and statistics global (HSDP replicas, TP partial gradients, MoE expert loads).
+//
+// A world of one is the same object with nothing sharded: shards() are the model's parameters and
+// every reduction is skipped, so the single-rank path costs nothing extra.
+//
+//   setup    Parallelized p(std::move(whole), spec, mesh, options)   (every rank: the same whole model)
+//   step     p.zero_grad(); micro-batches through p.model(); p.finish_grads();
+//            the optimizer updates p.shards(); clipping sums p.grad_squares() over p.norm_params()
+//   export   p.with_full_model(fn): the whole model gathered, fn on rank 0, freed again
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "titan/models/model_spec.h"
+#include "titan/parallel/fsdp.h"
+#include "titan/parallel/mesh.h"
+#include "titan/parallel/tensor_parallel.h"
+
+namespace titan::parallel {
+
+struct ParallelizeOptions {
+  bool sequence_parallel = true;  // with tp > 1 (parallelism.enable_sequence_parallel)
+  bool fsdp_prefetch = true;      // parallelism.fsdp_prefetch
+};
+
+// The decoder's FSDP units in nn::UnitHooks order: the root (embedding, final norm, head), then
+// one per transformer block.
+std::vector<nn::ParameterList> decoder_units(nn::Decoder& model);
+
+class Parallelized {
+ public:
+  // `whole` is the full model, initialised or loaded identically on every rank; under TP it is
+  // replaced by this rank's share. `mesh` must outlive this object.
+  Parallelized(std::unique_ptr<nn::Decoder> whole, const models::ModelSpec& spec, DeviceMesh& mesh,
+               ParallelizeOptions options);
+  // What parallelize would refuse for `whole` on `mesh`, checked before any long work (throws).
+  static void check(const nn::Decoder& whole, DeviceMesh& mesh);
+  ~Parallelized();  // FSDP detaches from the model before the model goes
+  Parallelized(const Parallelized&) = delete;
+  Parallelized& operator=(const Parallelized&) = delete;
+
+  nn::Decoder& model() { return *model_; }
+  const models::ModelSpec& spec() const { return spec_; }
+  DeviceMesh& mesh() { return mesh_; }
+  bool sharded() const { return fsdp_ != nullptr; }  // more than one rank
+  int64_t tp_degree() const { return mesh_.degrees().tp; }
+  int64_t tp_rank() { return mesh_.tp().rank(); }
+  bool sequence_parallel() const { return tp_.sequence_parallel(); }
+
+  // What the optimizer updates and checkpoints hold: this rank's FSDP pieces (or, on one rank, the
+  // whole parameters), each named by its parameter's FQN, with its place in that parameter (the
+  // TP-local one under tensor parallelism).
+  const nn::ParameterList& shards() const { return shards_; }
+  const std::vector<ShardPiece>& pieces() const { return pieces_; }
+  // Every parameter of this rank's model (all FSDP pieces together): FQN and TP-local shape.
+  const std::vector<std::pair<std::string, Shape>>& full_parameters() const { return full_; }
+  // The shards the gradient norm counts: a TP-replicated parameter once (on tp rank 0).
+  const nn::ParameterList& norm_params() const { return norm_params_; }
+  // Split dimension of a parameter under this mesh's TP (-1: replicated, or tp = 1).
+  int tp_split_dim(const std::string& fqn) const;
+  int64_t shard_numel() const;  // elements this rank holds (values; gradients as many)
+
+  void zero_grad();
+  // After the step's last micro-batch: HSDP's replica sum, TP partial gradients summed over tp,
+  // MoE expert loads summed over data-parallel ranks. No-op on one rank.
+  void finish_grads();
+  // A scalar summed over the data-parallel ranks (each saw its share of the batch).
+  double dp_sum(double x);
+  // A partial sum of gradient squares made global: every shard once, every TP share once.
+  double grad_squares(double local);
+
+  CommStats comm_stats() const;  // FSDP and TP together, since reset_comm_stats
+  void reset_comm_stats();
+
+  // The whole model on every rank for `fn` (called on world rank 0 only), then freed again; a
+  // collective.
+  void with_full_model(const std::function<void(const nn::Decoder&)>& fn);
+
+ private:
+  const models::ModelSpec& spec_;
+  DeviceMesh& mesh_;
+  nn::DecoderConfig full_config_;  // the whole model's (this rank's is model().config())
+  std::unique_ptr<nn::Decoder> model_;
+  TensorParallel tp_;
+  std::unique_ptr<Fsdp> fsdp_;  // null on one rank
+  nn::ParameterList shards_;
+  std::vector<ShardPiece> pieces_;
+  std::vector<std::pair<std::string, Shape>> full_;
+  nn::ParameterList norm_params_;
+  nn::ParameterList tp_partial_;  // shards whose gradient is a partial sum over tp
+};
+
+}  // namespace titan::parallel

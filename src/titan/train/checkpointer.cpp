@@ -1,0 +1,341 @@
+#include "titan/train/checkpointer.h"
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+
+#include "titan/config/overrides.h"
+#include "titan/config/validate.h"
+#include "titan/core/log.h"
+
+namespace titan::train {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// The checkpoint's tensors named `names`, in that order; `where` names the file in errors. Every
+// name must be there with its shape, and nothing else (missing and unexpected names are listed).
+std::vector<Tensor> match_tensors(const ckpt::NamedTensors& saved, const std::vector<std::string>& names,
+                                  const std::vector<Shape>& shapes, const std::string& where) {
+  std::map<std::string, const Tensor*> by_name;
+  for (const auto& [name, t] : saved) by_name[name] = &t;
+  std::vector<Tensor> out;
+  std::string missing;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const auto it = by_name.find(names[i]);
+    if (it == by_name.end()) {
+      missing += str(missing.empty() ? "" : ", ", names[i]);
+      continue;
+    }
+    TITAN_CHECK(it->second->shape() == shapes[i], "[train] ", where, ": ", names[i], " is ", it->second->describe(),
+                ", the model expects ", shape_str(shapes[i]),
+                ". HINT: the checkpoint is from another model; match model.name / model.n_layers");
+    out.push_back(*it->second);
+    by_name.erase(it);
+  }
+  std::string unexpected;
+  for (const auto& [name, t] : by_name) unexpected += str(unexpected.empty() ? "" : ", ", name);
+  TITAN_CHECK(missing.empty() && unexpected.empty(), "[train] ", where, " does not match the model: missing [",
+              missing, "], unexpected [", unexpected,
+              "]. HINT: the checkpoint is from another model; match model.name / model.n_layers");
+  return out;
+}
+
+// This rank's piece of a saved whole tensor, shaped like `like`: the tensor-parallel slice (if
+// any), then flat elements [start, start + numel of `like`) of it.
+Tensor piece_of(const Tensor& whole, const ckpt::TensorPiece& piece, const Tensor& like) {
+  Tensor slice = whole;
+  if (piece.tp_dim >= 0) {
+    const int64_t local = whole.size(piece.tp_dim) / piece.tp_degree;
+    slice = whole.narrow(piece.tp_dim, piece.tp_rank * local, local).contiguous();
+  }
+  if (piece.start == 0 && slice.shape() == like.shape()) return slice;
+  return slice.contiguous().reshape({slice.numel()}).narrow(0, piece.start, like.numel()).reshape(like.shape());
+}
+
+ckpt::SaveGroup save_group(parallel::Comm& comm) {
+  ckpt::SaveGroup g;
+  g.rank = comm.rank();
+  g.world = comm.size();
+  g.all_gather = [&comm](const std::string& s) { return comm.all_gather_strings(s); };
+  g.broadcast = [&comm](const std::string& s) { return comm.broadcast_string(s, 0); };
+  return g;
+}
+
+}  // namespace
+
+std::string checkpoint_folder(const config::JobConfig& c) {
+  const fs::path f(c.checkpoint.folder);
+  return f.is_absolute() ? f.string() : (fs::path(c.job.dump_folder) / f).string();
+}
+
+std::optional<ckpt::CheckpointEntry> find_resume_checkpoint(const config::JobConfig& c, bool primary) {
+  if (!c.checkpoint.enable) return std::nullopt;
+  const std::string folder = checkpoint_folder(c);
+  if (primary) ckpt::remove_stale_checkpoint_dirs(folder);
+  std::optional<ckpt::CheckpointEntry> e = ckpt::find_checkpoint(folder, c.checkpoint.load_step, false);
+  // A model-only checkpoint (a final save) ends a run; continuing past it needs the newest full one.
+  if (e && e->step < c.training.steps && ckpt::checkpoint_is_model_only(e->path)) {
+    log_info(str("[checkpoint] ", e->path, " is model-only; continuing to step ", c.training.steps,
+                 " needs optimizer state"));
+    e = ckpt::find_checkpoint(folder, c.checkpoint.load_step, true);
+  }
+  return e;
+}
+
+void load_initial_hf(const config::JobConfig& c, const models::ModelSpec& spec, nn::Decoder& model) {
+  const auto t0 = Clock::now();
+  spec.hf.load_weights(model, c.checkpoint.initial_load_path);
+  log_info(str("initial load from the HF folder ", c.checkpoint.initial_load_path, " (weights) in ",
+               seconds_since(t0), " s"));
+}
+
+void restore_model(const ckpt::TrainState& s, const nn::ParameterList& params, const std::string& dir) {
+  std::vector<std::string> names;
+  std::vector<Shape> shapes;
+  for (const nn::Parameter* p : params) {
+    names.push_back(p->fqn);
+    shapes.push_back(p->value.shape());
+  }
+  const std::vector<Tensor> values = match_tensors(s.model, names, shapes, dir + "/model.safetensors");
+  for (size_t i = 0; i < params.size(); ++i) params[i]->value.copy_from(values[i]);
+}
+
+// Host copies of the state for async saves, allocated at the first save and reused after it: a
+// fresh 7 GB allocation per save costs its page faults (0.8 GB/s measured, bench/checkpoint_bench)
+// where copying into touched memory runs at memcpy speed. The price is one more copy of weights and
+// moments held for the whole run (torchtitan's async_with_pinned_mem makes the same trade).
+struct Checkpointer::Staging {
+  std::vector<Tensor> tensors;  // in capture order
+  size_t next = 0;
+  Tensor copy_of(const Tensor& live) {
+    if (next == tensors.size()) tensors.push_back(Tensor::empty(live.shape(), live.dtype()));
+    Tensor& t = tensors[next++];
+    if (t.shape() != live.shape()) t = Tensor::empty(live.shape(), live.dtype());
+    t.copy_from(live);
+    return t;
+  }
+};
+
+Checkpointer::Checkpointer(const config::JobConfig& config, parallel::Parallelized& model, AdamW& optimizer,
+                           data::PrefetchLoader& loader)
+    : config_(config), model_(model), optimizer_(optimizer), loader_(loader),
+      writer_(config.checkpoint.async_mode == "async" && !model.sharded()), staging_(std::make_unique<Staging>()) {
+  if (config.checkpoint.enable && config.checkpoint.async_mode == "async" && model.sharded()) {
+    log_info("[checkpoint] multi-rank runs save synchronously (every rank writes its shard); async_mode ignored");
+  }
+  // Where a TP-local tensor (or a flat piece of one, at `start`) sits in its global parameter.
+  const int64_t tp = model.tp_degree(), tp_rank = model.tp_rank();
+  const auto place = [&](const std::string& fqn, const Shape& local, int64_t start) {
+    ckpt::TensorPiece p{local, start};
+    const int dim = model.tp_split_dim(fqn);
+    if (dim >= 0) {
+      p.tp_dim = dim;
+      p.tp_rank = tp_rank;
+      p.tp_degree = tp;
+      p.shape[static_cast<size_t>(dim)] *= tp;
+    }
+    return p;
+  };
+  for (size_t i = 0; i < model.shards().size(); ++i) {
+    nn::Parameter* p = model.shards()[i];
+    targets_.push_back({p, place(p->fqn, model.pieces()[i].shape, model.pieces()[i].start)});
+  }
+  for (const auto& [name, shape] : model.full_parameters()) {
+    full_names_.push_back(name);
+    full_shapes_.push_back(place(name, shape, 0).shape);
+  }
+}
+
+Checkpointer::~Checkpointer() = default;
+
+// The state after `step`: this rank's parameters (whole, or its pieces) and their AdamW moments,
+// the buffers, the data cursor, step and config. Of a multi-rank run only the first replica
+// writes pieces, and a TP-replicated parameter only from tp rank 0 (the others hold copies);
+// buffers come from world rank 0. `staged`: every tensor copied into the staging buffers (an async
+// save writes while training changes the live ones); else views of the live tensors (a
+// synchronous save is done before they change).
+ckpt::TrainState Checkpointer::capture(int64_t step, int64_t tokens_seen, bool model_only, bool staged) {
+  staging_->next = 0;
+  const auto take = [&](const Tensor& live) { return staged ? staging_->copy_of(live) : live; };
+  ckpt::TrainState s;
+  s.step = step;
+  s.tokens_seen = tokens_seen;
+  s.seed = static_cast<uint64_t>(config_.training.seed);
+  s.optimizer_step = optimizer_.step_count();
+  s.loader_state_json = loader_.state().to_json();
+  s.config_toml = config::to_toml(config_);
+  const bool pieces = model_.sharded();  // a world of one writes whole tensors, no piece list
+  const bool first_replica = model_.mesh().dp_replicate().rank() == 0;
+  for (size_t i = 0; i < targets_.size() && first_replica; ++i) {
+    const RestoreTarget& t = targets_[i];
+    if (t.piece.tp_dim < 0 && model_.tp_rank() != 0) continue;  // replicated across tp: rank 0's copy
+    s.model.emplace_back(t.param->fqn, take(t.param->value));
+    if (pieces) s.model_pieces.push_back(t.piece);
+    if (model_only) continue;
+    s.optimizer.emplace_back(t.param->fqn + ".exp_avg", take(optimizer_.exp_avg(i)));
+    s.optimizer.emplace_back(t.param->fqn + ".exp_avg_sq", take(optimizer_.exp_avg_sq(i)));
+    if (pieces) s.optimizer_pieces.insert(s.optimizer_pieces.end(), 2, t.piece);
+  }
+  if (model_.mesh().world().rank() == 0) {
+    for (const nn::Parameter* b : model_.model().buffers()) {  // whole tensors beside pieces
+      s.model.emplace_back(b->fqn, take(b->value));
+      if (pieces) s.model_pieces.push_back({b->value.shape(), 0});
+    }
+  }
+  return s;
+}
+
+void Checkpointer::restore_weights(const ckpt::TrainState& s, const std::string& dir) {
+  std::vector<std::string> names = full_names_;
+  std::vector<Shape> shapes = full_shapes_;
+  const nn::ParameterList buffers = model_.model().buffers();
+  for (const nn::Parameter* b : buffers) {
+    names.push_back(b->fqn);
+    shapes.push_back(b->value.shape());
+  }
+  const std::vector<Tensor> values = match_tensors(s.model, names, shapes, dir + "/model.safetensors");
+  std::map<std::string, const Tensor*> by_name;
+  for (size_t i = 0; i < names.size(); ++i) by_name[names[i]] = &values[i];
+  for (const RestoreTarget& t : targets_) {
+    t.param->value.copy_from(piece_of(*by_name.at(t.param->fqn), t.piece, t.param->value));
+  }
+  for (nn::Parameter* b : buffers) b->value.copy_from(*by_name.at(b->fqn));
+}
+
+// Optimizer moments and the data cursor.
+void Checkpointer::restore_training(const ckpt::TrainState& s, const std::string& dir) {
+  std::vector<std::string> names;
+  std::vector<Shape> shapes;
+  for (size_t i = 0; i < full_names_.size(); ++i) {
+    for (const char* suffix : {".exp_avg", ".exp_avg_sq"}) {
+      names.push_back(full_names_[i] + suffix);
+      shapes.push_back(full_shapes_[i]);
+    }
+  }
+  const std::vector<Tensor> moments = match_tensors(s.optimizer, names, shapes, dir + "/optimizer.safetensors");
+  std::map<std::string, const Tensor*> by_name;
+  for (size_t i = 0; i < names.size(); ++i) by_name[names[i]] = &moments[i];
+  std::vector<Tensor> m, v;
+  for (const RestoreTarget& t : targets_) {
+    m.push_back(piece_of(*by_name.at(t.param->fqn + ".exp_avg"), t.piece, t.param->value));
+    v.push_back(piece_of(*by_name.at(t.param->fqn + ".exp_avg_sq"), t.piece, t.param->value));
+  }
+  optimizer_.restore(s.optimizer_step, m, v);
+  TITAN_CHECK(!s.loader_state_json.empty(), "[train] ", dir, "/state.json has no loader state; cannot resume the "
+              "data stream. HINT: load it model-only (checkpoint.initial_load_model_only)");
+  loader_.restore(data::LoaderState::from_json(s.loader_state_json));
+}
+
+// A native checkpoint given by checkpoint.initial_load_path: a step-<N> folder, or a checkpoint
+// folder (its newest valid step).
+ResumePoint Checkpointer::load_initial_native() {
+  const config::JobConfig& c = config_;
+  std::string dir = c.checkpoint.initial_load_path;
+  if (!fs::exists(fs::path(dir) / "manifest.json")) {
+    const std::optional<ckpt::CheckpointEntry> e =
+        ckpt::find_checkpoint(dir, -1, !c.checkpoint.initial_load_model_only);
+    TITAN_CHECK(e.has_value(), "[train] checkpoint.initial_load_path=", dir, " is neither a checkpoint step folder "
+                "(no manifest.json) nor a folder of step-<N> folders. HINT: point it at <checkpoint folder>/step-<N>, "
+                "or set checkpoint.initial_load_in_hf for a Hugging Face folder");
+    dir = e->path;
+  }
+  const bool model_only = c.checkpoint.initial_load_model_only;
+  const ckpt::TrainState s = ckpt::load_train_state(dir, model_only);
+  restore_weights(s, dir);
+  if (model_only) {
+    log_info(str("initial load (model only) from ", dir, " (saved at step ", s.step, ")"));
+    return {};
+  }
+  TITAN_CHECK(!s.model_only(), "[train] checkpoint.initial_load_path=", dir, " is model-only, but "
+              "checkpoint.initial_load_model_only is false. HINT: set --checkpoint.initial_load_model_only");
+  restore_training(s, dir);
+  log_info(str("initial load from ", dir, " (step ", s.step, "): model, optimizer and data cursor"));
+  return {s.step, s.tokens_seen, false};
+}
+
+ResumePoint Checkpointer::load_at_start(const std::optional<ckpt::CheckpointEntry>& resume) {
+  const config::JobConfig& c = config_;
+  if (resume) {
+    const ckpt::TrainState s = ckpt::load_train_state(resume->path);
+    restore_weights(s, resume->path);
+    if (!s.model_only()) restore_training(s, resume->path);
+    if (s.seed != static_cast<uint64_t>(c.training.seed)) {
+      log_warn(str("[checkpoint] ", resume->path, " was saved by a run with training.seed ", s.seed, ", this run has ",
+                   c.training.seed, " (the weights come from the checkpoint)"));
+    }
+    log_info(str("resuming from ", resume->path, " (step ", s.step, ", ", s.tokens_seen, " tokens seen)"));
+    return {s.step, s.tokens_seen, true};
+  }
+  if (c.checkpoint.initial_load_path.empty() || c.checkpoint.initial_load_in_hf) return {};
+  return load_initial_native();
+}
+
+void Checkpointer::prepare(const ResumePoint& start) {
+  if (!config_.checkpoint.enable || !writer_.async()) return;
+  const auto t0 = Clock::now();
+  capture(start.step, start.tokens_seen, false, true);
+  log_info(str("[checkpoint] async staging buffers ready in ", seconds_since(t0), " s"));
+}
+
+bool Checkpointer::due(int64_t step) const {
+  return config_.checkpoint.enable && (step % config_.checkpoint.interval == 0 || step == config_.training.steps);
+}
+
+// One save at the end of `step`; logs how long the training thread was held up. Async: the
+// previous write still reads the staging buffers, so it is waited for first (a stall only when
+// saves come faster than the disk writes them).
+void Checkpointer::save(int64_t step, int64_t tokens_seen) {
+  const auto t0 = Clock::now();
+  const config::JobConfig& c = config_;
+  const bool model_only = step == c.training.steps && c.checkpoint.last_save_model_only;
+  const std::string folder = checkpoint_folder(c);
+  parallel::Comm& world = model_.mesh().world();
+  if (world.size() == 1) {
+    if (writer_.async()) writer_.wait();
+    writer_.save(folder, capture(step, tokens_seen, model_only, writer_.async()), c.checkpoint.keep_latest_k);
+  } else {
+    ckpt::save_train_state_sharded(folder, capture(step, tokens_seen, model_only, false), save_group(world),
+                                   model_only, c.checkpoint.keep_latest_k);
+  }
+  const std::string how = world.size() > 1 ? str(" saved by ", world.size(), " ranks")
+                          : writer_.async() ? std::string(" handed to the background writer")
+                                            : std::string(" saved");
+  log_info(str("checkpoint ", ckpt::step_dir_name(step), model_only ? " (model only)" : "", how, " in ", folder,
+               "; training stalled ", seconds_since(t0), " s"));
+}
+
+void Checkpointer::finish() {
+  if (!config_.checkpoint.enable) return;
+  const auto t0 = Clock::now();
+  writer_.wait();  // the last async save; re-throws its error
+  if (writer_.async()) log_info(str("waited ", seconds_since(t0), " s for the last checkpoint write"));
+}
+
+// The trained model as an HF folder <checkpoint folder>/hf, with the run's tokenizer files, in
+// checkpoint.export_dtype, sharded at checkpoint.max_shard_size. The architecture is the imported
+// folder's (a Mistral import goes back out as Mistral).
+void Checkpointer::export_hf() {
+  const config::JobConfig& c = config_;
+  const models::ModelSpec& spec = model_.spec();
+  model_.with_full_model([&](const nn::Decoder& whole) {
+    const auto t0 = Clock::now();
+    models::HfExportOptions o;
+    o.dtype = c.checkpoint.export_dtype;
+    o.max_shard_bytes = config::parse_byte_size(c.checkpoint.max_shard_size);
+    o.tokenizer_dir = c.model.hf_assets_path;
+    if (c.checkpoint.initial_load_in_hf) {
+      o.architecture = spec.hf.architecture_of(c.checkpoint.initial_load_path);
+    } else if (!c.model.hf_assets_path.empty()) {
+      o.architecture = spec.hf.architecture_of(c.model.hf_assets_path);
+    }
+    const std::string out = (fs::path(checkpoint_folder(c)) / "hf").string();
+    spec.hf.save_folder(whole, out, o);
+    log_info(str("exported the model as a Hugging Face folder ", out, " (", o.dtype, ") in ", seconds_since(t0), " s"));
+  });
+}
+
+}  // namespace titan::train
