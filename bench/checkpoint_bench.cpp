@@ -15,7 +15,7 @@
 #include "harness.h"
 #include "titan/checkpoint/train_state.h"
 #include "titan/core/rng.h"
-#include "titan/models/qwen3/specs.h"
+#include "titan/models/builtin.h"
 #include "titan/nn/decoder.h"
 
 using namespace titan;
@@ -52,7 +52,7 @@ int main(int argc, char** argv) try {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
 
-  nn::DecoderConfig config = qwen3::find_spec("0.6B").config;
+  nn::DecoderConfig config = models::find_size("0.6B").config;
   config.num_layers = layers;
   nn::Decoder model(config);
   ckpt::TrainState state;

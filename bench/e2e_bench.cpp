@@ -17,7 +17,7 @@
 #include "titan/core/rng.h"
 #include "titan/kernels/cpu/gemm.h"
 #include "titan/models/decoder/weights.h"
-#include "titan/models/qwen3/specs.h"
+#include "titan/models/builtin.h"
 #include "titan/ops/registry.h"
 #include "titan/models/decoder/flops.h"
 
@@ -53,7 +53,7 @@ Options parse(int argc, char** argv) {
 
 int main(int argc, char** argv) try {
   const Options opt = parse(argc, argv);
-  nn::DecoderConfig config = qwen3::find_spec("0.6B").config;
+  nn::DecoderConfig config = models::find_size("0.6B").config;
   config.num_layers = opt.layers;
   const int64_t B = opt.batch, T = opt.seq;
   const int threads = num_threads();

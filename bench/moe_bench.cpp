@@ -21,7 +21,7 @@
 #include "titan/kernels/cpu/gemm.h"
 #include "titan/kernels/cpu/peak.h"
 #include "titan/models/decoder/weights.h"
-#include "titan/models/qwen3/specs.h"
+#include "titan/models/builtin.h"
 #include "titan/ops/moe/moe.h"
 #include "titan/models/decoder/flops.h"
 
@@ -125,7 +125,7 @@ void bench_layer(const Options& opt, double peak_gflops) {
 
 // 2. The whole reduced model, ours then the peers (ours is freed first: both need ~15 GB).
 void bench_model(const Options& opt, double peak_gflops, int threads) {
-  nn::DecoderConfig config = qwen3::find_spec("30B-A3B").config;
+  nn::DecoderConfig config = models::find_size("30B-A3B").config;
   config.num_layers = 4;
   config.num_experts = 64;
   config.num_experts_per_tok = 4;

@@ -18,6 +18,7 @@
 #include "harness.h"
 #include "titan/config/overrides.h"
 #include "titan/config/validate.h"
+#include "titan/models/builtin.h"
 #include "titan/train/planner.h"
 #include "titan/train/trainer.h"
 
@@ -43,6 +44,7 @@ int run(const std::string& cmd) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  titan::models::register_config_functions();
   std::string extra;
   std::vector<std::string> flags;
   for (int i = 1; i < argc; ++i) {

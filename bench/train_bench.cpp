@@ -18,7 +18,7 @@
 #include "titan/core/parallel.h"
 #include "titan/kernels/cpu/gemm.h"
 #include "titan/kernels/cpu/peak.h"
-#include "titan/models/qwen3/specs.h"
+#include "titan/models/builtin.h"
 #include "titan/models/decoder/flops.h"
 #include "titan/train/trainer.h"
 
@@ -48,6 +48,7 @@ int main(int argc, char** argv) try {
 
   const std::filesystem::path shared = std::filesystem::path(TITAN_SOURCE_DIR) / "../shared/assets";
   const std::filesystem::path dump = std::filesystem::temp_directory_path() / "titan_train_bench";
+  models::register_config_functions();
   config::JobConfig c = config::find_config("qwen3_0_6b").fn();
   c.model.n_layers = layers;
   c.model.hf_assets_path = (shared / "qwen3-tokenizer").string();
@@ -71,7 +72,7 @@ int main(int argc, char** argv) try {
   }
   const double median_s = bench::median(seconds);
   const double tokens = static_cast<double>(seq);
-  nn::DecoderConfig model_config = qwen3::find_spec("0.6B").config;
+  nn::DecoderConfig model_config = models::find_size("0.6B").config;
   model_config.num_layers = layers;
   const double flops_per_token = models::train_flops_per_token(model_config, seq);
   const double gflops = tokens * flops_per_token / median_s / 1e9;

@@ -75,6 +75,105 @@ std::string fmt(const char* format, double a, double b = 0.0, double c = 0.0, do
 
 }  // namespace
 
+namespace {
+
+// The plot area in pixels and the axes it maps.
+struct Frame {
+  double w, h, left, top, pw, ph;
+  Axis ax, ay;
+  double px(double x) const { return left + (x - ax.lo) / (ax.hi - ax.lo) * pw; }
+  double py(double y) const { return top + (ay.hi - y) / (ay.hi - ay.lo) * ph; }
+};
+
+// Debiased EMA over `ys` (empty when smoothing is off or there is a single point).
+std::vector<double> debiased_ema(const std::vector<double>& ys, double ema) {
+  std::vector<double> smooth;
+  if (ema <= 0.0 || ys.size() < 2) return smooth;
+  double acc = 0.0, weight = 0.0;
+  for (const double y : ys) {
+    acc = ema * acc + (1.0 - ema) * y;
+    weight = ema * weight + (1.0 - ema);
+    smooth.push_back(acc / weight);
+  }
+  return smooth;
+}
+
+// Header, title, grid lines with tick labels (the index loop avoids drifting float
+// accumulation), the frame and the axis labels.
+std::string svg_axes(const Frame& f, const std::string& title) {
+  std::string s;
+  s += fmt("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+           "viewBox=\"0 0 %.0f %.0f\">\n", f.w, f.h, f.w, f.h);
+  s += "<style>text{font-family:'DejaVu Sans',Helvetica,Arial,sans-serif;fill:#333}"
+       ".tick{font-size:12px}.label{font-size:13px}.title{font-size:16px;font-weight:600}"
+       ".grid{stroke:#e6e6e6;stroke-width:1}.axis{stroke:#555;stroke-width:1}</style>\n";
+  s += fmt("<rect width=\"%.0f\" height=\"%.0f\" fill=\"#ffffff\"/>\n", f.w, f.h);
+  s += "<text class=\"title\" x=\"" + fmt("%.1f", f.left + f.pw / 2) +
+       "\" y=\"26\" text-anchor=\"middle\">" + xml_escape(title) + "</text>\n";
+  const double left = f.left, top = f.top, pw = f.pw, ph = f.ph;
+  const int nx = static_cast<int>(std::lround((f.ax.hi - f.ax.lo) / f.ax.step));
+  const int ny = static_cast<int>(std::lround((f.ay.hi - f.ay.lo) / f.ay.step));
+  for (int i = 0; i <= nx; ++i) {
+    const double v = f.ax.lo + i * f.ax.step, x = f.px(v);
+    s += fmt("<line class=\"grid\" x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\"/>\n", x, top, x,
+             top + ph);
+    s += fmt("<line class=\"axis\" x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\"/>\n", x,
+             top + ph, x, top + ph + 5);
+    s += fmt("<text class=\"tick\" x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\">", x,
+             top + ph + 19) + tick_label(v, f.ax.step) + "</text>\n";
+  }
+  for (int i = 0; i <= ny; ++i) {
+    const double v = f.ay.lo + i * f.ay.step, y = f.py(v);
+    s += fmt("<line class=\"grid\" x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\"/>\n", left, y,
+             left + pw, y);
+    s += fmt("<line class=\"axis\" x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\"/>\n", left - 5,
+             y, left, y);
+    s += fmt("<text class=\"tick\" x=\"%.2f\" y=\"%.2f\" text-anchor=\"end\">", left - 8, y + 4) +
+         tick_label(v, f.ay.step) + "</text>\n";
+  }
+  s += fmt("<rect class=\"axis\" x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" "
+           "fill=\"none\"/>\n", left, top, pw, ph);
+  s += fmt("<text class=\"label\" x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\">step</text>\n",
+           left + pw / 2, f.h - 12);
+  s += fmt("<text class=\"label\" transform=\"translate(%.2f %.2f) rotate(-90)\" "
+           "text-anchor=\"middle\">loss</text>\n", 20.0, top + ph / 2);
+  return s;
+}
+
+// The raw curve, or (with smoothing) the raw one faded under the smoothed one and a legend.
+std::string svg_curves(const Frame& f, const std::vector<double>& xs, const std::vector<double>& ys,
+                       const std::vector<double>& smooth, double ema) {
+  auto polyline = [&](const char* cls, const std::vector<double>& vals, const char* style) {
+    std::string p = std::string("<polyline class=\"") + cls + "\" fill=\"none\" " + style +
+                    " stroke-linejoin=\"round\" stroke-linecap=\"round\" points=\"";
+    for (size_t i = 0; i < xs.size(); ++i) {
+      if (i) p.push_back(' ');
+      p += fmt("%.2f,%.2f", f.px(xs[i]), f.py(vals[i]));
+    }
+    return p + "\"/>\n";
+  };
+  if (xs.empty()) {
+    return fmt("<text class=\"label\" x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\">"
+               "no finite loss values</text>\n", f.left + f.pw / 2, f.top + f.ph / 2);
+  }
+  if (smooth.empty()) return polyline("raw", ys, "stroke=\"#1f77b4\" stroke-width=\"1.8\"");
+  std::string s = polyline("raw", ys, "stroke=\"#1f77b4\" stroke-opacity=\"0.3\" stroke-width=\"1.2\"");
+  s += polyline("smooth", smooth, "stroke=\"#1f77b4\" stroke-width=\"2.2\"");
+  const double lx = f.left + f.pw - 150, ly = f.top + 12;
+  s += fmt("<rect x=\"%.2f\" y=\"%.2f\" width=\"140\" height=\"42\" fill=\"#ffffff\" "
+           "fill-opacity=\"0.85\" stroke=\"#ddd\"/>\n", lx, ly);
+  s += fmt("<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#1f77b4\" "
+           "stroke-opacity=\"0.3\" stroke-width=\"1.2\"/>\n", lx + 10, ly + 14, lx + 34, ly + 14);
+  s += fmt("<text class=\"tick\" x=\"%.2f\" y=\"%.2f\">raw</text>\n", lx + 42, ly + 18);
+  s += fmt("<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#1f77b4\" "
+           "stroke-width=\"2.2\"/>\n", lx + 10, ly + 30, lx + 34, ly + 30);
+  s += fmt("<text class=\"tick\" x=\"%.2f\" y=\"%.2f\">EMA ", lx + 42, ly + 34) + fmt("%.2f", ema) +
+       "</text>\n";
+  return s;
+}
+
+}  // namespace
+
 std::string loss_plot_svg(const std::vector<int64_t>& steps, const std::vector<double>& losses,
                           const std::string& title, const LossPlotOptions& options) {
   TITAN_CHECK(steps.size() == losses.size(), "[loss_plot] ", steps.size(), " steps but ",
@@ -83,106 +182,20 @@ std::string loss_plot_svg(const std::vector<int64_t>& steps, const std::vector<d
               "x", options.height, " is too small. HINT: use at least 200x150");
   TITAN_CHECK(options.ema >= 0.0 && options.ema < 1.0, "[loss_plot] ema = ", options.ema,
               " is outside [0, 1). HINT: 0 turns smoothing off, 0.9 is TensorBoard-like");
-
   std::vector<double> xs, ys;  // finite points only
   for (size_t i = 0; i < losses.size(); ++i) {
     if (!std::isfinite(losses[i])) continue;
     xs.push_back(static_cast<double>(steps[i]));
     ys.push_back(losses[i]);
   }
-  std::vector<double> smooth;  // debiased EMA over the finite points
-  if (options.ema > 0.0 && ys.size() >= 2) {
-    double acc = 0.0, weight = 0.0;
-    for (const double y : ys) {
-      acc = options.ema * acc + (1.0 - options.ema) * y;
-      weight = options.ema * weight + (1.0 - options.ema);
-      smooth.push_back(acc / weight);
-    }
-  }
-
   const double w = options.width, h = options.height;
   const double left = 72, right = 24, top = 44, bottom = 56;
-  const double pw = w - left - right, ph = h - top - bottom;  // plot area
-
-  Axis ax{0, 1, 0.2}, ay{0, 1, 0.2};
+  Frame f{w, h, left, top, w - left - right, h - top - bottom, Axis{0, 1, 0.2}, Axis{0, 1, 0.2}};
   if (!xs.empty()) {
-    ax = nice_axis(*std::min_element(xs.begin(), xs.end()), *std::max_element(xs.begin(), xs.end()),
-                   8, true);
-    ay = nice_axis(*std::min_element(ys.begin(), ys.end()), *std::max_element(ys.begin(), ys.end()),
-                   6, false);
+    f.ax = nice_axis(*std::min_element(xs.begin(), xs.end()), *std::max_element(xs.begin(), xs.end()), 8, true);
+    f.ay = nice_axis(*std::min_element(ys.begin(), ys.end()), *std::max_element(ys.begin(), ys.end()), 6, false);
   }
-  auto px = [&](double x) { return left + (x - ax.lo) / (ax.hi - ax.lo) * pw; };
-  auto py = [&](double y) { return top + (ay.hi - y) / (ay.hi - ay.lo) * ph; };
-
-  std::string s;
-  s += fmt("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-           "viewBox=\"0 0 %.0f %.0f\">\n", w, h, w, h);
-  s += "<style>text{font-family:'DejaVu Sans',Helvetica,Arial,sans-serif;fill:#333}"
-       ".tick{font-size:12px}.label{font-size:13px}.title{font-size:16px;font-weight:600}"
-       ".grid{stroke:#e6e6e6;stroke-width:1}.axis{stroke:#555;stroke-width:1}</style>\n";
-  s += fmt("<rect width=\"%.0f\" height=\"%.0f\" fill=\"#ffffff\"/>\n", w, h);
-  s += "<text class=\"title\" x=\"" + fmt("%.1f", left + pw / 2) +
-       "\" y=\"26\" text-anchor=\"middle\">" + xml_escape(title) + "</text>\n";
-
-  // Grid lines and tick labels; the index loop avoids drifting float accumulation.
-  const int nx = static_cast<int>(std::lround((ax.hi - ax.lo) / ax.step));
-  const int ny = static_cast<int>(std::lround((ay.hi - ay.lo) / ay.step));
-  for (int i = 0; i <= nx; ++i) {
-    const double v = ax.lo + i * ax.step, x = px(v);
-    s += fmt("<line class=\"grid\" x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\"/>\n", x, top, x,
-             top + ph);
-    s += fmt("<line class=\"axis\" x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\"/>\n", x,
-             top + ph, x, top + ph + 5);
-    s += fmt("<text class=\"tick\" x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\">", x,
-             top + ph + 19) + tick_label(v, ax.step) + "</text>\n";
-  }
-  for (int i = 0; i <= ny; ++i) {
-    const double v = ay.lo + i * ay.step, y = py(v);
-    s += fmt("<line class=\"grid\" x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\"/>\n", left, y,
-             left + pw, y);
-    s += fmt("<line class=\"axis\" x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\"/>\n", left - 5,
-             y, left, y);
-    s += fmt("<text class=\"tick\" x=\"%.2f\" y=\"%.2f\" text-anchor=\"end\">", left - 8, y + 4) +
-         tick_label(v, ay.step) + "</text>\n";
-  }
-  s += fmt("<rect class=\"axis\" x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" "
-           "fill=\"none\"/>\n", left, top, pw, ph);
-  s += fmt("<text class=\"label\" x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\">step</text>\n",
-           left + pw / 2, h - 12);
-  s += fmt("<text class=\"label\" transform=\"translate(%.2f %.2f) rotate(-90)\" "
-           "text-anchor=\"middle\">loss</text>\n", 20.0, top + ph / 2);
-
-  auto polyline = [&](const char* cls, const std::vector<double>& vals, const char* style) {
-    std::string p = std::string("<polyline class=\"") + cls + "\" fill=\"none\" " + style +
-                    " stroke-linejoin=\"round\" stroke-linecap=\"round\" points=\"";
-    for (size_t i = 0; i < xs.size(); ++i) {
-      if (i) p.push_back(' ');
-      p += fmt("%.2f,%.2f", px(xs[i]), py(vals[i]));
-    }
-    return p + "\"/>\n";
-  };
-  if (xs.empty()) {
-    s += fmt("<text class=\"label\" x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\">"
-             "no finite loss values</text>\n", left + pw / 2, top + ph / 2);
-  } else if (smooth.empty()) {
-    s += polyline("raw", ys, "stroke=\"#1f77b4\" stroke-width=\"1.8\"");
-  } else {
-    // Raw underneath, faded; the smoothed trend on top.
-    s += polyline("raw", ys, "stroke=\"#1f77b4\" stroke-opacity=\"0.3\" stroke-width=\"1.2\"");
-    s += polyline("smooth", smooth, "stroke=\"#1f77b4\" stroke-width=\"2.2\"");
-    const double lx = left + pw - 150, ly = top + 12;
-    s += fmt("<rect x=\"%.2f\" y=\"%.2f\" width=\"140\" height=\"42\" fill=\"#ffffff\" "
-             "fill-opacity=\"0.85\" stroke=\"#ddd\"/>\n", lx, ly);
-    s += fmt("<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#1f77b4\" "
-             "stroke-opacity=\"0.3\" stroke-width=\"1.2\"/>\n", lx + 10, ly + 14, lx + 34, ly + 14);
-    s += fmt("<text class=\"tick\" x=\"%.2f\" y=\"%.2f\">raw</text>\n", lx + 42, ly + 18);
-    s += fmt("<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#1f77b4\" "
-             "stroke-width=\"2.2\"/>\n", lx + 10, ly + 30, lx + 34, ly + 30);
-    s += fmt("<text class=\"tick\" x=\"%.2f\" y=\"%.2f\">EMA ", lx + 42, ly + 34) +
-         fmt("%.2f", options.ema) + "</text>\n";
-  }
-  s += "</svg>\n";
-  return s;
+  return svg_axes(f, title) + svg_curves(f, xs, ys, debiased_ema(ys, options.ema), options.ema) + "</svg>\n";
 }
 
 void write_loss_plot_svg(const std::string& path, const std::vector<int64_t>& steps,

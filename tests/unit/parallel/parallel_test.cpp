@@ -16,7 +16,6 @@
 #include "titan/checkpoint/train_state.h"
 #include "titan/core/rng.h"
 #include "titan/models/builtin.h"
-#include "titan/models/qwen3/family.h"
 #include "titan/parallel/fsdp.h"
 #include "titan/parallel/parallelize.h"
 #include "titan/parallel/mesh.h"
@@ -81,8 +80,8 @@ Tensor ids(int64_t b, int64_t t, uint64_t seed) {
 // reduced gradient to the shard, where the plain model's ops accumulate in place.
 TEST(Fsdp, OneRankShardingLeavesTrainingUnchanged) {
   nn::Decoder plain(tiny()), sharded(tiny());
-  qwen3::family().init_weights(plain, 7);
-  qwen3::family().init_weights(sharded, 7);
+  models::find_family("qwen3").init_weights(plain, 7);
+  models::find_family("qwen3").init_weights(sharded, 7);
   std::unique_ptr<parallel::Comm> a = parallel::make_local_comm(), b = parallel::make_local_comm();
   parallel::Fsdp fsdp(parallel::decoder_units(sharded), *a, *b);
   sharded.set_unit_hooks(&fsdp);
@@ -127,7 +126,7 @@ TEST(Fsdp, OneRankShardingLeavesTrainingUnchanged) {
 }
 
 TEST(TensorParallel, PlanAndLocalConfig) {
-  const models::ParallelPlan& plan = qwen3::family().parallel_plan;
+  const models::ParallelPlan& plan = models::find_family("qwen3").parallel_plan;
   EXPECT_EQ(plan.tp_split_dim("layers.3.attention.wq.weight"), 0);
   EXPECT_EQ(plan.tp_split_dim("layers.3.attention.wo.weight"), 1);
   EXPECT_EQ(plan.tp_split_dim("layers.0.feed_forward.w2.weight"), 1);
@@ -145,9 +144,9 @@ TEST(TensorParallel, PlanAndLocalConfig) {
 
 // Copying rank shares out of a whole model and gathering them back is the identity.
 TEST(TensorParallel, ShardsRoundTrip) {
-  const models::ParallelPlan& plan = qwen3::family().parallel_plan;
+  const models::ParallelPlan& plan = models::find_family("qwen3").parallel_plan;
   nn::Decoder whole(tiny());
-  qwen3::family().init_weights(whole, 3);
+  models::find_family("qwen3").init_weights(whole, 3);
   const nn::DecoderConfig lc = plan.tp_local_config(tiny(), 2);
   nn::Decoder r0(lc), r1(lc);
   parallel::copy_tp_shard(plan, whole, r0, 0, 2);

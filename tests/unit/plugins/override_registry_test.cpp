@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "ops/op_harness.h"
-#include "titan/models/qwen3/specs.h"
+#include "titan/models/builtin.h"
 #include "titan/nn/decoder.h"
 #include "titan/plugins/override_registry.h"
 
@@ -25,7 +25,7 @@ class RopeFaster : public RopeFast {
 };
 
 nn::DecoderConfig twelve_layers() {
-  nn::DecoderConfig c = qwen3::find_spec("debug").config;
+  nn::DecoderConfig c = models::find_size("debug").config;
   c.num_layers = 12;
   return c;
 }
