@@ -21,6 +21,7 @@ namespace {
 using titan::Tensor;
 using titan::kernels::gemm;
 namespace nn = titan::nn;
+using titan::DType;
 
 class SwiGluW13Node : public nn::FeedForwardNode {
  public:
@@ -31,11 +32,11 @@ class SwiGluW13 : public nn::FeedForwardModule {
  public:
   SwiGluW13(const nn::FeedForwardConfig& c, const std::string& fqn)
       : d_(c.dim), f_(c.hidden_dim), has_bias_(c.bias) {
-    w13_ = Tensor::zeros({2 * f_, d_});
-    dw13_ = Tensor::zeros({2 * f_, d_});
+    w13_ = Tensor::zeros({2 * f_, d_}, DType::f32, nn::kParameterDevice);
+    dw13_ = Tensor::zeros({2 * f_, d_}, DType::f32, nn::kParameterDevice);
     w1_ = {fqn + ".w1.weight", w13_.narrow(0, 0, f_), dw13_.narrow(0, 0, f_)};
     w3_ = {fqn + ".w3.weight", w13_.narrow(0, f_, f_), dw13_.narrow(0, f_, f_)};
-    w2_.init(fqn + ".w2.weight", {d_, f_});
+    w2_.init(fqn + ".w2.weight", {d_, f_}, nn::kParameterDevice);
   }
 
   // gu_N2F = x w13^T; h_NF = silu(gu[:, :F]) * gu[:, F:]; y_ND = h w2^T.

@@ -42,7 +42,7 @@ Storage::~Storage() {
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   TITAN_CHECK(device == Device::cpu, "[tensor] no allocator for device ", device_name(device),
-              " in this build. HINT: build with -DTITAN_CUDA=ON");
+              " in this build: titan has no CUDA backend yet (kernels/cuda/ is its seam). HINT: run on the CPU");
   for (int64_t d : shape) {
     TITAN_CHECK(d >= 0, "[tensor] negative dimension in shape ", shape_str(shape));
   }

@@ -29,7 +29,7 @@ Tensor Attention::forward(const StepContext& ctx, const Tensor& x_ND) {
   rope->forward(ctx, k);
   q_BTHK_ = q;
   k_BTGK_ = k;
-  o_BTHK_ = Tensor::empty({B, T, H, K});
+  o_BTHK_ = Tensor::empty({B, T, H, K}, DType::f32, q.device());
   ops::attention_forward({}, q_BTHK_, k_BTGK_, v_BTGK_, o_BTHK_, saved_);
   return wo.forward(o_BTHK_.reshape({B * T, H * K}));
 }
@@ -38,8 +38,9 @@ Tensor Attention::backward(const StepContext& ctx, const Tensor& dy_ND) {
   const int64_t B = ctx.batch, T = ctx.seq, H = config_.num_heads, G = config_.num_kv_heads,
                 K = config_.head_dim;
   const Tensor do_BTHK = wo.backward(dy_ND).reshape({B, T, H, K});
-  Tensor dq = Tensor::empty({B, T, H, K}), dk = Tensor::empty({B, T, G, K}),
-         dv = Tensor::empty({B, T, G, K});
+  const Device on = do_BTHK.device();
+  Tensor dq = Tensor::empty({B, T, H, K}, DType::f32, on), dk = Tensor::empty({B, T, G, K}, DType::f32, on),
+         dv = Tensor::empty({B, T, G, K}, DType::f32, on);
   ops::attention_backward({}, do_BTHK, q_BTHK_, k_BTGK_, v_BTGK_, o_BTHK_, saved_, dq, dk, dv);
   q_BTHK_ = k_BTGK_ = v_BTGK_ = o_BTHK_ = Tensor();
   saved_ = {};

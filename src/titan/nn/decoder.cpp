@@ -141,7 +141,7 @@ StepContext Decoder::make_context(const Tensor& ids_BT) const {
   StepContext ctx;
   ctx.batch = ids_BT.size(0);
   ctx.seq = ids_BT.size(1);
-  ctx.positions_N = Tensor::empty({ctx.batch * ctx.seq}, DType::i64);
+  ctx.positions_N = Tensor::empty({ctx.batch * ctx.seq}, DType::i64, Device::cpu);  // filled on the host
   int64_t* pos = ctx.positions_N.data<int64_t>();
   for (int64_t b = 0; b < ctx.batch; ++b) {
     for (int64_t t = 0; t < ctx.seq; ++t) pos[b * ctx.seq + t] = t;
@@ -218,12 +218,12 @@ LossResult Decoder::forward_backward(const Tensor& ids_BT, const Tensor& targets
   LossResult result;
   result.num_targets = ops::count_targets(targets_BT);
   if (grad_scale == 0.0f && result.num_targets > 0) grad_scale = 1.0f / static_cast<float>(result.num_targets);
-  Tensor dhn_ND = Tensor::empty(hn_ND.shape());
+  Tensor dhn_ND = Tensor::empty(hn_ND.shape(), DType::f32, hn_ND.device());
   if (hooks_) hooks_->before_backward(UnitHooks::kRoot);
   ops::LmHeadXentResult xent;
   if (tp_) {
     const Tensor hn_full_ND = tp_->enter(hn_ND);
-    Tensor dhn_full_ND = Tensor::empty(hn_full_ND.shape());
+    Tensor dhn_full_ND = Tensor::empty(hn_full_ND.shape(), DType::f32, hn_full_ND.device());
     xent = tp_->head_xent(hn_full_ND, head_weight().value, vocab_start_, targets_BT.reshape({-1}), grad_scale,
                           dhn_full_ND, head_weight().grad);
     dhn_ND = tp_->enter_backward(dhn_full_ND);
@@ -282,7 +282,7 @@ Tensor Decoder::forward_logits(const Tensor& ids_BT) {
   const StepContext ctx = make_context(ids_BT);
   const Tensor hn_ND = forward_hidden(ctx, ids_BT);
   release();
-  Tensor logits_NV = Tensor::empty({ctx.batch * ctx.seq, config_.vocab_size});
+  Tensor logits_NV = Tensor::empty({ctx.batch * ctx.seq, config_.vocab_size}, DType::f32, hn_ND.device());
   ops::linear_forward(hn_ND, head_weight().value, Tensor(), logits_NV);
   if (hooks_) hooks_->after_forward(UnitHooks::kRoot);
   return logits_NV.reshape({ctx.batch, ctx.seq, config_.vocab_size});

@@ -7,11 +7,11 @@
 namespace titan::nn {
 
 Embedding::Embedding(const EmbeddingConfig& config, const std::string& fqn) : config_(config) {
-  weight.init(fqn + ".weight", {config.vocab_size, config.dim});
+  weight.init(fqn + ".weight", {config.vocab_size, config.dim}, kParameterDevice);
 }
 
 Tensor Embedding::forward(const Tensor& ids) {
-  Tensor y_ND = Tensor::empty({ids.numel(), config_.dim});
+  Tensor y_ND = Tensor::empty({ids.numel(), config_.dim}, DType::f32, weight.value.device());
   if (vocab_start_ < 0) {
     ops::embedding_forward(ids, weight.value, y_ND);
     ids_ = ids;
@@ -19,8 +19,8 @@ Tensor Embedding::forward(const Tensor& ids) {
   }
   // Local ids (an outside id looks up row 0, then its row is zeroed; its gradient is dropped).
   const int64_t n = ids.numel();
-  Tensor local = Tensor::empty(ids.shape(), DType::i64);
-  outside_ = Tensor::zeros({n}, DType::i32);
+  Tensor local = Tensor::empty(ids.shape(), DType::i64, Device::cpu);  // ids are remapped on the host
+  outside_ = Tensor::zeros({n}, DType::i32, Device::cpu);
   const int64_t* id = ids.contiguous().data<int64_t>();
   int64_t* l = local.data<int64_t>();
   int32_t* out = outside_.data<int32_t>();

@@ -13,14 +13,15 @@ FeedForward::FeedForward(const FeedForwardConfig& config, const std::string& fqn
 Tensor FeedForward::forward(const Tensor& x_ND) {
   gate_NF_ = w1.forward(x_ND);
   up_NF_ = w3.forward(x_ND);
-  Tensor h_NF = Tensor::empty(gate_NF_.shape());
+  Tensor h_NF = Tensor::empty(gate_NF_.shape(), DType::f32, gate_NF_.device());
   ops::swiglu_forward(gate_NF_, up_NF_, h_NF);
   return w2.forward(h_NF);
 }
 
 Tensor FeedForward::backward(const Tensor& dy_ND) {
   const Tensor dh_NF = w2.backward(dy_ND);
-  Tensor dgate_NF = Tensor::empty(gate_NF_.shape()), dup_NF = Tensor::empty(up_NF_.shape());
+  Tensor dgate_NF = Tensor::empty(gate_NF_.shape(), DType::f32, gate_NF_.device()),
+         dup_NF = Tensor::empty(up_NF_.shape(), DType::f32, up_NF_.device());
   ops::swiglu_backward(dh_NF, gate_NF_, up_NF_, dgate_NF, dup_NF);
   gate_NF_ = up_NF_ = Tensor();
   Tensor dx_ND = w1.backward(dgate_NF);

@@ -23,13 +23,13 @@ LoadBalance parse_load_balance(const std::string& name) {
 Moe::Moe(const MoeConfig& config, const std::string& fqn)
     : config_(config), load_E_(static_cast<size_t>(config.num_experts), 0) {
   const int64_t e = config.num_experts, f = config.hidden_dim, d = config.dim;
-  router.init(fqn + ".router.gate.weight", {e, d});
-  w1.init(fqn + ".experts.w1", {e, f, d});
-  w2.init(fqn + ".experts.w2", {e, d, f});
-  w3.init(fqn + ".experts.w3", {e, f, d});
+  router.init(fqn + ".router.gate.weight", {e, d}, kParameterDevice);
+  w1.init(fqn + ".experts.w1", {e, f, d}, kParameterDevice);
+  w2.init(fqn + ".experts.w2", {e, d, f}, kParameterDevice);
+  w3.init(fqn + ".experts.w3", {e, f, d}, kParameterDevice);
   if (config.load_balance == LoadBalance::bias) {
     expert_bias.fqn = fqn + ".expert_bias";
-    expert_bias.value = Tensor::zeros({e});
+    expert_bias.value = Tensor::zeros({e}, DType::f32, kParameterDevice);
   }
   args_.top_k = config.top_k;
   args_.norm_topk_prob = config.norm_topk_prob;
@@ -38,8 +38,8 @@ Moe::Moe(const MoeConfig& config, const std::string& fqn)
 
 Tensor Moe::forward(const Tensor& x_ND) {
   const int64_t n = x_ND.size(0);
-  Tensor out_ND = Tensor::empty({n, config_.dim});
-  Tensor logits_NE = Tensor::empty({n, config_.num_experts});
+  Tensor out_ND = Tensor::empty({n, config_.dim}, DType::f32, x_ND.device());
+  Tensor logits_NE = Tensor::empty({n, config_.num_experts}, DType::f32, x_ND.device());
   ops::moe_forward(args_, x_ND, router.value, w1.value, w3.value, w2.value, out_ND, logits_NE, saved_);
   x_ND_ = x_ND;
   const int64_t* counts = saved_.expert_counts_E.data<int64_t>();
@@ -52,7 +52,7 @@ Tensor Moe::backward(const Tensor& dy_ND) {
   Tensor drouter_logits_NE;
   if (!aux_dprobs_E_.empty()) {
     // Softmax backward of the aux gradient: dz_j = p_j (q_j - sum_i p_i q_i), q = dprobs.
-    drouter_logits_NE = Tensor::empty({n, e});
+    drouter_logits_NE = Tensor::empty({n, e}, DType::f32, Device::cpu);  // filled on the host below
     const float* p = saved_.probs_NE.data<float>();
     float* dz = drouter_logits_NE.data<float>();
     for (int64_t t = 0; t < n; ++t) {
@@ -64,7 +64,7 @@ Tensor Moe::backward(const Tensor& dy_ND) {
     }
     aux_dprobs_E_.clear();
   }
-  Tensor dx_ND = Tensor::empty(x_ND_.shape());
+  Tensor dx_ND = Tensor::empty(x_ND_.shape(), DType::f32, x_ND_.device());
   ops::moe_backward(args_, dy_ND, drouter_logits_NE, x_ND_, router.value, w1.value, w3.value, w2.value, saved_,
                     dx_ND, router.grad, w1.grad, w3.grad, w2.grad);
   release();

@@ -15,15 +15,20 @@ struct Parameter {
   Tensor value;
   Tensor grad;  // same shape, f32; allocated with the value
 
-  void init(std::string name, const Shape& shape) {
+  void init(std::string name, const Shape& shape, Device device) {
     fqn = std::move(name);
-    value = Tensor::zeros(shape);
-    grad = Tensor::zeros(shape);
+    value = Tensor::zeros(shape, DType::f32, device);
+    grad = Tensor::zeros(shape, DType::f32, device);
   }
   bool defined() const { return value.defined(); }
 };
 
 using ParameterList = std::vector<Parameter*>;
+
+// Where modules allocate their parameters. Weights are initialised and loaded on the host (init,
+// HF import, checkpoints), and activations follow their inputs' device; a device backend moves the
+// model after it is built (CUDA: not yet).
+inline constexpr Device kParameterDevice = Device::cpu;
 
 // Adds a[i] += b[i]; used where two gradient paths meet (residuals, q/k/v inputs).
 void add_inplace(Tensor& a, const Tensor& b);

@@ -3,13 +3,13 @@
 namespace titan::nn {
 
 RmsNorm::RmsNorm(const RmsNormConfig& config, const std::string& fqn) : config_(config) {
-  weight.init(fqn + ".weight", {config.dim});
+  weight.init(fqn + ".weight", {config.dim}, kParameterDevice);
   weight.value.fill_(1.0f);
 }
 
 Tensor RmsNorm::forward(const Tensor& x) {
   const Tensor x_ND = x.reshape({-1, config_.dim});
-  Tensor y_ND = Tensor::empty(x_ND.shape());
+  Tensor y_ND = Tensor::empty(x_ND.shape(), DType::f32, x_ND.device());
   ops::rms_norm_forward({config_.eps}, x_ND, weight.value, y_ND, saved_);
   x_ = x;
   return y_ND.reshape(x.shape());
@@ -17,7 +17,7 @@ Tensor RmsNorm::forward(const Tensor& x) {
 
 Tensor RmsNorm::backward(const Tensor& dy) {
   const Tensor x_ND = x_.reshape({-1, config_.dim});
-  Tensor dx_ND = Tensor::empty(x_ND.shape());
+  Tensor dx_ND = Tensor::empty(x_ND.shape(), DType::f32, x_ND.device());
   ops::rms_norm_backward({config_.eps}, dy.reshape({-1, config_.dim}), x_ND, weight.value, saved_,
                          dx_ND, weight.grad);
   const Shape shape = x_.shape();

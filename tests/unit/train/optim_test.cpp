@@ -40,7 +40,7 @@ struct Params {
 
   void add(const std::string& fqn, const Shape& shape, const std::vector<double>& value) {
     owned.push_back(std::make_unique<nn::Parameter>());
-    owned.back()->init(fqn, shape);
+    owned.back()->init(fqn, shape, Device::cpu);
     if (!value.empty()) owned.back()->value.copy_from(from_doubles(value, shape));
     list.push_back(owned.back().get());
   }
