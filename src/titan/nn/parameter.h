@@ -25,7 +25,8 @@ struct Parameter {
 
 using ParameterList = std::vector<Parameter*>;
 
-// Adds a[i] += b[i]; used where two gradient paths meet (residuals, q/k/v inputs).
+// Adds a[i] += b[i]; used where two gradient paths meet (residuals, q/k/v inputs). The op
+// ops::accumulate (ops/elementwise/elementwise.h: f32, same numel, contiguous).
 void add_inplace(Tensor& a, const Tensor& b);
 
 }  // namespace titan::nn
