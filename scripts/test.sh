@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 jobs=$(nproc)
-# lld links the test executables (5 of them with MPI, plus hf_reexport; each a static link of the libraries)
+# lld links the test executables (5 of them with MPI, plus hf_reexport, and comm_p2p with MPI; each a static link of the libraries)
 # several times faster than GNU ld, most of all with sanitizers; the sanitizer pass keeps line
 # tables only (-g1).
 lld=(-DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld -DCMAKE_MODULE_LINKER_FLAGS=-fuse-ld=lld

@@ -38,11 +38,13 @@ const char* safetensors_dtype_name(DType dtype) {
     case DType::f16: return "F16";
     case DType::i32: return "I32";
     case DType::i64: return "I64";
+    case DType::f64: return "F64";  // for messages: neither read nor written (see below)
   }
   return "?";
 }
 
 bool parse_safetensors_dtype(const std::string& name, DType* out) {
+  // f64 is not a checkpoint dtype (dtype.h): a file holding F64 is refused as unsupported.
   for (DType d : {DType::f32, DType::bf16, DType::f16, DType::i32, DType::i64}) {
     if (name == safetensors_dtype_name(d)) {
       *out = d;
@@ -244,6 +246,9 @@ void write_safetensors(const std::string& path,
     TITAN_CHECK(t.defined(), "[safetensors] writing ", path, ": tensor \"", name, "\" is undefined");
     TITAN_CHECK(t.device() == Device::cpu, "[safetensors] writing ", path, ": tensor \"", name,
                 "\" is on ", device_name(t.device()), ". HINT: copy it to the CPU first");
+    TITAN_CHECK(t.dtype() != DType::f64, "[safetensors] writing ", path, ": tensor \"", name,
+                "\" is f64, which titan does not store (supported: ", kSupported,
+                "). HINT: copy the values into an f32 tensor");
   }
   // Largest element first, then by name: with an 8-aligned data start every tensor is aligned.
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {

@@ -13,6 +13,7 @@ size_t dtype_size(DType dtype) {
     case DType::f16: return 2;
     case DType::i32: return 4;
     case DType::i64: return 8;
+    case DType::f64: return 8;
   }
   return 0;
 }
@@ -24,6 +25,7 @@ const char* dtype_name(DType dtype) {
     case DType::f16: return "f16";
     case DType::i32: return "i32";
     case DType::i64: return "i64";
+    case DType::f64: return "f64";
   }
   return "?";
 }

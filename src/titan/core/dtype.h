@@ -7,7 +7,9 @@
 
 namespace titan {
 
-enum class DType : uint8_t { f32, bf16, f16, i32, i64 };
+// f64 is for host-side reductions (losses, norms, counters through Comm::all_reduce_sum); it is
+// not a parameter, activation or checkpoint dtype, and convert() does not take it.
+enum class DType : uint8_t { f32, bf16, f16, i32, i64, f64 };
 
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);  // "f32", "bf16", ...

@@ -46,6 +46,7 @@ constexpr bool dtype_matches(DType dtype) {
   if constexpr (std::is_same_v<T, float>) return dtype == DType::f32;
   if constexpr (std::is_same_v<T, int32_t>) return dtype == DType::i32;
   if constexpr (std::is_same_v<T, int64_t>) return dtype == DType::i64;
+  if constexpr (std::is_same_v<T, double>) return dtype == DType::f64;
   if constexpr (std::is_same_v<T, uint16_t>) return dtype == DType::bf16 || dtype == DType::f16;
   return false;
 }

@@ -30,7 +30,8 @@ using ParameterList = std::vector<Parameter*>;
 // model after it is built (CUDA: not yet).
 inline constexpr Device kParameterDevice = Device::cpu;
 
-// Adds a[i] += b[i]; used where two gradient paths meet (residuals, q/k/v inputs).
+// Adds a[i] += b[i]; used where two gradient paths meet (residuals, q/k/v inputs). The op
+// ops::accumulate (ops/elementwise/elementwise.h: f32, same numel, contiguous).
 void add_inplace(Tensor& a, const Tensor& b);
 
 }  // namespace titan::nn

@@ -8,7 +8,8 @@ std::vector<std::pair<std::string, std::string>> selected_kernels(Device device)
   };
   return {entry(embedding_table()), entry(rms_norm_table()),  entry(linear_table()),
           entry(rope_table()),      entry(attention_table()), entry(swiglu_table()),
-          entry(lm_head_xent_table()), entry(adamw_table()), entry(moe_table())};
+          entry(lm_head_xent_table()), entry(adamw_table()), entry(moe_table()),
+          entry(accumulate_table()), entry(scale_table()), entry(sum_squares_table())};
 }
 
 void register_builtin_rms_norm(OpTable<RmsNormImpl>& table) {
@@ -53,6 +54,21 @@ void register_builtin_adamw(OpTable<AdamWImpl>& table) {
 void register_builtin_moe(OpTable<MoeImpl>& table) {
   table.add(moe_impl_ref());
   table.add(moe_impl_cpu());
+}
+
+void register_builtin_accumulate(OpTable<AccumulateImpl>& table) {
+  table.add(accumulate_impl_ref());
+  table.add(accumulate_impl_cpu());
+}
+
+void register_builtin_scale(OpTable<ScaleImpl>& table) {
+  table.add(scale_impl_ref());
+  table.add(scale_impl_cpu());
+}
+
+void register_builtin_sum_squares(OpTable<SumSquaresImpl>& table) {
+  table.add(sum_squares_impl_ref());
+  table.add(sum_squares_impl_cpu());
 }
 
 }  // namespace titan::ops

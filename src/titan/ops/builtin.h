@@ -8,6 +8,7 @@
 
 #include "titan/ops/adamw/adamw.h"
 #include "titan/ops/attention/attention.h"
+#include "titan/ops/elementwise/elementwise.h"
 #include "titan/ops/embedding/embedding.h"
 #include "titan/ops/matmul/linear.h"
 #include "titan/ops/moe/moe.h"
@@ -30,5 +31,8 @@ void register_builtin_linear(OpTable<LinearImpl>& table);
 void register_builtin_lm_head_xent(OpTable<LmHeadXentImpl>& table);
 void register_builtin_adamw(OpTable<AdamWImpl>& table);
 void register_builtin_moe(OpTable<MoeImpl>& table);
+void register_builtin_accumulate(OpTable<AccumulateImpl>& table);
+void register_builtin_scale(OpTable<ScaleImpl>& table);
+void register_builtin_sum_squares(OpTable<SumSquaresImpl>& table);
 
 }  // namespace titan::ops

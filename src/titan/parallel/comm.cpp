@@ -33,6 +33,45 @@ std::string Comm::broadcast_string(const std::string& s, int root) {
 
 namespace {
 
+// "f32[3, 5] on cpu", with ", non-contiguous" when it is: what a failed check found.
+std::string found(const Tensor& t) {
+  return t.describe() + " on " + device_name(t.device()) + (t.is_contiguous() ? "" : ", non-contiguous");
+}
+
+// A collective or a transfer moves host memory: `t` must be defined, on the CPU and contiguous.
+void check_host(const Comm& comm, const char* call, const char* what, const Tensor& t) {
+  TITAN_CHECK(t.defined(), "[comm] ", call, " ", what, ": the tensor is undefined. HINT: allocate it first");
+  TITAN_CHECK(t.device() == Device::cpu, "[comm] ", call, " ", what, ": ", t.describe(), " is on ",
+              device_name(t.device()), ", but the ", comm.backend(),
+              " communicator moves host memory and the NCCL communicator is not built yet. HINT: copy the "
+              "tensor to the CPU first");
+  TITAN_CHECK(t.is_contiguous(), "[comm] ", call, " ", what, ": expected a contiguous tensor, got ", found(t),
+              ". HINT: call contiguous() first");
+}
+
+void check_f32(const Comm& comm, const char* call, const char* what, const Tensor& t) {
+  check_host(comm, call, what, t);
+  TITAN_CHECK(t.dtype() == DType::f32, "[comm] ", call, " ", what, ": expected f32, got ", found(t),
+              ". HINT: this collective reduces or gathers f32 only");
+}
+
+// `What` holds size() * `part`'s elements (all_gather's out, reduce_scatter's in).
+void check_whole(const Comm& comm, const char* call, const char* what, const Tensor& whole, const char* part_name,
+                 const Tensor& part) {
+  TITAN_CHECK(whole.numel() == comm.size() * part.numel(), "[comm] ", call, " ", what, ": expected ",
+              comm.size() * part.numel(), " elements (", comm.size(), " ranks x ", part.numel(), " of ", part_name,
+              " ", part.describe(), "), got ", whole.describe(), ". HINT: allocate ", what, " with size() * ",
+              part_name, ".numel() elements");
+}
+
+// Keeps both tensors' storage alive until the collective is done (the raw form leaves that to
+// the caller). `inner` is declared last, so it finishes before the tensors are released.
+struct TensorPending final : Pending {
+  Tensor in, out;
+  std::unique_ptr<Pending> inner;
+  void wait() override { inner->wait(); }
+};
+
 class LocalComm final : public Comm {
  public:
   int rank() const override { return 0; }
@@ -51,11 +90,23 @@ class LocalComm final : public Comm {
   void broadcast(void*, int64_t, int) override {}
   void barrier() override {}
   std::unique_ptr<Comm> split(int, int) override { return std::make_unique<LocalComm>(); }
+  // One process, no peers: any transfer names the rank it wanted.
+  void send(const Tensor&, int dst, int) override { no_peers("send", " to rank ", dst); }
+  void recv(Tensor&, int src, int) override { no_peers("recv", " from rank ", src); }
+  // The Tensor forms of the collectives (Comm's non-virtual overloads), not hidden by the above.
+  using Comm::all_gather;
+  using Comm::all_reduce_sum;
+  using Comm::reduce_scatter_sum;
+  using Comm::start_all_gather;
 
  private:
   struct Done final : Pending {
     void wait() override {}
   };
+  [[noreturn]] static void no_peers(const char* call, const char* dir, int peer) {
+    TITAN_FAIL("[comm] ", call, dir, peer, ": the local communicator is one process (rank 0 of 1) with no peers",
+               ". HINT: point-to-point transfers need a multi-rank run (mpirun -np N with an MPI build)");
+  }
   static void copy(const float* in, float* out, int64_t n) {
     if (in != out && n > 0) std::memcpy(out, in, static_cast<size_t>(n) * sizeof(float));
   }
@@ -72,6 +123,53 @@ int env_int(const char* name, int fallback) {
 }
 
 }  // namespace
+
+void Comm::all_reduce_sum(Tensor& t) {
+  check_host(*this, "all_reduce_sum", "t", t);
+  switch (t.dtype()) {
+    case DType::f32: return all_reduce_sum(t.data<float>(), t.numel());
+    case DType::f64: return all_reduce_sum(t.data<double>(), t.numel());
+    case DType::i64: return all_reduce_sum(t.data<int64_t>(), t.numel());
+    default: break;
+  }
+  TITAN_FAIL("[comm] all_reduce_sum t: expected f32, f64 or i64, got ", found(t),
+             ". HINT: sum bf16/f16 values in f32 (to(DType::f32)), i32 counts in i64");
+}
+
+void Comm::all_gather(const Tensor& in, Tensor& out) {
+  check_f32(*this, "all_gather", "in", in);
+  check_f32(*this, "all_gather", "out", out);
+  check_whole(*this, "all_gather", "out", out, "in", in);
+  all_gather(in.data<float>(), out.data<float>(), in.numel());
+}
+
+std::unique_ptr<Pending> Comm::start_all_gather(const Tensor& in, Tensor& out) {
+  check_f32(*this, "start_all_gather", "in", in);
+  check_f32(*this, "start_all_gather", "out", out);
+  check_whole(*this, "start_all_gather", "out", out, "in", in);
+  auto p = std::make_unique<TensorPending>();
+  p->in = in;
+  p->out = out;
+  p->inner = start_all_gather(in.data<float>(), out.data<float>(), in.numel());
+  return p;
+}
+
+void Comm::reduce_scatter_sum(const Tensor& in, Tensor& out) {
+  check_f32(*this, "reduce_scatter_sum", "in", in);
+  check_f32(*this, "reduce_scatter_sum", "out", out);
+  check_whole(*this, "reduce_scatter_sum", "in", in, "out", out);
+  reduce_scatter_sum(in.data<float>(), out.data<float>(), out.numel());
+}
+
+void Comm::check_point_to_point(const char* call, const Tensor& t, int peer, int tag) const {
+  const char* dir = std::string_view(call) == "send" ? " to rank " : " from rank ";
+  TITAN_CHECK(peer >= 0 && peer < size(), "[comm] ", call, dir, peer, ": not a rank of this ", size(), "-rank ",
+              backend(), " communicator (ranks 0..", size() - 1, ")");
+  TITAN_CHECK(peer != rank(), "[comm] ", call, dir, peer, ": that is this rank; a blocking ", call,
+              " to itself never completes. HINT: copy the tensor instead");
+  TITAN_CHECK(tag >= 0, "[comm] ", call, dir, peer, ": tag ", tag, " is negative. HINT: tags are >= 0");
+  check_host(*this, call, "t", t);
+}
 
 std::unique_ptr<Comm> make_local_comm() { return std::make_unique<LocalComm>(); }
 

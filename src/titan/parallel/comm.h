@@ -1,8 +1,12 @@
 // Comm: the one seam every collective goes through. Implementations: MPI (CPU, any number of nodes;
-// comm_mpi.cpp), a single-process one (size 1, no MPI; comm_local.cpp), and NCCL on GPUs later,
-// all behind this interface. Sums of floats reduce in fp32 (FSDP's gradient reduce-scatter), of
-// doubles in fp64 (losses, norms). Calls are blocking unless they return a Pending; every rank of a
-// communicator must make the same calls in the same order.
+// comm_mpi.cpp), a single-process one (size 1, no MPI; LocalComm in comm.cpp, made by
+// make_local_comm), and NCCL on GPUs later, all behind this interface. Sums of floats reduce in
+// fp32 (FSDP's gradient reduce-scatter), of doubles in fp64 (losses, norms). Calls are blocking
+// unless they return a Pending; every rank of a communicator must make the same calls in the same
+// order.
+// Two forms: raw pointers (the virtuals each backend implements) and Tensors (non-virtual: they
+// check contiguity, dtype, sizes and the device once, then call the raw form). Point-to-point
+// send/recv take Tensors only.
 #pragma once
 
 #include <chrono>
@@ -10,6 +14,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "titan/core/tensor.h"
 
 namespace titan::parallel {
 
@@ -42,10 +48,33 @@ class Comm {
   // Ranks with the same color form a new communicator, ordered by key.
   virtual std::unique_ptr<Comm> split(int color, int key) = 0;
 
+  // Point to point, blocking: `t` goes to rank `dst`, which receives it with recv(t', rank(), tag).
+  // The tensor's dtype and shape are the contract between the two ranks: recv fills a preallocated
+  // contiguous host tensor of the sender's dtype and numel, and refuses a message of another size.
+  // Messages between two ranks with the same tag arrive in the order they were sent. tag >= 0.
+  virtual void send(const Tensor& t, int dst, int tag) = 0;
+  virtual void recv(Tensor& t, int src, int tag) = 0;
+
+  // The collectives above on contiguous host tensors (sizes in elements, any shapes):
+  //   all_reduce_sum: f32, f64 or i64, in place;
+  //   all_gather / start_all_gather: f32, out.numel() == size() * in.numel() (every rank's in, in
+  //     rank order); the Pending keeps both tensors' storage alive until it is done;
+  //   reduce_scatter_sum: f32, in.numel() == size() * out.numel().
+  // Every rank must pass the same sizes; a bad tensor is an Error before anything is sent.
+  void all_reduce_sum(Tensor& t);
+  void all_gather(const Tensor& in, Tensor& out);
+  std::unique_ptr<Pending> start_all_gather(const Tensor& in, Tensor& out);
+  void reduce_scatter_sum(const Tensor& in, Tensor& out);
+
   // Every rank's string (rank order), on every rank.
   std::vector<std::string> all_gather_strings(const std::string& mine);
   // root's string, on every rank.
   std::string broadcast_string(const std::string& s, int root);
+
+ protected:
+  // What every send/recv checks before moving bytes: `t` is a defined, contiguous tensor on the
+  // CPU, `peer` is another rank of this communicator and tag >= 0. `call` is "send" or "recv".
+  void check_point_to_point(const char* call, const Tensor& t, int peer, int tag) const;
 };
 
 // Adds the wall time of its scope to `total` (the time spent in collectives, for the metrics).

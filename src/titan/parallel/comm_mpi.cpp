@@ -26,6 +26,20 @@ void check(int rc, const char* call) {
   TITAN_FAIL("[parallel] ", call, " failed: ", std::string(text, static_cast<size_t>(length)));
 }
 
+// The MPI element type of a dtype: typed transfers keep counts in elements (MPI's int counts then
+// reach 2^31 elements, not bytes).
+MPI_Datatype mpi_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return MPI_FLOAT;
+    case DType::f64: return MPI_DOUBLE;
+    case DType::bf16:
+    case DType::f16: return MPI_UINT16_T;
+    case DType::i32: return MPI_INT32_T;
+    case DType::i64: return MPI_INT64_T;
+  }
+  return MPI_BYTE;
+}
+
 class MpiPending final : public Pending {
  public:
   MPI_Request request = MPI_REQUEST_NULL;
@@ -40,6 +54,10 @@ class MpiComm final : public Comm {
   explicit MpiComm(MPI_Comm comm, bool owned) : comm_(comm), owned_(owned) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
+    void* tag_ub = nullptr;
+    int found = 0;
+    MPI_Comm_get_attr(comm_, MPI_TAG_UB, &tag_ub, &found);
+    if (found) tag_ub_ = *static_cast<int*>(tag_ub);
   }
   ~MpiComm() override {
     int finalized = 0;
@@ -78,15 +96,52 @@ class MpiComm final : public Comm {
     return std::make_unique<MpiComm>(sub, true);
   }
 
+  void send(const Tensor& t, int dst, int tag) override {
+    check_point_to_point("send", t, dst, tag);
+    check_tag("send", " to rank ", dst, tag);
+    const int c = count(t.numel(), "send");
+    check(MPI_Send(t.raw_data(), c, mpi_type(t.dtype()), dst, tag, comm_), "MPI_Send");
+  }
+
+  // Probes first, so a message of the wrong size is refused before it is received (MPI_Recv would
+  // truncate a longer one, an error that is fatal under MPI's default handler, and silently
+  // accept a shorter one). A refused message stays queued.
+  void recv(Tensor& t, int src, int tag) override {
+    check_point_to_point("recv", t, src, tag);
+    check_tag("recv", " from rank ", src, tag);
+    const int c = count(t.numel(), "recv");
+    const MPI_Datatype type = mpi_type(t.dtype());
+    MPI_Status status;
+    check(MPI_Probe(src, tag, comm_, &status), "MPI_Probe");
+    int got = 0, bytes = 0;
+    check(MPI_Get_count(&status, type, &got), "MPI_Get_count");
+    check(MPI_Get_count(&status, MPI_BYTE, &bytes), "MPI_Get_count");
+    TITAN_CHECK(got == c, "[comm] recv from rank ", src, " (tag ", tag, ") into ", t.describe(), ": expected ",
+                c, " elements (", t.nbytes(), " bytes), got a message of ", bytes,
+                " bytes. HINT: the receiver's tensor must have the sender's dtype and numel");
+    check(MPI_Recv(t.raw_data(), c, type, src, tag, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
+  }
+
+  // The Tensor forms of the collectives (Comm's non-virtual overloads), not hidden by the above.
+  using Comm::all_gather;
+  using Comm::all_reduce_sum;
+  using Comm::reduce_scatter_sum;
+  using Comm::start_all_gather;
+
  private:
   void reduce(void* data, int64_t n, MPI_Datatype type, MPI_Op op) {
     if (n == 0) return;
     check(MPI_Allreduce(MPI_IN_PLACE, data, count(n, "all_reduce"), type, op, comm_), "MPI_Allreduce");
   }
+  void check_tag(const char* call, const char* dir, int peer, int tag) const {
+    TITAN_CHECK(tag <= tag_ub_, "[comm] ", call, dir, peer, ": tag ", tag, " is above this MPI's MPI_TAG_UB (",
+                tag_ub_, ")");
+  }
   MPI_Comm comm_;
   bool owned_;
   int rank_ = 0;
   int size_ = 1;
+  int tag_ub_ = 32767;  // the least MPI_TAG_UB the standard allows
 };
 
 // MPI_Finalize at exit, after every communicator is gone.

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "titan/core/error.h"
+#include "titan/ops/elementwise/elementwise.h"
 
 namespace titan::parallel {
 Fsdp::Fsdp(std::vector<nn::ParameterList> units, Comm& shard, Comm& replicate, bool prefetch)
@@ -112,9 +113,7 @@ void Fsdp::reduce_grads(int index) {
     shard_comm_.reduce_scatter_sum(u.full_grad.data<float>(), reduced.data<float>(), u.shard);
   }
   stats_.reduce_scatter_bytes += u.padded * static_cast<int64_t>(sizeof(float));
-  float* g = u.shard_grad.data<float>();
-  const float* d = reduced.data<float>();
-  for (int64_t i = 0; i < u.shard; ++i) g[i] += d[i];
+  ops::accumulate(u.shard_grad, reduced);
   for (nn::Parameter* p : u.params) p->grad = Tensor();
   u.full_grad = Tensor();
 }

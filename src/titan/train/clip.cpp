@@ -4,22 +4,13 @@
 #include <vector>
 
 #include "titan/core/parallel.h"
+#include "titan/ops/elementwise/elementwise.h"
 
 namespace titan::train {
 
 // Elements per partial sum. Fixed, so the summation tree does not depend on the thread count.
+// Each chunk is one ops::sum_squares call (fp64, 8 accumulators in the order elementwise.h fixes).
 constexpr int64_t kNormChunk = 1 << 16;
-
-// Sum of squares of x[0..n) in fp64, 8 independent accumulators (vectorizable, fixed order).
-static double sum_squares(const float* x, int64_t n) {
-  double acc[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int k = 0; k < 8; ++k) acc[k] += static_cast<double>(x[i + k]) * x[i + k];
-  }
-  for (int k = 0; i < n; ++i, ++k) acc[k] += static_cast<double>(x[i]) * x[i];
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-}
 
 double grad_norm(const nn::ParameterList& params, const SquaresReducer& reduce) {
   // One partial per (parameter, chunk), laid out in list order.
@@ -37,7 +28,7 @@ double grad_norm(const nn::ParameterList& params, const SquaresReducer& reduce) 
       const Tensor& g = params[p]->grad;
       const int64_t start = (c - first_chunk[p]) * kNormChunk;
       const int64_t len = std::min(kNormChunk, g.numel() - start);
-      partial[static_cast<size_t>(c)] = sum_squares(g.data<float>() + start, len);
+      partial[static_cast<size_t>(c)] = ops::sum_squares(g.reshape({g.numel()}).narrow(0, start, len));
     }
   });
   double total = 0.0;
@@ -55,12 +46,7 @@ double clip_grad_norm(const nn::ParameterList& params, double max_norm, const Sq
   const double clip_coef = max_norm / (norm + 1e-6);
   if (clip_coef >= 1.0) return norm;
   const float coef = static_cast<float>(clip_coef);
-  for (nn::Parameter* p : params) {
-    float* g = p->grad.data<float>();
-    parallel_for(p->grad.numel(), 1 << 15, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) g[i] *= coef;
-    });
-  }
+  for (nn::Parameter* p : params) ops::scale(p->grad, coef);
   return norm;
 }
 

@@ -286,6 +286,9 @@ TEST(SafetensorsWrite, FailedWriteKeepsTheExistingFileAndLeavesNoTmp) {
   EXPECT_TRUE(throws_error([&] { write_safetensors(path, {{"a", one}, {"a", one}}); },
                            {path, "duplicate tensor name \"a\""}));
   EXPECT_TRUE(throws_error([&] { write_safetensors(path, {{"__metadata__", one}}); }, {path, "invalid tensor name"}));
+  // f64 (host reductions only, dtype.h) is refused on write as it is on read.
+  EXPECT_TRUE(throws_error([&] { write_safetensors(path, {{"d", Tensor::zeros({2}, DType::f64)}}); },
+                           {path, "\"d\" is f64, which titan does not store (supported: F32, BF16, F16, I32, I64)"}));
 
   // A failure halfway through the stream (after more than the 1 MiB buffer has hit the disk).
   EXPECT_THROW(write_file_atomic(path,

@@ -43,6 +43,18 @@ TEST(Tensor, ErrorsNameTheTensor) {
   }
 }
 
+// f64 is a host-reduction dtype (Comm::all_reduce_sum): 8 bytes, data<double>(), no conversions.
+TEST(DType, F64HoldsDoublesAndDoesNotConvert) {
+  EXPECT_EQ(dtype_size(DType::f64), 8u);
+  EXPECT_STREQ(dtype_name(DType::f64), "f64");
+  Tensor t = Tensor::zeros({3}, DType::f64);
+  t.data<double>()[1] = 0.1;
+  EXPECT_EQ(t.clone().data<double>()[1], 0.1);
+  EXPECT_EQ(t.describe(), "f64[3]");
+  EXPECT_THROW(t.data<float>(), Error);
+  EXPECT_THROW(t.to(DType::f32), Error);
+}
+
 TEST(DType, Bf16AndF16RoundTrip) {
   // Exactly representable values survive; rounding is to nearest even (bf16 keeps 8 bits).
   const float values[] = {0.0f, 1.0f, -2.5f, 0.15625f, 65504.0f};
