@@ -1,4 +1,4 @@
-// DecoderConfig::validate, apart from decoder.cpp so that config parsing (qwen3/hf_config.cpp) can
+// DecoderConfig::validate, apart from decoder.cpp so that config parsing (models/decoder/hf_config.cpp) can
 // be built without the layers and kernels: the config.json fuzz target (tests/fuzz) compiles just
 // these two files (clang cannot build the AVX-512 kernels in titan_ops).
 #include <algorithm>

@@ -1,7 +1,6 @@
 #include "titan/parallel/fsdp.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "titan/core/error.h"
 #include "titan/ops/elementwise/elementwise.h"
@@ -34,8 +33,8 @@ Fsdp::Fsdp(std::vector<nn::ParameterList> units, Comm& shard, Comm& replicate, b
       nn::Parameter* p = u.params[i];
       const int64_t a = std::max(lo, u.offsets[i]), b = std::min(hi, u.offsets[i] + p->value.numel());
       if (a < b) {
-        std::memcpy(u.shard_value.data<float>() + (a - lo), p->value.data<float>() + (a - u.offsets[i]),
-                    static_cast<size_t>(b - a) * sizeof(float));
+        Tensor dst = u.shard_value.narrow(0, a - lo, b - a);
+        dst.copy_from(p->value.reshape({p->value.numel()}).narrow(0, a - u.offsets[i], b - a));
         nn::Parameter& piece = shard_params_.emplace_back();
         piece.fqn = p->fqn;
         piece.value = u.shard_value.narrow(0, a - lo, b - a);
@@ -75,7 +74,7 @@ void Fsdp::start_gather(int index) {
   if (u.gathered || u.pending) return;
   u.full_value = Tensor::empty({u.padded});
   CommTimer t{stats_.seconds};
-  u.pending = shard_comm_.start_all_gather(u.shard_value.data<float>(), u.full_value.data<float>(), u.shard);
+  u.pending = shard_comm_.start_all_gather(u.shard_value, u.full_value);
   stats_.all_gather_bytes += u.padded * static_cast<int64_t>(sizeof(float));
 }
 
@@ -110,7 +109,7 @@ void Fsdp::reduce_grads(int index) {
   Tensor reduced = Tensor::empty({u.shard});
   {
     CommTimer t{stats_.seconds};
-    shard_comm_.reduce_scatter_sum(u.full_grad.data<float>(), reduced.data<float>(), u.shard);
+    shard_comm_.reduce_scatter_sum(u.full_grad, reduced);
   }
   stats_.reduce_scatter_bytes += u.padded * static_cast<int64_t>(sizeof(float));
   ops::accumulate(u.shard_grad, reduced);
@@ -152,7 +151,7 @@ void Fsdp::reduce_replicas() {
   if (replicate_comm_.size() == 1) return;
   for (Unit& u : units_) {
     CommTimer t{stats_.seconds};
-    replicate_comm_.all_reduce_sum(u.shard_grad.data<float>(), u.shard);
+    replicate_comm_.all_reduce_sum(u.shard_grad);
     stats_.all_reduce_bytes += u.shard * static_cast<int64_t>(sizeof(float));
   }
 }

@@ -90,7 +90,7 @@ void Parallelized::zero_grad() {
 void Parallelized::finish_grads() {
   if (!fsdp_) return;
   fsdp_->reduce_replicas();
-  for (nn::Parameter* p : tp_partial_) mesh_.tp().all_reduce_sum(p->grad.data<float>(), p->grad.numel());
+  for (nn::Parameter* p : tp_partial_) mesh_.tp().all_reduce_sum(p->grad);
   for (auto& layer : model_->layers) {
     if (!layer->moe) continue;
     std::vector<int64_t>& load = layer->moe->mutable_load();

@@ -37,7 +37,7 @@ void write_slice(Tensor& whole, int dim, int64_t start, const Tensor& part) {
 
 void TensorParallel::all_reduce(Tensor& x) {
   CommTimer t{stats_.seconds};
-  comm_.all_reduce_sum(x.data<float>(), x.numel());
+  comm_.all_reduce_sum(x);
   stats_.all_reduce_bytes += static_cast<int64_t>(x.nbytes());
 }
 
@@ -45,7 +45,7 @@ Tensor TensorParallel::gather_tokens(const Tensor& x_ND) {
   const Tensor x = x_ND.contiguous();
   Tensor out = Tensor::empty({x.size(0) * degree(), x.size(1)});
   CommTimer t{stats_.seconds};
-  comm_.all_gather(x.data<float>(), out.data<float>(), x.numel());
+  comm_.all_gather(x, out);
   stats_.all_gather_bytes += static_cast<int64_t>(out.nbytes());
   return out;
 }
@@ -56,7 +56,7 @@ Tensor TensorParallel::scatter_tokens(const Tensor& full_ND) {
               " tokens do not split over tensor_parallel_degree = ", degree());
   Tensor out = Tensor::empty({full.size(0) / degree(), full.size(1)});
   CommTimer t{stats_.seconds};
-  comm_.reduce_scatter_sum(full.data<float>(), out.data<float>(), out.numel());
+  comm_.reduce_scatter_sum(full, out);
   stats_.reduce_scatter_bytes += static_cast<int64_t>(full.nbytes());
   return out;
 }
@@ -185,7 +185,7 @@ void gather_tp_shards(const models::ParallelPlan& plan, nn::Decoder& local, nn::
       continue;
     }
     Tensor all = Tensor::empty({t * mine.numel()});
-    tp.all_gather(mine.data<float>(), all.data<float>(), mine.numel());
+    tp.all_gather(mine, all);
     const int64_t size = mine.size(dim);
     for (int64_t r = 0; r < t; ++r) {
       write_slice(whole, dim, r * size, all.narrow(0, r * mine.numel(), mine.numel()).reshape(mine.shape()));
