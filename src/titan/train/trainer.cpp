@@ -105,9 +105,8 @@ void Trainer::check_model() {
               "use them with data_parallel_shard_degree, or drop override.imports");
 }
 
-// The whole model (init and HF loads are those of one rank; parallelize then keeps this rank's
-// share): built from the tree, shapes checked, initialised, or loaded from an HF folder when the
-// run does not resume its own checkpoint.
+// The whole model, built from the tree by its family, every shape constraint checked (setup then
+// initialises or HF-loads it: those of one rank, and parallelize keeps this rank's share).
 std::unique_ptr<nn::Decoder> Trainer::build_model() {
   std::unique_ptr<nn::Decoder> whole = resolved_.spec->build(resolved_.config, tree_);
   whole->check_shapes(B_, T_);

@@ -66,7 +66,7 @@ class Trainer {
  private:
   void setup_mesh();
   void check_model();                        // the config tree, overrides, every shape constraint
-  std::unique_ptr<nn::Decoder> build_model();  // built, initialised or HF-loaded (whole)
+  std::unique_ptr<nn::Decoder> build_model();  // the whole model from the tree, shapes checked
   void setup_data();
   void log_setup() const;
   int64_t next_micro_batches(int64_t step);  // fills micro_; returns the step's target count
@@ -78,6 +78,7 @@ class Trainer {
   std::unique_ptr<parallel::DeviceMesh> mesh_;
   int64_t dp_ = 1, dp_rank_ = 0, accumulation_ = 1, B_ = 0, T_ = 0;
   models::ResolvedModel resolved_;
+  nn::ConfigTree tree_;  // the model's config tree, override replacements applied (outlives the model)
   std::unique_ptr<data::Tokenizer> tokenizer_;
   data::LoaderConfig loader_config_;
   std::unique_ptr<data::PrefetchLoader> loader_;
@@ -86,7 +87,6 @@ class Trainer {
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<Checkpointer> checkpointer_;
   std::unique_ptr<MetricsLogger> metrics_;
-  nn::ConfigTree tree_;  // the model's config tree, override replacements applied
   ResumePoint start_;
   double flops_per_token_ = 0.0, memory_total_ = 0.0;
   PeakFlops peak_;
