@@ -31,8 +31,5 @@ void register_builtin_linear(OpTable<LinearImpl>& table);
 void register_builtin_lm_head_xent(OpTable<LmHeadXentImpl>& table);
 void register_builtin_adamw(OpTable<AdamWImpl>& table);
 void register_builtin_moe(OpTable<MoeImpl>& table);
-void register_builtin_accumulate(OpTable<AccumulateImpl>& table);
-void register_builtin_scale(OpTable<ScaleImpl>& table);
-void register_builtin_sum_squares(OpTable<SumSquaresImpl>& table);
 
 }  // namespace titan::ops

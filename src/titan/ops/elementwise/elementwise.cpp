@@ -32,6 +32,11 @@ void check_scale(const Tensor& a) { check_flat_f32("scale", "a", a); }
 
 void check_sum_squares(const Tensor& x) { check_flat_f32("sum_squares", "x", x); }
 
+// Defined with the other registrations in ops/builtin.cpp (the explicit list).
+void register_builtin_accumulate(OpTable<AccumulateImpl>& table);
+void register_builtin_scale(OpTable<ScaleImpl>& table);
+void register_builtin_sum_squares(OpTable<SumSquaresImpl>& table);
+
 OpTable<AccumulateImpl>& accumulate_table() {
   return builtin_table<AccumulateImpl>("accumulate", register_builtin_accumulate);
 }

@@ -58,12 +58,8 @@ static void scale_cpu(Tensor& a, float s) {
 
 static double sum_squares_cpu(const Tensor& x) { return sum_squares_range(x.data<float>(), x.numel()); }
 
-AccumulateImpl accumulate_impl_cpu() {
-  return {"accumulate_cpu", Device::cpu, nullptr, accumulate_cpu, nullptr};
-}
+AccumulateImpl accumulate_impl_cpu() { return {"accumulate_cpu", Device::cpu, nullptr, accumulate_cpu, nullptr}; }
 ScaleImpl scale_impl_cpu() { return {"scale_cpu", Device::cpu, nullptr, scale_cpu, nullptr}; }
-SumSquaresImpl sum_squares_impl_cpu() {
-  return {"sum_squares_cpu", Device::cpu, nullptr, sum_squares_cpu, nullptr};
-}
+SumSquaresImpl sum_squares_impl_cpu() { return {"sum_squares_cpu", Device::cpu, nullptr, sum_squares_cpu, nullptr}; }
 
 }  // namespace titan::ops
