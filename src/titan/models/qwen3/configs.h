@@ -1,5 +1,6 @@
-// The Qwen3 family's config functions (registered through its ModelSpec: qwen3/family.cpp). Each starts from base_config() and sets
-// what differs; callable directly (tests, tools) as well as by name through the registry.
+// The Qwen3 family's config functions (registered through its ModelSpec: qwen3/family.cpp).
+// Each starts from base_config() and sets what differs; callable directly (tests, tools) as well
+// as by name through the registry.
 #pragma once
 
 #include <vector>
