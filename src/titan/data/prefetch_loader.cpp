@@ -3,15 +3,10 @@
 #include <chrono>
 #include <utility>
 
+#include "titan/core/clock.h"
 #include "titan/core/error.h"
 
 namespace titan::data {
-
-namespace {
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-}  // namespace
 
 PrefetchLoader::PrefetchLoader(LoaderConfig config, const Tokenizer& tokenizer, int64_t depth)
     : loader_(config, tokenizer),

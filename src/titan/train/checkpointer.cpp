@@ -6,16 +6,13 @@
 
 #include "titan/config/overrides.h"
 #include "titan/config/validate.h"
+#include "titan/core/clock.h"
 #include "titan/core/log.h"
 
 namespace titan::train {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
 // The checkpoint's tensors named `names`, in that order; `where` names the file in errors. Every
 // name must be there with its shape, and nothing else (missing and unexpected names are listed).
 std::vector<Tensor> match_tensors(const ckpt::NamedTensors& saved, const std::vector<std::string>& names,

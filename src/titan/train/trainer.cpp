@@ -8,6 +8,7 @@
 #include "titan/config/overrides.h"
 #include "titan/config/validate.h"
 #include "titan/core/allocator.h"
+#include "titan/core/clock.h"
 #include "titan/core/log.h"
 #include "titan/data/builtin_datasets.h"
 #include "titan/data/tokenizer/special_tokens.h"
@@ -18,12 +19,6 @@
 
 namespace titan::train {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // A named spec, or (model.name empty) model.hf_assets_path/config.json as AutoConfig reads it.
 data::Tokenizer load_tokenizer(const config::JobConfig& c) {
