@@ -11,6 +11,7 @@
 
 #include "integration/cli_runner.h"
 #include "titan/checkpoint/safetensors.h"
+#include "titan/plugins/plugin_api.h"
 
 namespace titan {
 namespace {
@@ -180,7 +181,9 @@ TEST(CliPluginLoad, LoadingErrorsAreOneLineNamingTheFile) {
   };
   const std::vector<Case> cases = {
       {"/nonexistent/kernels.so", "[plugin] /nonexistent/kernels.so does not exist"},
-      {TITAN_PLUGIN_DIR "/test_bad_version.so", "was built against plugin API version 101, this titan has version 1"},
+      {TITAN_PLUGIN_DIR "/test_bad_version.so",
+       "was built against plugin API version " + std::to_string(TITAN_PLUGIN_API_VERSION + 100) +
+           ", this titan has version " + std::to_string(TITAN_PLUGIN_API_VERSION)},
       {TITAN_PLUGIN_DIR "/test_no_register.so", "does not export titan_plugin_register"},
       {TITAN_SOURCE_DIR "/README.md", "cannot load"},
   };

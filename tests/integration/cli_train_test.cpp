@@ -100,6 +100,32 @@ TEST_F(CliTrain, DeterministicRunsAreBitIdentical) {
   }
 }
 
+// Activation checkpointing replays the same kernels: every mode trains the same losses and gradient
+// norms bit for bit (the 8 steps of qwen3_debug), and full keeps less than none at its peak.
+TEST_F(CliTrain, ActivationCheckpointingTrainsTheSameBits) {
+  const std::string common = "--training.steps 8 --metrics.log_freq 1 --training.deterministic ";
+  const std::vector<std::pair<std::string, std::string>> modes = {
+      {"ac_none", "--activation_checkpoint.mode none"},
+      {"ac_full", "--activation_checkpoint.mode full"},
+      {"ac_op", "--activation_checkpoint.mode selective --activation_checkpoint.selective_ac_option op"},
+      {"ac_2", "--activation_checkpoint.mode selective --activation_checkpoint.selective_ac_option 2"}};
+  std::vector<std::vector<nlohmann::json>> rows;
+  for (const auto& [name, flags] : modes) {
+    const CommandResult r = train(name, common + flags);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    rows.push_back(read_jsonl(dir_ / name / "metrics.jsonl"));
+    ASSERT_EQ(rows.back().size(), 8u) << name;
+  }
+  for (size_t m = 1; m < modes.size(); ++m) {
+    for (size_t i = 0; i < 8; ++i) {
+      EXPECT_EQ(rows[m][i]["loss"].get<double>(), rows[0][i]["loss"].get<double>()) << modes[m].first << " step " << i + 1;
+      EXPECT_EQ(rows[m][i]["grad_norm"].get<double>(), rows[0][i]["grad_norm"].get<double>()) << modes[m].first;
+    }
+    // Peak memory is the allocator's count of bytes, not a timing.
+    EXPECT_LT(rows[m][7]["memory_gib"].get<double>(), rows[0][7]["memory_gib"].get<double>()) << modes[m].first;
+  }
+}
+
 // global_batch_size = 2 x local_batch_size (two micro-batches, loss normalised by the step's total
 // target count) equals one batch of twice the rows: same tokens, same mean loss and gradient.
 TEST_F(CliTrain, AccumulationEqualsTheLargerBatch) {
@@ -194,6 +220,9 @@ TEST(CliTrainConfig, ErrorsAreOneLineWithExitCode2) {
       {"train --training.steps 3", "--config"},
       {"train --config qwen3_debug --model.load_balance aux", "model.load_balance"},
       {"train --config qwen3_debug --model.load_balance_coeff -1", "model.load_balance_coeff"},
+      {"train --config qwen3_debug --activation_checkpoint.mode partial", "activation_checkpoint.mode"},
+      {"train --config qwen3_debug --activation_checkpoint.mode selective --activation_checkpoint.selective_ac_option "
+       "ops", "activation_checkpoint.selective_ac_option"},
   };
   for (const Case& c : cases) {
     const CommandResult r = run_titan(c.args);

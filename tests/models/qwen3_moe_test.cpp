@@ -153,8 +153,9 @@ TEST(MoeModel, BiasBalancingUpdateAndItEvensTheLoad) {
 
   auto spread = [&] {
     moe.reset_load();
-    moe.forward(x);
-    moe.release();
+    nn::Moe::Saved saved;
+    nn::RouterTotals totals;
+    moe.forward(x, saved, &totals);
     const auto& load = moe.load();
     return *std::max_element(load.begin(), load.end()) - *std::min_element(load.begin(), load.end());
   };

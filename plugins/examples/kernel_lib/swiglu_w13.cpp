@@ -39,15 +39,21 @@ class SwiGluW13 : public nn::FeedForwardModule {
     w2_.init(fqn + ".w2.weight", {d_, f_}, nn::kParameterDevice);
   }
 
+  // What backward needs: the input, the fused gate|up GEMM output and the SwiGLU output.
+  struct Saved {
+    Tensor x_ND, gu_N2F, h_NF;
+  };
+
   // gu_N2F = x w13^T; h_NF = silu(gu[:, :F]) * gu[:, F:]; y_ND = h w2^T.
-  Tensor forward(const Tensor& x_ND) override {
+  Tensor forward(const Tensor& x_ND, std::any& saved) const override {
     const int64_t n = x_ND.size(0), f2 = 2 * f_;
-    x_ = x_ND;
-    gu_ = Tensor::empty({n, f2});
-    h_ = Tensor::empty({n, f_});
-    gemm(false, true, n, f2, d_, 1.0f, x_ND.data<float>(), d_, w13_.data<float>(), d_, 0.0f, gu_.data<float>(), f2);
-    const float* gu = gu_.data<float>();
-    float* h = h_.data<float>();
+    Saved& s = saved.emplace<Saved>();
+    s.x_ND = x_ND;
+    s.gu_N2F = Tensor::empty({n, f2});
+    s.h_NF = Tensor::empty({n, f_});
+    gemm(false, true, n, f2, d_, 1.0f, x_ND.data<float>(), d_, w13_.data<float>(), d_, 0.0f, s.gu_N2F.data<float>(), f2);
+    const float* gu = s.gu_N2F.data<float>();
+    float* h = s.h_NF.data<float>();
     titan::parallel_for(n, 16, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         const float* g = gu + r * f2;
@@ -61,13 +67,14 @@ class SwiGluW13 : public nn::FeedForwardModule {
   }
 
   // dh = dy w2; dW2 += dy^T h; dgu = SwiGLU backward (one pass); dW13 += dgu^T x; dx = dgu w13.
-  Tensor backward(const Tensor& dy_ND) override {
+  Tensor backward(const Tensor& dy_ND, std::any& saved) override {
+    const Saved& s = std::any_cast<const Saved&>(saved);
     const int64_t n = dy_ND.size(0), f2 = 2 * f_;
     const float* dy = dy_ND.data<float>();
     Tensor dh = Tensor::empty({n, f_}), dgu = Tensor::empty({n, f2}), dx = Tensor::empty({n, d_});
     gemm(false, false, n, f_, d_, 1.0f, dy, d_, w2_.value.data<float>(), f_, 0.0f, dh.data<float>(), f_);
-    gemm(true, false, d_, f_, n, 1.0f, dy, d_, h_.data<float>(), f_, 1.0f, w2_.grad.data<float>(), f_);
-    const float* gu = gu_.data<float>();
+    gemm(true, false, d_, f_, n, 1.0f, dy, d_, s.h_NF.data<float>(), f_, 1.0f, w2_.grad.data<float>(), f_);
+    const float* gu = s.gu_N2F.data<float>();
     const float* dhp = dh.data<float>();
     float* dgup = dgu.data<float>();
     titan::parallel_for(n, 16, [&](int64_t begin, int64_t end) {
@@ -85,9 +92,9 @@ class SwiGluW13 : public nn::FeedForwardModule {
         }
       }
     });
-    gemm(true, false, f2, d_, n, 1.0f, dgup, f2, x_.data<float>(), d_, 1.0f, dw13_.data<float>(), d_);
+    gemm(true, false, f2, d_, n, 1.0f, dgup, f2, s.x_ND.data<float>(), d_, 1.0f, dw13_.data<float>(), d_);
     gemm(false, false, n, d_, f2, 1.0f, dgup, f2, w13_.data<float>(), d_, 0.0f, dx.data<float>(), d_);
-    release();
+    saved.reset();
     return dx;
   }
 
@@ -96,7 +103,6 @@ class SwiGluW13 : public nn::FeedForwardModule {
     out.push_back(&w2_);
     out.push_back(&w3_);
   }
-  void release() override { x_ = gu_ = h_ = Tensor(); }
   void check(int64_t, int64_t) const override {
     TITAN_CHECK(!has_bias_, "swiglu_w13 does not support feed-forward biases (HF mlp_bias). HINT: drop kernel_lib "
                 "from --override.imports for this model");
@@ -108,7 +114,6 @@ class SwiGluW13 : public nn::FeedForwardModule {
   bool has_bias_;
   Tensor w13_, dw13_;           // [2F, D]: rows [0, F) gate (w1), [F, 2F) up (w3)
   nn::Parameter w1_, w3_, w2_;  // w1_, w3_ are views of w13_ / dw13_
-  Tensor x_, gu_, h_;           // saved for backward
 };
 
 // The recipe's config function: the debug model with this library's kernel imported

@@ -133,11 +133,12 @@ bool check_feed_forward(const std::string& path, const nn::NodeConfig& node, con
     const Tensor x = random({rows, base.config.dim}, 3), dy = random({rows, base.config.dim}, 4);
     for (nn::Parameter* p : mine) p->grad.zero_();
     for (nn::Parameter* p : theirs) p->grad.zero_();
-    const Tensor y = module->forward(x);
-    const Tensor dx = module->backward(dy);
+    std::any saved, saved_ref;
+    const Tensor y = module->forward(x, saved);
+    const Tensor dx = module->backward(dy, saved);
     ops::set_use_ref(true);
-    const Tensor y_ref = reference.forward(x);
-    const Tensor dx_ref = reference.backward(dy);
+    const Tensor y_ref = reference.forward(x, saved_ref);
+    const Tensor dx_ref = reference.backward(dy, saved_ref);
     ops::set_use_ref(false);
     ok &= report("forward y", y, y_ref);
     ok &= report("backward dx", dx, dx_ref);

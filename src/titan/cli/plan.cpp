@@ -86,6 +86,8 @@ int run_plan(int argc, char** argv) {
   in.sequence_parallel = c.parallelism.enable_sequence_parallel;
   in.prefetch = c.parallelism.fsdp_prefetch;
   in.memory_per_rank = memory;
+  in.recompute = nn::recompute_per_layer(c.activation_checkpoint.mode, c.activation_checkpoint.selective_ac_option,
+                                         in.model.num_layers);
   const std::vector<train::LayoutPlan> plans = train::plan_layouts(in);
   TITAN_CHECK(!plans.empty(), "[plan] no layout of ", world, " ranks with data_parallel_replicate_degree ",
               in.dp_replicate, " fits the model's divisibility (heads ", in.model.num_heads, ", kv heads ",
@@ -110,8 +112,8 @@ int run_plan(int argc, char** argv) {
                 p.comm_bytes / 1e9, p.fits ? "" : "does not fit");
   }
   if (pick < 0) {
-    std::printf("\nno layout fits in %s GiB per rank. HINT: more ranks, a smaller training.local_batch_size or "
-                "seq_len\n", gib(memory).c_str());
+    std::printf("\nno layout fits in %s GiB per rank. HINT: more ranks, --activation_checkpoint.mode full, or a smaller "
+                "training.local_batch_size or seq_len\n", gib(memory).c_str());
     return 1;
   }
   const train::LayoutPlan& p = plans[static_cast<size_t>(pick)];

@@ -112,6 +112,13 @@ struct ParallelismSection {
   bool operator==(const ParallelismSection&) const = default;
 };
 
+struct ActivationCheckpointSection {
+  std::string mode = "none";
+  std::string selective_ac_option = "2";
+
+  bool operator==(const ActivationCheckpointSection&) const = default;
+};
+
 struct OverrideSection {
   std::string imports = "";
 
@@ -127,6 +134,7 @@ struct JobConfig {
   MetricsSection metrics;
   CheckpointSection checkpoint;
   ParallelismSection parallelism;
+  ActivationCheckpointSection activation_checkpoint;
   OverrideSection overrides;  // [override]
 
   bool operator==(const JobConfig&) const = default;
@@ -231,6 +239,14 @@ void visit_fields(Config& c, V&& v) {
     "with tensor_parallel_degree > 1: norms and residuals on each rank's share of the tokens");
   v("parallelism.fsdp_prefetch", parallelism.fsdp_prefetch,
     "FSDP: start the next block's all-gather before the current block runs (forward and backward)");
+
+  auto& ac = c.activation_checkpoint;
+  v("activation_checkpoint.mode", ac.mode,
+    "what each block keeps for its backward: none (everything), full (its input only; the forward is replayed), "
+    "selective (see selective_ac_option); every mode trains the same bits");
+  v("activation_checkpoint.selective_ac_option", ac.selective_ac_option,
+    "with mode=selective: 'op' (keep GEMM and attention outputs, recompute norms, RoPE and SwiGLU) or an integer N "
+    "(fully checkpoint every N-th block)");
 
   auto& overrides = c.overrides;
   v("override.imports", overrides.imports,

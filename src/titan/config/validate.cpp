@@ -160,6 +160,17 @@ void validate(const JobConfig& c, int64_t data_parallel_degree) {
   if (p.tensor_parallel_degree < 1) {
     config_fail("parallelism.tensor_parallel_degree=", p.tensor_parallel_degree, " must be >= 1");
   }
+
+  const ActivationCheckpointSection& ac = c.activation_checkpoint;
+  if (ac.mode != "none" && ac.mode != "full" && ac.mode != "selective") {
+    config_fail("activation_checkpoint.mode='", ac.mode, "' is unknown; use none, full or selective");
+  }
+  const std::string& option = ac.selective_ac_option;
+  const bool block_count = !option.empty() && option.size() < 10 && option.find_first_not_of("0123456789") == std::string::npos;
+  if (option != "op" && !block_count) {
+    config_fail("activation_checkpoint.selective_ac_option='", option, "' is neither 'op' nor a block count; 'op' "
+                "recomputes the cheap ops of every block, an integer N fully checkpoints every N-th block");
+  }
 }
 
 }  // namespace titan::config

@@ -15,45 +15,60 @@ Attention::Attention(const AttentionConfig& config, const std::string& fqn)
   }
 }
 
-Tensor Attention::forward(const StepContext& ctx, const Tensor& x_ND) {
+Tensor Attention::forward(const StepContext& ctx, const Tensor& x_ND, Saved& s) const {
   const int64_t B = ctx.batch, T = ctx.seq, H = config_.num_heads, G = config_.num_kv_heads,
                 K = config_.head_dim;
-  Tensor q = wq.forward(x_ND).reshape({B, T, H, K});
-  Tensor k = wk.forward(x_ND).reshape({B, T, G, K});
-  v_BTGK_ = wv.forward(x_ND).reshape({B, T, G, K});
+  Tensor q = wq.forward(x_ND, s.wq).reshape({B, T, H, K});
+  Tensor k = wk.forward(x_ND, s.wk).reshape({B, T, G, K});
+  s.v_BTGK = wv.forward(x_ND, s.wv).reshape({B, T, G, K});
   if (q_norm) {
-    q = q_norm->forward(q);
-    k = k_norm->forward(k);
+    q = q_norm->forward(q, s.q_norm);
+    k = k_norm->forward(k, s.k_norm);
   }
   rope->forward(ctx, q);  // in place: the norm output is ours alone
   rope->forward(ctx, k);
-  q_BTHK_ = q;
-  k_BTGK_ = k;
-  o_BTHK_ = Tensor::empty({B, T, H, K}, DType::f32, q.device());
-  ops::attention_forward({}, q_BTHK_, k_BTGK_, v_BTGK_, o_BTHK_, saved_);
-  return wo.forward(o_BTHK_.reshape({B * T, H * K}));
+  s.q_BTHK = q;
+  s.k_BTGK = k;
+  s.o_BTHK = Tensor::empty({B, T, H, K}, DType::f32, q.device());
+  ops::attention_forward({}, s.q_BTHK, s.k_BTGK, s.v_BTGK, s.o_BTHK, s.attention);
+  return wo.forward(s.o_BTHK.reshape({B * T, H * K}), s.wo);
 }
 
-Tensor Attention::backward(const StepContext& ctx, const Tensor& dy_ND) {
+Tensor Attention::backward(const StepContext& ctx, const Tensor& dy_ND, Saved& s) {
   const int64_t B = ctx.batch, T = ctx.seq, H = config_.num_heads, G = config_.num_kv_heads,
                 K = config_.head_dim;
-  const Tensor do_BTHK = wo.backward(dy_ND).reshape({B, T, H, K});
+  const Tensor do_BTHK = wo.backward(dy_ND, s.wo).reshape({B, T, H, K});
   const Device on = do_BTHK.device();
   Tensor dq = Tensor::empty({B, T, H, K}, DType::f32, on), dk = Tensor::empty({B, T, G, K}, DType::f32, on),
          dv = Tensor::empty({B, T, G, K}, DType::f32, on);
-  ops::attention_backward({}, do_BTHK, q_BTHK_, k_BTGK_, v_BTGK_, o_BTHK_, saved_, dq, dk, dv);
-  q_BTHK_ = k_BTGK_ = v_BTGK_ = o_BTHK_ = Tensor();
-  saved_ = {};
+  ops::attention_backward({}, do_BTHK, s.q_BTHK, s.k_BTGK, s.v_BTGK, s.o_BTHK, s.attention, dq, dk, dv);
+  s.q_BTHK = s.k_BTGK = s.v_BTGK = s.o_BTHK = Tensor();
+  s.attention = {};
   rope->backward(ctx, dq);
   rope->backward(ctx, dk);
   if (q_norm) {
-    dq = q_norm->backward(dq);
-    dk = k_norm->backward(dk);
+    dq = q_norm->backward(dq, s.q_norm);
+    dk = k_norm->backward(dk, s.k_norm);
   }
-  Tensor dx_ND = wq.backward(dq.reshape({B * T, H * K}));
-  add_inplace(dx_ND, wk.backward(dk.reshape({B * T, G * K})));
-  add_inplace(dx_ND, wv.backward(dv.reshape({B * T, G * K})));
+  Tensor dx_ND = wq.backward(dq.reshape({B * T, H * K}), s.wq);
+  add_inplace(dx_ND, wk.backward(dk.reshape({B * T, G * K}), s.wk));
+  add_inplace(dx_ND, wv.backward(dv.reshape({B * T, G * K}), s.wv));
   return dx_ND;
+}
+
+void Attention::drop_recomputable(Saved& s) const {
+  s.wq = s.wk = s.wv = {};
+  if (q_norm) s.q_BTHK = s.k_BTGK = Tensor();  // rebuilt from the norms' inputs
+}
+
+void Attention::recompute(const StepContext& ctx, const Tensor& x_ND, Saved& s) const {
+  s.wq.x_NI = s.wk.x_NI = s.wv.x_NI = x_ND;
+  if (s.q_BTHK.defined()) return;
+  RmsNorm::Saved scratch;  // the statistics equal the kept ones
+  s.q_BTHK = q_norm->forward(s.q_norm.x, scratch);
+  s.k_BTGK = k_norm->forward(s.k_norm.x, scratch);
+  rope->forward(ctx, s.q_BTHK);
+  rope->forward(ctx, s.k_BTGK);
 }
 
 void Attention::collect(ParameterList& out) {
@@ -65,19 +80,6 @@ void Attention::collect(ParameterList& out) {
     q_norm->collect(out);
     k_norm->collect(out);
   }
-}
-
-void Attention::release() {
-  wq.release();
-  wk.release();
-  wv.release();
-  wo.release();
-  if (q_norm) {
-    q_norm->release();
-    k_norm->release();
-  }
-  q_BTHK_ = k_BTGK_ = v_BTGK_ = o_BTHK_ = Tensor();
-  saved_ = {};
 }
 
 }  // namespace titan::nn

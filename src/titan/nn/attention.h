@@ -25,12 +25,25 @@ struct AttentionConfig {
 
 class Attention {
  public:
+  // What backward needs. wq/wk/wv keep the same input x; wo keeps o (as [N, H K]).
+  struct Saved {
+    Linear::Saved wq, wk, wv, wo;
+    RmsNorm::Saved q_norm, k_norm;               // their inputs are the q / k projections
+    Tensor q_BTHK, k_BTGK, v_BTGK, o_BTHK;       // attention's inputs (after norm and RoPE), output
+    ops::AttentionSaved attention;               // per-row log-sum-exp
+  };
+
   Attention(const AttentionConfig& config, const std::string& fqn);
 
-  Tensor forward(const StepContext& ctx, const Tensor& x_ND);
-  Tensor backward(const StepContext& ctx, const Tensor& dy_ND);  // returns dx_ND
+  Tensor forward(const StepContext& ctx, const Tensor& x_ND, Saved& saved) const;
+  Tensor backward(const StepContext& ctx, const Tensor& dy_ND, Saved& saved);  // returns dx_ND
   void collect(ParameterList& out);
-  void release();
+
+  // Selective activation checkpointing: keep the GEMM and attention outputs, drop what cheap ops
+  // make from them (the projections' input x; q and k after norm and RoPE, when there is a q/k
+  // norm to rebuild them from). recompute() puts them back bit for bit from x.
+  void drop_recomputable(Saved& saved) const;
+  void recompute(const StepContext& ctx, const Tensor& x_ND, Saved& saved) const;
 
   Linear wq, wk, wv, wo;
   std::unique_ptr<RmsNorm> q_norm, k_norm;  // null without qk_norm
@@ -38,9 +51,6 @@ class Attention {
 
  private:
   AttentionConfig config_;
-  // Saved for backward.
-  Tensor q_BTHK_, k_BTGK_, v_BTGK_, o_BTHK_;
-  ops::AttentionSaved saved_;
 };
 
 }  // namespace titan::nn

@@ -1,6 +1,9 @@
-// What every module's forward/backward of one micro-batch shares: the batch geometry and the
-// RoPE tables computed once from the explicit positions.
+// What every module's forward/backward of one micro-batch shares: the batch geometry, the RoPE
+// tables computed once from the explicit positions, and the gradient the HF aux loss sends into
+// every MoE layer's router (the same for all of them).
 #pragma once
+
+#include <vector>
 
 #include "titan/core/tensor.h"
 #include "titan/ops/rope/rope.h"
@@ -12,6 +15,9 @@ struct StepContext {
   int64_t seq = 0;          // T
   Tensor positions_N;       // i64 [B*T]
   ops::RopeTables rope;     // cos/sin [B*T, head_dim/2]
+  // d aux / d router prob, per expert, scaled (set by the decoder after the head, before the
+  // blocks' backward; empty without aux-loss balancing).
+  std::vector<double> moe_aux_dprobs_E;
 };
 
 }  // namespace titan::nn

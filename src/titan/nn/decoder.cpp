@@ -157,16 +157,27 @@ void Decoder::set_tensor_parallel(TensorParallelOps* tp, int64_t vocab_start) {
   for (auto& layer : layers) layer->set_tensor_parallel(tp);
 }
 
-Tensor Decoder::forward_hidden(const StepContext& ctx, const Tensor& ids_BT) {
+void Decoder::set_recompute(std::vector<Recompute> per_layer) {
+  TITAN_CHECK(per_layer.size() == layers.size(), "[model] activation checkpointing: ", per_layer.size(),
+              " per-layer choices for ", layers.size(), " layers");
+  recompute_ = std::move(per_layer);
+}
+
+Tensor Decoder::forward_hidden(const Tensor& ids_BT, Activations& acts, bool keep) {
+  acts.ctx = make_context(ids_BT);
+  acts.layers.resize(keep ? layers.size() : 1);
   if (hooks_) hooks_->before_forward(UnitHooks::kRoot);
-  Tensor h_ND = tok_embeddings.forward(ids_BT);
+  Tensor h_ND = tok_embeddings.forward(ids_BT, acts.tok_embeddings);
+  if (!keep) acts.tok_embeddings = {};
   if (tp_) h_ND = tp_->leave(h_ND);  // each rank looked up its vocabulary rows
   for (size_t i = 0; i < layers.size(); ++i) {
     if (hooks_) hooks_->before_forward(static_cast<int>(i));
-    h_ND = layers[i]->forward(ctx, h_ND);
+    const Recompute recompute = keep && !recompute_.empty() ? recompute_[i] : Recompute::keep_all;
+    h_ND = layers[i]->forward(acts.ctx, h_ND, acts.layers[keep ? i : 0], recompute, &acts.router);
     if (hooks_) hooks_->after_forward(static_cast<int>(i));
   }
-  return norm.forward(h_ND);
+  if (!keep) acts.layers.clear();
+  return norm.forward(h_ND, acts.norm);
 }
 
 // HF's load_balancing_loss_func over the router outputs of every MoE layer of this forward,
@@ -175,22 +186,13 @@ Tensor Decoder::forward_hidden(const StepContext& ctx, const Tensor& ids_BT) {
 //   aux = E * sum_e (C_e / R) (S_e / R).
 // For fixed counts it is linear in the probs, so d aux / d p[row, e] = E C_e / R^2, the same for
 // every row of every layer: written to dprobs_E when given (each layer turns it into router-logit
-// gradients in its backward).
-static double aux_loss(const std::vector<Moe*>& moes, int64_t num_experts, std::vector<double>* dprobs_E) {
+// gradients in its backward). The sums were taken in the forward, layer by layer (RouterTotals).
+static double aux_loss(const RouterTotals& totals, int64_t num_experts, std::vector<double>* dprobs_E) {
   const auto e = static_cast<size_t>(num_experts);
-  std::vector<double> counts(e, 0.0), prob_sums(e, 0.0);
-  int64_t rows = 0;
-  for (const Moe* moe : moes) {
-    const int64_t* c = moe->expert_counts().data<int64_t>();
-    const float* p = moe->router_probs().data<float>();
-    const int64_t n = moe->router_probs().size(0);
-    for (size_t j = 0; j < e; ++j) counts[j] += static_cast<double>(c[j]);
-    for (int64_t t = 0; t < n; ++t) {
-      for (size_t j = 0; j < e; ++j) prob_sums[j] += p[static_cast<size_t>(t) * e + j];
-    }
-    rows += n;
-  }
-  const double r2 = std::pow(static_cast<double>(std::max<int64_t>(rows, 1)), 2);
+  std::vector<double> counts = totals.counts_E, prob_sums = totals.prob_sums_E;
+  counts.resize(e, 0.0);
+  prob_sums.resize(e, 0.0);
+  const double r2 = std::pow(static_cast<double>(std::max<int64_t>(totals.rows, 1)), 2);
   double aux = 0.0;
   for (size_t j = 0; j < e; ++j) aux += counts[j] * prob_sums[j];
   if (dprobs_E != nullptr) {
@@ -200,20 +202,12 @@ static double aux_loss(const std::vector<Moe*>& moes, int64_t num_experts, std::
   return static_cast<double>(num_experts) * aux / r2;
 }
 
-std::vector<Moe*> Decoder::moe_layers() {
-  std::vector<Moe*> out;
-  for (auto& layer : layers) {
-    if (layer->moe) out.push_back(layer->moe.get());
-  }
-  return out;
-}
-
 LossResult Decoder::forward_backward(const Tensor& ids_BT, const Tensor& targets_BT,
                                      float grad_scale, float aux_scale) {
   TITAN_CHECK(targets_BT.shape() == ids_BT.shape(), "[model] targets ", targets_BT.describe(),
               " must have the shape of the input ids ", ids_BT.describe());
-  const StepContext ctx = make_context(ids_BT);
-  const Tensor hn_ND = forward_hidden(ctx, ids_BT);
+  Activations acts;
+  const Tensor hn_ND = forward_hidden(ids_BT, acts, true);
 
   LossResult result;
   result.num_targets = ops::count_targets(targets_BT);
@@ -234,32 +228,30 @@ LossResult Decoder::forward_backward(const Tensor& ids_BT, const Tensor& targets
   result.loss = xent.num_targets > 0 ? xent.loss_sum / static_cast<double>(xent.num_targets) : 0.0;
   if (config_.load_balance == LoadBalance::aux_loss) {
     // What is differentiated: ce_sum * grad_scale + coef * aux_scale * aux.
-    const std::vector<Moe*> moes = moe_layers();
     std::vector<double> dprobs_E;
-    result.aux_loss = aux_loss(moes, config_.num_experts, &dprobs_E);
+    result.aux_loss = aux_loss(acts.router, config_.num_experts, &dprobs_E);
     result.loss += config_.router_aux_loss_coef * result.aux_loss;
     for (double& g : dprobs_E) g *= static_cast<double>(config_.router_aux_loss_coef) * aux_scale;
-    for (Moe* moe : moes) moe->set_aux_dprobs(dprobs_E);
+    acts.ctx.moe_aux_dprobs_E = std::move(dprobs_E);
   }
 
-  Tensor dh_ND = norm.backward(dhn_ND);
+  Tensor dh_ND = norm.backward(dhn_ND, acts.norm);
   for (size_t i = layers.size(); i-- > 0;) {
     if (hooks_) hooks_->before_backward(static_cast<int>(i));
-    dh_ND = layers[i]->backward(ctx, dh_ND);
+    dh_ND = layers[i]->backward(acts.ctx, dh_ND, acts.layers[i]);
     if (hooks_) hooks_->after_backward(static_cast<int>(i));
   }
-  tok_embeddings.backward(tp_ ? tp_->leave_backward(dh_ND) : dh_ND);
+  tok_embeddings.backward(tp_ ? tp_->leave_backward(dh_ND) : dh_ND, acts.tok_embeddings);
   if (hooks_) hooks_->after_backward(UnitHooks::kRoot);
   return result;
 }
 
 LossResult Decoder::forward_loss(const Tensor& ids_BT, const Tensor& targets_BT) {
   TITAN_CHECK(tp_ == nullptr, "[model] forward_loss is not tensor-parallel; use forward_backward");
-  const StepContext ctx = make_context(ids_BT);
-  const Tensor hn_ND = forward_hidden(ctx, ids_BT);
+  Activations acts;
+  const Tensor hn_ND = forward_hidden(ids_BT, acts, false);
   LossResult result;
-  if (config_.load_balance == LoadBalance::aux_loss) result.aux_loss = aux_loss(moe_layers(), config_.num_experts, nullptr);
-  release();
+  if (config_.load_balance == LoadBalance::aux_loss) result.aux_loss = aux_loss(acts.router, config_.num_experts, nullptr);
   Tensor no_grad;
   const ops::LmHeadXentResult xent =
       ops::lm_head_xent({}, hn_ND, head_weight().value, targets_BT, 1.0f, no_grad, no_grad);
@@ -271,21 +263,14 @@ LossResult Decoder::forward_loss(const Tensor& ids_BT, const Tensor& targets_BT)
   return result;
 }
 
-void Decoder::release() {
-  for (auto& layer : layers) layer->release();
-  norm.release();
-  tok_embeddings.release();
-}
-
 Tensor Decoder::forward_logits(const Tensor& ids_BT) {
   TITAN_CHECK(tp_ == nullptr, "[model] forward_logits is not tensor-parallel");
-  const StepContext ctx = make_context(ids_BT);
-  const Tensor hn_ND = forward_hidden(ctx, ids_BT);
-  release();
-  Tensor logits_NV = Tensor::empty({ctx.batch * ctx.seq, config_.vocab_size}, DType::f32, hn_ND.device());
+  Activations acts;
+  const Tensor hn_ND = forward_hidden(ids_BT, acts, false);
+  Tensor logits_NV = Tensor::empty({acts.ctx.batch * acts.ctx.seq, config_.vocab_size}, DType::f32, hn_ND.device());
   ops::linear_forward(hn_ND, head_weight().value, Tensor(), logits_NV);
   if (hooks_) hooks_->after_forward(UnitHooks::kRoot);
-  return logits_NV.reshape({ctx.batch, ctx.seq, config_.vocab_size});
+  return logits_NV.reshape({acts.ctx.batch, acts.ctx.seq, config_.vocab_size});
 }
 
 ParameterList Decoder::buffers() {

@@ -91,6 +91,16 @@ class UnitHooks {
   virtual void after_backward(int unit) = 0;   // the unit's gradients of this micro-batch are complete
 };
 
+// Everything one micro-batch's forward keeps for its backward (llm.c's ActivationTensors): the
+// step context and each module's Saved value. forward_backward makes one per micro-batch.
+struct Activations {
+  StepContext ctx;
+  Embedding::Saved tok_embeddings;
+  std::vector<TransformerBlock::Saved> layers;
+  RmsNorm::Saved norm;
+  RouterTotals router;  // every MoE layer's routing statistics (the aux loss reads them)
+};
+
 class Decoder {
  public:
   explicit Decoder(const DecoderConfig& config);
@@ -127,8 +137,9 @@ class Decoder {
 
   // The head's weight: output.weight, or tok_embeddings.weight when tied.
   Parameter& head_weight() { return output ? output->weight : tok_embeddings.weight; }
-  // Drops every saved activation (after an inference forward).
-  void release();
+  // Activation checkpointing: what each block keeps for its backward (one entry per layer;
+  // default keep_all). Every choice trains the same bits.
+  void set_recompute(std::vector<Recompute> per_layer);
 
   // Hooks around every unit (null: none, the default); not owned.
   void set_unit_hooks(UnitHooks* hooks) { hooks_ = hooks; }
@@ -147,11 +158,13 @@ class Decoder {
   void update_expert_bias();
 
  private:
-  std::vector<Moe*> moe_layers();
   StepContext make_context(const Tensor& ids_BT) const;
-  Tensor forward_hidden(const StepContext& ctx, const Tensor& ids_BT);
+  // Embedding, blocks and final norm; fills `acts` (keep = false: an inference forward, each
+  // block's saved tensors dropped as soon as it is done, only the routing statistics kept).
+  Tensor forward_hidden(const Tensor& ids_BT, Activations& acts, bool keep);
 
   DecoderConfig config_;
+  std::vector<Recompute> recompute_;  // per layer
   UnitHooks* hooks_ = nullptr;
   TensorParallelOps* tp_ = nullptr;
   int64_t vocab_start_ = 0;

@@ -10,20 +10,20 @@ Embedding::Embedding(const EmbeddingConfig& config, const std::string& fqn) : co
   weight.init(fqn + ".weight", {config.vocab_size, config.dim}, kParameterDevice);
 }
 
-Tensor Embedding::forward(const Tensor& ids) {
+Tensor Embedding::forward(const Tensor& ids, Saved& saved) const {
   Tensor y_ND = Tensor::empty({ids.numel(), config_.dim}, DType::f32, weight.value.device());
   if (vocab_start_ < 0) {
     ops::embedding_forward(ids, weight.value, y_ND);
-    ids_ = ids;
+    saved.ids = ids;
     return y_ND;
   }
   // Local ids (an outside id looks up row 0, then its row is zeroed; its gradient is dropped).
   const int64_t n = ids.numel();
   Tensor local = Tensor::empty(ids.shape(), DType::i64, Device::cpu);  // ids are remapped on the host
-  outside_ = Tensor::zeros({n}, DType::i32, Device::cpu);
+  saved.outside_N = Tensor::zeros({n}, DType::i32, Device::cpu);
   const int64_t* id = ids.contiguous().data<int64_t>();
   int64_t* l = local.data<int64_t>();
-  int32_t* out = outside_.data<int32_t>();
+  int32_t* out = saved.outside_N.data<int32_t>();
   for (int64_t i = 0; i < n; ++i) {
     const int64_t j = id[i] - vocab_start_;
     out[i] = j < 0 || j >= config_.vocab_size;
@@ -34,25 +34,24 @@ Tensor Embedding::forward(const Tensor& ids) {
   for (int64_t i = 0; i < n; ++i) {
     if (out[i]) std::fill(y + i * config_.dim, y + (i + 1) * config_.dim, 0.0f);
   }
-  ids_ = local;
+  saved.ids = local;
   return y_ND;
 }
 
-void Embedding::backward(const Tensor& dy_ND) {
-  if (vocab_start_ < 0) {
-    ops::embedding_backward(ids_, dy_ND, weight.grad);
-    release();
+void Embedding::backward(const Tensor& dy_ND, Saved& saved) {
+  if (!saved.outside_N.defined()) {
+    ops::embedding_backward(saved.ids, dy_ND, weight.grad);
+    saved = {};
     return;
   }
   Tensor dy = dy_ND.clone();
   float* d = dy.data<float>();
-  const int32_t* out = outside_.data<int32_t>();
-  for (int64_t i = 0; i < outside_.numel(); ++i) {
+  const int32_t* out = saved.outside_N.data<int32_t>();
+  for (int64_t i = 0; i < saved.outside_N.numel(); ++i) {
     if (out[i]) std::fill(d + i * config_.dim, d + (i + 1) * config_.dim, 0.0f);
   }
-  ops::embedding_backward(ids_, dy, weight.grad);
-  release();
-  outside_ = Tensor();
+  ops::embedding_backward(saved.ids, dy, weight.grad);
+  saved = {};
 }
 
 }  // namespace titan::nn

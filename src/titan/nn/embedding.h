@@ -13,23 +13,25 @@ struct EmbeddingConfig {
 
 class Embedding {
  public:
+  struct Saved {
+    Tensor ids;       // i64 [N], local to this table's rows under vocabulary parallelism
+    Tensor outside_N;  // i32 [N] (vocabulary-parallel only): 1 where the id is not in this table
+  };
+
   Embedding(const EmbeddingConfig& config, const std::string& fqn);
 
-  Tensor forward(const Tensor& ids);
-  void backward(const Tensor& dy_ND);  // accumulates dweight
+  Tensor forward(const Tensor& ids, Saved& saved) const;
+  void backward(const Tensor& dy_ND, Saved& saved);  // accumulates dweight; empties `saved`
   void collect(ParameterList& out) { out.push_back(&weight); }
   // Vocabulary-parallel: this table holds ids [start, start + vocab_size); the others look up
   // zero rows (another rank holds them) and get no gradient.
   void set_vocab_start(int64_t start) { vocab_start_ = start; }
-  void release() { ids_ = Tensor(); }
 
   Parameter weight;  // [vocab, dim]
 
  private:
   EmbeddingConfig config_;
-  Tensor ids_;
   int64_t vocab_start_ = -1;  // -1: the whole vocabulary
-  Tensor outside_;            // i32 [N] (vocabulary-parallel): 1 where the id is not in this table
 };
 
 }  // namespace titan::nn

@@ -4,29 +4,51 @@
 
 namespace titan::nn {
 
+void FeedForwardModule::drop_recomputable(std::any&) const {}
+void FeedForwardModule::recompute(const Tensor&, std::any&) const {}
+void FeedForwardModule::check(int64_t, int64_t) const {}
+
 FeedForward::FeedForward(const FeedForwardConfig& config, const std::string& fqn)
     : w1({config.dim, config.hidden_dim, config.bias}, fqn + ".w1"),
       w2({config.hidden_dim, config.dim, config.bias}, fqn + ".w2"),
       w3({config.dim, config.hidden_dim, config.bias}, fqn + ".w3"),
       config_(config) {}
 
-Tensor FeedForward::forward(const Tensor& x_ND) {
-  gate_NF_ = w1.forward(x_ND);
-  up_NF_ = w3.forward(x_ND);
-  Tensor h_NF = Tensor::empty(gate_NF_.shape(), DType::f32, gate_NF_.device());
-  ops::swiglu_forward(gate_NF_, up_NF_, h_NF);
-  return w2.forward(h_NF);
+static Tensor swiglu(const Tensor& gate_NF, const Tensor& up_NF) {
+  Tensor h_NF = Tensor::empty(gate_NF.shape(), DType::f32, gate_NF.device());
+  ops::swiglu_forward(gate_NF, up_NF, h_NF);
+  return h_NF;
 }
 
-Tensor FeedForward::backward(const Tensor& dy_ND) {
-  const Tensor dh_NF = w2.backward(dy_ND);
-  Tensor dgate_NF = Tensor::empty(gate_NF_.shape(), DType::f32, gate_NF_.device()),
-         dup_NF = Tensor::empty(up_NF_.shape(), DType::f32, up_NF_.device());
-  ops::swiglu_backward(dh_NF, gate_NF_, up_NF_, dgate_NF, dup_NF);
-  gate_NF_ = up_NF_ = Tensor();
-  Tensor dx_ND = w1.backward(dgate_NF);
-  add_inplace(dx_ND, w3.backward(dup_NF));
+Tensor FeedForward::forward(const Tensor& x_ND, std::any& saved) const {
+  Saved& s = saved.emplace<Saved>();
+  s.gate_NF = w1.forward(x_ND, s.w1);
+  s.up_NF = w3.forward(x_ND, s.w3);
+  return w2.forward(swiglu(s.gate_NF, s.up_NF), s.w2);
+}
+
+Tensor FeedForward::backward(const Tensor& dy_ND, std::any& saved) {
+  Saved& s = std::any_cast<Saved&>(saved);
+  const Tensor dh_NF = w2.backward(dy_ND, s.w2);
+  Tensor dgate_NF = Tensor::empty(s.gate_NF.shape(), DType::f32, s.gate_NF.device()),
+         dup_NF = Tensor::empty(s.up_NF.shape(), DType::f32, s.up_NF.device());
+  ops::swiglu_backward(dh_NF, s.gate_NF, s.up_NF, dgate_NF, dup_NF);
+  s.gate_NF = s.up_NF = Tensor();
+  Tensor dx_ND = w1.backward(dgate_NF, s.w1);
+  add_inplace(dx_ND, w3.backward(dup_NF, s.w3));
+  saved.reset();
   return dx_ND;
+}
+
+void FeedForward::drop_recomputable(std::any& saved) const {
+  Saved& s = std::any_cast<Saved&>(saved);
+  s.w1 = s.w3 = s.w2 = {};
+}
+
+void FeedForward::recompute(const Tensor& x_ND, std::any& saved) const {
+  Saved& s = std::any_cast<Saved&>(saved);
+  s.w1.x_NI = s.w3.x_NI = x_ND;
+  s.w2.x_NI = swiglu(s.gate_NF, s.up_NF);
 }
 
 void FeedForward::collect(ParameterList& out) {
@@ -35,21 +57,12 @@ void FeedForward::collect(ParameterList& out) {
   w3.collect(out);
 }
 
-void FeedForwardModule::check(int64_t, int64_t) const {}
-
 ModuleSlot<FeedForwardModule, FeedForwardNode>& feed_forward_slot() {
   static ModuleSlot<FeedForwardModule, FeedForwardNode> slot(
       "feed-forward", "FeedForward", [](const FeedForwardNode& node, const std::string& fqn) {
         return std::make_unique<FeedForward>(node.config, fqn);
       });
   return slot;
-}
-
-void FeedForward::release() {
-  w1.release();
-  w2.release();
-  w3.release();
-  gate_NF_ = up_NF_ = Tensor();
 }
 
 }  // namespace titan::nn

@@ -9,19 +9,19 @@ Linear::Linear(const LinearConfig& config, const std::string& fqn) : config_(con
   if (config.bias) bias.init(fqn + ".bias", {config.out_features}, kParameterDevice);
 }
 
-Tensor Linear::forward(const Tensor& x_NI) {
+Tensor Linear::forward(const Tensor& x_NI, Saved& saved) const {
   Tensor y_NO =
       Tensor::empty({x_NI.numel() / config_.in_features, config_.out_features}, DType::f32, x_NI.device());
   ops::linear_forward(x_NI, weight.value, bias.value, y_NO);
-  x_NI_ = x_NI;
+  saved.x_NI = x_NI;
   return y_NO;
 }
 
-Tensor Linear::backward(const Tensor& dy_NO, bool need_dx) {
+Tensor Linear::backward(const Tensor& dy_NO, Saved& saved, bool need_dx) {
   Tensor dx_NI;
-  if (need_dx) dx_NI = Tensor::empty(x_NI_.shape(), DType::f32, x_NI_.device());
-  ops::linear_backward(dy_NO, x_NI_, weight.value, dx_NI, weight.grad, bias.grad);
-  x_NI_ = Tensor();
+  if (need_dx) dx_NI = Tensor::empty(saved.x_NI.shape(), DType::f32, saved.x_NI.device());
+  ops::linear_backward(dy_NO, saved.x_NI, weight.value, dx_NI, weight.grad, bias.grad);
+  saved = {};
   return dx_NI;
 }
 

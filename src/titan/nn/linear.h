@@ -1,4 +1,6 @@
-// Linear: y_NO = x_NI w_OI^T (+ b_O). Saves x for the weight gradient.
+// Linear: y_NO = x_NI w_OI^T (+ b_O). Forward fills a Saved (its input, for the weight gradient)
+// that backward consumes: the module holds parameters only, so any number of micro-batches can be
+// in flight and a Saved can be dropped and rebuilt (activation checkpointing).
 #pragma once
 
 #include "titan/nn/parameter.h"
@@ -13,13 +15,16 @@ struct LinearConfig {
 
 class Linear {
  public:
+  struct Saved {
+    Tensor x_NI;
+  };
+
   Linear(const LinearConfig& config, const std::string& fqn);
 
-  Tensor forward(const Tensor& x_NI);
-  // Returns dx_NI (undefined when !need_dx); accumulates weight/bias grads.
-  Tensor backward(const Tensor& dy_NO, bool need_dx = true);
+  Tensor forward(const Tensor& x_NI, Saved& saved) const;
+  // Returns dx_NI (undefined when !need_dx); accumulates weight/bias grads; empties `saved`.
+  Tensor backward(const Tensor& dy_NO, Saved& saved, bool need_dx = true);
   void collect(ParameterList& out);
-  void release() { x_NI_ = Tensor(); }
 
   const LinearConfig& config() const { return config_; }
   Parameter weight;  // [out, in]
@@ -27,7 +32,6 @@ class Linear {
 
  private:
   LinearConfig config_;
-  Tensor x_NI_;
 };
 
 }  // namespace titan::nn

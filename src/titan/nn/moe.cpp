@@ -36,38 +36,50 @@ Moe::Moe(const MoeConfig& config, const std::string& fqn)
   args_.selection_bias_E = expert_bias.value;
 }
 
-Tensor Moe::forward(const Tensor& x_ND) {
+Tensor Moe::forward(const Tensor& x_ND, Saved& s, RouterTotals* totals) {
   const int64_t n = x_ND.size(0);
   Tensor out_ND = Tensor::empty({n, config_.dim}, DType::f32, x_ND.device());
   Tensor logits_NE = Tensor::empty({n, config_.num_experts}, DType::f32, x_ND.device());
-  ops::moe_forward(args_, x_ND, router.value, w1.value, w3.value, w2.value, out_ND, logits_NE, saved_);
-  x_ND_ = x_ND;
-  const int64_t* counts = saved_.expert_counts_E.data<int64_t>();
+  ops::moe_forward(args_, x_ND, router.value, w1.value, w3.value, w2.value, out_ND, logits_NE, s.op);
+  s.x_ND = x_ND;
+  if (totals == nullptr) return out_ND;
+  const int64_t* counts = s.op.expert_counts_E.data<int64_t>();
   for (size_t j = 0; j < load_E_.size(); ++j) load_E_[j] += counts[j];
+  if (config_.load_balance == LoadBalance::aux_loss) {
+    const auto e = static_cast<size_t>(config_.num_experts);
+    totals->counts_E.resize(e, 0.0);
+    totals->prob_sums_E.resize(e, 0.0);
+    const float* p = s.op.probs_NE.data<float>();
+    for (size_t j = 0; j < e; ++j) totals->counts_E[j] += static_cast<double>(counts[j]);
+    for (int64_t t = 0; t < n; ++t) {
+      for (size_t j = 0; j < e; ++j) totals->prob_sums_E[j] += p[static_cast<size_t>(t) * e + j];
+    }
+    totals->rows += n;
+  }
   return out_ND;
 }
 
-Tensor Moe::backward(const Tensor& dy_ND) {
-  const int64_t n = x_ND_.size(0), e = config_.num_experts;
+Tensor Moe::backward(const StepContext& ctx, const Tensor& dy_ND, Saved& s) {
+  const int64_t n = s.x_ND.size(0), e = config_.num_experts;
+  const std::vector<double>& aux_dprobs_E = ctx.moe_aux_dprobs_E;
   Tensor drouter_logits_NE;
-  if (!aux_dprobs_E_.empty()) {
+  if (!aux_dprobs_E.empty()) {
     // Softmax backward of the aux gradient: dz_j = p_j (q_j - sum_i p_i q_i), q = dprobs.
     drouter_logits_NE = Tensor::empty({n, e}, DType::f32, Device::cpu);  // filled on the host below
-    const float* p = saved_.probs_NE.data<float>();
+    const float* p = s.op.probs_NE.data<float>();
     float* dz = drouter_logits_NE.data<float>();
     for (int64_t t = 0; t < n; ++t) {
       double pq = 0.0;
-      for (int64_t j = 0; j < e; ++j) pq += p[t * e + j] * aux_dprobs_E_[static_cast<size_t>(j)];
+      for (int64_t j = 0; j < e; ++j) pq += p[t * e + j] * aux_dprobs_E[static_cast<size_t>(j)];
       for (int64_t j = 0; j < e; ++j) {
-        dz[t * e + j] = static_cast<float>(p[t * e + j] * (aux_dprobs_E_[static_cast<size_t>(j)] - pq));
+        dz[t * e + j] = static_cast<float>(p[t * e + j] * (aux_dprobs_E[static_cast<size_t>(j)] - pq));
       }
     }
-    aux_dprobs_E_.clear();
   }
-  Tensor dx_ND = Tensor::empty(x_ND_.shape(), DType::f32, x_ND_.device());
-  ops::moe_backward(args_, dy_ND, drouter_logits_NE, x_ND_, router.value, w1.value, w3.value, w2.value, saved_,
+  Tensor dx_ND = Tensor::empty(s.x_ND.shape(), DType::f32, s.x_ND.device());
+  ops::moe_backward(args_, dy_ND, drouter_logits_NE, s.x_ND, router.value, w1.value, w3.value, w2.value, s.op,
                     dx_ND, router.grad, w1.grad, w3.grad, w2.grad);
-  release();
+  s = {};
   return dx_ND;
 }
 
@@ -80,14 +92,6 @@ void Moe::collect(ParameterList& out) {
 
 void Moe::collect_buffers(ParameterList& out) {
   if (expert_bias.defined()) out.push_back(&expert_bias);
-}
-
-void Moe::release() {
-  // The counts outlive the activations: the load metrics and the aux loss read them.
-  Tensor counts = saved_.expert_counts_E;
-  saved_ = ops::MoeSaved{};
-  saved_.expert_counts_E = counts;
-  x_ND_ = Tensor();
 }
 
 void Moe::update_expert_bias(double rate) {

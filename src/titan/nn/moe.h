@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "titan/nn/context.h"
 #include "titan/nn/parameter.h"
 #include "titan/ops/moe/moe.h"
 
@@ -29,23 +30,34 @@ struct MoeConfig {
   LoadBalance load_balance = LoadBalance::none;
 };
 
+// HF's aux-loss inputs over every MoE layer of one forward, summed in layer order: pairs routed
+// to each expert, router probs summed per expert, and the rows (tokens x layers) they cover.
+struct RouterTotals {
+  std::vector<double> counts_E, prob_sums_E;
+  int64_t rows = 0;
+};
+
 class Moe {
  public:
+  struct Saved {
+    Tensor x_ND;        // the input (dropped under selective checkpointing: a norm's output)
+    ops::MoeSaved op;   // routing, dispatch and the experts' pre-activations
+  };
+
   Moe(const MoeConfig& config, const std::string& fqn);
 
-  Tensor forward(const Tensor& x_ND);
-  Tensor backward(const Tensor& dy_ND);  // returns dx_ND
+  // totals: the forward's routing statistics go there (aux-loss sums) and into load(); null for a
+  // recomputation (activation checkpointing), which must not count a micro-batch twice.
+  Tensor forward(const Tensor& x_ND, Saved& saved, RouterTotals* totals);
+  // Returns dx_ND; adds ctx.moe_aux_dprobs_E's gradient to the router's; consumes `saved`.
+  Tensor backward(const StepContext& ctx, const Tensor& dy_ND, Saved& saved);
   void collect(ParameterList& out);         // router, w1, w2, w3
   void collect_buffers(ParameterList& out);  // expert_bias (bias balancing only)
-  void release();
+  // Selective checkpointing: the input is the only thing cheap to rebuild (router and experts are GEMMs).
+  static void drop_recomputable(Saved& saved) { saved.x_ND = Tensor(); }
+  static void recompute(const Tensor& x_ND, Saved& saved) { saved.x_ND = x_ND; }
 
   const MoeConfig& config() const { return config_; }
-  // Of the last forward: router probs f32 [N, E] and pairs routed to each expert i64 [E].
-  const Tensor& router_probs() const { return saved_.probs_NE; }
-  const Tensor& expert_counts() const { return saved_.expert_counts_E; }
-  // The aux loss's gradient with respect to this layer's softmax output, per expert (the same
-  // for every token: HF's aux is linear in the probs given the counts). Cleared by backward.
-  void set_aux_dprobs(std::vector<double> dprobs_E) { aux_dprobs_E_ = std::move(dprobs_E); }
 
   // Pairs routed to each expert, summed over forwards since the last reset (load metrics).
   const std::vector<int64_t>& load() const { return load_E_; }
@@ -62,9 +74,6 @@ class Moe {
  private:
   MoeConfig config_;
   ops::MoeArgs args_;
-  ops::MoeSaved saved_;
-  Tensor x_ND_;
-  std::vector<double> aux_dprobs_E_;
   std::vector<int64_t> load_E_;
 };
 

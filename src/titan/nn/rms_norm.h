@@ -1,4 +1,5 @@
-// RMSNorm module over the last dim (fp32 statistics). Saves x and rstd.
+// RMSNorm module over the last dim (fp32 statistics). Forward fills a Saved (x and rstd) that
+// backward consumes.
 #pragma once
 
 #include "titan/nn/parameter.h"
@@ -13,20 +14,23 @@ struct RmsNormConfig {
 
 class RmsNorm {
  public:
+  struct Saved {
+    Tensor x;                   // the input, any shape ending in dim
+    ops::RmsNormSaved stats;    // rstd per row
+  };
+
   RmsNorm(const RmsNormConfig& config, const std::string& fqn);
 
   // x may be [N, dim] or [N, H, dim] (per-head q/k norm): normalized over the last dim.
-  Tensor forward(const Tensor& x);
-  Tensor backward(const Tensor& dy);  // returns dx (same shape as x); accumulates dweight
+  Tensor forward(const Tensor& x, Saved& saved) const;
+  // Returns dx (same shape as x); accumulates dweight; empties `saved`.
+  Tensor backward(const Tensor& dy, Saved& saved);
   void collect(ParameterList& out) { out.push_back(&weight); }
-  void release() { x_ = Tensor(); saved_ = {}; }
 
   Parameter weight;  // [dim]
 
  private:
   RmsNormConfig config_;
-  Tensor x_;
-  ops::RmsNormSaved saved_;
 };
 
 }  // namespace titan::nn

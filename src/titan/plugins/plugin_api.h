@@ -21,7 +21,7 @@
 #include "titan/plugins/override_registry.h"
 
 // Bumped whenever anything a plugin sees changes incompatibly (these headers, the registrar).
-#define TITAN_PLUGIN_API_VERSION 1
+#define TITAN_PLUGIN_API_VERSION 2
 
 namespace titan::plugins {
 

@@ -65,8 +65,21 @@ std::vector<LayoutPlan> plan_layouts(const PlanInput& in) {
     const double f = static_cast<double>(c.hidden_dim / tp);
     const double full = static_cast<double>(n), norm_tokens = sp ? full / static_cast<double>(tp) : full;
     const double per_layer = norm_tokens * 2 * (d + 1) + full * (2 * d + 3 * h * k + 3 * g * k + 2 * h + g + 3 * f);
+    // Activation checkpointing (nn::Recompute): keep_ops drops the projections' and the mlp's
+    // inputs (2 D), q and k after norm and RoPE (H K + G K, with a q/k norm to rebuild them) and the
+    // SwiGLU output (F); keep_input keeps the block's input (D per norm token), and the block being
+    // recomputed in backward holds a whole block's worth once.
+    const double ops_layer = per_layer - full * (2 * d + (c.qk_norm ? h * k + g * k : 0) + f);
+    double saved = 0;
+    bool replays = false;
+    for (int64_t i = 0; i < c.num_layers; ++i) {
+      const nn::Recompute r = in.recompute.empty() ? nn::Recompute::keep_all : in.recompute[static_cast<size_t>(i)];
+      saved += r == nn::Recompute::keep_all ? per_layer : r == nn::Recompute::keep_ops ? ops_layer : norm_tokens * d;
+      replays = replays || r == nn::Recompute::keep_input;
+    }
+    if (replays) saved += per_layer;
     // The final norm's input, ids / targets / positions (i64) and the RoPE tables.
-    p.activations = kF * (layers * per_layer + norm_tokens * (d + 1) + full * k) + 8.0 * 3 * full;
+    p.activations = kF * (saved + norm_tokens * (d + 1) + full * k) + 8.0 * 3 * full;
     const double v = static_cast<double>(c.vocab_size / tp);
     const double chunk = std::min(full, std::max(1.0, static_cast<double>(ops::kLmHeadXentChunkBytes) / (kF * v)));
     p.logits = kF * chunk * v;

@@ -6,7 +6,8 @@
 //   gathered      FSDP's full units while in use: the root (embedding, final norm, head) values and
 //                 gradients for the whole micro-batch, a block's values + gradients + the next
 //                 block's prefetched values (3 blocks' worth of floats)
-//   activations   what every module saves for backward, per token and layer (see planner.cpp)
+//   activations   what every module saves for backward, per token and layer, as activation
+//                 checkpointing leaves it (see planner.cpp)
 //   logits        the fused head's [chunk, V / tp] fp32 buffer
 //   transient     the largest backward temporaries (a block's gradient buffers)
 //   total         everything but logits and transient, plus the larger of the two (the head's
@@ -33,6 +34,7 @@ struct PlanInput {
   bool sequence_parallel = true;
   bool prefetch = true;
   double memory_per_rank = 0;  // bytes; 0 = no limit
+  std::vector<nn::Recompute> recompute;  // activation checkpointing per layer; empty = keep_all
 };
 
 struct LayoutPlan {

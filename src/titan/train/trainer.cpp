@@ -93,6 +93,8 @@ void Trainer::check_model() {
   TITAN_CHECK(!sequence_parallel || (B_ * T_) % tp == 0, "[parallel] sequence parallel splits a micro-batch's ",
               B_ * T_, " tokens over tensor_parallel_degree = ", tp, ", which does not divide them. HINT: change "
               "training.local_batch_size / seq_len, or --no-parallelism.enable_sequence_parallel");
+  const config::ActivationCheckpointSection& ac = c_.activation_checkpoint;
+  recompute_ = nn::recompute_per_layer(ac.mode, ac.selective_ac_option, resolved_.config.num_layers);
   const plugins::LoadedPlugins loaded = plugins::load_plugins(plugins::split_imports(c_.overrides.imports));
   tree_ = nn::decoder_config_tree(resolved_.config);
   if (!loaded.files.empty()) plugins::apply_overrides(tree_, loaded.overrides);  // opt-in: imported ones only
@@ -105,6 +107,7 @@ void Trainer::check_model() {
 std::unique_ptr<nn::Decoder> Trainer::build_model() {
   std::unique_ptr<nn::Decoder> whole = resolved_.spec->build(resolved_.config, tree_);
   whole->check_shapes(B_, T_);
+  whole->set_recompute(recompute_);
   parallel::Parallelized::check(*whole, *mesh_);
   return whole;
 }
@@ -187,6 +190,17 @@ void Trainer::log_setup() const {
   // moments, buffers, and the loader's batches.
   log_info(str("[memory] after setup: ", static_cast<double>(host_allocator().stats().live_bytes) / double(1 << 30),
                " GiB allocated (parameters, gradients, optimizer state, buffers)"));
+  if (c_.activation_checkpoint.mode != "none") {
+    int64_t replayed = 0, thinned = 0;
+    for (nn::Recompute r : recompute_) {
+      replayed += r == nn::Recompute::keep_input;
+      thinned += r == nn::Recompute::keep_ops;
+    }
+    log_info(str("[activation checkpointing] ", c_.activation_checkpoint.mode,
+                 c_.activation_checkpoint.mode == "selective" ? " " + c_.activation_checkpoint.selective_ac_option : "",
+                 ": of ", recompute_.size(), " blocks, ", replayed, " keep only their input (forward replayed in "
+                 "backward), ", thinned, " recompute their norms, RoPE and SwiGLU"));
+  }
   log_info(str("peak ", peak_.flops / 1e12, " TFLOP/s (", peak_.source, ") | dump folder ", c_.job.dump_folder));
   log_info(str("training ", c_.training.steps, " steps with config ", config_name_));
 }

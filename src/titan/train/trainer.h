@@ -77,6 +77,7 @@ class Trainer {
   std::unique_ptr<parallel::DeviceMesh> mesh_;
   int64_t dp_ = 1, dp_rank_ = 0, accumulation_ = 1, B_ = 0, T_ = 0;
   models::ResolvedModel resolved_;
+  std::vector<nn::Recompute> recompute_;  // activation checkpointing, per layer
   nn::ConfigTree tree_;  // the model's config tree, override replacements applied (outlives the model)
   std::unique_ptr<data::Tokenizer> tokenizer_;
   data::LoaderConfig loader_config_;

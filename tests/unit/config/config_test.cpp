@@ -106,8 +106,9 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
   [[maybe_unused]] const auto& [x1, x2, x3, x4, x5] = c.metrics;
   [[maybe_unused]] const auto& [k1, k2, k3, k4, k5, k6, k7, k8, k9, k10, k11, k12, k13] = c.checkpoint;
   [[maybe_unused]] const auto& [p1, p2, p3, p4, p5] = c.parallelism;
+  [[maybe_unused]] const auto& [a1, a2] = c.activation_checkpoint;
   [[maybe_unused]] const auto& [ov1] = c.overrides;
-  [[maybe_unused]] const auto& [s1, s2, s3, s4, s5, s6, s7, s8, s9] = c;
+  [[maybe_unused]] const auto& [s1, s2, s3, s4, s5, s6, s7, s8, s9, s10] = c;
   EXPECT_EQ(count_in_section("job"), 3u);
   EXPECT_EQ(count_in_section("model"), 8u);
   EXPECT_EQ(count_in_section("training"), 10u);
@@ -116,8 +117,9 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
   EXPECT_EQ(count_in_section("metrics"), 5u);
   EXPECT_EQ(count_in_section("checkpoint"), 13u);
   EXPECT_EQ(count_in_section("parallelism"), 5u);
+  EXPECT_EQ(count_in_section("activation_checkpoint"), 2u);
   EXPECT_EQ(count_in_section("override"), 1u);
-  EXPECT_EQ(job_config_fields().size(), 55u);
+  EXPECT_EQ(job_config_fields().size(), 57u);
 
   // Every field reaches a distinct member: setting all of them changes every section.
   const JobConfig changed = all_non_default();
@@ -140,7 +142,7 @@ TEST(JobConfigFields, SectionOrderAndTypes) {
   EXPECT_EQ(fields.front().path, "job.dump_folder");
   EXPECT_EQ(fields.back().path, "override.imports");
   const std::vector<std::string> order = {"job", "model", "training", "optimizer", "lr_scheduler", "metrics",
-                                          "checkpoint", "parallelism", "override"};
+                                          "checkpoint", "parallelism", "activation_checkpoint", "override"};
   std::vector<std::string> seen;
   for (const Field& f : fields) {
     const std::string section = f.path.substr(0, f.path.find('.'));
