@@ -21,7 +21,7 @@ class MyRope : public nn::RopeModule {
   void forward(const nn::StepContext& ctx, Tensor& x) override { rotate(ctx, x, +1.0); }
   void backward(const nn::StepContext& ctx, Tensor& dx) override { rotate(ctx, dx, -1.0); }
   // 3. The shape constraint, checked before step 1.
-  void check(int64_t, int64_t seq, int64_t, int64_t) const override {
+  void check_heads(int64_t, int64_t seq, int64_t, int64_t) const override {
     TITAN_CHECK(seq % 64 == 0, "my_rope requires a sequence length that is a multiple of 64, got ", seq);
   }
   std::string describe() const override { return "my_rope"; }
@@ -51,8 +51,8 @@ class MyRope : public nn::RopeModule {
 // 4. The two symbols titan looks for.
 extern "C" int titan_plugin_api_version() { return TITAN_PLUGIN_API_VERSION; }
 extern "C" void titan_plugin_register(plugins::PluginRegistrar& r) {
-  r.add_rope_module("MyRope", [](const nn::RopeConfig& c, const std::string&) {
-    return std::unique_ptr<nn::RopeModule>(new MyRope(c));
+  r.add_module("MyRope", [](const nn::NodeConfig& node, const nn::ModuleBuild& build) {
+    return std::unique_ptr<nn::Module>(new MyRope(nn::node_as<nn::RopeConfig>(node, build.path())));
   });
   plugins::Override o;
   o.name = "my_rope";

@@ -150,7 +150,7 @@ TEST(HfExport, Bf16IsRoundToNearestEvenOfF32) {
   TempDir tmp("bf16");
   std::unique_ptr<nn::Decoder> model = load_hf_model(fixture("attn_bias"));
   // Values exactly between two bf16 neighbours must go to the even one.
-  float* emb = model->tok_embeddings.weight.value.data<float>();
+  float* emb = model->tok_embeddings->table().value.data<float>();
   const uint32_t ties[] = {0x3f808000u /* -> 0x3f80 */, 0x3f818000u /* -> 0x3f82 */, 0xbf80c001u};
   for (int i = 0; i < 3; ++i) std::memcpy(&emb[i], &ties[i], 4);
   HfExportOptions options;
@@ -176,7 +176,7 @@ TEST(HfExport, Bf16IsRoundToNearestEvenOfF32) {
   EXPECT_EQ(e[2], 0xbf81);
   // And it loads back (converted to f32) as those values.
   std::unique_ptr<nn::Decoder> back = load_hf_model(tmp / "out");
-  EXPECT_EQ(back->tok_embeddings.weight.value.data<float>()[1], bf16_to_f32(0x3f82));
+  EXPECT_EQ(back->tok_embeddings->table().value.data<float>()[1], bf16_to_f32(0x3f82));
 }
 
 TEST(HfExport, TokenizerFilesAndTokenIdsAreCarried) {

@@ -146,8 +146,8 @@ TEST(HfArchitectures, BiasesNormsAndHeadDimFollowTransformers) {
   EXPECT_FALSE(mistral.qk_norm || mistral.attention_bias || mistral.qkv_bias || mistral.mlp_bias);
   EXPECT_EQ(mistral.head_dim, 16);
   nn::Decoder model(qwen2);
-  EXPECT_FALSE(model.layers[0]->attention.wo.bias.defined());
-  EXPECT_TRUE(model.layers[0]->attention.wq.bias.defined());
+  EXPECT_FALSE(dynamic_cast<nn::Attention&>(*model.layers[0]->attention).wo.bias.defined());
+  EXPECT_TRUE(dynamic_cast<nn::Attention&>(*model.layers[0]->attention).wq.bias.defined());
   int64_t count = 0;
   for (const nn::Parameter* p : model.parameters()) count += p->value.numel();
   EXPECT_EQ(count, qwen2.num_params());

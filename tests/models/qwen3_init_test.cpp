@@ -2,6 +2,8 @@
 // Qwen3 uses (expected moments from the math of the (truncated) normal, not from our output).
 #include <gtest/gtest.h>
 
+#include <stdexcept>
+
 #include <cmath>
 
 #include "titan/models/decoder/weights.h"
@@ -37,6 +39,14 @@ TEST(Qwen3Init, ReproducibleFromTheSeed) {
   EXPECT_NE(std::memcmp(pa[2]->value.raw_data(), po[2]->value.raw_data(), pa[2]->value.nbytes()), 0);
 }
 
+// A parameter by FQN (whatever module holds it).
+const Tensor& param(nn::Decoder& model, const std::string& fqn) {
+  for (nn::Parameter* p : model.parameters()) {
+    if (p->fqn == fqn) return p->value;
+  }
+  throw std::runtime_error("no parameter " + fqn);
+}
+
 TEST(Qwen3Init, StandardDeviationsFollowTorchtitan) {
   nn::DecoderConfig c = find_spec("debug").config;
   c.num_layers = 2;
@@ -45,23 +55,23 @@ TEST(Qwen3Init, StandardDeviationsFollowTorchtitan) {
   init_weights(model, 0);
   // Relative standard error of a std estimate from n samples is ~1/sqrt(2n); n >= 65,536 here.
   const double tol = 0.01;
-  EXPECT_NEAR(sample_std(model.layers[0]->attention.wq.weight.value) / 0.02, 1.0, tol);
-  EXPECT_NEAR(sample_std(dynamic_cast<nn::FeedForward&>(*model.layers[1]->feed_forward).w1.weight.value) / 0.02, 1.0, tol);
+  EXPECT_NEAR(sample_std(param(model, "layers.0.attention.wq.weight")) / 0.02, 1.0, tol);
+  EXPECT_NEAR(sample_std(param(model, "layers.1.feed_forward.w1.weight")) / 0.02, 1.0, tol);
   // Depth-scaled: 0.02 / sqrt(2 (layer + 1)).
-  EXPECT_NEAR(sample_std(model.layers[0]->attention.wo.weight.value) / (0.02 / std::sqrt(2.0)), 1.0, tol);
-  EXPECT_NEAR(sample_std(dynamic_cast<nn::FeedForward&>(*model.layers[1]->feed_forward).w2.weight.value) / (0.02 / std::sqrt(4.0)), 1.0, tol);
+  EXPECT_NEAR(sample_std(param(model, "layers.0.attention.wo.weight")) / (0.02 / std::sqrt(2.0)), 1.0, tol);
+  EXPECT_NEAR(sample_std(param(model, "layers.1.feed_forward.w2.weight")) / (0.02 / std::sqrt(4.0)), 1.0, tol);
   // Tied table takes the head init: N(0, dim^-1/2) cut at 3 std, whose std is
   // sigma * sqrt(1 - 2*3*phi(3) / (2*Phi(3) - 1)) = 0.98658 sigma.
   const double sigma = 1.0 / std::sqrt(static_cast<double>(c.dim));
   const double phi3 = std::exp(-4.5) / std::sqrt(2.0 * M_PI), mass = std::erf(3.0 / std::sqrt(2.0));
   const double truncated = sigma * std::sqrt(1.0 - 6.0 * phi3 / mass);
-  EXPECT_NEAR(sample_std(model.tok_embeddings.weight.value) / truncated, 1.0, tol);
-  const float* emb = model.tok_embeddings.weight.value.data<float>();
-  for (int64_t i = 0; i < model.tok_embeddings.weight.value.numel(); ++i) {
+  EXPECT_NEAR(sample_std(param(model, "tok_embeddings.weight")) / truncated, 1.0, tol);
+  const float* emb = param(model, "tok_embeddings.weight").data<float>();
+  for (int64_t i = 0; i < param(model, "tok_embeddings.weight").numel(); ++i) {
     ASSERT_LE(std::fabs(emb[i]), 3.0 * sigma + 1e-7);
   }
-  EXPECT_EQ(model.norm.weight.value.data<float>()[5], 1.0f);
-  EXPECT_EQ(model.layers[1]->attention.q_norm->weight.value.data<float>()[3], 1.0f);
+  EXPECT_EQ(param(model, "norm.weight").data<float>()[5], 1.0f);
+  EXPECT_EQ(param(model, "layers.1.attention.q_norm.weight").data<float>()[3], 1.0f);
 }
 
 }  // namespace

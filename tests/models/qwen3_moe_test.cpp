@@ -71,7 +71,7 @@ TEST(MoeModel, OneExpertTopOneEqualsTheDenseMlp) {
     }
     for (size_t i = 0; i < moe.layers.size(); ++i) {
       auto& ff = dynamic_cast<nn::FeedForward&>(*dense.layers[i]->feed_forward);
-      nn::Moe& m = *moe.layers[i]->moe;
+      auto& m = dynamic_cast<nn::Moe&>(*moe.layers[i]->moe);
       m.w1.value.select(0).copy_from(ff.w1.weight.value);
       m.w2.value.select(0).copy_from(ff.w2.weight.value);
       m.w3.value.select(0).copy_from(ff.w3.weight.value);
@@ -95,7 +95,7 @@ TEST(MoeModel, OneExpertTopOneEqualsTheDenseMlp) {
     }
     for (size_t i = 0; i < moe.layers.size(); ++i) {
       auto& ff = dynamic_cast<nn::FeedForward&>(*dense.layers[i]->feed_forward);
-      nn::Moe& m = *moe.layers[i]->moe;
+      auto& m = dynamic_cast<nn::Moe&>(*moe.layers[i]->moe);
       EXPECT_TRUE(testing::all_close("w1", m.w1.grad.select(0), ff.w1.weight.grad, {1e-6, 1e-4}));
       EXPECT_TRUE(testing::all_close("w2", m.w2.grad.select(0), ff.w2.weight.grad, {1e-6, 1e-4}));
       EXPECT_TRUE(testing::all_close("w3", m.w3.grad.select(0), ff.w3.weight.grad, {1e-6, 1e-4}));
@@ -134,7 +134,7 @@ TEST(MoeModel, SparseLayersCountsAndHfNames) {
   EXPECT_EQ(stored, c.num_params());
   // Per sparse layer: router + 3 x 4 expert tensors instead of 3 dense ones.
   EXPECT_EQ(hf_tensors, model.parameters().size() + 2 * (1 + 3 * 4 - 4));
-  EXPECT_EQ(to_hf_tensors("layers.5.moe.experts.w2", model.layers[5]->moe->w2.value)[3].first,
+  EXPECT_EQ(to_hf_tensors("layers.5.moe.experts.w2", dynamic_cast<nn::Moe&>(*model.layers[5]->moe).w2.value)[3].first,
             "model.layers.5.mlp.experts.3.down_proj.weight");
   EXPECT_EQ(to_hf_name("layers.5.moe.router.gate.weight"), "model.layers.5.mlp.gate.weight");
   // Active parameters: a token meets 2 of the 4 experts in each sparse layer.
@@ -152,8 +152,8 @@ TEST(MoeModel, BiasBalancingUpdateAndItEvensTheLoad) {
   for (int64_t d = 0; d < 16; ++d) moe.router.value.data<float>()[2 * 16 + d] *= 3.0f;
 
   auto spread = [&] {
-    moe.reset_load();
-    nn::Moe::Saved saved;
+    std::fill(moe.load().begin(), moe.load().end(), 0);
+    std::any saved;
     nn::RouterTotals totals;
     moe.forward(x, saved, &totals);
     const auto& load = moe.load();

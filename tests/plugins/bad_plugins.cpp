@@ -26,8 +26,8 @@ class WrongRope : public titan::nn::RopeModule {
 }  // namespace
 extern "C" int titan_plugin_api_version() { return TITAN_PLUGIN_API_VERSION; }
 extern "C" void titan_plugin_register(titan::plugins::PluginRegistrar& r) {
-  r.add_rope_module("WrongRope", [](const titan::nn::RopeConfig&, const std::string&) {
-    return std::unique_ptr<titan::nn::RopeModule>(new WrongRope);
+  r.add_module("WrongRope", [](const titan::nn::NodeConfig&, const titan::nn::ModuleBuild&) {
+    return std::unique_ptr<titan::nn::Module>(new WrongRope);
   });
   titan::plugins::Override o;
   o.name = "wrong_rope";

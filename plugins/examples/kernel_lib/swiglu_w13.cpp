@@ -23,7 +23,7 @@ using titan::kernels::gemm;
 namespace nn = titan::nn;
 using titan::DType;
 
-class SwiGluW13Node : public nn::FeedForwardNode {
+class SwiGluW13Node : public nn::FeedForwardConfig {
  public:
   std::vector<std::string> type_chain() const override { return {"SwiGluW13", "FeedForward"}; }
 };
@@ -145,10 +145,9 @@ extern "C" int titan_plugin_api_version() { return TITAN_PLUGIN_API_VERSION; }
 extern "C" void titan_plugin_register(titan::plugins::PluginRegistrar& registrar) {
   registrar.add_config_function("kernel_lib_debug", "the debug model for kernel_lib's fused SwiGLU (20 steps)",
                                 &kernel_lib_debug);
-  registrar.add_feed_forward_module(
-      "SwiGluW13", [](const nn::FeedForwardNode& node, const std::string& fqn) -> std::unique_ptr<nn::FeedForwardModule> {
-        return std::make_unique<SwiGluW13>(node.config, fqn);
-      });
+  registrar.add_module("SwiGluW13", [](const nn::NodeConfig& node, const nn::ModuleBuild& build) -> std::unique_ptr<nn::Module> {
+    return std::make_unique<SwiGluW13>(nn::node_as<SwiGluW13Node>(node, build.path()), build.fqn());
+  });
   titan::plugins::Override o;
   o.name = "swiglu_w13";
   o.target_type = "FeedForward";
@@ -156,7 +155,7 @@ extern "C" void titan_plugin_register(titan::plugins::PluginRegistrar& registrar
   o.fqn_patterns = {"model.layers.*.feed_forward"};
   o.description = "fused SwiGLU on a [2F, D] gate|up matrix: one GEMM for gate and up, the activation fused";
   o.factory = [](const nn::NodeConfig& node) -> std::shared_ptr<const nn::NodeConfig> {
-    return titan::plugins::derive<SwiGluW13Node>(dynamic_cast<const nn::FeedForwardNode&>(node));
+    return titan::plugins::derive<SwiGluW13Node>(dynamic_cast<const nn::FeedForwardConfig&>(node));
   };
   registrar.add_override(std::move(o));
 }

@@ -69,7 +69,7 @@ class RopeTiled : public titan::nn::RopeModule {
   void forward(const titan::nn::StepContext& ctx, Tensor& x) override { apply(ctx, x, 1.0f); }
   void backward(const titan::nn::StepContext& ctx, Tensor& dx) override { apply(ctx, dx, -1.0f); }
 
-  void check(int64_t, int64_t seq, int64_t, int64_t head_dim) const override {
+  void check_heads(int64_t, int64_t seq, int64_t, int64_t head_dim) const override {
     TITAN_CHECK(seq % tile_ == 0, "rope_tiled requires a sequence length that is a multiple of ", tile_, ", got ",
                 seq, ". HINT: set --training.seq_len to a multiple of ", tile_,
                 " or drop rope_tiled from --override.imports");
@@ -120,9 +120,9 @@ class RopeTiled : public titan::nn::RopeModule {
 extern "C" int titan_plugin_api_version() { return TITAN_PLUGIN_API_VERSION; }
 
 extern "C" void titan_plugin_register(titan::plugins::PluginRegistrar& registrar) {
-  registrar.add_rope_module("RopeTiled", [](const titan::nn::RopeConfig& c, const std::string&)
-                                             -> std::unique_ptr<titan::nn::RopeModule> {
-    return std::make_unique<RopeTiled>(dynamic_cast<const RopeTiledConfig&>(c));
+  registrar.add_module("RopeTiled", [](const titan::nn::NodeConfig& node, const titan::nn::ModuleBuild& build)
+                                       -> std::unique_ptr<titan::nn::Module> {
+    return std::make_unique<RopeTiled>(titan::nn::node_as<RopeTiledConfig>(node, build.path()));
   });
   titan::plugins::Override o;
   o.name = "rope_tiled";

@@ -1,28 +1,29 @@
-// titan check-kernels: every plugin module that an imported override would put into a model is
-// run against the built-in module computed by the reference kernels (TITAN_USE_REF semantics), in
-// fp32 on random inputs, forward and backward, at a few shapes (those its check() refuses are
-// listed as skipped). Prints max abs and max rel error per tensor (rel = max abs / max |reference|)
-// and exits 1 when any element is off by more than atol + rtol |reference|.
+// titan check-kernels: everything the imported plugins bring, against titan's own, in fp32 on
+// random inputs, forward and backward, at a few shapes (those a module's check() refuses are
+// listed as skipped):
+//   - every module an override would put into a model: the plugin's module against the built-in
+//     module of the node's base type, run with the reference kernels (TITAN_USE_REF semantics);
+//   - every kernel a plugin added to an op: a built-in module that runs the op (or the op itself,
+//     for the optimizer and element-wise ops), with dispatch preferring the plugin's kernel,
+//     against the same module on the reference kernels.
+// Generic over node kinds (nn/module_probe.h drives any module). Prints max abs and max rel
+// error per tensor (rel = max abs / max |reference|) and exits 1 when any element is off by more
+// than atol + rtol |reference|.
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 #include "titan/cli/args.h"
 #include "titan/cli/commands.h"
 #include "titan/core/rng.h"
-#include "titan/nn/decoder.h"
-#include "titan/ops/registry.h"
+#include "titan/nn/module_probe.h"
+#include "titan/ops/builtin.h"
 #include "titan/plugins/plugin_loader.h"
 
 namespace titan::cli {
 namespace {
 
 constexpr double kAtol = 1e-5, kRtol = 1e-4;
-
-Tensor random(const Shape& shape, uint64_t seed) {
-  Tensor t = Tensor::empty(shape);
-  Rng(seed).fill_normal(t.data<float>(), t.numel(), 0.0f, 1.0f);
-  return t;
-}
 
 // Prints one tensor's errors; returns whether it is within tolerance.
 bool report(const std::string& what, const Tensor& got, const Tensor& want) {
@@ -35,120 +36,150 @@ bool report(const std::string& what, const Tensor& got, const Tensor& want) {
     max_ref = std::max(max_ref, std::fabs(w));
     ok = ok && std::isfinite(g) && err <= kAtol + kRtol * std::fabs(w);
   }
-  std::printf("    %-28s %-18s max abs %.3e  max rel %.3e  %s\n", what.c_str(), shape_str(want.shape()).c_str(), max_abs,
+  std::printf("    %-34s %-18s max abs %.3e  max rel %.3e  %s\n", what.c_str(), shape_str(want.shape()).c_str(), max_abs,
               max_ref > 0 ? max_abs / max_ref : 0.0, ok ? "ok" : "FAIL");
   return ok;
 }
 
-// The small model whose nodes the overrides are applied to (every slot present, no biases).
+// The small model whose nodes overrides are applied to: every node kind present (layer 1 sparse),
+// no biases.
 nn::DecoderConfig probe_model() {
   nn::DecoderConfig c;
   c.vocab_size = 64;
   c.dim = 64;
-  c.num_layers = 1;
+  c.num_layers = 2;
   c.num_heads = 4;
   c.num_kv_heads = 2;
   c.head_dim = 32;
   c.hidden_dim = 96;
+  c.num_experts = 4;
+  c.num_experts_per_tok = 2;
+  c.moe_hidden_dim = 32;
+  c.decoder_sparse_step = 2;
   return c;
 }
 
-nn::StepContext context(int64_t batch, int64_t seq, const nn::RopeConfig& rope) {
-  nn::StepContext ctx;
-  ctx.batch = batch;
-  ctx.seq = seq;
-  ctx.positions_N = Tensor::empty({batch * seq}, DType::i64);
-  for (int64_t i = 0; i < batch * seq; ++i) ctx.positions_N.data<int64_t>()[i] = i % seq;
-  ctx.rope = ops::rope_tables({rope.theta}, ctx.positions_N, rope.head_dim);
-  return ctx;
-}
+// The micro-batch shapes tried: a single short sequence, an odd token count, and a long one.
+const std::vector<std::pair<int64_t, int64_t>> kShapes = {{1, 64}, {1, 37}, {2, 256}};
 
-bool check_rope(const std::string& path, const nn::NodeConfig& node, const nn::RopeConfig& base) {
-  const std::unique_ptr<nn::RopeModule> module = nn::rope_slot().build(path, node, "check");
-  nn::Rope reference;
-  bool ok = true;
-  int ran = 0;
-  for (const int64_t seq : {64, 256, 512}) {
-    for (const int64_t heads : {4, 2}) {
-      const int64_t batch = 2, k = base.head_dim;
-      const Shape shape = {batch, seq, heads, k};
-      try {
-        module->check(batch, seq, heads, k);
-      } catch (const Error& e) {
-        std::printf("    skipped %s: %s\n", shape_str(shape).c_str(), e.what());
-        continue;
-      }
-      ++ran;
-      const nn::StepContext ctx = context(batch, seq, base);
-      const Tensor x = random(shape, 1), dy = random(shape, 2);
-      Tensor y = x.clone(), dx = dy.clone(), y_ref = x.clone(), dx_ref = dy.clone();
-      module->forward(ctx, y);
-      module->backward(ctx, dx);
-      ops::set_use_ref(true);
-      reference.forward(ctx, y_ref);
-      reference.backward(ctx, dx_ref);
-      ops::set_use_ref(false);
-      ok &= report("forward y", y, y_ref);
-      ok &= report("backward dx", dx, dx_ref);
-    }
-  }
-  if (ran == 0) std::printf("    FAIL: the module accepted none of the shapes tried\n");
-  return ok && ran > 0;
-}
-
-bool check_feed_forward(const std::string& path, const nn::NodeConfig& node, const nn::FeedForwardNode& base) {
-  const std::unique_ptr<nn::FeedForwardModule> module = nn::feed_forward_slot().build(path, node, "check.feed_forward");
-  nn::FeedForward reference(base.config, "check.feed_forward");
-  nn::ParameterList mine, theirs;
-  module->collect(mine);
-  reference.collect(theirs);
-  if (mine.size() != theirs.size()) {
-    std::printf("    FAIL: %zu parameters, the built-in module has %zu\n", mine.size(), theirs.size());
+// `mine` against `reference` (both probed at each shape); `reference_on_ref`: run the reference
+// with the reference kernels. Parameters get the same random values by FQN first.
+bool compare(nn::Module& mine, nn::Module& reference, const nn::ConfigTree& tree, const std::string& path) {
+  nn::ParameterList a, b;
+  mine.collect(a);
+  reference.collect(b);
+  if (a.size() != b.size()) {
+    std::printf("    FAIL: %zu parameters, the built-in module has %zu\n", a.size(), b.size());
     return false;
   }
-  for (size_t i = 0; i < mine.size(); ++i) {
-    if (mine[i]->fqn != theirs[i]->fqn || mine[i]->value.shape() != theirs[i]->value.shape()) {
-      std::printf("    FAIL: parameter %zu is %s %s, the built-in module's %s %s\n", i, mine[i]->fqn.c_str(),
-                  shape_str(mine[i]->value.shape()).c_str(), theirs[i]->fqn.c_str(),
-                  shape_str(theirs[i]->value.shape()).c_str());
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i]->fqn != b[i]->fqn || a[i]->value.shape() != b[i]->value.shape()) {
+      std::printf("    FAIL: parameter %zu is %s %s, the built-in module's %s %s\n", i, a[i]->fqn.c_str(),
+                  shape_str(a[i]->value.shape()).c_str(), b[i]->fqn.c_str(), shape_str(b[i]->value.shape()).c_str());
       return false;
     }
-    // N(0, 1/fan_in) weights keep activations O(1), so the tolerance means the same for every tensor.
-    Tensor w = random(theirs[i]->value.shape(), 10 + i);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(w.size(w.ndim() - 1)));
-    for (int64_t j = 0; j < w.numel(); ++j) w.data<float>()[j] *= scale;
-    theirs[i]->value.copy_from(w);
-    mine[i]->value.copy_from(w);
   }
+  nn::probe_parameters(reference, 10);
+  for (size_t i = 0; i < a.size(); ++i) a[i]->value.copy_from(b[i]->value);
   bool ok = true;
   int ran = 0;
-  for (const int64_t rows : {1, 37, 256}) {
+  for (const auto& [batch, seq] : kShapes) {
+    nn::NamedTensors got;
     try {
-      module->check(1, rows);
+      got = nn::probe_module(mine, tree, path, batch, seq);
     } catch (const Error& e) {
-      std::printf("    skipped %ld rows: %s\n", static_cast<long>(rows), e.what());
+      std::printf("    skipped [%ld x %ld]: %s\n", static_cast<long>(batch), static_cast<long>(seq), e.what());
       continue;
     }
     ++ran;
-    const Tensor x = random({rows, base.config.dim}, 3), dy = random({rows, base.config.dim}, 4);
-    for (nn::Parameter* p : mine) p->grad.zero_();
-    for (nn::Parameter* p : theirs) p->grad.zero_();
-    std::any saved, saved_ref;
-    const Tensor y = module->forward(x, saved);
-    const Tensor dx = module->backward(dy, saved);
     ops::set_use_ref(true);
-    const Tensor y_ref = reference.forward(x, saved_ref);
-    const Tensor dx_ref = reference.backward(dy, saved_ref);
+    const nn::NamedTensors want = nn::probe_module(reference, tree, path, batch, seq);
     ops::set_use_ref(false);
-    ok &= report("forward y", y, y_ref);
-    ok &= report("backward dx", dx, dx_ref);
-    for (size_t i = 0; i < mine.size(); ++i) {
-      const std::string name = mine[i]->fqn.substr(std::string("check.feed_forward.").size());
-      ok &= report("backward d" + name, mine[i]->grad, theirs[i]->grad);
-    }
+    for (size_t i = 0; i < want.size(); ++i) ok &= report(want[i].first, got[i].second, want[i].second);
   }
   if (ran == 0) std::printf("    FAIL: the module accepted none of the shapes tried\n");
   return ok && ran > 0;
+}
+
+// A plugin module: the node an override puts at `path`, against the built-in module of its base type.
+bool check_module(const plugins::Override& o, const nn::ConfigTree& base, const std::string& path) {
+  nn::ConfigTree tree = base;
+  tree[path] = o.factory(*base.at(path));
+  const nn::NodeConfig& node = *tree.at(path);
+  const nn::ModuleRegistry& registry = nn::module_registry();
+  const std::unique_ptr<nn::Module> mine = registry.build(node, nn::ModuleBuild(registry, tree, path));
+  const std::unique_ptr<nn::Module> reference = registry.build_builtin(node, nn::ModuleBuild(registry, base, path));
+  std::printf("module %s: %s at %s (%s -> %s) against %s on reference kernels, fp32, atol %.0e + rtol %.0e\n",
+              o.name.c_str(), mine->describe().c_str(), path.c_str(), base.at(path)->type_name().c_str(),
+              node.type_name().c_str(), reference->describe().c_str(), kAtol, kRtol);
+  return compare(*mine, *reference, tree, path);
+}
+
+// The node whose built-in module runs `op` in the probe model ("" for ops no module runs).
+std::string node_running(const std::string& op) {
+  static const std::map<std::string, std::string> nodes = {
+      {"embedding", "model.tok_embeddings"},           {"rms_norm", "model.norm"},
+      {"linear", "model.layers.0.feed_forward"},       {"swiglu", "model.layers.0.feed_forward"},
+      {"rope", "model.layers.0.attention.rope"},       {"attention", "model.layers.0.attention"},
+      {"lm_head_xent", "model.output"},                {"moe", "model.layers.1.moe"}};
+  const auto it = nodes.find(op);
+  return it == nodes.end() ? "" : it->second;
+}
+
+// The optimizer and element-wise ops, called directly: dispatch (the plugin's kernel) against the reference.
+bool check_op_directly(const std::string& op) {
+  const int64_t n = 1031;  // not a multiple of any vector width
+  auto random = [n](uint64_t seed) {
+    Tensor t = Tensor::empty({n});
+    Rng(seed).fill_normal(t.data<float>(), n, 0.0f, 1.0f);
+    return t;
+  };
+  auto run = [&](bool ref) -> std::vector<std::pair<std::string, Tensor>> {
+    ops::set_use_ref(ref);
+    Tensor a = random(1), b = random(2);
+    std::vector<std::pair<std::string, Tensor>> out;
+    if (op == "accumulate") {
+      ops::accumulate(a, b);
+      out.emplace_back("a += b", a);
+    } else if (op == "scale") {
+      ops::scale(a, 0.37f);
+      out.emplace_back("a *= s", a);
+    } else if (op == "sum_squares") {
+      Tensor s = Tensor::empty({1});
+      s.data<float>()[0] = static_cast<float>(ops::sum_squares(a));
+      out.emplace_back("sum of squares", s);
+    } else if (op == "adamw") {
+      Tensor m = random(3), v = random(4);
+      for (int64_t i = 0; i < n; ++i) v.data<float>()[i] = std::fabs(v.data<float>()[i]);
+      ops::adamw_step(a, b, m, v, {1e-3, 0.9, 0.95, 1e-8, 0.1, 3});
+      out.emplace_back("param", a);
+      out.emplace_back("exp_avg", m);
+      out.emplace_back("exp_avg_sq", v);
+    }
+    ops::set_use_ref(false);
+    return out;
+  };
+  const auto got = run(false), want = run(true);
+  if (want.empty()) {
+    std::printf("    FAIL: titan has no probe for op %s\n", op.c_str());
+    return false;
+  }
+  bool ok = true;
+  for (size_t i = 0; i < want.size(); ++i) ok &= report(want[i].first, got[i].second, want[i].second);
+  return ok;
+}
+
+bool check_kernel(const ops::AddedKernel& k, const nn::ConfigTree& base) {
+  const std::string path = node_running(k.op);
+  std::printf("kernel %s (op %s, %s) %s against the reference kernels, fp32, atol %.0e + rtol %.0e\n", k.name.c_str(),
+              k.op.c_str(), k.origin.c_str(), path.empty() ? "called directly" : ("in the built-in module at " + path).c_str(),
+              kAtol, kRtol);
+  if (path.empty()) return check_op_directly(k.op);
+  const nn::ModuleRegistry& registry = nn::module_registry();
+  const nn::ModuleBuild build(registry, base, path);
+  const std::unique_ptr<nn::Module> mine = registry.build_builtin(*base.at(path), build);
+  const std::unique_ptr<nn::Module> reference = registry.build_builtin(*base.at(path), build);
+  return compare(*mine, *reference, base, path);
 }
 
 }  // namespace
@@ -156,41 +187,37 @@ bool check_feed_forward(const std::string& path, const nn::NodeConfig& node, con
 int run_check_kernels(int argc, char** argv) {
   const Args args("check-kernels",
                   {{"override.imports", "plugin shared libraries, comma-separated (as for titan train)", ""},
-                   {"op", "check only this op: rope or feed_forward", ""}},
+                   {"only", "check only modules of this node type (Rope, RmsNorm, ...) or kernels of this op (rope, ...)",
+                    ""}},
                   argc, argv, 2);
   if (args.help_requested()) {
     std::fputs(args.usage().c_str(), stdout);
     return 0;
   }
-  const std::string op = args.get("op");
-  if (!op.empty() && op != "rope" && op != "feed_forward") {
-    throw UsageError(str("titan check-kernels: --op '", op, "' is not an op plugins can replace; use rope or feed_forward"));
-  }
+  const std::string only = args.get("only");
   log_startup();
   const plugins::LoadedPlugins loaded = plugins::load_plugins(plugins::split_imports(args.get("override.imports")));
-  const nn::ConfigTree tree = nn::decoder_config_tree(probe_model());
+  const nn::ConfigTree base = nn::decoder_config_tree(probe_model());
   int checked = 0, failed = 0;
   for (const plugins::Override& o : loaded.overrides) {
-    const std::vector<std::string> paths = plugins::matching_nodes(o, tree);
-    if (paths.empty()) continue;
-    const nn::NodeConfig& base = *tree.at(paths.front());
-    const std::shared_ptr<const nn::NodeConfig> node = o.factory(base);
-    const auto* rope = dynamic_cast<const nn::RopeConfig*>(&base);
-    const auto* ff = dynamic_cast<const nn::FeedForwardNode*>(&base);
-    const char* kind = rope ? "rope" : ff ? "feed_forward" : nullptr;
-    if (kind == nullptr || (!op.empty() && op != kind)) continue;
-    std::printf("%s: %s -> %s (op %s) against the built-in reference, fp32, atol %.0e + rtol %.0e\n", o.name.c_str(),
-                base.type_name().c_str(), node->type_name().c_str(), kind, kAtol, kRtol);
-    const bool ok = rope ? check_rope(paths.front(), *node, *rope) : check_feed_forward(paths.front(), *node, *ff);
+    const std::vector<std::string> paths = plugins::matching_nodes(o, base);
+    if (paths.empty() || (!only.empty() && !base.at(paths.front())->is_a(only))) continue;
+    const bool ok = check_module(o, base, paths.front());
+    ++checked;
+    failed += !ok;
+  }
+  for (const ops::AddedKernel& k : ops::added_kernels()) {
+    if (!only.empty() && only != k.op) continue;
+    const bool ok = check_kernel(k, base);
     ++checked;
     failed += !ok;
   }
   if (checked == 0) {
-    std::printf("no plugin kernels to check%s. HINT: --override.imports PLUGIN.so\n",
-                op.empty() ? "" : (" for op " + op).c_str());
+    std::printf("no plugin modules or kernels to check%s. HINT: --override.imports PLUGIN.so\n",
+                only.empty() ? "" : (" for " + only).c_str());
     return 0;
   }
-  std::printf("%d kernel(s) checked, %d failed\n", checked, failed);
+  std::printf("%d module(s) and kernel(s) checked, %d failed\n", checked, failed);
   return failed == 0 ? 0 : 1;
 }
 

@@ -2,26 +2,32 @@
 
 namespace titan::nn {
 
-Attention::Attention(const AttentionConfig& config, const std::string& fqn)
-    : wq({config.dim, config.num_heads * config.head_dim, config.bias}, fqn + ".wq"),
-      wk({config.dim, config.num_kv_heads * config.head_dim, config.bias}, fqn + ".wk"),
-      wv({config.dim, config.num_kv_heads * config.head_dim, config.bias}, fqn + ".wv"),
-      wo({config.num_heads * config.head_dim, config.dim, config.out_bias}, fqn + ".wo"),
-      rope(std::make_unique<Rope>()),
+void AttentionModule::drop_recomputable(std::any&) const {}
+void AttentionModule::recompute(const StepContext&, const Tensor&, std::any&) const {}
+
+Attention::Attention(const AttentionConfig& config, const ModuleBuild& build)
+    : wq({config.dim, config.num_heads * config.head_dim, config.bias}, build.fqn() + ".wq"),
+      wk({config.dim, config.num_kv_heads * config.head_dim, config.bias}, build.fqn() + ".wk"),
+      wv({config.dim, config.num_kv_heads * config.head_dim, config.bias}, build.fqn() + ".wv"),
+      wo({config.num_heads * config.head_dim, config.dim, config.out_bias}, build.fqn() + ".wo"),
+      rope(build.child<RopeModule>("rope")),
       config_(config) {
   if (config.qk_norm) {
-    q_norm = std::make_unique<RmsNorm>(RmsNormConfig{config.head_dim, config.norm_eps}, fqn + ".q_norm");
-    k_norm = std::make_unique<RmsNorm>(RmsNormConfig{config.head_dim, config.norm_eps}, fqn + ".k_norm");
+    q_norm = build.child<RmsNormModule>("q_norm");
+    k_norm = build.child<RmsNormModule>("k_norm");
   }
 }
 
-Tensor Attention::forward(const StepContext& ctx, const Tensor& x_ND, Saved& s) const {
+Tensor Attention::forward(const StepContext& ctx, const Tensor& x_ND, std::any& saved) const {
+  Saved& s = saved.emplace<Saved>();
   const int64_t B = ctx.batch, T = ctx.seq, H = config_.num_heads, G = config_.num_kv_heads,
                 K = config_.head_dim;
   Tensor q = wq.forward(x_ND, s.wq).reshape({B, T, H, K});
   Tensor k = wk.forward(x_ND, s.wk).reshape({B, T, G, K});
   s.v_BTGK = wv.forward(x_ND, s.wv).reshape({B, T, G, K});
   if (q_norm) {
+    s.q_pre_BTHK = q;
+    s.k_pre_BTGK = k;
     q = q_norm->forward(q, s.q_norm);
     k = k_norm->forward(k, s.k_norm);
   }
@@ -34,7 +40,8 @@ Tensor Attention::forward(const StepContext& ctx, const Tensor& x_ND, Saved& s) 
   return wo.forward(s.o_BTHK.reshape({B * T, H * K}), s.wo);
 }
 
-Tensor Attention::backward(const StepContext& ctx, const Tensor& dy_ND, Saved& s) {
+Tensor Attention::backward(const StepContext& ctx, const Tensor& dy_ND, std::any& saved) {
+  Saved& s = std::any_cast<Saved&>(saved);
   const int64_t B = ctx.batch, T = ctx.seq, H = config_.num_heads, G = config_.num_kv_heads,
                 K = config_.head_dim;
   const Tensor do_BTHK = wo.backward(dy_ND, s.wo).reshape({B, T, H, K});
@@ -47,28 +54,41 @@ Tensor Attention::backward(const StepContext& ctx, const Tensor& dy_ND, Saved& s
   rope->backward(ctx, dq);
   rope->backward(ctx, dk);
   if (q_norm) {
+    s.q_pre_BTHK = s.k_pre_BTGK = Tensor();
     dq = q_norm->backward(dq, s.q_norm);
     dk = k_norm->backward(dk, s.k_norm);
   }
   Tensor dx_ND = wq.backward(dq.reshape({B * T, H * K}), s.wq);
   add_inplace(dx_ND, wk.backward(dk.reshape({B * T, G * K}), s.wk));
   add_inplace(dx_ND, wv.backward(dv.reshape({B * T, G * K}), s.wv));
+  saved.reset();
   return dx_ND;
 }
 
-void Attention::drop_recomputable(Saved& s) const {
+void Attention::drop_recomputable(std::any& saved) const {
+  Saved& s = std::any_cast<Saved&>(saved);
   s.wq = s.wk = s.wv = {};
-  if (q_norm) s.q_BTHK = s.k_BTGK = Tensor();  // rebuilt from the norms' inputs
+  if (q_norm) s.q_BTHK = s.k_BTGK = Tensor();  // rebuilt from the projections
 }
 
-void Attention::recompute(const StepContext& ctx, const Tensor& x_ND, Saved& s) const {
+void Attention::recompute(const StepContext& ctx, const Tensor& x_ND, std::any& saved) const {
+  Saved& s = std::any_cast<Saved&>(saved);
   s.wq.x_NI = s.wk.x_NI = s.wv.x_NI = x_ND;
   if (s.q_BTHK.defined()) return;
-  RmsNorm::Saved scratch;  // the statistics equal the kept ones
-  s.q_BTHK = q_norm->forward(s.q_norm.x, scratch);
-  s.k_BTGK = k_norm->forward(s.k_norm.x, scratch);
+  std::any scratch;  // the norms' saved state is kept; this replay's copy equals it
+  s.q_BTHK = q_norm->forward(s.q_pre_BTHK, scratch);
+  s.k_BTGK = k_norm->forward(s.k_pre_BTGK, scratch);
   rope->forward(ctx, s.q_BTHK);
   rope->forward(ctx, s.k_BTGK);
+}
+
+void Attention::check(int64_t batch, int64_t seq) const {
+  if (q_norm) {
+    q_norm->check(batch, seq);
+    k_norm->check(batch, seq);
+  }
+  rope->check_heads(batch, seq, config_.num_heads, config_.head_dim);
+  rope->check_heads(batch, seq, config_.num_kv_heads, config_.head_dim);
 }
 
 void Attention::collect(ParameterList& out) {

@@ -1,8 +1,12 @@
-// Grouped-query causal self-attention with per-head q/k RMSNorm (Qwen3), applied before RoPE.
+// Grouped-query causal self-attention with per-head q/k RMSNorm (Qwen3), applied before RoPE: the
+// Attention node kind (model.layers.<i>.attention). Its children are nodes too: .rope, and
+// .q_norm / .k_norm with qk_norm.
 // Legend: N = B*T tokens, D model dim, H query heads, G kv heads, K head_dim.
 //   q_NHK = rope(q_norm(x wq^T)), k_NGK = rope(k_norm(x wk^T)), v_NGK = x wv^T
 //   o_NHK = attention(q, k, v) (causal), y_ND = o wo^T
 #pragma once
+
+#include <any>
 
 #include "titan/nn/context.h"
 #include "titan/nn/linear.h"
@@ -12,7 +16,11 @@
 
 namespace titan::nn {
 
-struct AttentionConfig {
+class AttentionConfig : public NodeConfig {
+ public:
+  static constexpr const char* kType = "Attention";
+  std::vector<std::string> type_chain() const override { return {kType}; }
+
   int64_t dim = 0;
   int64_t num_heads = 0;
   int64_t num_kv_heads = 0;
@@ -23,31 +31,49 @@ struct AttentionConfig {
   bool out_bias = false;  // o projection bias (HF attention_bias; Qwen2 has none)
 };
 
-class Attention {
+class AttentionModule : public Module {
+ public:
+  static constexpr const char* kKind = "Attention";
+  virtual Tensor forward(const StepContext& ctx, const Tensor& x_ND, std::any& saved) const = 0;
+  // Returns dx_ND; parameter grads +=; consumes `saved`.
+  virtual Tensor backward(const StepContext& ctx, const Tensor& dy_ND, std::any& saved) = 0;
+  // Selective activation checkpointing: drop from `saved` what is cheap to rebuild from the input
+  // x_ND, and rebuild it bit for bit. The default keeps everything.
+  virtual void drop_recomputable(std::any& saved) const;
+  virtual void recompute(const StepContext& ctx, const Tensor& x_ND, std::any& saved) const;
+  // The RoPE it applies (check_shapes asks it about the head counts).
+  virtual const RopeModule& rope_module() const = 0;
+};
+
+class Attention : public AttentionModule {
  public:
   // What backward needs. wq/wk/wv keep the same input x; wo keeps o (as [N, H K]).
   struct Saved {
     Linear::Saved wq, wk, wv, wo;
-    RmsNorm::Saved q_norm, k_norm;               // their inputs are the q / k projections
-    Tensor q_BTHK, k_BTGK, v_BTGK, o_BTHK;       // attention's inputs (after norm and RoPE), output
-    ops::AttentionSaved attention;               // per-row log-sum-exp
+    Tensor q_pre_BTHK, k_pre_BTGK;           // the q / k projections (the q/k norms' inputs)
+    std::any q_norm, k_norm;
+    Tensor q_BTHK, k_BTGK, v_BTGK, o_BTHK;   // attention's inputs (after norm and RoPE), output
+    ops::AttentionSaved attention;           // per-row log-sum-exp
   };
 
-  Attention(const AttentionConfig& config, const std::string& fqn);
+  // Builds its children (rope, q_norm, k_norm) from the tree through `build`.
+  Attention(const AttentionConfig& config, const ModuleBuild& build);
 
-  Tensor forward(const StepContext& ctx, const Tensor& x_ND, Saved& saved) const;
-  Tensor backward(const StepContext& ctx, const Tensor& dy_ND, Saved& saved);  // returns dx_ND
-  void collect(ParameterList& out);
-
-  // Selective activation checkpointing: keep the GEMM and attention outputs, drop what cheap ops
-  // make from them (the projections' input x; q and k after norm and RoPE, when there is a q/k
-  // norm to rebuild them from). recompute() puts them back bit for bit from x.
-  void drop_recomputable(Saved& saved) const;
-  void recompute(const StepContext& ctx, const Tensor& x_ND, Saved& saved) const;
+  Tensor forward(const StepContext& ctx, const Tensor& x_ND, std::any& saved) const override;
+  Tensor backward(const StepContext& ctx, const Tensor& dy_ND, std::any& saved) override;
+  void collect(ParameterList& out) override;
+  // Its children's constraints: the q/k norms, and RoPE for the query and the kv heads.
+  void check(int64_t batch, int64_t seq) const override;
+  // Keeps the GEMM and attention outputs; drops the projections' input x and, with a q/k norm to
+  // rebuild them from, q and k after norm and RoPE.
+  void drop_recomputable(std::any& saved) const override;
+  void recompute(const StepContext& ctx, const Tensor& x_ND, std::any& saved) const override;
+  const RopeModule& rope_module() const override { return *rope; }
+  std::string describe() const override { return "attention (built-in)"; }
 
   Linear wq, wk, wv, wo;
-  std::unique_ptr<RmsNorm> q_norm, k_norm;  // null without qk_norm
-  std::unique_ptr<RopeModule> rope;          // built-in Rope unless an override replaced the node
+  std::unique_ptr<RmsNormModule> q_norm, k_norm;  // null without qk_norm
+  std::unique_ptr<RopeModule> rope;
 
  private:
   AttentionConfig config_;

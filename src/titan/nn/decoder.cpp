@@ -30,105 +30,35 @@ static int64_t count_params(const DecoderConfig& c, int64_t experts_counted) {
 int64_t DecoderConfig::num_params() const { return count_params(*this, num_experts); }
 int64_t DecoderConfig::num_active_params() const { return count_params(*this, num_experts_per_tok); }
 
-static TransformerBlockConfig block_config(const DecoderConfig& c, int64_t layer) {
-  TransformerBlockConfig b;
-  b.attention = {c.dim, c.num_heads, c.num_kv_heads, c.head_dim, c.attention_bias || c.qkv_bias,
-                 c.qk_norm, c.norm_eps, c.attention_bias};
-  b.feed_forward = {c.dim, c.hidden_dim, c.mlp_bias};
-  if (c.is_moe_layer(layer)) {
-    b.moe = MoeConfig{c.dim, c.moe_hidden_dim, c.num_experts, c.num_experts_per_tok, c.norm_topk_prob,
-                      c.load_balance};
-  }
-  b.norm_eps = c.norm_eps;
-  return b;
-}
+Decoder::Decoder(const DecoderConfig& config) : Decoder(config, decoder_config_tree((config.validate(), config))) {}
 
-ConfigTree decoder_config_tree(const DecoderConfig& c) {
-  ConfigTree tree;
-  const auto node = [&](const std::string& path, const char* type) {
-    tree[path] = std::make_shared<BuiltinNode>(type);
-  };
-  node("model", "Decoder");
-  node("model.tok_embeddings", "Embedding");
-  for (int64_t i = 0; i < c.num_layers; ++i) {
-    const std::string layer = str("model.layers.", i);
-    node(layer, "TransformerBlock");
-    node(layer + ".attention_norm", "RmsNorm");
-    node(layer + ".attention", "Attention");
-    if (c.qk_norm) {
-      node(layer + ".attention.q_norm", "RmsNorm");
-      node(layer + ".attention.k_norm", "RmsNorm");
-    }
-    auto rope = std::make_shared<RopeConfig>();
-    rope->theta = c.rope_theta;
-    rope->head_dim = c.head_dim;
-    tree[layer + ".attention.rope"] = std::move(rope);
-    node(layer + ".ffn_norm", "RmsNorm");
-    if (c.is_moe_layer(i)) {
-      node(layer + ".moe", "Moe");
-    } else {
-      auto ff = std::make_shared<FeedForwardNode>();
-      ff->config = {c.dim, c.hidden_dim, c.mlp_bias};
-      tree[layer + ".feed_forward"] = std::move(ff);
-    }
+Decoder::Decoder(const DecoderConfig& config, const ConfigTree& tree) : config_(config) {
+  config.validate();
+  check_decoder_tree(config, tree);
+  const ModuleRegistry& registry = module_registry();
+  const ModuleBuild root(registry, tree, "model");
+  tok_embeddings = root.child<EmbeddingModule>("tok_embeddings");
+  for (int64_t i = 0; i < config.num_layers; ++i) {
+    layers.push_back(std::make_unique<TransformerBlock>(ModuleBuild(registry, tree, str("model.layers.", i))));
   }
-  node("model.norm", "RmsNorm");
-  if (!c.tie_embeddings) node("model.output", "Linear");
-  return tree;
-}
-
-Decoder::Decoder(const DecoderConfig& config, const ConfigTree& tree) : Decoder(config) {
-  const ConfigTree builtin = decoder_config_tree(config);
-  for (const auto& [path, want] : builtin) {
-    const auto it = tree.find(path);
-    TITAN_CHECK(it != tree.end(), "[model] the config tree has no node ", path, " (", want->type_name(), ")");
-    const bool slot = dynamic_cast<const RopeConfig*>(want.get()) != nullptr ||
-                      dynamic_cast<const FeedForwardNode*>(want.get()) != nullptr;
-    if (slot) continue;  // replaceable: the slot checks the node when it builds it
-    TITAN_CHECK(it->second->type_name() == want->type_name(), "[model] ", path, " is a ", it->second->type_name(),
-                " node, but titan builds its ", want->type_name(),
-                " nodes itself; only RoPE (model.layers.<i>.attention.rope) and dense feed-forward (model.layers.<i>.feed_forward) "
-                "nodes take plugin modules so far");
-  }
-  TITAN_CHECK(tree.size() == builtin.size(), "[model] the config tree has ", tree.size(), " nodes, the model ",
-              builtin.size(), ": an override may only replace nodes, not add them");
-  for (size_t i = 0; i < layers.size(); ++i) {
-    const std::string layer = str("layers.", i);
-    const std::string rope = "model." + layer + ".attention.rope";
-    layers[i]->attention.rope = rope_slot().build(rope, *tree.at(rope), layer + ".attention.rope");
-    if (layers[i]->feed_forward) {
-      const std::string ff = "model." + layer + ".feed_forward";
-      layers[i]->feed_forward = feed_forward_slot().build(ff, *tree.at(ff), layer + ".feed_forward");
-    }
-  }
+  norm = root.child<RmsNormModule>("norm");
+  output = root.child<HeadModule>("output");
+  if (config.tie_embeddings) output->tie(tok_embeddings->table());
 }
 
 void Decoder::check_shapes(int64_t batch, int64_t seq) const {
-  for (const auto& layer : layers) {
-    layer->attention.rope->check(batch, seq, config_.num_heads, config_.head_dim);
-    layer->attention.rope->check(batch, seq, config_.num_kv_heads, config_.head_dim);
-    if (layer->feed_forward) layer->feed_forward->check(batch, seq);
-  }
-}
-
-Decoder::Decoder(const DecoderConfig& config)
-    : tok_embeddings({(config.validate(), config.vocab_size), config.dim}, "tok_embeddings"),
-      norm({config.dim, config.norm_eps}, "norm"),
-      config_(config) {
-  for (int64_t i = 0; i < config.num_layers; ++i) {
-    layers.push_back(std::make_unique<TransformerBlock>(block_config(config, i), str("layers.", i)));
-  }
-  if (!config.tie_embeddings) {
-    output = std::make_unique<Linear>(LinearConfig{config.dim, config.vocab_size, false}, "output");
-  }
+  tok_embeddings->check(batch, seq);
+  for (const auto& layer : layers) layer->check(batch, seq);
+  norm->check(batch, seq);
+  output->check(batch, seq);
 }
 
 ParameterList Decoder::parameters() {
   ParameterList out;
-  tok_embeddings.collect(out);
+  tok_embeddings->collect(out);
   for (auto& layer : layers) layer->collect(out);
-  norm.collect(out);
-  if (output) output->collect(out);
+  norm->collect(out);
+  output->collect(out);
   return out;
 }
 
@@ -153,7 +83,7 @@ StepContext Decoder::make_context(const Tensor& ids_BT) const {
 void Decoder::set_tensor_parallel(TensorParallelOps* tp, int64_t vocab_start) {
   tp_ = tp;
   vocab_start_ = vocab_start;
-  tok_embeddings.set_vocab_start(tp ? vocab_start : -1);
+  tok_embeddings->set_vocab_start(tp ? vocab_start : -1);
   for (auto& layer : layers) layer->set_tensor_parallel(tp);
 }
 
@@ -167,8 +97,8 @@ Tensor Decoder::forward_hidden(const Tensor& ids_BT, Activations& acts, bool kee
   acts.ctx = make_context(ids_BT);
   acts.layers.resize(keep ? layers.size() : 1);
   if (hooks_) hooks_->before_forward(UnitHooks::kRoot);
-  Tensor h_ND = tok_embeddings.forward(ids_BT, acts.tok_embeddings);
-  if (!keep) acts.tok_embeddings = {};
+  Tensor h_ND = tok_embeddings->forward(ids_BT, acts.tok_embeddings);
+  if (!keep) acts.tok_embeddings.reset();
   if (tp_) h_ND = tp_->leave(h_ND);  // each rank looked up its vocabulary rows
   for (size_t i = 0; i < layers.size(); ++i) {
     if (hooks_) hooks_->before_forward(static_cast<int>(i));
@@ -177,7 +107,7 @@ Tensor Decoder::forward_hidden(const Tensor& ids_BT, Activations& acts, bool kee
     if (hooks_) hooks_->after_forward(static_cast<int>(i));
   }
   if (!keep) acts.layers.clear();
-  return norm.forward(h_ND, acts.norm);
+  return norm->forward(h_ND, acts.norm);
 }
 
 // HF's load_balancing_loss_func over the router outputs of every MoE layer of this forward,
@@ -222,7 +152,7 @@ LossResult Decoder::forward_backward(const Tensor& ids_BT, const Tensor& targets
                           dhn_full_ND, head_weight().grad);
     dhn_ND = tp_->enter_backward(dhn_full_ND);
   } else {
-    xent = ops::lm_head_xent({}, hn_ND, head_weight().value, targets_BT, grad_scale, dhn_ND, head_weight().grad);
+    xent = output->loss(hn_ND, targets_BT, grad_scale, dhn_ND);
   }
   result.loss_sum = xent.loss_sum;
   result.loss = xent.num_targets > 0 ? xent.loss_sum / static_cast<double>(xent.num_targets) : 0.0;
@@ -235,13 +165,13 @@ LossResult Decoder::forward_backward(const Tensor& ids_BT, const Tensor& targets
     acts.ctx.moe_aux_dprobs_E = std::move(dprobs_E);
   }
 
-  Tensor dh_ND = norm.backward(dhn_ND, acts.norm);
+  Tensor dh_ND = norm->backward(dhn_ND, acts.norm);
   for (size_t i = layers.size(); i-- > 0;) {
     if (hooks_) hooks_->before_backward(static_cast<int>(i));
     dh_ND = layers[i]->backward(acts.ctx, dh_ND, acts.layers[i]);
     if (hooks_) hooks_->after_backward(static_cast<int>(i));
   }
-  tok_embeddings.backward(tp_ ? tp_->leave_backward(dh_ND) : dh_ND, acts.tok_embeddings);
+  tok_embeddings->backward(tp_ ? tp_->leave_backward(dh_ND) : dh_ND, acts.tok_embeddings);
   if (hooks_) hooks_->after_backward(UnitHooks::kRoot);
   return result;
 }
@@ -253,8 +183,7 @@ LossResult Decoder::forward_loss(const Tensor& ids_BT, const Tensor& targets_BT)
   LossResult result;
   if (config_.load_balance == LoadBalance::aux_loss) result.aux_loss = aux_loss(acts.router, config_.num_experts, nullptr);
   Tensor no_grad;
-  const ops::LmHeadXentResult xent =
-      ops::lm_head_xent({}, hn_ND, head_weight().value, targets_BT, 1.0f, no_grad, no_grad);
+  const ops::LmHeadXentResult xent = output->loss(hn_ND, targets_BT, 1.0f, no_grad);
   result.loss_sum = xent.loss_sum;
   result.num_targets = xent.num_targets;
   if (xent.num_targets > 0) result.loss = xent.loss_sum / static_cast<double>(xent.num_targets);
@@ -267,8 +196,7 @@ Tensor Decoder::forward_logits(const Tensor& ids_BT) {
   TITAN_CHECK(tp_ == nullptr, "[model] forward_logits is not tensor-parallel");
   Activations acts;
   const Tensor hn_ND = forward_hidden(ids_BT, acts, false);
-  Tensor logits_NV = Tensor::empty({acts.ctx.batch * acts.ctx.seq, config_.vocab_size}, DType::f32, hn_ND.device());
-  ops::linear_forward(hn_ND, head_weight().value, Tensor(), logits_NV);
+  const Tensor logits_NV = output->logits(hn_ND);
   if (hooks_) hooks_->after_forward(UnitHooks::kRoot);
   return logits_NV.reshape({acts.ctx.batch, acts.ctx.seq, config_.vocab_size});
 }
@@ -300,7 +228,7 @@ ExpertLoad Decoder::expert_load() const {
 
 void Decoder::reset_expert_load() {
   for (auto& layer : layers) {
-    if (layer->moe) layer->moe->reset_load();
+    if (layer->moe) std::fill(layer->moe->load().begin(), layer->moe->load().end(), 0);
   }
 }
 

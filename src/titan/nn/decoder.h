@@ -9,6 +9,7 @@
 
 #include "titan/nn/config_tree.h"
 #include "titan/nn/embedding.h"
+#include "titan/nn/head.h"
 #include "titan/nn/transformer_block.h"
 
 namespace titan::nn {
@@ -67,12 +68,25 @@ struct ExpertLoad {
   bool defined = false;  // false for a dense model
 };
 
-// The config tree of a decoder: "model" (Decoder), "model.tok_embeddings" (Embedding),
-// "model.layers.<i>" (TransformerBlock) with .attention_norm / .ffn_norm (RmsNorm), .attention
-// (Attention), .attention.q_norm / .k_norm (RmsNorm, with qk_norm), .attention.rope (Rope, a
-// RopeConfig), .feed_forward (FeedForward) or .moe (Moe); "model.norm" (RmsNorm), "model.output"
-// (Linear, untied only).
+// The root node ("model"): a container holding the whole model's config.
+class DecoderNode : public NodeConfig {
+ public:
+  static constexpr const char* kType = "Decoder";
+  explicit DecoderNode(const DecoderConfig& c) : config(c) {}
+  std::vector<std::string> type_chain() const override { return {kType}; }
+  DecoderConfig config;
+};
+
+// The config tree of a decoder, each node the config of its module: "model" (DecoderNode),
+// "model.tok_embeddings" (EmbeddingConfig), "model.layers.<i>" (TransformerBlockConfig, a
+// container) with .attention_norm / .ffn_norm (RmsNormConfig), .attention (AttentionConfig),
+// .attention.q_norm / .k_norm (RmsNormConfig, with qk_norm), .attention.rope (RopeConfig),
+// .feed_forward (FeedForwardConfig) or .moe (MoeConfig); "model.norm" (RmsNormConfig),
+// "model.output" (HeadConfig, tied or not).
 ConfigTree decoder_config_tree(const DecoderConfig& config);
+// Throws naming the first difference when `tree` is not `config`'s tree with leaf nodes replaced:
+// a path added or missing, or a container (Decoder, TransformerBlock) of another type.
+void check_decoder_tree(const DecoderConfig& config, const ConfigTree& tree);
 
 // Called around each unit's use by forward_backward / forward_loss / forward_logits; FSDP
 // (parallel/fsdp.h) gathers a unit's parameters and frees them again here. Unit kRoot is the
@@ -95,18 +109,17 @@ class UnitHooks {
 // step context and each module's Saved value. forward_backward makes one per micro-batch.
 struct Activations {
   StepContext ctx;
-  Embedding::Saved tok_embeddings;
+  std::any tok_embeddings;
   std::vector<TransformerBlock::Saved> layers;
-  RmsNorm::Saved norm;
+  std::any norm;
   RouterTotals router;  // every MoE layer's routing statistics (the aux loss reads them)
 };
 
 class Decoder {
  public:
   explicit Decoder(const DecoderConfig& config);
-  // Built from `tree` (decoder_config_tree(config), possibly with nodes replaced by overrides):
-  // each RoPE slot gets the module its node asks for. Any other node must still be the built-in
-  // type: an override of a node the decoder builds itself is refused, naming the node.
+  // Built by walking `tree` (decoder_config_tree(config), possibly with nodes replaced by
+  // overrides): every node by the module registered for its type (nn/module.h).
   Decoder(const DecoderConfig& config, const ConfigTree& tree);
 
   // Every module's shape constraints for micro-batches of [batch, seq] (plugin modules declare
@@ -130,13 +143,13 @@ class Decoder {
   // Inference forward: logits f32 [B, T, V] (materialized: this is the output).
   Tensor forward_logits(const Tensor& ids_BT);
 
-  Embedding tok_embeddings;
+  std::unique_ptr<EmbeddingModule> tok_embeddings;
   std::vector<std::unique_ptr<TransformerBlock>> layers;
-  RmsNorm norm;
-  std::unique_ptr<Linear> output;  // null when tied
+  std::unique_ptr<RmsNormModule> norm;
+  std::unique_ptr<HeadModule> output;  // its weight is tok_embeddings' table when tied
 
   // The head's weight: output.weight, or tok_embeddings.weight when tied.
-  Parameter& head_weight() { return output ? output->weight : tok_embeddings.weight; }
+  Parameter& head_weight() { return output->weight(); }
   // Activation checkpointing: what each block keeps for its backward (one entry per layer;
   // default keep_all). Every choice trains the same bits.
   void set_recompute(std::vector<Recompute> per_layer);

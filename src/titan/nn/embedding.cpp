@@ -10,7 +10,8 @@ Embedding::Embedding(const EmbeddingConfig& config, const std::string& fqn) : co
   weight.init(fqn + ".weight", {config.vocab_size, config.dim}, kParameterDevice);
 }
 
-Tensor Embedding::forward(const Tensor& ids, Saved& saved) const {
+Tensor Embedding::forward(const Tensor& ids, std::any& any) const {
+  Saved& saved = any.emplace<Saved>();
   Tensor y_ND = Tensor::empty({ids.numel(), config_.dim}, DType::f32, weight.value.device());
   if (vocab_start_ < 0) {
     ops::embedding_forward(ids, weight.value, y_ND);
@@ -38,10 +39,11 @@ Tensor Embedding::forward(const Tensor& ids, Saved& saved) const {
   return y_ND;
 }
 
-void Embedding::backward(const Tensor& dy_ND, Saved& saved) {
+void Embedding::backward(const Tensor& dy_ND, std::any& any) {
+  Saved& saved = std::any_cast<Saved&>(any);
   if (!saved.outside_N.defined()) {
     ops::embedding_backward(saved.ids, dy_ND, weight.grad);
-    saved = {};
+    any.reset();
     return;
   }
   Tensor dy = dy_ND.clone();
@@ -51,7 +53,7 @@ void Embedding::backward(const Tensor& dy_ND, Saved& saved) {
     if (out[i]) std::fill(d + i * config_.dim, d + (i + 1) * config_.dim, 0.0f);
   }
   ops::embedding_backward(saved.ids, dy, weight.grad);
-  saved = {};
+  any.reset();
 }
 
 }  // namespace titan::nn

@@ -6,7 +6,6 @@ namespace titan::nn {
 
 void FeedForwardModule::drop_recomputable(std::any&) const {}
 void FeedForwardModule::recompute(const Tensor&, std::any&) const {}
-void FeedForwardModule::check(int64_t, int64_t) const {}
 
 FeedForward::FeedForward(const FeedForwardConfig& config, const std::string& fqn)
     : w1({config.dim, config.hidden_dim, config.bias}, fqn + ".w1"),
@@ -55,14 +54,6 @@ void FeedForward::collect(ParameterList& out) {
   w1.collect(out);
   w2.collect(out);
   w3.collect(out);
-}
-
-ModuleSlot<FeedForwardModule, FeedForwardNode>& feed_forward_slot() {
-  static ModuleSlot<FeedForwardModule, FeedForwardNode> slot(
-      "feed-forward", "FeedForward", [](const FeedForwardNode& node, const std::string& fqn) {
-        return std::make_unique<FeedForward>(node.config, fqn);
-      });
-  return slot;
 }
 
 }  // namespace titan::nn

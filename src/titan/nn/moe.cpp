@@ -36,7 +36,14 @@ Moe::Moe(const MoeConfig& config, const std::string& fqn)
   args_.selection_bias_E = expert_bias.value;
 }
 
-Tensor Moe::forward(const Tensor& x_ND, Saved& s, RouterTotals* totals) {
+void MoeModule::drop_recomputable(std::any&) const {}
+void MoeModule::recompute(const Tensor&, std::any&) const {}
+
+void Moe::drop_recomputable(std::any& saved) const { std::any_cast<Saved&>(saved).x_ND = Tensor(); }
+void Moe::recompute(const Tensor& x_ND, std::any& saved) const { std::any_cast<Saved&>(saved).x_ND = x_ND; }
+
+Tensor Moe::forward(const Tensor& x_ND, std::any& saved, RouterTotals* totals) {
+  Saved& s = saved.emplace<Saved>();
   const int64_t n = x_ND.size(0);
   Tensor out_ND = Tensor::empty({n, config_.dim}, DType::f32, x_ND.device());
   Tensor logits_NE = Tensor::empty({n, config_.num_experts}, DType::f32, x_ND.device());
@@ -59,7 +66,8 @@ Tensor Moe::forward(const Tensor& x_ND, Saved& s, RouterTotals* totals) {
   return out_ND;
 }
 
-Tensor Moe::backward(const StepContext& ctx, const Tensor& dy_ND, Saved& s) {
+Tensor Moe::backward(const StepContext& ctx, const Tensor& dy_ND, std::any& saved) {
+  Saved& s = std::any_cast<Saved&>(saved);
   const int64_t n = s.x_ND.size(0), e = config_.num_experts;
   const std::vector<double>& aux_dprobs_E = ctx.moe_aux_dprobs_E;
   Tensor drouter_logits_NE;
@@ -79,7 +87,7 @@ Tensor Moe::backward(const StepContext& ctx, const Tensor& dy_ND, Saved& s) {
   Tensor dx_ND = Tensor::empty(s.x_ND.shape(), DType::f32, s.x_ND.device());
   ops::moe_backward(args_, dy_ND, drouter_logits_NE, s.x_ND, router.value, w1.value, w3.value, w2.value, s.op,
                     dx_ND, router.grad, w1.grad, w3.grad, w2.grad);
-  s = {};
+  saved.reset();
   return dx_ND;
 }
 

@@ -7,21 +7,23 @@ RmsNorm::RmsNorm(const RmsNormConfig& config, const std::string& fqn) : config_(
   weight.value.fill_(1.0f);
 }
 
-Tensor RmsNorm::forward(const Tensor& x, Saved& saved) const {
+Tensor RmsNorm::forward(const Tensor& x, std::any& saved) const {
+  Saved& s = saved.emplace<Saved>();
   const Tensor x_ND = x.reshape({-1, config_.dim});
   Tensor y_ND = Tensor::empty(x_ND.shape(), DType::f32, x_ND.device());
-  ops::rms_norm_forward({config_.eps}, x_ND, weight.value, y_ND, saved.stats);
-  saved.x = x;
+  ops::rms_norm_forward({config_.eps}, x_ND, weight.value, y_ND, s.stats);
+  s.x = x;
   return y_ND.reshape(x.shape());
 }
 
-Tensor RmsNorm::backward(const Tensor& dy, Saved& saved) {
-  const Tensor x_ND = saved.x.reshape({-1, config_.dim});
+Tensor RmsNorm::backward(const Tensor& dy, std::any& saved) {
+  Saved& s = std::any_cast<Saved&>(saved);
+  const Tensor x_ND = s.x.reshape({-1, config_.dim});
   Tensor dx_ND = Tensor::empty(x_ND.shape(), DType::f32, x_ND.device());
-  ops::rms_norm_backward({config_.eps}, dy.reshape({-1, config_.dim}), x_ND, weight.value, saved.stats, dx_ND,
+  ops::rms_norm_backward({config_.eps}, dy.reshape({-1, config_.dim}), x_ND, weight.value, s.stats, dx_ND,
                          weight.grad);
-  const Shape shape = saved.x.shape();
-  saved = {};
+  const Shape shape = s.x.shape();
+  saved.reset();
   return dx_ND.reshape(shape);
 }
 

@@ -1,31 +1,48 @@
-// RMSNorm module over the last dim (fp32 statistics). Forward fills a Saved (x and rstd) that
-// backward consumes.
+// RMSNorm over the last dim (fp32 statistics): the RmsNorm node kind (attention_norm, ffn_norm,
+// q_norm / k_norm, the final norm). What forward keeps for backward is a value the caller holds
+// (a std::any of the module's own Saved type), so the module holds parameters only.
 #pragma once
 
-#include "titan/nn/parameter.h"
+#include <any>
+
+#include "titan/nn/module.h"
 #include "titan/ops/rms_norm/rms_norm.h"
 
 namespace titan::nn {
 
-struct RmsNormConfig {
+class RmsNormConfig : public NodeConfig {
+ public:
+  static constexpr const char* kType = "RmsNorm";
+  RmsNormConfig() = default;
+  RmsNormConfig(int64_t dim_, float eps_) : dim(dim_), eps(eps_) {}
+  std::vector<std::string> type_chain() const override { return {kType}; }
+
   int64_t dim = 0;
   float eps = 1e-6f;
 };
 
-class RmsNorm {
+class RmsNormModule : public Module {
+ public:
+  static constexpr const char* kKind = "RmsNorm";
+  // x may be [N, dim] or [N, H, dim] (per-head q/k norm): normalized over the last dim.
+  virtual Tensor forward(const Tensor& x, std::any& saved) const = 0;
+  // Returns dx (the shape of x); accumulates dweight; consumes `saved`.
+  virtual Tensor backward(const Tensor& dy, std::any& saved) = 0;
+};
+
+class RmsNorm : public RmsNormModule {
  public:
   struct Saved {
-    Tensor x;                   // the input, any shape ending in dim
-    ops::RmsNormSaved stats;    // rstd per row
+    Tensor x;                 // the input
+    ops::RmsNormSaved stats;  // rstd per row
   };
 
   RmsNorm(const RmsNormConfig& config, const std::string& fqn);
 
-  // x may be [N, dim] or [N, H, dim] (per-head q/k norm): normalized over the last dim.
-  Tensor forward(const Tensor& x, Saved& saved) const;
-  // Returns dx (same shape as x); accumulates dweight; empties `saved`.
-  Tensor backward(const Tensor& dy, Saved& saved);
-  void collect(ParameterList& out) { out.push_back(&weight); }
+  Tensor forward(const Tensor& x, std::any& saved) const override;
+  Tensor backward(const Tensor& dy, std::any& saved) override;
+  void collect(ParameterList& out) override { out.push_back(&weight); }
+  std::string describe() const override { return "rms_norm (built-in)"; }
 
   Parameter weight;  // [dim]
 

@@ -21,27 +21,29 @@ std::vector<Recompute> recompute_per_layer(const std::string& mode, const std::s
   return out;
 }
 
-TransformerBlock::TransformerBlock(const TransformerBlockConfig& config, const std::string& fqn)
-    : attention_norm({config.attention.dim, config.norm_eps}, fqn + ".attention_norm"),
-      attention(config.attention, fqn + ".attention"),
-      ffn_norm({config.attention.dim, config.norm_eps}, fqn + ".ffn_norm") {
-  if (config.moe) {
-    moe = std::make_unique<Moe>(*config.moe, fqn + ".moe");
+TransformerBlock::TransformerBlock(const ModuleBuild& build)
+    : attention_norm(build.child<RmsNormModule>("attention_norm")),
+      attention(build.child<AttentionModule>("attention")),
+      ffn_norm(build.child<RmsNormModule>("ffn_norm")) {
+  if (build.has_child("moe")) {
+    moe = build.child<MoeModule>("moe");
   } else {
-    feed_forward = std::make_unique<FeedForward>(config.feed_forward, fqn + ".feed_forward");
+    feed_forward = build.child<FeedForwardModule>("feed_forward");
   }
 }
 
-// The forward itself, filling every module's Saved. totals null: a replay (nothing counted).
+// The forward itself, filling every module's saved state. totals null: a replay (nothing counted).
 Tensor TransformerBlock::run(const StepContext& ctx, const Tensor& x_ND, Saved& s, RouterTotals* totals) {
-  const Tensor xn_ND = attention_norm.forward(x_ND, s.attention_norm);
-  Tensor h_ND = tp_ ? tp_->leave(attention.forward(ctx, tp_->enter(xn_ND), s.attention))
-                    : attention.forward(ctx, xn_ND, s.attention);
+  s.x_ND = x_ND;
+  const Tensor xn_ND = attention_norm->forward(x_ND, s.attention_norm);
+  Tensor h_ND = tp_ ? tp_->leave(attention->forward(ctx, tp_->enter(xn_ND), s.attention))
+                    : attention->forward(ctx, xn_ND, s.attention);
   add_inplace(h_ND, x_ND);
-  const Tensor hn_ND = ffn_norm.forward(h_ND, s.ffn_norm);
-  Tensor y_ND = moe ? moe->forward(hn_ND, s.moe, totals)
-                    : tp_ ? tp_->leave(feed_forward->forward(tp_->enter(hn_ND), s.feed_forward))
-                          : feed_forward->forward(hn_ND, s.feed_forward);
+  s.h_ND = h_ND;
+  const Tensor hn_ND = ffn_norm->forward(h_ND, s.ffn_norm);
+  Tensor y_ND = moe ? moe->forward(hn_ND, s.mlp, totals)
+                    : tp_ ? tp_->leave(feed_forward->forward(tp_->enter(hn_ND), s.mlp))
+                          : feed_forward->forward(hn_ND, s.mlp);
   add_inplace(y_ND, h_ND);
   return y_ND;
 }
@@ -64,11 +66,11 @@ Tensor TransformerBlock::forward(const StepContext& ctx, const Tensor& x_ND, Sav
 // keep_ops drops the norms' outputs (the projections' and the mlp's inputs), q and k after norm
 // and RoPE, and the SwiGLU output; the norms keep their inputs (x and h) and statistics.
 void TransformerBlock::drop_recomputable(Saved& s) const {
-  attention.drop_recomputable(s.attention);
+  attention->drop_recomputable(s.attention);
   if (moe) {
-    Moe::drop_recomputable(s.moe);
+    moe->drop_recomputable(s.mlp);
   } else {
-    feed_forward->drop_recomputable(s.feed_forward);
+    feed_forward->drop_recomputable(s.mlp);
   }
 }
 
@@ -82,40 +84,51 @@ void TransformerBlock::recompute(const StepContext& ctx, Saved& s) {
     return;
   }
   if (s.recompute != Recompute::keep_ops) return;
-  RmsNorm::Saved scratch;  // statistics equal the kept ones
-  attention.recompute(ctx, enter(attention_norm.forward(s.attention_norm.x, scratch)), s.attention);
-  const Tensor hn_ND = ffn_norm.forward(s.ffn_norm.x, scratch);
+  std::any scratch;  // the norms' kept state; this replay's copy equals it
+  attention->recompute(ctx, enter(attention_norm->forward(s.x_ND, scratch)), s.attention);
+  const Tensor hn_ND = ffn_norm->forward(s.h_ND, scratch);
   if (moe) {
-    Moe::recompute(hn_ND, s.moe);
+    moe->recompute(hn_ND, s.mlp);
   } else {
-    feed_forward->recompute(enter(hn_ND), s.feed_forward);
+    feed_forward->recompute(enter(hn_ND), s.mlp);
   }
 }
 
 Tensor TransformerBlock::backward(const StepContext& ctx, const Tensor& dy_ND, Saved& s) {
   recompute(ctx, s);
   // dh = dy + d(mlp branch)/dh; dx = dh + d(attention branch)/dx.
-  Tensor dhn_ND = moe ? moe->backward(ctx, dy_ND, s.moe)
-                      : tp_ ? tp_->enter_backward(feed_forward->backward(tp_->leave_backward(dy_ND), s.feed_forward))
-                            : feed_forward->backward(dy_ND, s.feed_forward);
-  Tensor dh_ND = ffn_norm.backward(dhn_ND, s.ffn_norm);
+  Tensor dhn_ND = moe ? moe->backward(ctx, dy_ND, s.mlp)
+                      : tp_ ? tp_->enter_backward(feed_forward->backward(tp_->leave_backward(dy_ND), s.mlp))
+                            : feed_forward->backward(dy_ND, s.mlp);
+  Tensor dh_ND = ffn_norm->backward(dhn_ND, s.ffn_norm);
   add_inplace(dh_ND, dy_ND);
-  const Tensor dxn_ND = tp_ ? tp_->enter_backward(attention.backward(ctx, tp_->leave_backward(dh_ND), s.attention))
-                            : attention.backward(ctx, dh_ND, s.attention);
-  Tensor dx_ND = attention_norm.backward(dxn_ND, s.attention_norm);
+  const Tensor dxn_ND = tp_ ? tp_->enter_backward(attention->backward(ctx, tp_->leave_backward(dh_ND), s.attention))
+                            : attention->backward(ctx, dh_ND, s.attention);
+  Tensor dx_ND = attention_norm->backward(dxn_ND, s.attention_norm);
   add_inplace(dx_ND, dh_ND);
   s = {};
   return dx_ND;
 }
 
 void TransformerBlock::collect(ParameterList& out) {
-  attention_norm.collect(out);
-  attention.collect(out);
-  ffn_norm.collect(out);
+  attention_norm->collect(out);
+  attention->collect(out);
+  ffn_norm->collect(out);
   if (moe) {
     moe->collect(out);
   } else {
     feed_forward->collect(out);
+  }
+}
+
+void TransformerBlock::check(int64_t batch, int64_t seq) const {
+  attention_norm->check(batch, seq);
+  attention->check(batch, seq);
+  ffn_norm->check(batch, seq);
+  if (moe) {
+    moe->check(batch, seq);
+  } else {
+    feed_forward->check(batch, seq);
   }
 }
 

@@ -8,7 +8,6 @@
 
 #include <any>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,11 +18,13 @@
 
 namespace titan::nn {
 
-struct TransformerBlockConfig {
-  AttentionConfig attention;
-  FeedForwardConfig feed_forward;  // used when moe is empty
-  std::optional<MoeConfig> moe;
-  float norm_eps = 1e-6f;
+// A container node (model.layers.<i>): titan builds the block from its children attention_norm,
+// attention, ffn_norm and feed_forward (dense) or moe (sparse); the children are replaceable, the
+// block itself is not.
+class TransformerBlockConfig : public NodeConfig {
+ public:
+  static constexpr const char* kType = "TransformerBlock";
+  std::vector<std::string> type_chain() const override { return {kType}; }
 };
 
 // What a block's forward keeps for its backward (activation checkpointing, torchtitan's modes):
@@ -41,16 +42,15 @@ std::vector<Recompute> recompute_per_layer(const std::string& mode, const std::s
 
 class TransformerBlock {
  public:
+  // Each child's saved state is a value of that module's own type (std::any).
   struct Saved {
     Recompute recompute = Recompute::keep_all;
-    Tensor x_ND;  // keep_input: the block's input, all that is kept
-    RmsNorm::Saved attention_norm, ffn_norm;
-    Attention::Saved attention;
-    std::any feed_forward;  // the feed-forward module's own Saved
-    Moe::Saved moe;
+    Tensor x_ND, h_ND;  // the block's input and its residual after attention (the norms' inputs)
+    std::any attention_norm, attention, ffn_norm, mlp;
   };
 
-  TransformerBlock(const TransformerBlockConfig& config, const std::string& fqn);
+  // Built from the tree below build.path().
+  explicit TransformerBlock(const ModuleBuild& build);
 
   // totals: routing statistics of a MoE block (see Moe::forward); never null here.
   Tensor forward(const StepContext& ctx, const Tensor& x_ND, Saved& saved, Recompute recompute,
@@ -58,15 +58,17 @@ class TransformerBlock {
   Tensor backward(const StepContext& ctx, const Tensor& dy_ND, Saved& saved);  // returns dx_ND
   void collect(ParameterList& out);
   void collect_buffers(ParameterList& out);
+  // Every child's shape constraints (plugin modules declare theirs); throws the first violation.
+  void check(int64_t batch, int64_t seq) const;
   // Tensor parallel: attention and feed-forward are TP regions (their modules built with this
   // rank's heads / FFN columns); x and y are this rank's tokens under sequence parallelism. Not owned.
   void set_tensor_parallel(TensorParallelOps* tp) { tp_ = tp; }
 
-  RmsNorm attention_norm;
-  Attention attention;
-  RmsNorm ffn_norm;
+  std::unique_ptr<RmsNormModule> attention_norm;
+  std::unique_ptr<AttentionModule> attention;
+  std::unique_ptr<RmsNormModule> ffn_norm;
   std::unique_ptr<FeedForwardModule> feed_forward;  // exactly one of these two
-  std::unique_ptr<Moe> moe;
+  std::unique_ptr<MoeModule> moe;
 
  private:
   Tensor run(const StepContext& ctx, const Tensor& x_ND, Saved& s, RouterTotals* totals);

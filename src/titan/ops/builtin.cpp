@@ -1,5 +1,7 @@
 #include "titan/ops/builtin.h"
 
+#include "titan/core/error.h"
+
 namespace titan::ops {
 
 std::vector<std::pair<std::string, std::string>> selected_kernels(Device device) {
@@ -10,6 +12,45 @@ std::vector<std::pair<std::string, std::string>> selected_kernels(Device device)
           entry(rope_table()),      entry(attention_table()), entry(swiglu_table()),
           entry(lm_head_xent_table()), entry(adamw_table()), entry(moe_table()),
           entry(accumulate_table()), entry(scale_table()), entry(sum_squares_table())};
+}
+
+// The table an implementation type belongs to (one overload per op).
+static OpTable<EmbeddingImpl>& table_of(const EmbeddingImpl&) { return embedding_table(); }
+static OpTable<RmsNormImpl>& table_of(const RmsNormImpl&) { return rms_norm_table(); }
+static OpTable<LinearImpl>& table_of(const LinearImpl&) { return linear_table(); }
+static OpTable<RopeImpl>& table_of(const RopeImpl&) { return rope_table(); }
+static OpTable<AttentionImpl>& table_of(const AttentionImpl&) { return attention_table(); }
+static OpTable<SwigluImpl>& table_of(const SwigluImpl&) { return swiglu_table(); }
+static OpTable<LmHeadXentImpl>& table_of(const LmHeadXentImpl&) { return lm_head_xent_table(); }
+static OpTable<AdamWImpl>& table_of(const AdamWImpl&) { return adamw_table(); }
+static OpTable<MoeImpl>& table_of(const MoeImpl&) { return moe_table(); }
+static OpTable<AccumulateImpl>& table_of(const AccumulateImpl&) { return accumulate_table(); }
+static OpTable<ScaleImpl>& table_of(const ScaleImpl&) { return scale_table(); }
+static OpTable<SumSquaresImpl>& table_of(const SumSquaresImpl&) { return sum_squares_table(); }
+
+static std::vector<AddedKernel>& added() {
+  static std::vector<AddedKernel> list;
+  return list;
+}
+
+const std::vector<AddedKernel>& added_kernels() { return added(); }
+
+void add_kernel(const std::string& op, Kernel kernel, const std::string& origin) {
+  std::visit(
+      [&](auto& impl) {
+        auto& table = table_of(impl);
+        TITAN_CHECK(table.op_name() == op, "[kernel] ", origin, ": kernel '", impl.name, "' was registered for op '",
+                    op, "' but implements op '", table.op_name(), "'. HINT: pass the op its implementation type belongs to");
+        TITAN_CHECK(!impl.name.empty() && impl.forward != nullptr, "[kernel] ", origin, ": a kernel for op '", op,
+                    "' needs a name and a forward function");
+        for (const auto& existing : table.impls()) {
+          TITAN_CHECK(existing.name != impl.name, "[kernel] ", origin, ": op '", op, "' already has a kernel named '",
+                      impl.name, "'. HINT: give the plugin's kernel its own name");
+        }
+        added().push_back({op, impl.name, origin});
+        table.add(std::move(impl));
+      },
+      kernel);
 }
 
 void register_builtin_rms_norm(OpTable<RmsNormImpl>& table) {

@@ -4,6 +4,7 @@
 
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "titan/ops/adamw/adamw.h"
@@ -21,6 +22,21 @@ namespace titan::ops {
 
 // {op name, preferred implementation on `device`} for every built-in op, for the startup log.
 std::vector<std::pair<std::string, std::string>> selected_kernels(Device device);
+
+// An implementation of any op: the op is its type (the variant's alternatives are distinct).
+using Kernel = std::variant<EmbeddingImpl, RmsNormImpl, LinearImpl, RopeImpl, AttentionImpl, SwigluImpl,
+                            LmHeadXentImpl, AdamWImpl, MoeImpl, AccumulateImpl, ScaleImpl, SumSquaresImpl>;
+// Adds `kernel` to the table of op `op` ("rms_norm", ...) after the implementations already
+// there, so dispatch prefers it on its device wherever its `supports` accepts the case (a plugin's
+// kernel; origin names the plugin). A one-line error when `op` is not the kernel's op, the kernel
+// has no forward, or its name is taken.
+void add_kernel(const std::string& op, Kernel kernel, const std::string& origin);
+
+struct AddedKernel {
+  std::string op, name, origin;
+};
+// The kernels add_kernel added, in order.
+const std::vector<AddedKernel>& added_kernels();
 
 void register_builtin_rms_norm(OpTable<RmsNormImpl>& table);
 void register_builtin_embedding(OpTable<EmbeddingImpl>& table);

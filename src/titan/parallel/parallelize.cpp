@@ -7,9 +7,9 @@ namespace titan::parallel {
 
 std::vector<nn::ParameterList> decoder_units(nn::Decoder& model) {
   std::vector<nn::ParameterList> units(1);
-  model.tok_embeddings.collect(units[0]);
-  model.norm.collect(units[0]);
-  if (model.output) model.output->collect(units[0]);
+  model.tok_embeddings->collect(units[0]);
+  model.norm->collect(units[0]);
+  model.output->collect(units[0]);  // nothing when tied
   for (auto& layer : model.layers) {
     units.emplace_back();
     layer->collect(units.back());
@@ -93,7 +93,7 @@ void Parallelized::finish_grads() {
   for (nn::Parameter* p : tp_partial_) mesh_.tp().all_reduce_sum(p->grad);
   for (auto& layer : model_->layers) {
     if (!layer->moe) continue;
-    std::vector<int64_t>& load = layer->moe->mutable_load();
+    std::vector<int64_t>& load = layer->moe->load();
     mesh_.dp().all_reduce_sum(load.data(), static_cast<int64_t>(load.size()));
   }
 }

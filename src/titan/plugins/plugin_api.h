@@ -1,23 +1,34 @@
-// The plugin API: what a shared library loaded with --override.imports sees. A plugin is built
-// against this header (and the titan headers it includes) with the same compiler as titan, and
-// exports two C functions:
+// The plugin API: what a shared library loaded with --override.imports (or --module) sees. A
+// plugin is built against this header (and the titan headers it includes) with the same compiler
+// as titan, and exports two C functions:
 //
 //   extern "C" int titan_plugin_api_version() { return TITAN_PLUGIN_API_VERSION; }
 //   extern "C" void titan_plugin_register(titan::plugins::PluginRegistrar& registrar) { ... }
 //
 // titan refuses a plugin whose version differs from its own, or that lacks either symbol. In
-// titan_plugin_register the plugin adds what it brings: module types for config nodes (their
-// forward, backward and shape constraints, checked before step 1), overrides that put those
-// nodes into the model's config tree, and config functions. `--override.imports` loads plugins
-// and applies their overrides; `--module` loads them for their config functions only. See plugins/examples/ and the README's "Writing a
+// titan_plugin_register the plugin adds what it brings:
+//   - module types for config nodes (any node kind: Embedding, RmsNorm, Attention, Rope,
+//     FeedForward, Moe, Head; nn/module.h): its own node type, derived from titan's config of
+//     that kind, and the module that node builds (forward, backward, shape constraints);
+//   - overrides that put those nodes into the model's config tree (by type and FQN glob);
+//   - op kernels (ops/builtin.h): another implementation of an op, preferred by dispatch;
+//   - config functions.
+// `titan check-kernels --override.imports X.so` checks every module and kernel a plugin brings
+// against titan's own, forward and backward. See plugins/examples/ and the README's "Writing a
 // kernel plugin".
 #pragma once
 
 #include <string>
 
 #include "titan/config/registry.h"
+#include "titan/nn/attention.h"
+#include "titan/nn/embedding.h"
 #include "titan/nn/feed_forward.h"
+#include "titan/nn/head.h"
+#include "titan/nn/moe.h"
+#include "titan/nn/rms_norm.h"
 #include "titan/nn/rope.h"
+#include "titan/ops/builtin.h"
 #include "titan/plugins/override_registry.h"
 
 // Bumped whenever anything a plugin sees changes incompatibly (these headers, the registrar).
@@ -32,13 +43,13 @@ class PluginRegistrar {
   virtual void add_config_function(const std::string& name, const std::string& summary, config::ConfigFn fn) = 0;
   // An override; it applies to every run that imports this plugin (--override.imports).
   virtual void add_override(Override o) = 0;
-  // A module type for RoPE nodes (model.layers.<i>.attention.rope): nodes whose type is
-  // `node_type` (a RopeConfig-derived config the plugin defines) are built by `factory`.
-  virtual void add_rope_module(const std::string& node_type,
-                               nn::ModuleSlot<nn::RopeModule, nn::RopeConfig>::Factory factory) = 0;
-  // The same for dense feed-forward nodes (model.layers.<i>.feed_forward, FeedForwardNode-derived).
-  virtual void add_feed_forward_module(const std::string& node_type,
-                                       nn::ModuleSlot<nn::FeedForwardModule, nn::FeedForwardNode>::Factory factory) = 0;
+  // The module type that builds nodes of type `node_type` (a config the plugin defines, derived
+  // from one of titan's node configs, e.g. nn::RmsNormConfig). The factory returns a module of
+  // that node's kind (an nn::RmsNormModule for an RmsNorm-derived node).
+  virtual void add_module(const std::string& node_type, nn::ModuleFactory factory) = 0;
+  // A kernel for op `op` ("rms_norm", "rope", "linear", ...): added after titan's own, so
+  // dispatch prefers it on its device wherever its `supports` accepts the case.
+  virtual void add_kernel(const std::string& op, ops::Kernel kernel) = 0;
 };
 
 }  // namespace titan::plugins

@@ -14,23 +14,24 @@ namespace {
 
 class Registrar : public PluginRegistrar {
  public:
-  explicit Registrar(LoadedPlugins& out) : out_(out) {}
+  Registrar(LoadedPlugins& out, std::string file) : out_(out), file_(std::move(file)) {}
   void add_config_function(const std::string& name, const std::string& summary, config::ConfigFn fn) override {
     config::add_config_function({name, summary, fn});
     ++out_.config_functions;
   }
   void add_override(Override o) override { out_.overrides.push_back(std::move(o)); }
-  void add_rope_module(const std::string& node_type,
-                       nn::ModuleSlot<nn::RopeModule, nn::RopeConfig>::Factory factory) override {
-    nn::rope_slot().add(node_type, std::move(factory));
+  void add_module(const std::string& node_type, nn::ModuleFactory factory) override {
+    nn::module_registry().add(node_type, std::move(factory), "plugin " + file_);
+    ++out_.modules;
   }
-  void add_feed_forward_module(const std::string& node_type,
-                               nn::ModuleSlot<nn::FeedForwardModule, nn::FeedForwardNode>::Factory factory) override {
-    nn::feed_forward_slot().add(node_type, std::move(factory));
+  void add_kernel(const std::string& op, ops::Kernel kernel) override {
+    ops::add_kernel(op, std::move(kernel), "plugin " + file_);
+    ++out_.kernels;
   }
 
  private:
   LoadedPlugins& out_;
+  std::string file_;
 };
 
 std::string trimmed(const std::string& s) {
@@ -81,12 +82,13 @@ static LoadedPlugins load_one(const std::string& file) {
               ", this titan has version ", TITAN_PLUGIN_API_VERSION, ". HINT: rebuild the plugin against this titan");
   LoadedPlugins one;
   one.files.push_back(file);
-  Registrar registrar(one);
+  Registrar registrar(one, file);
   reg(registrar);
   std::string names;
   for (const Override& o : one.overrides) names += (names.empty() ? "" : ", ") + o.name;
   log_info(str("[plugin] loaded ", file, ": ", one.overrides.size(), " override(s)",
-               names.empty() ? std::string() : " (" + names + ")", ", ", one.config_functions, " config function(s)"));
+               names.empty() ? std::string() : " (" + names + ")", ", ", one.modules, " module type(s), ", one.kernels,
+               " kernel(s), ", one.config_functions, " config function(s)"));
   return loaded[key] = one;
 }
 
@@ -97,6 +99,8 @@ LoadedPlugins load_plugins(const std::vector<std::string>& files) {
     out.files.push_back(file);
     for (Override& o : one.overrides) out.overrides.push_back(std::move(o));
     out.config_functions += one.config_functions;
+    out.modules += one.modules;
+    out.kernels += one.kernels;
   }
   return out;
 }

@@ -6,6 +6,7 @@
 
 #include "ops/op_harness.h"
 #include "titan/models/builtin.h"
+#include "titan/models/decoder/weights.h"
 #include "titan/nn/decoder.h"
 #include "titan/plugins/override_registry.h"
 
@@ -18,6 +19,14 @@ class RopeFast : public nn::RopeConfig {
  public:
   int64_t tile = 128;
   std::vector<std::string> type_chain() const override { return {"RopeFast", "Rope"}; }
+};
+class FlashAttentionConfig : public nn::AttentionConfig {
+ public:
+  std::vector<std::string> type_chain() const override { return {"FlashAttention", "Attention"}; }
+};
+class FlashBlockConfig : public nn::TransformerBlockConfig {
+ public:
+  std::vector<std::string> type_chain() const override { return {"FlashBlock", "TransformerBlock"}; }
 };
 class RopeFaster : public RopeFast {
  public:
@@ -103,7 +112,9 @@ TEST(OverrideRegistry, ConflictsNameBothOverridesAndTheNode) {
   attention.name = "whole_attention";
   attention.target_type = "Attention";
   attention.fqn_patterns = {"model.layers.4.attention"};
-  attention.factory = [](const nn::NodeConfig&) { return std::make_shared<nn::BuiltinNode>("FlashAttention"); };
+  attention.factory = [](const nn::NodeConfig& n) -> std::shared_ptr<const nn::NodeConfig> {
+    return derive<FlashAttentionConfig>(dynamic_cast<const nn::AttentionConfig&>(n));
+  };
   msg = error_of([&] { apply_overrides(tree, {rope_override("rope", {}), attention}); });
   EXPECT_NE(msg.find("both claim node model.layers.4.attention.rope (whole_attention claims its ancestor "
                      "model.layers.4.attention)"),
@@ -121,19 +132,79 @@ TEST(OverrideRegistry, AnOverrideMatchingNothingIsOnlyAWarning) {
 TEST(OverrideRegistry, TheDecoderRefusesNodesItCannotBuild) {
   const nn::DecoderConfig c = twelve_layers();
   nn::ConfigTree tree = nn::decoder_config_tree(c);
-  tree["model.layers.2.attention"] = std::make_shared<nn::BuiltinNode>("FlashAttention");
+  tree["model.layers.2.attention"] = derive<FlashAttentionConfig>(
+      dynamic_cast<const nn::AttentionConfig&>(*tree.at("model.layers.2.attention")));
   std::string msg = error_of([&] { nn::Decoder model(c, tree); });
-  EXPECT_NE(msg.find("model.layers.2.attention is a FlashAttention node, but titan builds its Attention nodes itself"),
-            std::string::npos)
+  EXPECT_NE(msg.find("model.layers.2.attention: no module is registered for node type FlashAttention"), std::string::npos)
       << msg;
   tree = nn::decoder_config_tree(c);
   tree["model.layers.2.attention.rope"] = std::make_shared<RopeFast>();
   msg = error_of([&] { nn::Decoder model(c, tree); });
   EXPECT_NE(msg.find("model.layers.2.attention.rope: no module is registered for node type RopeFast"), std::string::npos)
       << msg;
-  tree["model.layers.2.attention.rope"] = std::make_shared<nn::BuiltinNode>("Rope2");
+  // A node of another kind where a RoPE belongs: its module is not a RoPE.
+  tree["model.layers.2.attention.rope"] = std::make_shared<nn::RmsNormConfig>(8, 1e-6f);
   msg = error_of([&] { nn::Decoder model(c, tree); });
-  EXPECT_NE(msg.find("a RoPE slot takes only nodes derived from its config type"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("model.layers.2.attention.rope: the module built for node type RmsNorm is not a Rope module"),
+            std::string::npos)
+      << msg;
+  // Containers are built from their children; nodes are replaced, never added.
+  tree = nn::decoder_config_tree(c);
+  tree["model.layers.2"] = std::make_shared<FlashBlockConfig>();
+  msg = error_of([&] { nn::Decoder model(c, tree); });
+  EXPECT_NE(msg.find("model.layers.2 is a FlashBlock node, but TransformerBlock nodes are containers"), std::string::npos)
+      << msg;
+  tree = nn::decoder_config_tree(c);
+  tree["model.layers.2.attention.extra"] = std::make_shared<RopeFast>();
+  msg = error_of([&] { nn::Decoder model(c, tree); });
+  EXPECT_NE(msg.find("model.layers.2.attention.extra (RopeFast) that the model does not"), std::string::npos) << msg;
+}
+
+// Any node kind takes a registered module: every RmsNorm node (q/k norms, block norms, the final
+// norm) replaced by a module that counts its calls and otherwise is the built-in one. Parameter
+// names do not change, and the loss is the built-in model's.
+class CountingNormConfig : public nn::RmsNormConfig {
+ public:
+  std::vector<std::string> type_chain() const override { return {"CountingNorm", "RmsNorm"}; }
+};
+int counting_norm_calls = 0;
+class CountingNorm : public nn::RmsNorm {
+ public:
+  using nn::RmsNorm::RmsNorm;
+  Tensor forward(const Tensor& x, std::any& saved) const override {
+    ++counting_norm_calls;
+    return nn::RmsNorm::forward(x, saved);
+  }
+  std::string describe() const override { return "counting_norm (test)"; }
+};
+
+TEST(OverrideRegistry, EveryNodeKindTakesARegisteredModule) {
+  nn::DecoderConfig c = twelve_layers();
+  c.num_layers = 2;
+  nn::module_registry().add("CountingNorm", [](const nn::NodeConfig& n, const nn::ModuleBuild& b) -> std::unique_ptr<nn::Module> {
+    return std::make_unique<CountingNorm>(nn::node_as<CountingNormConfig>(n, b.path()), b.fqn());
+  }, "test");
+  EXPECT_NE(error_of([] { nn::module_registry().add("CountingNorm", nullptr, "again"); }).find("already registered (by test)"),
+            std::string::npos);
+  Override o;
+  o.name = "counting_norm";
+  o.target_type = "RmsNorm";
+  o.factory = [](const nn::NodeConfig& n) -> std::shared_ptr<const nn::NodeConfig> {
+    return derive<CountingNormConfig>(dynamic_cast<const nn::RmsNormConfig&>(n));
+  };
+  nn::ConfigTree tree = nn::decoder_config_tree(c);
+  EXPECT_EQ(apply_overrides(tree, {o}).size(), 2u * 4u + 1u);  // per layer: 2 block norms + q/k norms; the final norm
+  nn::Decoder built_in(c), replaced(c, tree);
+  models::init_weights(built_in, 3);
+  models::init_weights(replaced, 3);
+  const nn::ParameterList a = built_in.parameters(), b = replaced.parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i]->fqn, b[i]->fqn);
+  Tensor ids = Tensor::empty({1, 8}, DType::i64);
+  for (int64_t t = 0; t < 8; ++t) ids.data<int64_t>()[t] = (t * 37) % c.vocab_size;
+  const double want = built_in.forward_backward(ids, ids).loss;
+  EXPECT_EQ(replaced.forward_backward(ids, ids).loss, want);
+  EXPECT_EQ(counting_norm_calls, 9);
 }
 
 }  // namespace

@@ -27,56 +27,49 @@ static void fill_trunc_normal(Tensor& t, const Rng& rng, float std, float lo, fl
   }
 }
 
+// The depth-scaled std of layer `layer` (torchtitan: 0.02 / sqrt(2 (layer + 1))).
+static float depth_std(int64_t layer) { return 0.02f / std::sqrt(2.0f * static_cast<float>(layer + 1)); }
+
+// The layer index of "layers.<i>.<rest>", -1 for a root parameter.
+static int64_t layer_of(const std::string& fqn) {
+  if (!fqn.starts_with("layers.")) return -1;
+  return std::stoll(fqn.substr(7, fqn.find('.', 7) - 7));
+}
+
+// torchtitan's init, by parameter name (so any module holding the built-in FQNs inits the same;
+// each tensor has its own random stream, keyed by its FQN): projections N(0, 0.02) truncated at
+// +-2, the ones that write into the residual (wo, w2, w3; the experts' w2, w3) depth-scaled; norm
+// weights 1, biases 0; the head N(0, 1/sqrt(dim)) truncated at +-3 std, an untied embedding N(0, 1).
 void init_weights(nn::Decoder& model, uint64_t seed) {
   const auto stream = [](const std::string& fqn) { return std::hash<std::string>{}(fqn); };
-  for (nn::Parameter* p : model.parameters()) p->value.zero_();
-
-  auto init_linear = [&](nn::Linear& linear, float std) {
-    fill_trunc_normal(linear.weight.value, Rng(seed, stream(linear.weight.fqn)), std, -2.0f, 2.0f);
-  };
-  Progress progress("initializing weights", static_cast<int64_t>(model.layers.size()) + 1, "parts (layers, then embedding and head)");
-  for (size_t i = 0; i < model.layers.size(); ++i) {
-    progress.advance();
-    nn::TransformerBlock& block = *model.layers[i];
-    const float depth_std = 0.02f / std::sqrt(2.0f * static_cast<float>(i + 1));
-    init_linear(block.attention.wq, 0.02f);
-    init_linear(block.attention.wk, 0.02f);
-    init_linear(block.attention.wv, 0.02f);
-    init_linear(block.attention.wo, depth_std);
-    if (block.moe) {
-      // torchtitan's MoE init: router and w1 at 0.02, w2/w3 depth-scaled; the bias starts at 0.
-      nn::Moe& moe = *block.moe;
-      fill_trunc_normal(moe.router.value, Rng(seed, stream(moe.router.fqn)), 0.02f, -2.0f, 2.0f);
-      fill_trunc_normal(moe.w1.value, Rng(seed, stream(moe.w1.fqn)), 0.02f, -2.0f, 2.0f);
-      fill_trunc_normal(moe.w2.value, Rng(seed, stream(moe.w2.fqn)), depth_std, -2.0f, 2.0f);
-      fill_trunc_normal(moe.w3.value, Rng(seed, stream(moe.w3.fqn)), depth_std, -2.0f, 2.0f);
-      if (moe.expert_bias.defined()) moe.expert_bias.value.zero_();
-    } else {
-      // By parameter name, so a plugin's feed-forward (same FQNs, its own layout) inits the same.
-      nn::ParameterList ff;
-      block.feed_forward->collect(ff);
-      for (nn::Parameter* p : ff) {
-        if (p->fqn.ends_with(".bias")) continue;  // biases start at 0
-        const float std = p->fqn.ends_with(".w1.weight") ? 0.02f : depth_std;
-        fill_trunc_normal(p->value, Rng(seed, stream(p->fqn)), std, -2.0f, 2.0f);
-      }
-    }
-    block.attention_norm.weight.value.fill_(1.0f);
-    block.ffn_norm.weight.value.fill_(1.0f);
-    if (block.attention.q_norm) {
-      block.attention.q_norm->weight.value.fill_(1.0f);
-      block.attention.k_norm->weight.value.fill_(1.0f);
-    }
-  }
-  model.norm.weight.value.fill_(1.0f);
-  const float head_std = 1.0f / std::sqrt(static_cast<float>(model.config().dim));
+  const nn::ParameterList params = model.parameters();
+  Progress progress("initializing weights", static_cast<int64_t>(params.size()), "tensors");
   nn::Parameter& head = model.head_weight();
-  fill_trunc_normal(head.value, Rng(seed, stream(head.fqn)), head_std, -3 * head_std, 3 * head_std);
-  if (model.output) {
-    nn::Parameter& emb = model.tok_embeddings.weight;
-    Rng(seed, stream(emb.fqn)).fill_normal(emb.value.data<float>(), emb.value.numel(), 0.0f, 1.0f);
+  const float head_std = 1.0f / std::sqrt(static_cast<float>(model.config().dim));
+  for (nn::Parameter* p : params) {
+    progress.advance();
+    const std::string& f = p->fqn;
+    p->value.zero_();
+    if (p == &head) {
+      fill_trunc_normal(p->value, Rng(seed, stream(f)), head_std, -3 * head_std, 3 * head_std);
+    } else if (f == "tok_embeddings.weight") {
+      Rng(seed, stream(f)).fill_normal(p->value.data<float>(), p->value.numel(), 0.0f, 1.0f);
+    } else if (f.ends_with("norm.weight")) {
+      p->value.fill_(1.0f);
+    } else if (f.ends_with(".bias")) {
+      // biases start at 0
+    } else {
+      const bool residual = f.ends_with(".wo.weight") || f.ends_with(".w2.weight") || f.ends_with(".w3.weight") ||
+                            f.ends_with(".experts.w2") || f.ends_with(".experts.w3");
+      const bool input = f.ends_with(".wq.weight") || f.ends_with(".wk.weight") || f.ends_with(".wv.weight") ||
+                         f.ends_with(".w1.weight") || f.ends_with(".router.gate.weight") || f.ends_with(".experts.w1");
+      TITAN_CHECK(residual || input, "[model] no initialization rule for parameter ", f,
+                  ". HINT: a module must keep the built-in parameter names (nn/module.h)");
+      const float std = residual ? depth_std(layer_of(f)) : 0.02f;
+      fill_trunc_normal(p->value, Rng(seed, stream(f)), std, -2.0f, 2.0f);
+    }
   }
-  progress.advance();
+  for (nn::Parameter* b : model.buffers()) b->value.zero_();  // the experts' selection bias starts at 0
 }
 
 nn::DecoderConfig load_hf_config(const std::string& dir) {
@@ -113,7 +106,7 @@ void load_hf_weights(nn::Decoder& model, const std::string& dir) {
   if (model.config().tie_embeddings && unused.count("lm_head.weight")) {
     // Some exports store the tied head anyway; accept it only if it really is the embedding.
     const Tensor head = weights.get("lm_head.weight").to(DType::f32);
-    const Tensor& emb = model.tok_embeddings.weight.value;
+    const Tensor& emb = model.tok_embeddings->table().value;
     TITAN_CHECK(head.shape() == emb.shape() &&
                     std::memcmp(head.raw_data(), emb.raw_data(), emb.nbytes()) == 0,
                 weights.file_of("lm_head.weight"), ": config.json ties the embeddings but lm_head.weight ",

@@ -1,0 +1,62 @@
+// The decoder's config tree: the nodes titan builds by default, each the config of its module.
+#include "titan/nn/decoder.h"
+
+namespace titan::nn {
+
+ConfigTree decoder_config_tree(const DecoderConfig& c) {
+  ConfigTree tree;
+  tree["model"] = std::make_shared<DecoderNode>(c);
+  tree["model.tok_embeddings"] = std::make_shared<EmbeddingConfig>(c.vocab_size, c.dim);
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const std::string layer = str("model.layers.", i);
+    tree[layer] = std::make_shared<TransformerBlockConfig>();
+    tree[layer + ".attention_norm"] = std::make_shared<RmsNormConfig>(c.dim, c.norm_eps);
+    auto attention = std::make_shared<AttentionConfig>();
+    attention->dim = c.dim;
+    attention->num_heads = c.num_heads;
+    attention->num_kv_heads = c.num_kv_heads;
+    attention->head_dim = c.head_dim;
+    attention->bias = c.attention_bias || c.qkv_bias;
+    attention->qk_norm = c.qk_norm;
+    attention->norm_eps = c.norm_eps;
+    attention->out_bias = c.attention_bias;
+    tree[layer + ".attention"] = std::move(attention);
+    if (c.qk_norm) {
+      tree[layer + ".attention.q_norm"] = std::make_shared<RmsNormConfig>(c.head_dim, c.norm_eps);
+      tree[layer + ".attention.k_norm"] = std::make_shared<RmsNormConfig>(c.head_dim, c.norm_eps);
+    }
+    auto rope = std::make_shared<RopeConfig>();
+    rope->theta = c.rope_theta;
+    rope->head_dim = c.head_dim;
+    tree[layer + ".attention.rope"] = std::move(rope);
+    tree[layer + ".ffn_norm"] = std::make_shared<RmsNormConfig>(c.dim, c.norm_eps);
+    if (c.is_moe_layer(i)) {
+      tree[layer + ".moe"] = std::make_shared<MoeConfig>(c.dim, c.moe_hidden_dim, c.num_experts,
+                                                         c.num_experts_per_tok, c.norm_topk_prob, c.load_balance);
+    } else {
+      tree[layer + ".feed_forward"] = std::make_shared<FeedForwardConfig>(c.dim, c.hidden_dim, c.mlp_bias);
+    }
+  }
+  tree["model.norm"] = std::make_shared<RmsNormConfig>(c.dim, c.norm_eps);
+  tree["model.output"] = std::make_shared<HeadConfig>(c.dim, c.vocab_size, c.tie_embeddings);
+  return tree;
+}
+
+void check_decoder_tree(const DecoderConfig& config, const ConfigTree& tree) {
+  const ConfigTree builtin = decoder_config_tree(config);
+  for (const auto& [path, want] : builtin) {
+    const auto it = tree.find(path);
+    TITAN_CHECK(it != tree.end(), "[model] the config tree has no node ", path, " (", want->type_name(), ")");
+    const bool container = want->type_name() == DecoderNode::kType || want->type_name() == TransformerBlockConfig::kType;
+    TITAN_CHECK(!container || it->second->type_name() == want->type_name(), "[model] ", path, " is a ",
+                it->second->type_name(), " node, but ", want->type_name(),
+                " nodes are containers titan builds from their children. HINT: replace the children (attention, "
+                "feed_forward, moe, the norms, rope, tok_embeddings, output) instead");
+  }
+  for (const auto& [path, node] : tree) {
+    TITAN_CHECK(builtin.count(path) > 0, "[model] the config tree has a node ", path, " (", node->type_name(),
+                ") that the model does not: an override may only replace nodes, not add them");
+  }
+}
+
+}  // namespace titan::nn

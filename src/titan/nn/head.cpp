@@ -1,0 +1,27 @@
+#include "titan/nn/head.h"
+
+#include "titan/ops/matmul/linear.h"
+
+namespace titan::nn {
+
+Head::Head(const HeadConfig& config, const std::string& fqn) : config_(config) {
+  if (!config.tied) own_.init(fqn + ".weight", {config.vocab_size, config.dim}, kParameterDevice);
+}
+
+ops::LmHeadXentResult Head::loss(const Tensor& x_ND, const Tensor& targets, float grad_scale, Tensor& dx_ND) {
+  Tensor no_grad;
+  Parameter& w = weight();
+  return ops::lm_head_xent({}, x_ND, w.value, targets, grad_scale, dx_ND, dx_ND.defined() ? w.grad : no_grad);
+}
+
+Tensor Head::logits(const Tensor& x_ND) {
+  Tensor logits_NV = Tensor::empty({x_ND.size(0), config_.vocab_size}, DType::f32, x_ND.device());
+  ops::linear_forward(x_ND, weight().value, Tensor(), logits_NV);
+  return logits_NV;
+}
+
+void Head::collect(ParameterList& out) {
+  if (tied_ == nullptr && own_.defined()) out.push_back(&own_);
+}
+
+}  // namespace titan::nn

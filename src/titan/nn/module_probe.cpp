@@ -1,0 +1,116 @@
+#include "titan/nn/module_probe.h"
+
+#include <cmath>
+#include <functional>
+
+#include "titan/core/rng.h"
+
+namespace titan::nn {
+namespace {
+
+Tensor random(const Shape& shape, uint64_t seed) {
+  Tensor t = Tensor::empty(shape);
+  Rng(seed).fill_normal(t.data<float>(), t.numel(), 0.0f, 1.0f);
+  return t;
+}
+
+Tensor random_ids(int64_t n, int64_t vocab, uint64_t seed) {
+  Tensor ids = Tensor::empty({n}, DType::i64);
+  Rng(seed).fill_int(ids.data<int64_t>(), n, vocab);
+  return ids;
+}
+
+// The step context of a [batch, seq] micro-batch with the model's RoPE.
+StepContext context(const ConfigTree& tree, int64_t batch, int64_t seq) {
+  const DecoderConfig& c = dynamic_cast<const DecoderNode&>(*tree.at("model")).config;
+  StepContext ctx;
+  ctx.batch = batch;
+  ctx.seq = seq;
+  ctx.positions_N = Tensor::empty({batch * seq}, DType::i64);
+  for (int64_t i = 0; i < batch * seq; ++i) ctx.positions_N.data<int64_t>()[i] = i % seq;
+  ctx.rope = ops::rope_tables({c.rope_theta}, ctx.positions_N, c.head_dim);
+  return ctx;
+}
+
+void add_parameter_grads(Module& module, NamedTensors& out) {
+  ParameterList params;
+  module.collect(params);
+  for (Parameter* p : params) out.emplace_back("d" + p->fqn, p->grad.clone());
+}
+
+}  // namespace
+
+void probe_parameters(Module& module, uint64_t seed) {
+  ParameterList params;
+  module.collect(params);
+  for (Parameter* p : params) {
+    Tensor w = random(p->value.shape(), seed ^ std::hash<std::string>{}(p->fqn));
+    const float scale = 1.0f / std::sqrt(static_cast<float>(w.size(w.ndim() - 1)));
+    for (int64_t j = 0; j < w.numel(); ++j) w.data<float>()[j] *= scale;
+    p->value.copy_from(w);
+  }
+}
+
+NamedTensors probe_module(Module& module, const ConfigTree& tree, const std::string& path, int64_t batch, int64_t seq) {
+  const DecoderConfig& c = dynamic_cast<const DecoderNode&>(*tree.at("model")).config;
+  const int64_t n = batch * seq;
+  ParameterList params;
+  module.collect(params);
+  for (Parameter* p : params) p->grad.zero_();
+  NamedTensors out;
+  const StepContext ctx = context(tree, batch, seq);
+  if (auto* rope = dynamic_cast<RopeModule*>(&module)) {
+    for (const int64_t heads : {c.num_heads, c.num_kv_heads}) {
+      rope->check_heads(batch, seq, heads, c.head_dim);
+      Tensor y = random({batch, seq, heads, c.head_dim}, 1), dx = random(y.shape(), 2);
+      rope->forward(ctx, y);
+      rope->backward(ctx, dx);
+      out.emplace_back(str("y (", heads, " heads)"), y);
+      out.emplace_back(str("dx (", heads, " heads)"), dx);
+    }
+    return out;
+  }
+  module.check(batch, seq);
+  std::any saved;
+  if (auto* emb = dynamic_cast<EmbeddingModule*>(&module)) {
+    out.emplace_back("y", emb->forward(random_ids(n, c.vocab_size, 1), saved));
+    emb->backward(random({n, c.dim}, 2), saved);
+  } else if (auto* head = dynamic_cast<HeadModule*>(&module)) {
+    Tensor x = random({n, c.dim}, 1), dx = Tensor::empty({n, c.dim});
+    Tensor targets = random_ids(n, c.vocab_size, 2);
+    const ops::LmHeadXentResult r = head->loss(x, targets, 1.0f / static_cast<float>(n), dx);
+    Tensor loss = Tensor::empty({1});
+    loss.data<float>()[0] = static_cast<float>(r.loss_sum / static_cast<double>(n));
+    out.emplace_back("loss", loss);
+    out.emplace_back("logits", head->logits(x));
+    out.emplace_back("dx", dx);
+  } else {
+    // The rest read tokens [N, D] (q/k norms: [N, H, K] rows of head_dim) and give them back.
+    const auto* norm = dynamic_cast<const RmsNormConfig*>(tree.at(path).get());
+    const Shape shape = norm != nullptr ? Shape{n, norm->dim} : Shape{n, c.dim};
+    const Tensor x = random(shape, 1), dy = random(shape, 2);
+    Tensor y, dx;
+    if (auto* m = dynamic_cast<RmsNormModule*>(&module)) {
+      y = m->forward(x, saved);
+      dx = m->backward(dy, saved);
+    } else if (auto* m = dynamic_cast<AttentionModule*>(&module)) {
+      y = m->forward(ctx, x, saved);
+      dx = m->backward(ctx, dy, saved);
+    } else if (auto* m = dynamic_cast<FeedForwardModule*>(&module)) {
+      y = m->forward(x, saved);
+      dx = m->backward(dy, saved);
+    } else if (auto* m = dynamic_cast<MoeModule*>(&module)) {
+      RouterTotals totals;
+      y = m->forward(x, saved, &totals);
+      dx = m->backward(ctx, dy, saved);
+    } else {
+      TITAN_FAIL("[nn] ", path, ": ", module.describe(), " is of no module kind titan knows (nn/module.h)");
+    }
+    out.emplace_back("y", y);
+    out.emplace_back("dx", dx);
+  }
+  add_parameter_grads(module, out);
+  return out;
+}
+
+}  // namespace titan::nn
