@@ -40,7 +40,8 @@ Outputs adamw_steps(const AdamWImpl& impl, const Shape& s) {
     args.step = step;
     impl.forward(p, g, m, v, args);
     const std::string at = str("step=", step, " ");
-    out.insert(out.end(), {{at + "exp_avg", m, kStepTol}, {at + "exp_avg_sq", v, kStepTol}, {at + "param", p, kStepTol}});
+    out.insert(out.end(),
+               {{at + "exp_avg", m, kStepTol}, {at + "exp_avg_sq", v, kStepTol}, {at + "param", p, kStepTol}});
   }
   return out;
 }
@@ -51,7 +52,9 @@ OpTest<AdamWImpl, Shape> adamw_test() {
       .table = &adamw_table(),
       .cases = {std::begin(kCases), std::end(kCases)},
       .name = name,
-      .supports = [](const AdamWImpl& impl, const Shape& s) { return impl.supports(random_f32(s, 1), random_f32(s, 101)); },
+      .supports = [](const AdamWImpl& impl, const Shape& s) {
+        return impl.supports(random_f32(s, 1), random_f32(s, 101));
+      },
       .forward = adamw_steps,
   };
 }

@@ -71,7 +71,9 @@ OpTest<AccumulateImpl, Shape> accumulate_test() {
       .table = &accumulate_table(),
       .cases = {std::begin(kCases), std::end(kCases)},
       .name = name,
-      .supports = [](const AccumulateImpl& impl, const Shape& s) { return impl.supports(random_f32(s, 1), random_f32(s, 2)); },
+      .supports = [](const AccumulateImpl& impl, const Shape& s) {
+        return impl.supports(random_f32(s, 1), random_f32(s, 2));
+      },
       .forward = [](const AccumulateImpl& impl, const Shape& s) -> Outputs {
         Tensor a = random_f32(s, 1, 3.0f);
         impl.forward(a, random_f32(s, 2, 0.01f));

@@ -1,4 +1,4 @@
-// RMSNorm: case list for the shared harness.
+// RMSNorm: the case list and runs for the shared harness (op_harness.h), plus the shape error.
 #include "titan/ops/rms_norm/rms_norm.h"
 
 #include "ops/op_harness.h"
@@ -25,6 +25,24 @@ Inputs inputs(const Case& c) {
   return {random_f32({c.n, c.d}, 11), random_f32({c.d}, 12, 0.5f), random_f32({c.n, c.d}, 13)};
 }
 
+// The fp64 reference as a function of the differentiable inputs x and weight, for the
+// finite-difference check.
+RefFunction rms_norm_reference(const Case& c) {
+  auto forward = [c](const std::vector<Values>& in) {
+    Values y(c.n * c.d), rstd(c.n);
+    ref::rms_norm_forward(kArgs.eps, c.n, c.d, in[0].data(), in[1].data(), y.data(), rstd.data());
+    return y;
+  };
+  auto backward = [c](const std::vector<Values>& in, const Values& dy) {
+    Values y(c.n * c.d), rstd(c.n), dx(c.n * c.d), dw(c.d, 0.0);
+    ref::rms_norm_forward(kArgs.eps, c.n, c.d, in[0].data(), in[1].data(), y.data(), rstd.data());
+    ref::rms_norm_backward(c.n, c.d, dy.data(), in[0].data(), in[1].data(), rstd.data(), dx.data(), dw.data());
+    return std::vector<Values>{dx, dw};
+  };
+  return {{"x", "weight"}, {random_doubles(c.n * c.d, 1), random_doubles(c.d, 2, 0.5)}, forward, backward};
+}
+
+// Every run makes its inputs from the case (fixed seeds), so all implementations see the same.
 OpTest<RmsNormImpl, Case> rms_norm_test() {
   return {
       .table = &rms_norm_table(),
@@ -50,25 +68,7 @@ OpTest<RmsNormImpl, Case> rms_norm_test() {
         impl.backward(kArgs, in.dy, in.x, in.w, saved, dx, dw);
         return {{"dx", dx}, {"dweight", dw}};
       },
-      .reference = [](const Case& c) {
-        // The differentiable inputs: x, weight.
-        auto forward = [c](const std::vector<Values>& in) {
-          Values y(c.n * c.d), rstd(c.n);
-          ref::rms_norm_forward(kArgs.eps, c.n, c.d, in[0].data(), in[1].data(), y.data(), rstd.data());
-          return y;
-        };
-        auto backward = [c](const std::vector<Values>& in, const Values& dy) {
-          Values y(c.n * c.d), rstd(c.n), dx(c.n * c.d), dw(c.d, 0.0);
-          ref::rms_norm_forward(kArgs.eps, c.n, c.d, in[0].data(), in[1].data(), y.data(), rstd.data());
-          ref::rms_norm_backward(c.n, c.d, dy.data(), in[0].data(), in[1].data(), rstd.data(), dx.data(),
-                                 dw.data());
-          return std::vector<Values>{dx, dw};
-        };
-        return RefFunction{{"x", "weight"},
-                           {random_doubles(c.n * c.d, 1), random_doubles(c.d, 2, 0.5)},
-                           forward,
-                           backward};
-      },
+      .reference = rms_norm_reference,
       .fd = {.max_elements = 2000},
   };
 }
