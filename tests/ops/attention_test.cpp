@@ -36,24 +36,24 @@ RefFunction attention_reference(const Case& c) {
   const double scale = 0.7;
   const int64_t nq = c.b * c.t * c.h * c.k, nkv = c.b * c.t * c.g * c.k;
   // The differentiable inputs: q, k, v; out is the output, lse only what backward needs.
-  auto forward = [=](const std::vector<Values>& in, Values& lse) {
-    Values out(nq);
+  auto forward = [=](const std::vector<Doubles>& in, Doubles& lse) {
+    Doubles out(nq);
     lse.resize(c.b * c.h * c.t);
     ref::attention_forward(c.b, c.t, c.h, c.g, c.k, scale, in[0].data(), in[1].data(), in[2].data(), out.data(),
                            lse.data());
     return out;
   };
-  auto backward = [=](const std::vector<Values>& in, const Values& dout) {
-    Values lse, dq(nq), dk(nkv), dv(nkv);
-    const Values out = forward(in, lse);
+  auto backward = [=](const std::vector<Doubles>& in, const Doubles& dout) {
+    Doubles lse, dq(nq), dk(nkv), dv(nkv);
+    const Doubles out = forward(in, lse);
     ref::attention_backward(c.b, c.t, c.h, c.g, c.k, scale, dout.data(), in[0].data(), in[1].data(),
                             in[2].data(), out.data(), lse.data(), dq.data(), dk.data(), dv.data());
-    return std::vector<Values>{dq, dk, dv};
+    return std::vector<Doubles>{dq, dk, dv};
   };
   return {{"q", "k", "v"},
           {random_doubles(nq, 1), random_doubles(nkv, 2), random_doubles(nkv, 3)},
-          [forward](const std::vector<Values>& in) {
-            Values lse;
+          [forward](const std::vector<Doubles>& in) {
+            Doubles lse;
             return forward(in, lse);
           },
           backward};

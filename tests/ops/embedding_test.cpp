@@ -61,15 +61,15 @@ RefFunction embedding_reference(const Case& c) {
   const int64_t n = shape_numel(c.ids);
   const std::vector<int64_t> ids = random_ids(c, 1);
   // The differentiable input: the table (ids are integers).
-  auto forward = [=](const std::vector<Values>& in) {
-    Values y(n * c.d);
+  auto forward = [=](const std::vector<Doubles>& in) {
+    Doubles y(n * c.d);
     ref::embedding_forward(n, c.d, ids.data(), in[0].data(), y.data());
     return y;
   };
-  auto backward = [=](const std::vector<Values>&, const Values& dy) {
-    Values dtable(c.v * c.d, 0.0);
+  auto backward = [=](const std::vector<Doubles>&, const Doubles& dy) {
+    Doubles dtable(c.v * c.d, 0.0);
     ref::embedding_backward(n, c.d, ids.data(), dy.data(), dtable.data());
-    return std::vector<Values>{dtable};
+    return std::vector<Doubles>{dtable};
   };
   return {{"table"}, {random_doubles(c.v * c.d, 2)}, forward, backward};
 }

@@ -57,16 +57,16 @@ Outputs linear_backward_outputs(const LinearImpl& impl, const Case& c) {
 
 RefFunction linear_reference(const Case& c) {
   // The differentiable inputs: x, weight, bias.
-  auto forward = [c](const std::vector<Values>& in) {
-    Values y(c.n * c.out);
+  auto forward = [c](const std::vector<Doubles>& in) {
+    Doubles y(c.n * c.out);
     ref::linear_forward(c.n, c.in, c.out, in[0].data(), in[1].data(), in[2].data(), y.data());
     return y;
   };
-  auto backward = [c](const std::vector<Values>& in, const Values& dy) {
-    Values dx(in[0].size()), dw(in[1].size(), 0.0), db(in[2].size(), 0.0);
+  auto backward = [c](const std::vector<Doubles>& in, const Doubles& dy) {
+    Doubles dx(in[0].size()), dw(in[1].size(), 0.0), db(in[2].size(), 0.0);
     ref::linear_backward(c.n, c.in, c.out, dy.data(), in[0].data(), in[1].data(), dx.data(), dw.data(),
                          db.data());
-    return std::vector<Values>{dx, dw, db};
+    return std::vector<Doubles>{dx, dw, db};
   };
   return {{"x", "weight", "bias"},
           {random_doubles(c.n * c.in, 1), random_doubles(c.out * c.in, 2, 0.5), random_doubles(c.out, 3)},

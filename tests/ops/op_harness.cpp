@@ -174,19 +174,19 @@ void expect_outputs_match(const std::string& where, const Outputs& got, const Ou
 
 bool expect_reference_gradient(const std::string& where, const RefFunction& f, const FdOptions& fd) {
   size_t size = 0;
-  for (const Values& x : f.inputs) size += x.size();
+  for (const Doubles& x : f.inputs) size += x.size();
   if (size > fd.max_elements) return false;
   // loss = <dy, y>, so the analytic gradient is backward(inputs, dy).
-  const Values dy = random_doubles(f.forward(f.inputs).size(), 0x5eed);
-  const std::vector<Values> grads = f.backward(f.inputs, dy);
+  const Doubles dy = random_doubles(f.forward(f.inputs).size(), 0x5eed);
+  const std::vector<Doubles> grads = f.backward(f.inputs, dy);
   if (grads.size() != f.inputs.size() || f.names.size() != f.inputs.size()) {
     ADD_FAILURE() << where << ": " << f.inputs.size() << " inputs, " << f.names.size() << " names, "
                   << grads.size() << " gradients";
     return true;
   }
   for (size_t i = 0; i < f.inputs.size(); ++i) {
-    auto loss = [&](const Values& xi) {
-      std::vector<Values> inputs = f.inputs;
+    auto loss = [&](const Doubles& xi) {
+      std::vector<Doubles> inputs = f.inputs;
       inputs[i] = xi;
       return dot(f.forward(inputs), dy);
     };

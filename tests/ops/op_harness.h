@@ -91,13 +91,13 @@ Tensor garbage(const Shape& shape);
 // The fp64 reference of one case as a function of its differentiable inputs. The harness draws a
 // random dy of forward's size and compares backward(inputs, dy)[i] with the numeric gradient of
 // <dy, forward(inputs)> in inputs[i].
-using Values = std::vector<double>;
+using Doubles = std::vector<double>;
 struct RefFunction {
   std::vector<std::string> names;  // of the inputs: "x", "weight"
-  std::vector<Values> inputs;
-  std::function<Values(const std::vector<Values>& inputs)> forward;  // every output, flat
+  std::vector<Doubles> inputs;
+  std::function<Doubles(const std::vector<Doubles>& inputs)> forward;  // every output, flat
   // One gradient per input; parameter gradients start from zero (the harness does not add them).
-  std::function<std::vector<Values>(const std::vector<Values>& inputs, const Values& dy)> backward;
+  std::function<std::vector<Doubles>(const std::vector<Doubles>& inputs, const Doubles& dy)> backward;
 };
 
 struct FdOptions {

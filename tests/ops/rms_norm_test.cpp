@@ -28,16 +28,16 @@ Inputs inputs(const Case& c) {
 // The fp64 reference as a function of the differentiable inputs x and weight, for the
 // finite-difference check.
 RefFunction rms_norm_reference(const Case& c) {
-  auto forward = [c](const std::vector<Values>& in) {
-    Values y(c.n * c.d), rstd(c.n);
+  auto forward = [c](const std::vector<Doubles>& in) {
+    Doubles y(c.n * c.d), rstd(c.n);
     ref::rms_norm_forward(kArgs.eps, c.n, c.d, in[0].data(), in[1].data(), y.data(), rstd.data());
     return y;
   };
-  auto backward = [c](const std::vector<Values>& in, const Values& dy) {
-    Values y(c.n * c.d), rstd(c.n), dx(c.n * c.d), dw(c.d, 0.0);
+  auto backward = [c](const std::vector<Doubles>& in, const Doubles& dy) {
+    Doubles y(c.n * c.d), rstd(c.n), dx(c.n * c.d), dw(c.d, 0.0);
     ref::rms_norm_forward(kArgs.eps, c.n, c.d, in[0].data(), in[1].data(), y.data(), rstd.data());
     ref::rms_norm_backward(c.n, c.d, dy.data(), in[0].data(), in[1].data(), rstd.data(), dx.data(), dw.data());
-    return std::vector<Values>{dx, dw};
+    return std::vector<Doubles>{dx, dw};
   };
   return {{"x", "weight"}, {random_doubles(c.n * c.d, 1), random_doubles(c.d, 2, 0.5)}, forward, backward};
 }

@@ -48,18 +48,18 @@ Inputs inputs(const Case& c) {
 RefFunction rope_reference(const Case& c) {
   const int64_t n = rows(c), h = c.x.end()[-2], k = c.x.back();
   const Tensor pos = random_positions(n, 1);
-  Values cos(n * k / 2), sin(n * k / 2);
+  Doubles cos(n * k / 2), sin(n * k / 2);
   ref::rope_tables(1e6, n, k, pos.data<int64_t>(), cos.data(), sin.data());
   // The differentiable input: x (the tables are constants).
-  auto forward = [=](const std::vector<Values>& in) {
-    Values y(in[0].size());
+  auto forward = [=](const std::vector<Doubles>& in) {
+    Doubles y(in[0].size());
     ref::rope_forward(n, h, k, cos.data(), sin.data(), in[0].data(), y.data());
     return y;
   };
-  auto backward = [=](const std::vector<Values>& in, const Values& dy) {
-    Values dx(in[0].size());
+  auto backward = [=](const std::vector<Doubles>& in, const Doubles& dy) {
+    Doubles dx(in[0].size());
     ref::rope_backward(n, h, k, cos.data(), sin.data(), dy.data(), dx.data());
-    return std::vector<Values>{dx};
+    return std::vector<Doubles>{dx};
   };
   return {{"x"}, {random_doubles(shape_numel(c.x), 2)}, forward, backward};
 }

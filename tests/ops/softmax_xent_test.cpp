@@ -85,16 +85,16 @@ RefFunction xent_reference(const Case& c) {
   const Tensor targets_t = make_targets(c.n, c.v, 3, c.n > 2 ? 3 : 0);
   const std::vector<int64_t> targets(targets_t.data<int64_t>(), targets_t.data<int64_t>() + c.n);
   // The differentiable inputs: x, weight.
-  auto forward = [=](const std::vector<Values>& in) {
-    return Values{ref::lm_head_xent<double>(kIgnore, c.n, c.d, c.v, in[0].data(), in[1].data(), targets.data(), 0.0,
+  auto forward = [=](const std::vector<Doubles>& in) {
+    return Doubles{ref::lm_head_xent<double>(kIgnore, c.n, c.d, c.v, in[0].data(), in[1].data(), targets.data(), 0.0,
                                             nullptr, nullptr)
                       .loss_sum};
   };
-  auto backward = [=](const std::vector<Values>& in, const Values& dy) {
-    Values dx(in[0].size(), 99.0), dw(in[1].size(), 0.0);  // dx is written: start it from garbage
+  auto backward = [=](const std::vector<Doubles>& in, const Doubles& dy) {
+    Doubles dx(in[0].size(), 99.0), dw(in[1].size(), 0.0);  // dx is written: start it from garbage
     ref::lm_head_xent<double>(kIgnore, c.n, c.d, c.v, in[0].data(), in[1].data(), targets.data(), dy[0], dx.data(),
                               dw.data());
-    return std::vector<Values>{dx, dw};
+    return std::vector<Doubles>{dx, dw};
   };
   return {{"x", "weight"}, {random_doubles(c.n * c.d, 1), random_doubles(c.v * c.d, 2, 0.5)}, forward, backward};
 }

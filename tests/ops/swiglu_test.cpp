@@ -50,15 +50,15 @@ Inputs inputs(const Case& c) {
 RefFunction swiglu_reference(const Case& c) {
   const int64_t n = shape_numel(c.shape);
   // The differentiable inputs: gate, up.
-  auto forward = [n](const std::vector<Values>& in) {
-    Values h(n);
+  auto forward = [n](const std::vector<Doubles>& in) {
+    Doubles h(n);
     ref::swiglu_forward(n, in[0].data(), in[1].data(), h.data());
     return h;
   };
-  auto backward = [n](const std::vector<Values>& in, const Values& dh) {
-    Values dg(n), du(n);
+  auto backward = [n](const std::vector<Doubles>& in, const Doubles& dh) {
+    Doubles dg(n), du(n);
     ref::swiglu_backward(n, dh.data(), in[0].data(), in[1].data(), dg.data(), du.data());
-    return std::vector<Values>{dg, du};
+    return std::vector<Doubles>{dg, du};
   };
   return {{"gate", "up"}, {random_doubles(n, 1, 2.0), random_doubles(n, 2)}, forward, backward};
 }
