@@ -23,34 +23,43 @@ std::string name(const Shape& s) { return "shape=" + shape_str(s); }
 // so its error is relative to that scale too.
 constexpr Tolerance kStepTol{1e-6, 1e-5};
 
-TEST(AdamW, KernelsMatchReferenceOverSeveralSteps) {
-  const AdamWImpl& ref = adamw_table().ref();
-  for (const AdamWImpl& impl : adamw_table().impls()) {
-    for (const Shape& s : kCases) {
-      const std::string where = impl.name + " " + name(s);
-      Tensor p_ref = random_f32(s, 1), m_ref = Tensor::zeros(s), v_ref = Tensor::zeros(s);
-      Tensor p = p_ref.clone(), m = m_ref.clone(), v = v_ref.clone();
-      const double lrs[] = {1e-2, 3e-3, 1e-3, 0.1, 5e-4};
-      for (int64_t step = 1; step <= 5; ++step) {
-        // A different gradient each step, with a few large and tiny values.
-        const Tensor g = random_f32(s, 100 + static_cast<uint64_t>(step), step == 3 ? 50.0f : 1.0f);
-        AdamWArgs args;
-        args.lr = lrs[step - 1];
-        args.beta1 = 0.9;
-        args.beta2 = 0.95;
-        args.eps = 1e-8;
-        args.weight_decay = 0.1;
-        args.step = step;
-        ref.forward(p_ref, g, m_ref, v_ref, args);
-        impl.forward(p, g, m, v, args);
-        const std::string at = where + " step=" + std::to_string(step);
-        ASSERT_TRUE(all_close(at + " exp_avg", m, m_ref, kStepTol));
-        ASSERT_TRUE(all_close(at + " exp_avg_sq", v, v_ref, kStepTol));
-        ASSERT_TRUE(all_close(at + " param", p, p_ref, kStepTol));
-      }
-    }
+// Five steps from zero moments, a different gradient each step (step 3 with a few large and tiny
+// values) and a different lr; the state after every step is compared.
+Outputs adamw_steps(const AdamWImpl& impl, const Shape& s) {
+  Tensor p = random_f32(s, 1), m = Tensor::zeros(s), v = Tensor::zeros(s);
+  const double lrs[] = {1e-2, 3e-3, 1e-3, 0.1, 5e-4};
+  Outputs out;
+  for (int64_t step = 1; step <= 5; ++step) {
+    const Tensor g = random_f32(s, 100 + static_cast<uint64_t>(step), step == 3 ? 50.0f : 1.0f);
+    AdamWArgs args;
+    args.lr = lrs[step - 1];
+    args.beta1 = 0.9;
+    args.beta2 = 0.95;
+    args.eps = 1e-8;
+    args.weight_decay = 0.1;
+    args.step = step;
+    impl.forward(p, g, m, v, args);
+    const std::string at = str("step=", step, " ");
+    out.insert(out.end(),
+               {{at + "exp_avg", m, kStepTol}, {at + "exp_avg_sq", v, kStepTol}, {at + "param", p, kStepTol}});
   }
+  return out;
 }
+
+// An optimizer step is never differentiated: forward mode only.
+OpTest<AdamWImpl, Shape> adamw_test() {
+  return {
+      .table = &adamw_table(),
+      .cases = {std::begin(kCases), std::end(kCases)},
+      .name = name,
+      .supports = [](const AdamWImpl& impl, const Shape& s) {
+        return impl.supports(random_f32(s, 1), random_f32(s, 101));
+      },
+      .forward = adamw_steps,
+  };
+}
+
+TEST(AdamW, KernelsMatchReferenceOverSeveralSteps) { sweep(adamw_test(), {Mode::forward}); }
 
 // One step from zero moments, by hand: m = (1-b1) g, v = (1-b2) g^2, so m_hat = g and
 // sqrt(v_hat) = |g|: p' = p (1 - lr wd) - lr * g / (|g| + eps).

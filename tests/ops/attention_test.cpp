@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "ops/op_harness.h"
-#include "titan/core/parallel.h"
 
 namespace titan::ops {
 namespace {
@@ -25,83 +24,79 @@ std::string name(const Case& c) {
   return str("B=", c.b, " T=", c.t, " H=", c.h, " G=", c.g, " K=", c.k);
 }
 
-TEST(Attention, ReferenceBackwardMatchesFiniteDifferences) {
-  // Tiny sizes: finite differences cost O(size^2) forward passes.
-  const Case cases[] = {{1, 1, 2, 1, 2}, {1, 2, 2, 1, 3}, {1, 3, 2, 1, 4}, {2, 5, 2, 1, 4},
-                        {1, 4, 2, 2, 1}};
-  for (const Case& c : cases) {
-    const int64_t nq = c.b * c.t * c.h * c.k, nkv = c.b * c.t * c.g * c.k;
-    const double scale = 0.7;
-    const auto q0 = random_doubles(nq, 1), k0 = random_doubles(nkv, 2), v0 = random_doubles(nkv, 3);
-    const auto r = random_doubles(nq, 4);  // loss = sum(out * r), so dout = r
-    auto loss = [&](const std::vector<double>& q, const std::vector<double>& k,
-                    const std::vector<double>& v) {
-      std::vector<double> out(nq), lse(c.b * c.h * c.t);
-      ref::attention_forward(c.b, c.t, c.h, c.g, c.k, scale, q.data(), k.data(), v.data(),
-                             out.data(), lse.data());
-      return dot(out, r);
-    };
-    std::vector<double> out(nq), lse(c.b * c.h * c.t), dq(nq), dk(nkv), dv(nkv);
-    ref::attention_forward(c.b, c.t, c.h, c.g, c.k, scale, q0.data(), k0.data(), v0.data(),
-                           out.data(), lse.data());
-    ref::attention_backward(c.b, c.t, c.h, c.g, c.k, scale, r.data(), q0.data(), k0.data(),
-                            v0.data(), out.data(), lse.data(), dq.data(), dk.data(), dv.data());
-    const std::string where = "attention_ref " + name(c);
-    EXPECT_TRUE(all_close(where + " dq", dq,
-                          numeric_gradient([&](const auto& q) { return loss(q, k0, v0); }, q0),
-                          kFdTol));
-    EXPECT_TRUE(all_close(where + " dk", dk,
-                          numeric_gradient([&](const auto& k) { return loss(q0, k, v0); }, k0),
-                          kFdTol));
-    EXPECT_TRUE(all_close(where + " dv", dv,
-                          numeric_gradient([&](const auto& v) { return loss(q0, k0, v); }, v0),
-                          kFdTol));
-  }
-}
-
-// Restores the thread count a test changed.
-struct ThreadCountGuard {
-  int saved = num_threads();
-  ~ThreadCountGuard() { set_num_threads(saved); }
+struct Inputs {
+  Tensor q, k, v, dout;
 };
-
-TEST(Attention, KernelsMatchReference) {
-  const AttentionArgs args{};
-  const AttentionImpl& ref = attention_table().ref();
-  ThreadCountGuard guard;
-  for (const Case& c : kCases) {
-    const Tensor q = random_f32({c.b, c.t, c.h, c.k}, 11);
-    const Tensor k = random_f32({c.b, c.t, c.g, c.k}, 12);
-    const Tensor v = random_f32({c.b, c.t, c.g, c.k}, 13);
-    const Tensor dout = random_f32(q.shape(), 14);
-    Tensor out_ref = Tensor::empty(q.shape());
-    AttentionSaved saved_ref{Tensor::empty({c.b, c.h, c.t})};
-    ref.forward(args, q, k, v, out_ref, saved_ref);
-    Tensor dq_ref = Tensor::empty(q.shape()), dk_ref = Tensor::empty(k.shape()),
-           dv_ref = Tensor::empty(k.shape());
-    ref.backward(args, dout, q, k, v, out_ref, saved_ref, dq_ref, dk_ref, dv_ref);
-    for (const AttentionImpl& impl : attention_table().impls()) {
-      if (impl.supports && !impl.supports(q, k, v)) continue;
-      // 1, 2 and 3 threads: with 3, B*G = 2 also takes the split backward scheme.
-      for (int threads : {1, 2, 3}) {
-        set_num_threads(threads);
-        const std::string where = str(impl.name, " ", name(c), " threads=", threads);
-        Tensor out = Tensor::empty(q.shape());
-        AttentionSaved saved{Tensor::empty({c.b, c.h, c.t})};
-        impl.forward(args, q, k, v, out, saved);
-        EXPECT_TRUE(all_close(where + " out", out, out_ref, kF32Tol));
-        EXPECT_TRUE(all_close(where + " lse", saved.lse_BHT, saved_ref.lse_BHT, kF32Tol));
-        // Gradients are written (=): start from garbage.
-        Tensor dq = random_f32(q.shape(), 21), dk = random_f32(k.shape(), 22),
-               dv = random_f32(k.shape(), 23);
-        impl.backward(args, dout, q, k, v, out_ref, saved_ref, dq, dk, dv);
-        EXPECT_TRUE(all_close(where + " dq", dq, dq_ref, kF32Tol));
-        EXPECT_TRUE(all_close(where + " dk", dk, dk_ref, kF32Tol));
-        EXPECT_TRUE(all_close(where + " dv", dv, dv_ref, kF32Tol));
-      }
-    }
-  }
+Inputs inputs(const Case& c) {
+  const Tensor q = random_f32({c.b, c.t, c.h, c.k}, 11);
+  return {q, random_f32({c.b, c.t, c.g, c.k}, 12), random_f32({c.b, c.t, c.g, c.k}, 13), random_f32(q.shape(), 14)};
 }
+
+RefFunction attention_reference(const Case& c) {
+  const double scale = 0.7;
+  const int64_t nq = c.b * c.t * c.h * c.k, nkv = c.b * c.t * c.g * c.k;
+  // The differentiable inputs: q, k, v; out is the output, lse only what backward needs.
+  auto forward = [=](const std::vector<Doubles>& in, Doubles& lse) {
+    Doubles out(nq);
+    lse.resize(c.b * c.h * c.t);
+    ref::attention_forward(c.b, c.t, c.h, c.g, c.k, scale, in[0].data(), in[1].data(), in[2].data(), out.data(),
+                           lse.data());
+    return out;
+  };
+  auto backward = [=](const std::vector<Doubles>& in, const Doubles& dout) {
+    Doubles lse, dq(nq), dk(nkv), dv(nkv);
+    const Doubles out = forward(in, lse);
+    ref::attention_backward(c.b, c.t, c.h, c.g, c.k, scale, dout.data(), in[0].data(), in[1].data(),
+                            in[2].data(), out.data(), lse.data(), dq.data(), dk.data(), dv.data());
+    return std::vector<Doubles>{dq, dk, dv};
+  };
+  return {{"q", "k", "v"},
+          {random_doubles(nq, 1), random_doubles(nkv, 2), random_doubles(nkv, 3)},
+          [forward](const std::vector<Doubles>& in) {
+            Doubles lse;
+            return forward(in, lse);
+          },
+          backward};
+}
+
+OpTest<AttentionImpl, Case> attention_test() {
+  return {
+      .table = &attention_table(),
+      .cases = {std::begin(kCases), std::end(kCases)},
+      .name = name,
+      .supports = [](const AttentionImpl& impl, const Case& c) {
+        const Inputs in = inputs(c);
+        return impl.supports(in.q, in.k, in.v);
+      },
+      .forward = [](const AttentionImpl& impl, const Case& c) -> Outputs {
+        const Inputs in = inputs(c);
+        Tensor out = garbage(in.q.shape());
+        AttentionSaved saved{garbage({c.b, c.h, c.t})};
+        impl.forward({}, in.q, in.k, in.v, out, saved);
+        return {{"out", out}, {"lse", saved.lse_BHT}};
+      },
+      // Every implementation's backward reads the reference's forward, so that only the backward
+      // is compared here.
+      .backward = [](const AttentionImpl& impl, const Case& c) -> Outputs {
+        const Inputs in = inputs(c);
+        Tensor out = Tensor::empty(in.q.shape());
+        AttentionSaved saved{Tensor::empty({c.b, c.h, c.t})};
+        attention_table().ref().forward({}, in.q, in.k, in.v, out, saved);
+        Tensor dq = garbage(in.q.shape()), dk = garbage(in.k.shape()), dv = garbage(in.k.shape());
+        impl.backward({}, in.dout, in.q, in.k, in.v, out, saved, dq, dk, dv);
+        return {{"dq", dq}, {"dk", dk}, {"dv", dv}};
+      },
+      // With 3, B*G = 2 also takes the split backward scheme.
+      .threads = {1, 2, 3},
+      .reference = attention_reference,
+      // Tiny sizes: finite differences cost O(size^2) forward passes.
+      .fd_cases = {{1, 1, 2, 1, 2}, {1, 2, 2, 1, 3}, {1, 3, 2, 1, 4}, {2, 5, 2, 1, 4}, {1, 4, 2, 2, 1}},
+  };
+}
+
+TEST(Attention, ReferenceBackwardMatchesFiniteDifferences) { sweep(attention_test(), {Mode::gradient}); }
+
+TEST(Attention, KernelsMatchReference) { sweep(attention_test(), {Mode::forward, Mode::backward}); }
 
 // One token: the only visible key is itself, so out = v of the head's kv head and
 // lse = scale * q . k.

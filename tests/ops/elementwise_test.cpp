@@ -64,18 +64,25 @@ TEST(Elementwise, EveryImplementationIsRegistered) {
   expect_ref_then_cpu(sum_squares_table(), "sum_squares");
 }
 
-TEST(Elementwise, AccumulateKernelsMatchReferenceBitForBit) {
-  const AccumulateImpl& ref = accumulate_table().ref();
-  for (const AccumulateImpl& impl : accumulate_table().impls()) {
-    for (const Shape& s : kCases) {
-      const Tensor a0 = random_f32(s, 1, 3.0f), b = random_f32(s, 2, 0.01f);
-      Tensor want = a0.clone(), got = a0.clone();
-      ref.forward(want, b);
-      impl.forward(got, b);
-      ASSERT_TRUE(same_bits(impl.name + " " + name(s), got, want));
-    }
-  }
+// Elementwise.h says why every implementation gives the reference's bits: kExact throughout.
+// These passes are never differentiated: forward mode only.
+OpTest<AccumulateImpl, Shape> accumulate_test() {
+  return {
+      .table = &accumulate_table(),
+      .cases = {std::begin(kCases), std::end(kCases)},
+      .name = name,
+      .supports = [](const AccumulateImpl& impl, const Shape& s) {
+        return impl.supports(random_f32(s, 1), random_f32(s, 2));
+      },
+      .forward = [](const AccumulateImpl& impl, const Shape& s) -> Outputs {
+        Tensor a = random_f32(s, 1, 3.0f);
+        impl.forward(a, random_f32(s, 2, 0.01f));
+        return {{"a", a, kExact}};
+      },
+  };
 }
+
+TEST(Elementwise, AccumulateKernelsMatchReferenceBitForBit) { sweep(accumulate_test(), {Mode::forward}); }
 
 // Sums that are exact in f32 (multiples of 1/4 far below 2^24), so the result is known from
 // math: a[i] = i / 2 - 7, b[i] = 3 - i / 4 -> a + b = i / 4 - 4. Twice: accumulation adds on.
@@ -105,20 +112,34 @@ TEST(Elementwise, AccumulateIsExactElementwiseAddition) {
   EXPECT_TRUE(same_bits("dispatch", a, want));
 }
 
-TEST(Elementwise, ScaleKernelsMatchReferenceBitForBit) {
-  const ScaleImpl& ref = scale_table().ref();
-  for (const ScaleImpl& impl : scale_table().impls()) {
-    for (const Shape& s : kCases) {
-      for (float factor : {0.3172f, -1.0f, 0.0f, 1e-30f}) {
-        const Tensor a0 = random_f32(s, 3, 2.0f);
-        Tensor want = a0.clone(), got = a0.clone();
-        ref.forward(want, factor);
-        impl.forward(got, factor);
-        ASSERT_TRUE(same_bits(impl.name + " " + name(s) + " s=" + std::to_string(factor), got, want));
-      }
-    }
+struct ScaleCase {
+  Shape shape;
+  float factor;
+};
+
+std::vector<ScaleCase> scale_cases() {
+  std::vector<ScaleCase> all;
+  for (const Shape& s : kCases) {
+    for (float factor : {0.3172f, -1.0f, 0.0f, 1e-30f}) all.push_back({s, factor});
   }
+  return all;
 }
+
+OpTest<ScaleImpl, ScaleCase> scale_test() {
+  return {
+      .table = &scale_table(),
+      .cases = scale_cases(),
+      .name = [](const ScaleCase& c) { return name(c.shape) + " s=" + std::to_string(c.factor); },
+      .supports = [](const ScaleImpl& impl, const ScaleCase& c) { return impl.supports(random_f32(c.shape, 3)); },
+      .forward = [](const ScaleImpl& impl, const ScaleCase& c) -> Outputs {
+        Tensor a = random_f32(c.shape, 3, 2.0f);
+        impl.forward(a, c.factor);
+        return {{"a", a, kExact}};
+      },
+  };
+}
+
+TEST(Elementwise, ScaleKernelsMatchReferenceBitForBit) { sweep(scale_test(), {Mode::forward}); }
 
 // A power of two scales exactly (no overflow or subnormals at these magnitudes): a * 0.25 is the
 // f32 value of a / 4.
@@ -134,6 +155,27 @@ TEST(Elementwise, ScaleByPowerOfTwoIsExact) {
   }
 }
 
+// Mixed magnitudes, so a different summation order would change low bits.
+Tensor mixed_magnitudes(const Shape& s) {
+  Tensor x = random_f32(s, 5, 1e3f);
+  for (int64_t i = 0; i < x.numel(); i += 5) x.data<float>()[i] *= 1e-4f;
+  return x;
+}
+
+OpTest<SumSquaresImpl, Shape> sum_squares_test() {
+  return {
+      .table = &sum_squares_table(),
+      .cases = {std::begin(kCases), std::end(kCases)},
+      .name = name,
+      .supports = [](const SumSquaresImpl& impl, const Shape& s) { return impl.supports(mixed_magnitudes(s)); },
+      .forward = [](const SumSquaresImpl& impl, const Shape& s) -> Outputs {
+        return {{"sum", impl.forward(mixed_magnitudes(s)), kExact}};
+      },
+  };
+}
+
+TEST(Elementwise, SumSquaresKernelsMatchReferenceBitForBit) { sweep(sum_squares_test(), {Mode::forward}); }
+
 // The contract's order, spelled out independently: lane k sums elements k, k + 8, ... in index
 // order, the lanes meet as ((0+4)+(1+5))+((2+6)+(3+7)).
 double sum_squares_by_lanes(const Tensor& x) {
@@ -146,16 +188,10 @@ double sum_squares_by_lanes(const Tensor& x) {
 }
 
 TEST(Elementwise, SumSquaresFollowsTheContractOrderInEveryImplementation) {
-  const SumSquaresImpl& ref = sum_squares_table().ref();
   for (const SumSquaresImpl& impl : sum_squares_table().impls()) {
     for (const Shape& s : kCases) {
-      // Mixed magnitudes, so a different order would change low bits.
-      const Tensor x = random_f32(s, 5, 1e3f);
-      for (int64_t i = 0; i < x.numel(); i += 5) x.data<float>()[i] *= 1e-4f;
-      const std::string where = impl.name + " " + name(s);
-      const double got = impl.forward(x);
-      ASSERT_TRUE(same_bits(where + " vs ref", got, ref.forward(x)));
-      ASSERT_TRUE(same_bits(where + " vs lanes", got, sum_squares_by_lanes(x)));
+      const Tensor x = mixed_magnitudes(s);
+      ASSERT_TRUE(same_bits(impl.name + " " + name(s) + " vs lanes", impl.forward(x), sum_squares_by_lanes(x)));
     }
   }
 }

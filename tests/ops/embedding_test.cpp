@@ -1,7 +1,6 @@
 // Embedding: case list for the shared harness, plus the out-of-range id error.
 #include "titan/ops/embedding/embedding.h"
 
-#include "titan/core/parallel.h"
 #include "titan/core/rng.h"
 #include "ops/op_harness.h"
 
@@ -13,13 +12,24 @@ using namespace titan::testing;
 struct Case {
   Shape ids;  // any shape; read flat
   int64_t v, d;
+  DType id_dtype = DType::i64;
 };
 // Small vocabs force repeated ids (the scatter-add must sum them); widths below, at and past
 // the 16-lane vector; ids of rank 1 and 2.
-const Case kCases[] = {{{1}, 1, 1},      {{5}, 3, 7},        {{2, 4}, 4, 16},   {{9}, 6, 33},
-                       {{3, 5}, 50, 64}, {{300}, 7, 130},    {{4, 16}, 1000, 48}, {{2, 8}, 5, 1024}};
+const Case kShapes[] = {{{1}, 1, 1},      {{5}, 3, 7},        {{2, 4}, 4, 16},   {{9}, 6, 33},
+                        {{3, 5}, 50, 64}, {{300}, 7, 130},    {{4, 16}, 1000, 48}, {{2, 8}, 5, 1024}};
 
-std::string name(const Case& c) { return str("ids=", shape_str(c.ids), " v=", c.v, " d=", c.d); }
+std::vector<Case> cases() {
+  std::vector<Case> all;
+  for (const Case& c : kShapes) {
+    for (DType dtype : {DType::i64, DType::i32}) all.push_back({c.ids, c.v, c.d, dtype});
+  }
+  return all;
+}
+
+std::string name(const Case& c) {
+  return str("ids=", dtype_name(c.id_dtype), shape_str(c.ids), " v=", c.v, " d=", c.d);
+}
 
 std::vector<int64_t> random_ids(const Case& c, uint64_t seed) {
   std::vector<int64_t> ids(shape_numel(c.ids));
@@ -39,59 +49,63 @@ Tensor ids_tensor(const std::vector<int64_t>& ids, const Shape& shape, DType dty
   return t;
 }
 
-TEST(Embedding, ReferenceBackwardMatchesFiniteDifferences) {
-  for (const Case& c : kCases) {
-    if (c.v * c.d > 1500) continue;  // finite differences cost O(size^2)
-    const int64_t n = shape_numel(c.ids);
-    const auto ids = random_ids(c, 1);
-    const auto table0 = random_doubles(c.v * c.d, 2);
-    const auto r = random_doubles(n * c.d, 3);  // loss = sum(y * r), so dy = r
-    auto loss = [&](const std::vector<double>& table) {
-      std::vector<double> y(n * c.d);
-      ref::embedding_forward(n, c.d, ids.data(), table.data(), y.data());
-      return dot(y, r);
-    };
-    std::vector<double> dtable(c.v * c.d, 0.0);
-    ref::embedding_backward(n, c.d, ids.data(), r.data(), dtable.data());
-    EXPECT_TRUE(all_close("embedding_ref " + name(c) + " dtable", dtable,
-                          numeric_gradient(loss, table0), kFdTol));
-  }
+struct Inputs {
+  Tensor ids, table, dy;
+};
+Inputs inputs(const Case& c) {
+  const int64_t n = shape_numel(c.ids);
+  return {ids_tensor(random_ids(c, 10), c.ids, c.id_dtype), random_f32({c.v, c.d}, 11), random_f32({n, c.d}, 12)};
 }
 
-TEST(Embedding, KernelsMatchReference) {
-  // A gather and an in-order scatter-add: the kernel gives the reference's bits exactly, for
-  // any thread count.
-  const Tolerance exact{0.0, 0.0};
-  const int saved_threads = num_threads();
-  for (const EmbeddingImpl& impl : embedding_table().impls()) {
-    for (const Case& c : kCases) {
-      for (DType dtype : {DType::i64, DType::i32}) {
-        for (int threads : {1, 2, 3}) {
-          set_num_threads(threads);
-          const Tensor ids = ids_tensor(random_ids(c, 10), c.ids, dtype);
-          const Tensor table = random_f32({c.v, c.d}, 11);
-          if (impl.supports && !impl.supports(ids, table)) continue;
-          const int64_t n = ids.numel();
-          const std::string where = str(impl.name, " ", name(c), " ", dtype_name(dtype), " threads=", threads);
-          const EmbeddingImpl& ref = embedding_table().ref();
-
-          Tensor y_ref = Tensor::empty({n, c.d}), y = Tensor::empty({n, c.d});
-          ref.forward(ids, table, y_ref);
-          impl.forward(ids, table, y);
-          EXPECT_TRUE(all_close(where + " y", y, y_ref, exact));
-
-          // dtable accumulates: start both from the same non-zero values.
-          const Tensor dy = random_f32({n, c.d}, 12);
-          Tensor dt_ref = random_f32({c.v, c.d}, 13), dt = dt_ref.clone();
-          ref.backward(ids, dy, dt_ref);
-          impl.backward(ids, dy, dt);
-          EXPECT_TRUE(all_close(where + " dtable", dt, dt_ref, exact));
-        }
-      }
-    }
-  }
-  set_num_threads(saved_threads);
+RefFunction embedding_reference(const Case& c) {
+  const int64_t n = shape_numel(c.ids);
+  const std::vector<int64_t> ids = random_ids(c, 1);
+  // The differentiable input: the table (ids are integers).
+  auto forward = [=](const std::vector<Doubles>& in) {
+    Doubles y(n * c.d);
+    ref::embedding_forward(n, c.d, ids.data(), in[0].data(), y.data());
+    return y;
+  };
+  auto backward = [=](const std::vector<Doubles>&, const Doubles& dy) {
+    Doubles dtable(c.v * c.d, 0.0);
+    ref::embedding_backward(n, c.d, ids.data(), dy.data(), dtable.data());
+    return std::vector<Doubles>{dtable};
+  };
+  return {{"table"}, {random_doubles(c.v * c.d, 2)}, forward, backward};
 }
+
+// A gather and an in-order scatter-add: every implementation gives the reference's bits exactly,
+// for any thread count.
+OpTest<EmbeddingImpl, Case> embedding_test() {
+  return {
+      .table = &embedding_table(),
+      .cases = cases(),
+      .name = name,
+      .supports = [](const EmbeddingImpl& impl, const Case& c) {
+        const Inputs in = inputs(c);
+        return impl.supports(in.ids, in.table);
+      },
+      .forward = [](const EmbeddingImpl& impl, const Case& c) -> Outputs {
+        const Inputs in = inputs(c);
+        Tensor y = garbage({in.ids.numel(), c.d});
+        impl.forward(in.ids, in.table, y);
+        return {{"y", y, kExact}};
+      },
+      .backward = [](const EmbeddingImpl& impl, const Case& c) -> Outputs {
+        const Inputs in = inputs(c);
+        Tensor dtable = random_f32({c.v, c.d}, 13);  // accumulates: the same non-zero start in every run
+        impl.backward(in.ids, in.dy, dtable);
+        return {{"dtable", dtable, kExact}};
+      },
+      .threads = {1, 2, 3},
+      .reference = embedding_reference,
+      .fd_cases = {std::begin(kShapes), std::end(kShapes)},  // the id dtype does not change the math
+  };
+}
+
+TEST(Embedding, ReferenceBackwardMatchesFiniteDifferences) { sweep(embedding_test(), {Mode::gradient}); }
+
+TEST(Embedding, KernelsMatchReference) { sweep(embedding_test(), {Mode::forward, Mode::backward}); }
 
 // Two rows of ids hitting the same token: y copies table rows; dtable sums both dy rows onto
 // the existing value (values from arithmetic).

@@ -10,40 +10,98 @@ using namespace titan::testing;
 
 struct Case {
   int64_t n, in, out;
+  bool bias;
 };
-// Single row / single feature, odd widths, non-multiples of 16, exact multiples, wider layers.
-const Case kCases[] = {{1, 1, 1},   {3, 7, 5},    {4, 17, 33},   {2, 16, 16},
-                       {5, 33, 3},  {17, 64, 48}, {64, 128, 96}, {33, 129, 257}};
-
-std::string name(const Case& c, bool bias) {
-  return str("n=", c.n, " in=", c.in, " out=", c.out, bias ? " bias" : " no-bias");
-}
-
-TEST(Linear, ReferenceBackwardMatchesFiniteDifferences) {
-  for (const Case& c : kCases) {
-    if (c.n * c.in + c.in * c.out > 1500) continue;  // finite differences cost O(size^2)
-    const auto x0 = random_doubles(c.n * c.in, 1);
-    const auto w0 = random_doubles(c.out * c.in, 2, 0.5);
-    const auto b0 = random_doubles(c.out, 3);
-    const auto r = random_doubles(c.n * c.out, 4);  // loss = sum(y * r), so dy = r
-    auto loss = [&](const std::vector<double>& x, const std::vector<double>& w,
-                    const std::vector<double>& b) {
-      std::vector<double> y(c.n * c.out);
-      ref::linear_forward(c.n, c.in, c.out, x.data(), w.data(), b.data(), y.data());
-      return dot(y, r);
-    };
-    std::vector<double> dx(x0.size()), dw(w0.size(), 0.0), db(b0.size(), 0.0);
-    ref::linear_backward(c.n, c.in, c.out, r.data(), x0.data(), w0.data(), dx.data(), dw.data(),
-                         db.data());
-    const std::string where = "linear_ref " + name(c, true);
-    EXPECT_TRUE(all_close(where + " dx", dx,
-                          numeric_gradient([&](const auto& x) { return loss(x, w0, b0); }, x0), kFdTol));
-    EXPECT_TRUE(all_close(where + " dweight", dw,
-                          numeric_gradient([&](const auto& w) { return loss(x0, w, b0); }, w0), kFdTol));
-    EXPECT_TRUE(all_close(where + " dbias", db,
-                          numeric_gradient([&](const auto& b) { return loss(x0, w0, b); }, b0), kFdTol));
+// Single row / single feature, odd widths, non-multiples of 16, exact multiples, wider layers;
+// each with and without a bias.
+std::vector<Case> cases() {
+  const Case shapes[] = {{1, 1, 1, false},   {3, 7, 5, false},    {4, 17, 33, false},   {2, 16, 16, false},
+                         {5, 33, 3, false},  {17, 64, 48, false}, {64, 128, 96, false}, {33, 129, 257, false}};
+  std::vector<Case> all;
+  for (const Case& c : shapes) {
+    all.push_back(c);
+    all.push_back({c.n, c.in, c.out, true});
   }
+  return all;
 }
+
+std::string name(const Case& c) {
+  return str("n=", c.n, " in=", c.in, " out=", c.out, c.bias ? " bias" : " no-bias");
+}
+
+struct Inputs {
+  Tensor x, w, b, dy;  // b undefined without a bias
+};
+Inputs inputs(const Case& c) {
+  return {random_f32({c.n, c.in}, 11), random_f32({c.out, c.in}, 12, 0.5f),
+          c.bias ? random_f32({c.out}, 13) : Tensor{}, random_f32({c.n, c.out}, 14)};
+}
+
+Outputs linear_backward_outputs(const LinearImpl& impl, const Case& c) {
+  const Inputs in = inputs(c);
+  // dweight / dbias accumulate: every run starts them from the same non-zero values.
+  auto dw0 = [&] { return random_f32(in.w.shape(), 15); };
+  auto db0 = [&] { return c.bias ? random_f32({c.out}, 16) : Tensor{}; };
+  Tensor dx = garbage(in.x.shape()), dw = dw0(), db = db0();
+  impl.backward(in.dy, in.x, in.w, dx, dw, db);
+  // Without dx: the same parameter gradients.
+  Tensor no_dx, dw2 = dw0(), db2 = db0();
+  impl.backward(in.dy, in.x, in.w, no_dx, dw2, db2);
+  Outputs out = {{"dx", dx}, {"dweight", dw}, {"dweight (no dx)", dw2}};
+  if (c.bias) {
+    out.push_back({"dbias", db});
+    out.push_back({"dbias (no dx)", db2});
+  }
+  return out;
+}
+
+RefFunction linear_reference(const Case& c) {
+  // The differentiable inputs: x, weight, bias.
+  auto forward = [c](const std::vector<Doubles>& in) {
+    Doubles y(c.n * c.out);
+    ref::linear_forward(c.n, c.in, c.out, in[0].data(), in[1].data(), in[2].data(), y.data());
+    return y;
+  };
+  auto backward = [c](const std::vector<Doubles>& in, const Doubles& dy) {
+    Doubles dx(in[0].size()), dw(in[1].size(), 0.0), db(in[2].size(), 0.0);
+    ref::linear_backward(c.n, c.in, c.out, dy.data(), in[0].data(), in[1].data(), dx.data(), dw.data(),
+                         db.data());
+    return std::vector<Doubles>{dx, dw, db};
+  };
+  return {{"x", "weight", "bias"},
+          {random_doubles(c.n * c.in, 1), random_doubles(c.out * c.in, 2, 0.5), random_doubles(c.out, 3)},
+          forward,
+          backward};
+}
+
+OpTest<LinearImpl, Case> linear_test() {
+  std::vector<Case> with_bias;  // the fp64 reference is checked with a bias
+  for (const Case& c : cases()) {
+    if (c.bias) with_bias.push_back(c);
+  }
+  return {
+      .table = &linear_table(),
+      .cases = cases(),
+      .name = name,
+      .supports = [](const LinearImpl& impl, const Case& c) {
+        const Inputs in = inputs(c);
+        return impl.supports(in.x, in.w, in.b);
+      },
+      .forward = [](const LinearImpl& impl, const Case& c) -> Outputs {
+        const Inputs in = inputs(c);
+        Tensor y = garbage({c.n, c.out});  // forward must overwrite, not accumulate
+        impl.forward(in.x, in.w, in.b, y);
+        return {{"y", y}};
+      },
+      .backward = linear_backward_outputs,
+      .reference = linear_reference,
+      .fd_cases = with_bias,
+  };
+}
+
+TEST(Linear, ReferenceBackwardMatchesFiniteDifferences) { sweep(linear_test(), {Mode::gradient}); }
+
+TEST(Linear, KernelsMatchReference) { sweep(linear_test(), {Mode::forward, Mode::backward}); }
 
 TEST(Linear, ReferenceComputesAKnownProduct) {
   // x = [[1, 2]], w = [[3, 4], [5, 6], [7, 8]], b = [1, 0, -1]: y = [[12, 17, 22]].
@@ -53,50 +111,6 @@ TEST(Linear, ReferenceComputesAKnownProduct) {
   EXPECT_EQ(y[0], 12);
   EXPECT_EQ(y[1], 17);
   EXPECT_EQ(y[2], 22);
-}
-
-TEST(Linear, KernelsMatchReference) {
-  const LinearImpl& ref = linear_table().ref();
-  for (const LinearImpl& impl : linear_table().impls()) {
-    for (const Case& c : kCases) {
-      for (const bool bias : {false, true}) {
-        const Tensor x = random_f32({c.n, c.in}, 11), w = random_f32({c.out, c.in}, 12, 0.5f);
-        const Tensor b = bias ? random_f32({c.out}, 13) : Tensor{};
-        const Tensor dy = random_f32({c.n, c.out}, 14);
-        if (impl.supports && !impl.supports(x, w, b)) continue;
-        const std::string where = impl.name + " " + name(c, bias);
-
-        Tensor y_ref = Tensor::empty({c.n, c.out}), y = Tensor::empty({c.n, c.out});
-        y.fill_(123.0f);  // forward must overwrite, not accumulate
-        ref.forward(x, w, b, y_ref);
-        impl.forward(x, w, b, y);
-        EXPECT_TRUE(all_close(where + " y", y, y_ref, kF32Tol));
-
-        // dweight / dbias accumulate: start both from the same non-zero values.
-        Tensor dx_ref = Tensor::empty(x.shape()), dx = Tensor::empty(x.shape());
-        dx.fill_(123.0f);
-        Tensor dw_ref = random_f32(w.shape(), 15), dw = dw_ref.clone();
-        Tensor db_ref = bias ? random_f32({c.out}, 16) : Tensor{};
-        Tensor db = bias ? db_ref.clone() : Tensor{};
-        ref.backward(dy, x, w, dx_ref, dw_ref, db_ref);
-        impl.backward(dy, x, w, dx, dw, db);
-        EXPECT_TRUE(all_close(where + " dx", dx, dx_ref, kF32Tol));
-        EXPECT_TRUE(all_close(where + " dweight", dw, dw_ref, kF32Tol));
-        if (bias) {
-          EXPECT_TRUE(all_close(where + " dbias", db, db_ref, kF32Tol));
-        }
-
-        // Without dx: the parameter gradients are the same.
-        Tensor no_dx, dw2 = random_f32(w.shape(), 15);
-        Tensor db2 = bias ? random_f32({c.out}, 16) : Tensor{};
-        impl.backward(dy, x, w, no_dx, dw2, db2);
-        EXPECT_TRUE(all_close(where + " dweight (no dx)", dw2, dw_ref, kF32Tol));
-        if (bias) {
-          EXPECT_TRUE(all_close(where + " dbias (no dx)", db2, db_ref, kF32Tol));
-        }
-      }
-    }
-  }
 }
 
 TEST(Linear, FlattensLeadingDims) {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "titan/core/parallel.h"
 #include "titan/core/rng.h"
 
 namespace titan::testing {
@@ -37,10 +38,14 @@ static ::testing::AssertionResult compare(const std::string& where, const double
   double max_err = 0.0;
   size_t worst = 0, bad = 0;
   size_t first_bad = n;
+  // Exact comparisons also tell -0 from +0: bit-identical kernels (elementwise, embedding) must
+  // agree on it, and a tolerance would hide it.
+  const bool exact = tol.atol == 0.0 && tol.rtol == 0.0;
   for (size_t i = 0; i < n; ++i) {
     const double err = std::fabs(got[i] - want[i]);
     const bool nan = std::isnan(got[i]) != std::isnan(want[i]);
-    if (nan || err > tol.atol + tol.rtol * std::fabs(want[i])) {
+    const bool sign = exact && std::signbit(got[i]) != std::signbit(want[i]) && !std::isnan(want[i]);
+    if (nan || sign || err > tol.atol + tol.rtol * std::fabs(want[i])) {
       if (first_bad == n) first_bad = i;
       ++bad;
     }
@@ -110,6 +115,85 @@ std::string error_of(const std::function<void()>& fn) {
 
 std::string source_path(const std::string& relative) {
   return std::string(TITAN_SOURCE_DIR) + "/" + relative;
+}
+
+Tolerance tolerance_for(DType dtype) {
+  if (dtype == DType::f32) return kF32Tol;
+  throw Error(str("[op_harness] no kernel-vs-reference tolerance for ", dtype_name(dtype),
+                  " outputs. HINT: add one to tolerance_for in tests/ops/op_harness.cpp"));
+}
+
+ThreadCount::ThreadCount(int n) : saved_(num_threads()) {
+  if (n > 0) set_num_threads(n);
+}
+ThreadCount::~ThreadCount() { set_num_threads(saved_); }
+
+Output::Output(std::string name, const Tensor& t)
+    : name(std::move(name)), values(to_doubles(t)), tol(tolerance_for(t.dtype())) {}
+Output::Output(std::string name, const Tensor& t, Tolerance tol)
+    : name(std::move(name)), values(to_doubles(t)), tol(tol) {}
+Output::Output(std::string name, double value, Tolerance tol)
+    : name(std::move(name)), values{value}, tol(tol) {}
+
+Tensor garbage(const Shape& shape) {
+  Tensor t = Tensor::empty(shape);
+  t.fill_(123.0f);
+  return t;
+}
+
+const char* mode_name(Mode mode) {
+  switch (mode) {
+    case Mode::forward: return "forward";
+    case Mode::backward: return "backward";
+    case Mode::gradient: return "gradient";
+  }
+  return "?";
+}
+
+// Output by output, by name, with the reference's tolerance; an output on one side only is a
+// failure (a run that forgets a gradient must not pass).
+void expect_outputs_match(const std::string& where, const Outputs& got, const Outputs& want) {
+  EXPECT_FALSE(want.empty()) << where << ": the reference produced no outputs";
+  for (const Output& w : want) {
+    const Output* g = nullptr;
+    for (const Output& o : got) {
+      if (o.name == w.name) g = &o;
+    }
+    if (g == nullptr) {
+      ADD_FAILURE() << where << ": no output named " << w.name;
+      continue;
+    }
+    EXPECT_TRUE(all_close(where + " " + w.name, g->values, w.values, w.tol));
+  }
+  for (const Output& o : got) {
+    bool found = false;
+    for (const Output& w : want) found = found || w.name == o.name;
+    EXPECT_TRUE(found) << where << ": output " << o.name << " has no reference counterpart";
+  }
+}
+
+bool expect_reference_gradient(const std::string& where, const RefFunction& f, const FdOptions& fd) {
+  size_t size = 0;
+  for (const Doubles& x : f.inputs) size += x.size();
+  if (size > fd.max_elements) return false;
+  // loss = <dy, y>, so the analytic gradient is backward(inputs, dy).
+  const Doubles dy = random_doubles(f.forward(f.inputs).size(), 0x5eed);
+  const std::vector<Doubles> grads = f.backward(f.inputs, dy);
+  if (grads.size() != f.inputs.size() || f.names.size() != f.inputs.size()) {
+    ADD_FAILURE() << where << ": " << f.inputs.size() << " inputs, " << f.names.size() << " names, "
+                  << grads.size() << " gradients";
+    return true;
+  }
+  for (size_t i = 0; i < f.inputs.size(); ++i) {
+    auto loss = [&](const Doubles& xi) {
+      std::vector<Doubles> inputs = f.inputs;
+      inputs[i] = xi;
+      return dot(f.forward(inputs), dy);
+    };
+    EXPECT_TRUE(all_close(where + " d" + f.names[i], grads[i],
+                          numeric_gradient(loss, f.inputs[i], fd.h, fd.precise), kFdTol));
+  }
+  return true;
 }
 
 }  // namespace titan::testing

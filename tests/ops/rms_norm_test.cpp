@@ -1,4 +1,4 @@
-// RMSNorm: case list for the shared harness.
+// RMSNorm: the case list and runs for the shared harness (op_harness.h), plus the shape error.
 #include "titan/ops/rms_norm/rms_norm.h"
 
 #include "ops/op_harness.h"
@@ -16,54 +16,66 @@ const Case kCases[] = {{1, 1}, {3, 7}, {5, 16}, {4, 33}, {17, 64}, {2, 129}, {64
 
 std::string name(const Case& c) { return str("n=", c.n, " d=", c.d); }
 
-TEST(RmsNorm, ReferenceBackwardMatchesFiniteDifferences) {
-  for (const Case& c : kCases) {
-    if (c.n * c.d > 2000) continue;  // finite differences cost O(size^2)
-    const float eps = 1e-6f;
-    const auto x0 = random_doubles(c.n * c.d, 1);
-    const auto w0 = random_doubles(c.d, 2, 0.5);
-    const auto r = random_doubles(c.n * c.d, 3);  // loss = sum(y * r), so dy = r
-    auto loss = [&](const std::vector<double>& x, const std::vector<double>& w) {
-      std::vector<double> y(x.size()), rstd(c.n);
-      ref::rms_norm_forward(eps, c.n, c.d, x.data(), w.data(), y.data(), rstd.data());
-      return dot(y, r);
-    };
-    std::vector<double> y(x0.size()), rstd(c.n), dx(x0.size()), dw(c.d, 0.0);
-    ref::rms_norm_forward(eps, c.n, c.d, x0.data(), w0.data(), y.data(), rstd.data());
-    ref::rms_norm_backward(c.n, c.d, r.data(), x0.data(), w0.data(), rstd.data(), dx.data(), dw.data());
-    EXPECT_TRUE(all_close("rms_norm_ref " + name(c) + " dx",
-                          dx, numeric_gradient([&](const auto& x) { return loss(x, w0); }, x0), kFdTol));
-    EXPECT_TRUE(all_close("rms_norm_ref " + name(c) + " dweight",
-                          dw, numeric_gradient([&](const auto& w) { return loss(x0, w); }, w0), kFdTol));
-  }
+const RmsNormArgs kArgs{1e-6f};
+
+struct Inputs {
+  Tensor x, w, dy;
+};
+Inputs inputs(const Case& c) {
+  return {random_f32({c.n, c.d}, 11), random_f32({c.d}, 12, 0.5f), random_f32({c.n, c.d}, 13)};
 }
 
-TEST(RmsNorm, KernelsMatchReference) {
-  const RmsNormArgs args{1e-6f};
-  for (const RmsNormImpl& impl : rms_norm_table().impls()) {
-    for (const Case& c : kCases) {
-      const Tensor x = random_f32({c.n, c.d}, 11), w = random_f32({c.d}, 12, 0.5f);
-      const Tensor dy = random_f32({c.n, c.d}, 13);
-      if (impl.supports && !impl.supports(x, w)) continue;
-      const std::string where = impl.name + " " + name(c);
-      const RmsNormImpl& ref = rms_norm_table().ref();
-
-      Tensor y_ref = Tensor::empty(x.shape()), y = Tensor::empty(x.shape());
-      RmsNormSaved saved_ref{Tensor::empty({c.n})}, saved{Tensor::empty({c.n})};
-      ref.forward(args, x, w, y_ref, saved_ref);
-      impl.forward(args, x, w, y, saved);
-      EXPECT_TRUE(all_close(where + " y", y, y_ref, kF32Tol));
-
-      // dweight accumulates: start both from the same non-zero values.
-      Tensor dx_ref = Tensor::empty(x.shape()), dx = Tensor::empty(x.shape());
-      Tensor dw_ref = random_f32({c.d}, 14), dw = dw_ref.clone();
-      ref.backward(args, dy, x, w, saved_ref, dx_ref, dw_ref);
-      impl.backward(args, dy, x, w, saved, dx, dw);
-      EXPECT_TRUE(all_close(where + " dx", dx, dx_ref, kF32Tol));
-      EXPECT_TRUE(all_close(where + " dweight", dw, dw_ref, kF32Tol));
-    }
-  }
+// The fp64 reference as a function of the differentiable inputs x and weight, for the
+// finite-difference check.
+RefFunction rms_norm_reference(const Case& c) {
+  auto forward = [c](const std::vector<Doubles>& in) {
+    Doubles y(c.n * c.d), rstd(c.n);
+    ref::rms_norm_forward(kArgs.eps, c.n, c.d, in[0].data(), in[1].data(), y.data(), rstd.data());
+    return y;
+  };
+  auto backward = [c](const std::vector<Doubles>& in, const Doubles& dy) {
+    Doubles y(c.n * c.d), rstd(c.n), dx(c.n * c.d), dw(c.d, 0.0);
+    ref::rms_norm_forward(kArgs.eps, c.n, c.d, in[0].data(), in[1].data(), y.data(), rstd.data());
+    ref::rms_norm_backward(c.n, c.d, dy.data(), in[0].data(), in[1].data(), rstd.data(), dx.data(), dw.data());
+    return std::vector<Doubles>{dx, dw};
+  };
+  return {{"x", "weight"}, {random_doubles(c.n * c.d, 1), random_doubles(c.d, 2, 0.5)}, forward, backward};
 }
+
+// Every run makes its inputs from the case (fixed seeds), so all implementations see the same.
+OpTest<RmsNormImpl, Case> rms_norm_test() {
+  return {
+      .table = &rms_norm_table(),
+      .cases = {std::begin(kCases), std::end(kCases)},
+      .name = name,
+      .supports = [](const RmsNormImpl& impl, const Case& c) {
+        const Inputs in = inputs(c);
+        return impl.supports(in.x, in.w);
+      },
+      .forward = [](const RmsNormImpl& impl, const Case& c) -> Outputs {
+        const Inputs in = inputs(c);
+        Tensor y = garbage(in.x.shape());
+        RmsNormSaved saved{garbage({c.n})};
+        impl.forward(kArgs, in.x, in.w, y, saved);
+        return {{"y", y}, {"rstd", saved.rstd_N}};
+      },
+      .backward = [](const RmsNormImpl& impl, const Case& c) -> Outputs {
+        const Inputs in = inputs(c);
+        Tensor y = Tensor::empty(in.x.shape());
+        RmsNormSaved saved{Tensor::empty({c.n})};
+        impl.forward(kArgs, in.x, in.w, y, saved);
+        Tensor dx = garbage(in.x.shape()), dw = random_f32({c.d}, 14);  // dweight accumulates
+        impl.backward(kArgs, in.dy, in.x, in.w, saved, dx, dw);
+        return {{"dx", dx}, {"dweight", dw}};
+      },
+      .reference = rms_norm_reference,
+      .fd = {.max_elements = 2000},
+  };
+}
+
+TEST(RmsNorm, ReferenceBackwardMatchesFiniteDifferences) { sweep(rms_norm_test(), {Mode::gradient}); }
+
+TEST(RmsNorm, KernelsMatchReference) { sweep(rms_norm_test(), {Mode::forward, Mode::backward}); }
 
 TEST(RmsNorm, RejectsMismatchedWeight) {
   const Tensor x = random_f32({2, 8}, 1), w = random_f32({7}, 2);

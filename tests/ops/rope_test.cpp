@@ -37,25 +37,68 @@ Tensor positions(const std::vector<int64_t>& values) {
   return p;
 }
 
-TEST(Rope, ReferenceBackwardMatchesFiniteDifferences) {
-  for (const Case& c : kCases) {
-    const int64_t size = shape_numel(c.x);
-    if (size > 1000) continue;  // finite differences cost O(size^2)
-    const int64_t n = rows(c), h = c.x.end()[-2], k = c.x.back();
-    const Tensor pos = random_positions(n, 1);
-    std::vector<double> cos(n * k / 2), sin(n * k / 2);
-    ref::rope_tables(1e6, n, k, pos.data<int64_t>(), cos.data(), sin.data());
-    const auto x0 = random_doubles(size, 2), r = random_doubles(size, 3);  // dy = r
-    auto loss = [&](const std::vector<double>& x) {
-      std::vector<double> y(size);
-      ref::rope_forward(n, h, k, cos.data(), sin.data(), x.data(), y.data());
-      return dot(y, r);
-    };
-    std::vector<double> dx(size);
-    ref::rope_backward(n, h, k, cos.data(), sin.data(), r.data(), dx.data());
-    EXPECT_TRUE(all_close("rope_ref " + name(c) + " dx", dx, numeric_gradient(loss, x0), kFdTol));
-  }
+struct Inputs {
+  RopeTables tables;
+  Tensor x, dy;
+};
+Inputs inputs(const Case& c) {
+  return {rope_tables({}, random_positions(rows(c), 10), c.x.back()), random_f32(c.x, 11), random_f32(c.x, 12)};
 }
+
+RefFunction rope_reference(const Case& c) {
+  const int64_t n = rows(c), h = c.x.end()[-2], k = c.x.back();
+  const Tensor pos = random_positions(n, 1);
+  Doubles cos(n * k / 2), sin(n * k / 2);
+  ref::rope_tables(1e6, n, k, pos.data<int64_t>(), cos.data(), sin.data());
+  // The differentiable input: x (the tables are constants).
+  auto forward = [=](const std::vector<Doubles>& in) {
+    Doubles y(in[0].size());
+    ref::rope_forward(n, h, k, cos.data(), sin.data(), in[0].data(), y.data());
+    return y;
+  };
+  auto backward = [=](const std::vector<Doubles>& in, const Doubles& dy) {
+    Doubles dx(in[0].size());
+    ref::rope_backward(n, h, k, cos.data(), sin.data(), dy.data(), dx.data());
+    return std::vector<Doubles>{dx};
+  };
+  return {{"x"}, {random_doubles(shape_numel(c.x), 2)}, forward, backward};
+}
+
+// y may alias x and dx may alias dy: each implementation's in-place result must be the bits of
+// its out-of-place one, and both are compared with the reference's.
+OpTest<RopeImpl, Case> rope_test() {
+  return {
+      .table = &rope_table(),
+      .cases = {std::begin(kCases), std::end(kCases)},
+      .name = name,
+      .supports = [](const RopeImpl& impl, const Case& c) {
+        const Inputs in = inputs(c);
+        return impl.supports(in.tables, in.x);
+      },
+      .forward = [](const RopeImpl& impl, const Case& c) -> Outputs {
+        const Inputs in = inputs(c);
+        Tensor y = garbage(c.x), y_inplace = in.x.clone();
+        impl.forward(in.tables, in.x, y);
+        impl.forward(in.tables, y_inplace, y_inplace);
+        EXPECT_TRUE(all_close(impl.name + " " + name(c) + " y in place vs out of place", y_inplace, y, kExact));
+        return {{"y", y}, {"y in place", y_inplace}};
+      },
+      .backward = [](const RopeImpl& impl, const Case& c) -> Outputs {
+        const Inputs in = inputs(c);
+        Tensor dx = garbage(c.x), dx_inplace = in.dy.clone();
+        impl.backward(in.tables, in.dy, dx);
+        impl.backward(in.tables, dx_inplace, dx_inplace);
+        EXPECT_TRUE(all_close(impl.name + " " + name(c) + " dx in place vs out of place", dx_inplace, dx, kExact));
+        return {{"dx", dx}, {"dx in place", dx_inplace}};
+      },
+      .reference = rope_reference,
+      .fd = {.max_elements = 1000},
+  };
+}
+
+TEST(Rope, ReferenceBackwardMatchesFiniteDifferences) { sweep(rope_test(), {Mode::gradient}); }
+
+TEST(Rope, KernelsMatchReferenceOutOfPlaceAndInPlace) { sweep(rope_test(), {Mode::forward, Mode::backward}); }
 
 // rope_tables splits rows over threads; each row must match the single-threaded reference.
 TEST(Rope, TablesMatchReference) {
@@ -67,35 +110,6 @@ TEST(Rope, TablesMatchReference) {
   EXPECT_TRUE(all_close("rope_tables cos", t.cos_NK2, cos, {0, 0}));
   EXPECT_TRUE(all_close("rope_tables sin", t.sin_NK2, sin, {0, 0}));
   EXPECT_EQ(t.head_dim, k);
-}
-
-TEST(Rope, KernelsMatchReferenceOutOfPlaceAndInPlace) {
-  const Tolerance exact{0.0, 0.0};
-  for (const RopeImpl& impl : rope_table().impls()) {
-    for (const Case& c : kCases) {
-      const RopeTables tables = rope_tables({}, random_positions(rows(c), 10), c.x.back());
-      const Tensor x = random_f32(c.x, 11), dy = random_f32(c.x, 12);
-      if (impl.supports && !impl.supports(tables, x)) continue;
-      const std::string where = impl.name + " " + name(c);
-      const RopeImpl& ref = rope_table().ref();
-
-      Tensor y_ref = Tensor::empty(c.x), y = Tensor::empty(c.x);
-      ref.forward(tables, x, y_ref);
-      impl.forward(tables, x, y);
-      EXPECT_TRUE(all_close(where + " y", y, y_ref, kF32Tol));
-      Tensor y_inplace = x.clone();
-      impl.forward(tables, y_inplace, y_inplace);
-      EXPECT_TRUE(all_close(where + " y in place", y_inplace, y, exact));
-
-      Tensor dx_ref = Tensor::empty(c.x), dx = Tensor::empty(c.x);
-      ref.backward(tables, dy, dx_ref);
-      impl.backward(tables, dy, dx);
-      EXPECT_TRUE(all_close(where + " dx", dx, dx_ref, kF32Tol));
-      Tensor dx_inplace = dy.clone();
-      impl.backward(tables, dx_inplace, dx_inplace);
-      EXPECT_TRUE(all_close(where + " dx in place", dx_inplace, dx, exact));
-    }
-  }
 }
 
 // Tables against Python: inv_freq = 1e6^(-2i/8) = 1, 1e6^-0.25, 1e-3, 1e6^-0.75 at position 3,

@@ -38,67 +38,86 @@ std::string name(const Case& c) {
              c.ignore_every);
 }
 
-TEST(LmHeadXent, ReferenceBackwardMatchesFiniteDifferences) {
-  struct Small { int64_t n, d, v; };
-  for (const Small& c : {Small{1, 1, 2}, Small{3, 5, 7}, Small{4, 6, 17}, Small{2, 16, 3}}) {
-    const double grad_scale = 0.7;
-    const auto x0 = random_doubles(c.n * c.d, 1);
-    const auto w0 = random_doubles(c.v * c.d, 2, 0.5);
-    const Tensor targets = make_targets(c.n, c.v, 3, c.n > 2 ? 3 : 0);  // row 0 ignored when n > 2
-    const int64_t* t = targets.data<int64_t>();
-    auto loss = [&](const std::vector<double>& x, const std::vector<double>& w) {
-      return grad_scale * ref::lm_head_xent<double>(kIgnore, c.n, c.d, c.v, x.data(), w.data(), t,
-                                                    0.0, nullptr, nullptr).loss_sum;
-    };
-    std::vector<double> dx(x0.size(), 99.0), dw(w0.size(), 0.0);
-    ref::lm_head_xent<double>(kIgnore, c.n, c.d, c.v, x0.data(), w0.data(), t, grad_scale,
-                              dx.data(), dw.data());
-    const std::string where = str("lm_head_xent_ref n=", c.n, " d=", c.d, " v=", c.v);
-    EXPECT_TRUE(all_close(where + " dx", dx,
-                          numeric_gradient([&](const auto& x) { return loss(x, w0); }, x0), kFdTol));
-    EXPECT_TRUE(all_close(where + " dweight", dw,
-                          numeric_gradient([&](const auto& w) { return loss(x0, w); }, w0), kFdTol));
-  }
+// loss_sum is a double sum of up to N per-token losses computed from f32 logits.
+constexpr Tolerance kLossTol{1e-4, 1e-5};
+
+struct Inputs {
+  Tensor x, w, targets;
+  LmHeadXentArgs args;
+  float grad_scale;
+};
+Inputs inputs(const Case& c) {
+  return {random_f32({c.n, c.d}, 11), random_f32({c.v, c.d}, 12, 0.3f), make_targets(c.n, c.v, 13, c.ignore_every),
+          {kIgnore, c.chunk_tokens}, 1.0f / static_cast<float>(std::max<int64_t>(1, c.n))};
 }
 
-TEST(LmHeadXent, KernelsMatchReference) {
-  const LmHeadXentImpl& ref = lm_head_xent_table().ref();
-  for (const LmHeadXentImpl& impl : lm_head_xent_table().impls()) {
-    for (const Case& c : kCases) {
-      const Tensor x = random_f32({c.n, c.d}, 11), w = random_f32({c.v, c.d}, 12, 0.3f);
-      const Tensor targets = make_targets(c.n, c.v, 13, c.ignore_every);
-      if (impl.supports && !impl.supports(x, w, targets)) continue;
-      const std::string where = impl.name + " " + name(c);
-      const LmHeadXentArgs args{kIgnore, c.chunk_tokens};
-      const float grad_scale = 1.0f / static_cast<float>(std::max<int64_t>(1, c.n));
-
-      const LmHeadXentResult fwd_ref = ref.forward(args, x, w, targets);
-      const LmHeadXentResult fwd = impl.forward(args, x, w, targets);
-      EXPECT_EQ(fwd.num_targets, fwd_ref.num_targets) << where;
-      EXPECT_EQ(fwd.num_targets, count_targets(targets)) << where;
-      EXPECT_NEAR(fwd.loss_sum, fwd_ref.loss_sum, 1e-4 + 1e-5 * std::fabs(fwd_ref.loss_sum)) << where;
-
-      // dweight accumulates: start both from the same non-zero values; dx is overwritten.
-      Tensor dx_ref = Tensor::empty(x.shape()), dx = Tensor::empty(x.shape());
-      dx.fill_(123.0f);
-      Tensor dw_ref = random_f32(w.shape(), 14), dw = dw_ref.clone();
-      const LmHeadXentResult bwd_ref = ref.backward(args, x, w, targets, grad_scale, dx_ref, dw_ref);
-      const LmHeadXentResult bwd = impl.backward(args, x, w, targets, grad_scale, dx, dw);
-      EXPECT_EQ(bwd.num_targets, bwd_ref.num_targets) << where;
-      EXPECT_NEAR(bwd.loss_sum, bwd_ref.loss_sum, 1e-4 + 1e-5 * std::fabs(bwd_ref.loss_sum)) << where;
-      EXPECT_NEAR(bwd.loss_sum, fwd.loss_sum, 1e-4 + 1e-5 * std::fabs(fwd.loss_sum)) << where;
-      EXPECT_TRUE(all_close(where + " dx", dx, dx_ref, kF32Tol));
-      EXPECT_TRUE(all_close(where + " dweight", dw, dw_ref, kF32Tol));
-
-      // Only one of the gradients: the same values.
-      Tensor dx_only = Tensor::empty(x.shape()), no_dw, no_dx, dw_only = random_f32(w.shape(), 14);
-      impl.backward(args, x, w, targets, grad_scale, dx_only, no_dw);
-      impl.backward(args, x, w, targets, grad_scale, no_dx, dw_only);
-      EXPECT_TRUE(all_close(where + " dx (no dweight)", dx_only, dx_ref, kF32Tol));
-      EXPECT_TRUE(all_close(where + " dweight (no dx)", dw_only, dw_ref, kF32Tol));
-    }
-  }
+Outputs loss_outputs(const LmHeadXentResult& r) {
+  return {{"loss_sum", r.loss_sum, kLossTol},
+          {"num_targets", static_cast<double>(r.num_targets), kExact}};
 }
+
+Outputs xent_forward(const LmHeadXentImpl& impl, const Case& c) {
+  const Inputs in = inputs(c);
+  const LmHeadXentResult r = impl.forward(in.args, in.x, in.w, in.targets);
+  EXPECT_EQ(r.num_targets, count_targets(in.targets)) << impl.name << " " << name(c);
+  return loss_outputs(r);
+}
+
+// The fused pass: loss and gradients, also with only one of the two gradients asked for.
+Outputs xent_backward(const LmHeadXentImpl& impl, const Case& c) {
+  const Inputs in = inputs(c);
+  // dweight accumulates: every run starts it from the same non-zero values; dx is written.
+  Tensor dx = garbage(in.x.shape()), dw = random_f32(in.w.shape(), 14);
+  const LmHeadXentResult r = impl.backward(in.args, in.x, in.w, in.targets, in.grad_scale, dx, dw);
+  const double loss_fwd = impl.forward(in.args, in.x, in.w, in.targets).loss_sum;
+  EXPECT_NEAR(r.loss_sum, loss_fwd, 1e-4 + 1e-5 * std::fabs(loss_fwd)) << impl.name << " " << name(c);
+  Tensor dx_only = garbage(in.x.shape()), no_dw, no_dx, dw_only = random_f32(in.w.shape(), 14);
+  impl.backward(in.args, in.x, in.w, in.targets, in.grad_scale, dx_only, no_dw);
+  impl.backward(in.args, in.x, in.w, in.targets, in.grad_scale, no_dx, dw_only);
+  Outputs out = loss_outputs(r);
+  out.insert(out.end(), {{"dx", dx}, {"dweight", dw}, {"dx (no dweight)", dx_only}, {"dweight (no dx)", dw_only}});
+  return out;
+}
+
+// The output is the scalar loss_sum, so dy is one number: the grad_scale.
+RefFunction xent_reference(const Case& c) {
+  // Row 0 (and every third) ignored when n > 2.
+  const Tensor targets_t = make_targets(c.n, c.v, 3, c.n > 2 ? 3 : 0);
+  const std::vector<int64_t> targets(targets_t.data<int64_t>(), targets_t.data<int64_t>() + c.n);
+  // The differentiable inputs: x, weight.
+  auto forward = [=](const std::vector<Doubles>& in) {
+    return Doubles{ref::lm_head_xent<double>(kIgnore, c.n, c.d, c.v, in[0].data(), in[1].data(), targets.data(), 0.0,
+                                            nullptr, nullptr)
+                      .loss_sum};
+  };
+  auto backward = [=](const std::vector<Doubles>& in, const Doubles& dy) {
+    Doubles dx(in[0].size(), 99.0), dw(in[1].size(), 0.0);  // dx is written: start it from garbage
+    ref::lm_head_xent<double>(kIgnore, c.n, c.d, c.v, in[0].data(), in[1].data(), targets.data(), dy[0], dx.data(),
+                              dw.data());
+    return std::vector<Doubles>{dx, dw};
+  };
+  return {{"x", "weight"}, {random_doubles(c.n * c.d, 1), random_doubles(c.v * c.d, 2, 0.5)}, forward, backward};
+}
+
+OpTest<LmHeadXentImpl, Case> xent_test() {
+  return {
+      .table = &lm_head_xent_table(),
+      .cases = {std::begin(kCases), std::end(kCases)},
+      .name = name,
+      .supports = [](const LmHeadXentImpl& impl, const Case& c) {
+        const Inputs in = inputs(c);
+        return impl.supports(in.x, in.w, in.targets);
+      },
+      .forward = xent_forward,
+      .backward = xent_backward,
+      .reference = xent_reference,
+      .fd_cases = {{1, 1, 2, 0, 0}, {3, 5, 7, 0, 0}, {4, 6, 17, 0, 0}, {2, 16, 3, 0, 0}},
+  };
+}
+
+TEST(LmHeadXent, ReferenceBackwardMatchesFiniteDifferences) { sweep(xent_test(), {Mode::gradient}); }
+
+TEST(LmHeadXent, KernelsMatchReference) { sweep(xent_test(), {Mode::forward, Mode::backward}); }
 
 TEST(LmHeadXent, AllTargetsIgnoredGivesZeroLossAndGradients) {
   for (const LmHeadXentImpl& impl : lm_head_xent_table().impls()) {

@@ -13,72 +13,97 @@ using namespace titan::testing;
 // Flat element counts that are odd, below, at and past multiples of the 16-lane vector, as
 // [N, F]; the op ignores rank, so one 3-D case too; the last is big enough to be split over
 // threads at a boundary that is not a multiple of 16.
-const Shape kCases[] = {{1, 1},    {3, 7},     {5, 16},   {4, 33},   {17, 64},
-                        {2, 129},  {64, 128},  {3, 1024}, {2, 3, 5}, {37, 1001}};
-
-std::string name(const Shape& s) { return "shape=" + shape_str(s); }
-
-TEST(Swiglu, ReferenceBackwardMatchesFiniteDifferences) {
-  for (const Shape& s : kCases) {
-    const int64_t n = shape_numel(s);
-    if (n > 600) continue;  // finite differences cost O(size^2)
-    const auto g0 = random_doubles(n, 1, 2.0), u0 = random_doubles(n, 2);
-    const auto r = random_doubles(n, 3);  // loss = sum(h * r), so dh = r
-    auto loss = [&](const std::vector<double>& g, const std::vector<double>& u) {
-      std::vector<double> h(n);
-      ref::swiglu_forward(n, g.data(), u.data(), h.data());
-      return dot(h, r);
-    };
-    std::vector<double> dg(n), du(n);
-    ref::swiglu_backward(n, r.data(), g0.data(), u0.data(), dg.data(), du.data());
-    EXPECT_TRUE(all_close("swiglu_ref " + name(s) + " dgate", dg,
-                          numeric_gradient([&](const auto& g) { return loss(g, u0); }, g0), kFdTol));
-    EXPECT_TRUE(all_close("swiglu_ref " + name(s) + " dup", du,
-                          numeric_gradient([&](const auto& u) { return loss(g0, u); }, u0), kFdTol));
-  }
-}
-
-void expect_impl_matches_ref(const SwigluImpl& impl, const Shape& s, const Tensor& gate,
-                             const std::string& label) {
-  const Tensor up = random_f32(s, 12), dh = random_f32(s, 13);
-  const std::string where = impl.name + " " + label;
-  const SwigluImpl& ref = swiglu_table().ref();
-  Tensor h_ref = Tensor::empty(s), h = Tensor::empty(s);
-  ref.forward(gate, up, h_ref);
-  impl.forward(gate, up, h);
-  EXPECT_TRUE(all_close(where + " h", h, h_ref, kF32Tol));
-  Tensor dg_ref = Tensor::empty(s), du_ref = Tensor::empty(s);
-  Tensor dg = Tensor::empty(s), du = Tensor::empty(s);
-  ref.backward(dh, gate, up, dg_ref, du_ref);
-  impl.backward(dh, gate, up, dg, du);
-  EXPECT_TRUE(all_close(where + " dgate", dg, dg_ref, kF32Tol));
-  EXPECT_TRUE(all_close(where + " dup", du, du_ref, kF32Tol));
-}
-
-TEST(Swiglu, KernelsMatchReference) {
-  for (const SwigluImpl& impl : swiglu_table().impls()) {
-    for (const Shape& s : kCases) {
-      const Tensor gate = random_f32(s, 11, 3.0f);
-      if (impl.supports && !impl.supports(gate, gate)) continue;
-      expect_impl_matches_ref(impl, s, gate, name(s));
-    }
-  }
-}
+const Shape kShapes[] = {{1, 1},    {3, 7},     {5, 16},   {4, 33},   {17, 64},
+                         {2, 129},  {64, 128},  {3, 1024}, {2, 3, 5}, {37, 1001}};
 
 // Large |gate|, where a naive 1 / (1 + exp(-g)) overflows exp for g << 0 and exp16 saturates or
-// flushes: results must stay finite and match the double reference.
-TEST(Swiglu, KernelsMatchReferenceAtLargeGate) {
-  const float values[] = {0.0f, 1e-3f, -1e-3f, 20.0f, -20.0f, 87.0f, -87.0f, 88.5f, -88.5f,
-                          100.0f, -100.0f, 1e4f, -1e4f, 1e30f, -1e30f, 15.0f, -15.0f};
-  const int64_t n = sizeof(values) / sizeof(values[0]);
-  Tensor gate = Tensor::empty({n});
-  for (int64_t i = 0; i < n; ++i) gate.data<float>()[i] = values[i];
+// flushes: results must stay finite and match the reference.
+const float kLargeGates[] = {0.0f, 1e-3f, -1e-3f, 20.0f, -20.0f, 87.0f, -87.0f, 88.5f, -88.5f,
+                             100.0f, -100.0f, 1e4f, -1e4f, 1e30f, -1e30f, 15.0f, -15.0f};
+constexpr int64_t kNumLargeGates = sizeof(kLargeGates) / sizeof(kLargeGates[0]);
+
+struct Case {
+  Shape shape;
+  bool large_gate = false;  // gate = kLargeGates instead of random values
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> all;
+  for (const Shape& s : kShapes) all.push_back({s});
+  all.push_back({{kNumLargeGates}, true});
+  return all;
+}
+
+std::string name(const Case& c) { return (c.large_gate ? "large gate shape=" : "shape=") + shape_str(c.shape); }
+
+struct Inputs {
+  Tensor gate, up, dh;
+};
+Inputs inputs(const Case& c) {
+  Tensor gate = random_f32(c.shape, 11, 3.0f);
+  if (c.large_gate) {
+    for (int64_t i = 0; i < kNumLargeGates; ++i) gate.data<float>()[i] = kLargeGates[i];
+  }
+  return {gate, random_f32(c.shape, 12), random_f32(c.shape, 13)};
+}
+
+RefFunction swiglu_reference(const Case& c) {
+  const int64_t n = shape_numel(c.shape);
+  // The differentiable inputs: gate, up.
+  auto forward = [n](const std::vector<Doubles>& in) {
+    Doubles h(n);
+    ref::swiglu_forward(n, in[0].data(), in[1].data(), h.data());
+    return h;
+  };
+  auto backward = [n](const std::vector<Doubles>& in, const Doubles& dh) {
+    Doubles dg(n), du(n);
+    ref::swiglu_backward(n, dh.data(), in[0].data(), in[1].data(), dg.data(), du.data());
+    return std::vector<Doubles>{dg, du};
+  };
+  return {{"gate", "up"}, {random_doubles(n, 1, 2.0), random_doubles(n, 2)}, forward, backward};
+}
+
+OpTest<SwigluImpl, Case> swiglu_test() {
+  return {
+      .table = &swiglu_table(),
+      .cases = cases(),
+      .name = name,
+      .supports = [](const SwigluImpl& impl, const Case& c) {
+        const Inputs in = inputs(c);
+        return impl.supports(in.gate, in.up);
+      },
+      .forward = [](const SwigluImpl& impl, const Case& c) -> Outputs {
+        const Inputs in = inputs(c);
+        Tensor h = garbage(c.shape);
+        impl.forward(in.gate, in.up, h);
+        return {{"h", h}};
+      },
+      .backward = [](const SwigluImpl& impl, const Case& c) -> Outputs {
+        const Inputs in = inputs(c);
+        Tensor dg = garbage(c.shape), du = garbage(c.shape);
+        impl.backward(in.dh, in.gate, in.up, dg, du);
+        return {{"dgate", dg}, {"dup", du}};
+      },
+      .reference = swiglu_reference,
+      .fd = {.max_elements = 1200},
+  };
+}
+
+TEST(Swiglu, ReferenceBackwardMatchesFiniteDifferences) { sweep(swiglu_test(), {Mode::gradient}); }
+
+TEST(Swiglu, KernelsMatchReference) { sweep(swiglu_test(), {Mode::forward, Mode::backward}); }
+
+// The reference sweep holds kernels to the reference; this holds every implementation, the
+// reference included, to finite values at the large gates.
+TEST(Swiglu, LargeGateStaysFinite) {
+  const Case c{{kNumLargeGates}, true};
   for (const SwigluImpl& impl : swiglu_table().impls()) {
-    expect_impl_matches_ref(impl, {n}, gate, "large gate");
-    Tensor up = Tensor::empty({n}), h = Tensor::empty({n});
+    Tensor up = Tensor::empty(c.shape), h = Tensor::empty(c.shape);
     up.fill_(1.0f);
-    impl.forward(gate, up, h);
-    for (int64_t i = 0; i < n; ++i) EXPECT_TRUE(std::isfinite(h.data<float>()[i])) << impl.name << " g=" << values[i];
+    impl.forward(inputs(c).gate, up, h);
+    for (int64_t i = 0; i < kNumLargeGates; ++i) {
+      EXPECT_TRUE(std::isfinite(h.data<float>()[i])) << impl.name << " g=" << kLargeGates[i];
+    }
   }
 }
 
