@@ -25,7 +25,9 @@ class Registrar : public PluginRegistrar {
     ++out_.modules;
   }
   void add_kernel(const std::string& op, ops::Kernel kernel) override {
+    const std::string name = std::visit([](const auto& impl) { return impl.name; }, kernel);
     ops::add_kernel(op, std::move(kernel), "plugin " + file_);
+    log_info(str("[kernel] ", op, ": ", name, " (plugin ", file_, ") added; dispatch prefers it where it supports the case"));
     ++out_.kernels;
   }
 
