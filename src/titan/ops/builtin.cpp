@@ -8,7 +8,8 @@ std::vector<std::pair<std::string, std::string>> selected_kernels(Device device)
   };
   return {entry(embedding_table()), entry(rms_norm_table()),  entry(linear_table()),
           entry(rope_table()),      entry(attention_table()), entry(swiglu_table()),
-          entry(lm_head_xent_table()), entry(adamw_table()), entry(moe_table()),
+          entry(lm_head_xent_table()), entry(adamw_table()), entry(moe_router_table()),
+          entry(moe_dispatch_table()), entry(moe_experts_table()), entry(moe_combine_table()),
           entry(accumulate_table()), entry(scale_table()), entry(sum_squares_table())};
 }
 
@@ -51,9 +52,24 @@ void register_builtin_adamw(OpTable<AdamWImpl>& table) {
   table.add(adamw_impl_cpu());
 }
 
-void register_builtin_moe(OpTable<MoeImpl>& table) {
-  table.add(moe_impl_ref());
-  table.add(moe_impl_cpu());
+void register_builtin_moe_router(OpTable<MoeRouterImpl>& table) {
+  table.add(moe_router_impl_ref());
+  table.add(moe_router_impl_cpu());
+}
+
+void register_builtin_moe_dispatch(OpTable<MoeDispatchImpl>& table) {
+  table.add(moe_dispatch_impl_ref());
+  table.add(moe_dispatch_impl_cpu());
+}
+
+void register_builtin_moe_experts(OpTable<MoeExpertsImpl>& table) {
+  table.add(moe_experts_impl_ref());
+  table.add(moe_experts_impl_cpu());
+}
+
+void register_builtin_moe_combine(OpTable<MoeCombineImpl>& table) {
+  table.add(moe_combine_impl_ref());
+  table.add(moe_combine_impl_cpu());
 }
 
 void register_builtin_accumulate(OpTable<AccumulateImpl>& table) {

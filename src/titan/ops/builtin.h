@@ -11,7 +11,10 @@
 #include "titan/ops/elementwise/elementwise.h"
 #include "titan/ops/embedding/embedding.h"
 #include "titan/ops/matmul/linear.h"
-#include "titan/ops/moe/moe.h"
+#include "titan/ops/moe_combine/moe_combine.h"
+#include "titan/ops/moe_dispatch/moe_dispatch.h"
+#include "titan/ops/moe_experts/moe_experts.h"
+#include "titan/ops/moe_router/moe_router.h"
 #include "titan/ops/rms_norm/rms_norm.h"
 #include "titan/ops/rope/rope.h"
 #include "titan/ops/softmax_xent/softmax_xent.h"
@@ -30,6 +33,9 @@ void register_builtin_attention(OpTable<AttentionImpl>& table);
 void register_builtin_linear(OpTable<LinearImpl>& table);
 void register_builtin_lm_head_xent(OpTable<LmHeadXentImpl>& table);
 void register_builtin_adamw(OpTable<AdamWImpl>& table);
-void register_builtin_moe(OpTable<MoeImpl>& table);
+void register_builtin_moe_router(OpTable<MoeRouterImpl>& table);
+void register_builtin_moe_dispatch(OpTable<MoeDispatchImpl>& table);
+void register_builtin_moe_experts(OpTable<MoeExpertsImpl>& table);
+void register_builtin_moe_combine(OpTable<MoeCombineImpl>& table);
 
 }  // namespace titan::ops
