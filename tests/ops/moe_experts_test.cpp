@@ -202,6 +202,33 @@ TEST(MoeExperts, WeightedBackwardEqualsPlainBackwardOfWeightedGradient) {
   }
 }
 
+// In place (dx_PD = dy_PD, as the block calls it): the same bits as into a separate dx.
+TEST(MoeExperts, InPlaceBackwardEqualsOutOfPlace) {
+  const ExpertsCase c{300, 2, 40, 300, {290, 10, 300}};
+  const int64_t e = 3, p = c.n * c.top_k;
+  const Layout l = make_layout(c);
+  const Tensor x = random_f32({p, c.d}, 41, 0.7f), w1 = random_f32({e, c.f, c.d}, 42, 0.4f);
+  const Tensor w3 = random_f32({e, c.f, c.d}, 43, 0.4f), w2 = random_f32({e, c.d, c.f}, 44, 0.4f);
+  const Tensor weight = routing_weights(c, 45), dy = random_f32({p, c.d}, 46);
+  for (const MoeExpertsImpl& impl : moe_experts_table().impls()) {
+    Tensor y = Tensor::empty({p, c.d});
+    MoeExpertsSaved s;
+    impl.forward(x, l.offsets_E1, w1, w3, w2, y, s);
+    Grads apart = make_grads(c, w1, true), in_place = make_grads(c, w1, true);
+    impl.backward(dy, weight, l.pair_of_row_P, x, l.offsets_E1, w1, w3, w2, s, apart.dx,
+                  apart.dw1, apart.dw3, apart.dw2, apart.dweight);
+    in_place.dx = Tensor::empty({p, c.d});
+    in_place.dx.copy_from(dy);
+    impl.backward(in_place.dx, weight, l.pair_of_row_P, x, l.offsets_E1, w1, w3, w2, s,
+                  in_place.dx, in_place.dw1, in_place.dw3, in_place.dw2, in_place.dweight);
+    for (const auto& [got, want] : {std::pair{&in_place.dx, &apart.dx}, {&in_place.dw1, &apart.dw1},
+                                    {&in_place.dw3, &apart.dw3}, {&in_place.dw2, &apart.dw2},
+                                    {&in_place.dweight, &apart.dweight}}) {
+      EXPECT_EQ(to_doubles(*got), to_doubles(*want)) << impl.name << ": in place differs";
+    }
+  }
+}
+
 TEST(MoeExperts, RejectsBadArguments) {
   const Tensor x = random_f32({6, 4}, 31), w1 = random_f32({2, 5, 4}, 32);
   const Tensor w2 = random_f32({2, 4, 5}, 33);

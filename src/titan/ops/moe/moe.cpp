@@ -72,11 +72,11 @@ void moe_backward(const MoeArgs& args, const Tensor& dout_ND, const Tensor& drou
   Tensor x_PD = Tensor::empty({p, d}, DType::f32, dev);
   MoeLayout layout;
   moe_dispatch_forward({e}, x_ND, saved.expert_NK, x_PD, layout);
-  Tensor dx_PD = Tensor::empty({p, d}, DType::f32, dev);
+  // dx_PD overwrites g_PD in place (moe_experts.h): one P x D buffer fewer.
+  Tensor& dx_PD = g_PD;
   Tensor dweight_NK = Tensor::empty({n, args.top_k}, DType::f32, dev);
   moe_experts_backward(g_PD, saved.weight_NK, saved.pair_of_row_P, x_PD, saved.offsets_E1, w1_EFD,
                        w3_EFD, w2_EDF, saved, dx_PD, dw1_EFD, dw3_EFD, dw2_EDF, dweight_NK);
-  g_PD = Tensor();
   x_PD = Tensor();
   // dx = the router's part (=), then each token's expert rows added k ascending (+=).
   moe_router_backward(args, dweight_NK, drouter_logits_NE, x_ND, w_gate_ED, saved, dx_ND,

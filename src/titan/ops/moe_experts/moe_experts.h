@@ -14,6 +14,8 @@
 //   (moe_experts.md); forward never weights.
 // Saved: gate_PF and up_PF (h is recomputed in backward).
 // Accumulation: dx_PD and dweight_NK are written (=); dw1, dw3, dw2 are accumulated (+=).
+// In place: dx_PD may be dy_PD itself (every implementation reads dy before it writes dx); the
+//   block does that, as the fused kernel did, to keep one fewer P x D buffer.
 // Derivation of the backward: moe_experts.md.
 #pragma once
 

@@ -50,7 +50,8 @@ void moe_experts_forward(int64_t e, int64_t d, int64_t f, const int64_t* offsets
 }
 
 // One row (moe_experts.md), s its routing weight (1 when unweighted): dweight = dy . y;
-// dh = s w2^T dy; dw2 += s dy h^T; SwiGLU backward; dx, dw1, dw3.
+// dh = s w2^T dy; dw2 += s dy h^T; SwiGLU backward; dx, dw1, dw3. The row's dy is read before
+// its dx is written, so dx may be dy (in place).
 template <class T>
 static double row_backward(int64_t d, int64_t f, double s, const T* dy, const T* x, const T* w1e,
                            const T* w3e, const T* w2e, T* dx, T* dw1e, T* dw3e, T* dw2e) {
