@@ -1,5 +1,7 @@
-// Sparse MoE: case list for the shared harness (reference vs finite differences, kernels vs the
-// reference), the one-expert identity with the dense SwiGLU MLP, determinism, and bad arguments.
+// Sparse MoE block (the composition of router, dispatch, experts and combine): the block's fused
+// scalar reference against finite differences, the composition (on the ops' kernels and on the
+// ops' references) against that reference, the one-expert identity with the dense SwiGLU MLP,
+// determinism, and bad arguments. Each op has its own tests (moe_router_test.cpp, ...).
 #include "titan/ops/moe/moe.h"
 
 #include <algorithm>
@@ -121,7 +123,43 @@ TEST(Moe, ReferenceBackwardMatchesFiniteDifferences) {
   }
 }
 
-// ---- 2. every kernel vs the reference, forward and backward ----
+// ---- 2. the composition vs the block's reference, forward and backward ----
+
+using ForwardFn = void (*)(const MoeArgs&, const Tensor&, const Tensor&, const Tensor&,
+                           const Tensor&, const Tensor&, Tensor&, Tensor&, MoeSaved&);
+using BackwardFn = void (*)(const MoeArgs&, const Tensor&, const Tensor&, const Tensor&,
+                            const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                            const MoeSaved&, Tensor&, Tensor&, Tensor&, Tensor&, Tensor&);
+
+// A way to run the block: the fused reference, or the composition with every op on its preferred
+// kernel or (use_ref) on its reference.
+struct Path {
+  std::string name;
+  ForwardFn forward;
+  BackwardFn backward;
+  bool use_ref;
+};
+const Path kRefPath{"moe_ref", moe_forward_ref, moe_backward_ref, false};
+const Path kCompositions[] = {{"moe (op kernels)", moe_forward, moe_backward, false},
+                              {"moe (op references)", moe_forward, moe_backward, true}};
+
+// Sets the ops' use_ref switch for one scope.
+class UseRef {
+ public:
+  explicit UseRef(bool on) : before_(use_ref()) { set_use_ref(on); }
+  ~UseRef() { set_use_ref(before_); }
+  UseRef(const UseRef&) = delete;
+  UseRef& operator=(const UseRef&) = delete;
+
+ private:
+  bool before_;
+};
+
+void run_forward(const Path& path, const MoeArgs& a, const MoeInputs& in, Tensor& out, Tensor& z,
+                 MoeSaved& s) {
+  UseRef scope(path.use_ref);
+  path.forward(a, in.x, in.w_gate, in.w1, in.w3, in.w2, out, z, s);
+}
 
 // Uneven loads, an empty expert, top_k = E, norm on/off, odd sizes, and one case past a GEMM tile
 // (> 128 rows for an expert, F > 256 columns).
@@ -155,9 +193,10 @@ Grads make_grads(const MoeInputs& in) {
   return g;
 }
 
-void run_backward(const MoeImpl& impl, const MoeArgs& a, const Tensor& dout, const Tensor& dz,
+void run_backward(const Path& path, const MoeArgs& a, const Tensor& dout, const Tensor& dz,
                   const MoeInputs& in, const MoeSaved& saved, Grads& g) {
-  impl.backward(a, dout, dz, in.x, in.w_gate, in.w1, in.w3, in.w2, saved, g.dx, g.dw_gate, g.dw1,
+  UseRef scope(path.use_ref);
+  path.backward(a, dout, dz, in.x, in.w_gate, in.w1, in.w3, in.w2, saved, g.dx, g.dw_gate, g.dw1,
                 g.dw3, g.dw2);
 }
 
@@ -173,14 +212,14 @@ void expect_grads_close(const std::string& where, const Grads& got, const Grads&
   EXPECT_TRUE(all_close(where + " dw2", got.dw2, want.dw2, kF32Tol));
 }
 
-TEST(Moe, KernelsMatchReference) {
-  const MoeImpl& ref = moe_table().ref();
+TEST(Moe, CompositionMatchesReference) {
+  const Path& ref = kRefPath;
   for (const MoeCase& c : kCases) {
     const MoeInputs in = make_inputs(c, 31);
     const MoeArgs args{c.top_k, c.norm, {}};
     Tensor out_ref = Tensor::empty({c.n, c.d}), z_ref = Tensor::empty({c.n, c.e});
     MoeSaved s_ref;
-    ref.forward(args, in.x, in.w_gate, in.w1, in.w3, in.w2, out_ref, z_ref, s_ref);
+    run_forward(ref, args, in, out_ref, z_ref, s_ref);
     if (c.empty_expert >= 0) {
       ASSERT_EQ(s_ref.expert_counts_E.data<int64_t>()[c.empty_expert], 0) << name(c);
     }
@@ -190,12 +229,11 @@ TEST(Moe, KernelsMatchReference) {
     Grads g_ref = make_grads(in), g_ref_nodz = make_grads(in);
     run_backward(ref, args, dout, dz, in, s_ref, g_ref);
     run_backward(ref, args, dout, Tensor{}, in, s_ref, g_ref_nodz);
-    for (const MoeImpl& impl : moe_table().impls()) {
-      if (impl.supports && !impl.supports(args, in.x, in.w_gate)) continue;
+    for (const Path& impl : kCompositions) {
       const std::string where = impl.name + " " + name(c);
       Tensor out = Tensor::empty({c.n, c.d}), z = Tensor::empty({c.n, c.e});
       MoeSaved s;
-      impl.forward(args, in.x, in.w_gate, in.w1, in.w3, in.w2, out, z, s);
+      run_forward(impl, args, in, out, z, s);
       EXPECT_TRUE(all_close(where + " out", out, out_ref, kF32Tol));
       EXPECT_TRUE(all_close(where + " router_logits", z, z_ref, kF32Tol));
       EXPECT_TRUE(all_close(where + " probs", s.probs_NE, s_ref.probs_NE, kF32Tol));
@@ -212,7 +250,7 @@ TEST(Moe, KernelsMatchReference) {
       expect_grads_close(where + " (dlogits)", g, g_ref);
       run_backward(impl, args, dout, Tensor{}, in, s, g_nodz);
       expect_grads_close(where + " (no dlogits)", g_nodz, g_ref_nodz);
-      // The saved struct is a contract: this kernel's backward on the reference's forward.
+      // The saved struct is a contract: the composition's backward on the reference's forward.
       run_backward(impl, args, dout, dz, in, s_ref, g_cross);
       expect_grads_close(where + " (saved by ref)", g_cross, g_ref);
     }
@@ -228,10 +266,10 @@ TEST(Moe, SelectionBiasMovesSelectionNotWeights) {
   args.selection_bias_E = Tensor::zeros({c.e});
   args.selection_bias_E.data<float>()[4] = 1.0f;
   args.selection_bias_E.data<float>()[1] = 0.01f;
-  for (const MoeImpl& impl : moe_table().impls()) {
+  for (const Path& impl : {kRefPath, kCompositions[0], kCompositions[1]}) {
     Tensor out = Tensor::empty({c.n, c.d}), z = Tensor::empty({c.n, c.e});
     MoeSaved s;
-    impl.forward(args, in.x, in.w_gate, in.w1, in.w3, in.w2, out, z, s);
+    run_forward(impl, args, in, out, z, s);
     EXPECT_EQ(s.expert_counts_E.data<int64_t>()[4], c.n) << impl.name;
     for (int64_t t = 0; t < c.n; ++t) {
       const int32_t* ex = s.expert_NK.data<int32_t>() + t * c.top_k;
@@ -244,13 +282,13 @@ TEST(Moe, SelectionBiasMovesSelectionNotWeights) {
     // Against the reference with the same bias, forward and backward.
     Tensor out_ref = Tensor::empty({c.n, c.d}), z_ref = Tensor::empty({c.n, c.e});
     MoeSaved s_ref;
-    moe_table().ref().forward(args, in.x, in.w_gate, in.w1, in.w3, in.w2, out_ref, z_ref, s_ref);
+    run_forward(kRefPath, args, in, out_ref, z_ref, s_ref);
     expect_same_ints(impl.name + " expert (biased)", s.expert_NK, s_ref.expert_NK);
     EXPECT_TRUE(all_close(impl.name + " out (biased)", out, out_ref, kF32Tol));
     const Tensor dout = random_f32({c.n, c.d}, 82);
     Grads g = make_grads(in), g_ref = make_grads(in);
     run_backward(impl, args, dout, Tensor{}, in, s, g);
-    run_backward(moe_table().ref(), args, dout, Tensor{}, in, s_ref, g_ref);
+    run_backward(kRefPath, args, dout, Tensor{}, in, s_ref, g_ref);
     expect_grads_close(impl.name + " (biased)", g, g_ref);
   }
 }
@@ -280,12 +318,12 @@ TEST(Moe, OneExpertTopOneEqualsDenseMlp) {
     std::vector<double> dx_dense = to_doubles(dx1), dx3d = to_doubles(dx3);
     for (size_t i = 0; i < dx_dense.size(); ++i) dx_dense[i] += dx3d[i];
 
-    for (const MoeImpl& impl : moe_table().impls()) {
+    for (const Path& impl : {kRefPath, kCompositions[0], kCompositions[1]}) {
       const std::string where = impl.name + (norm ? " norm" : " raw") + " one expert";
       const MoeArgs args{1, norm, {}};
       Tensor out = Tensor::empty({n, d}), z = Tensor::empty({n, 1});
       MoeSaved s;
-      impl.forward(args, in.x, in.w_gate, in.w1, in.w3, in.w2, out, z, s);
+      run_forward(impl, args, in, out, z, s);
       EXPECT_TRUE(all_close(where + " out", out, y, kF32Tol));
       Grads g{Tensor::empty({n, d}), Tensor::zeros({1, d}), Tensor::zeros({1, f, d}),
               Tensor::zeros({1, f, d}), Tensor::zeros({1, d, f})};
@@ -303,7 +341,7 @@ TEST(Moe, OneExpertTopOneEqualsDenseMlp) {
 
 // ---- determinism: bitwise the same result on 1 thread and on all threads ----
 
-TEST(Moe, CpuKernelIsBitwiseReproducibleAcrossThreadCounts) {
+TEST(Moe, CompositionIsBitwiseReproducibleAcrossThreadCounts) {
   const MoeCase c{300, 40, 4, 300, 2, true, {{2, 1.5f}}};
   const MoeInputs in = make_inputs(c, 61);
   const MoeArgs args{c.top_k, c.norm, {}};

@@ -10,7 +10,8 @@ std::vector<std::pair<std::string, std::string>> selected_kernels(Device device)
   };
   return {entry(embedding_table()), entry(rms_norm_table()),  entry(linear_table()),
           entry(rope_table()),      entry(attention_table()), entry(swiglu_table()),
-          entry(lm_head_xent_table()), entry(adamw_table()), entry(moe_table()),
+          entry(lm_head_xent_table()), entry(adamw_table()), entry(moe_router_table()),
+          entry(moe_dispatch_table()), entry(moe_experts_table()), entry(moe_combine_table()),
           entry(accumulate_table()), entry(scale_table()), entry(sum_squares_table())};
 }
 
@@ -23,7 +24,10 @@ static OpTable<AttentionImpl>& table_of(const AttentionImpl&) { return attention
 static OpTable<SwigluImpl>& table_of(const SwigluImpl&) { return swiglu_table(); }
 static OpTable<LmHeadXentImpl>& table_of(const LmHeadXentImpl&) { return lm_head_xent_table(); }
 static OpTable<AdamWImpl>& table_of(const AdamWImpl&) { return adamw_table(); }
-static OpTable<MoeImpl>& table_of(const MoeImpl&) { return moe_table(); }
+static OpTable<MoeRouterImpl>& table_of(const MoeRouterImpl&) { return moe_router_table(); }
+static OpTable<MoeDispatchImpl>& table_of(const MoeDispatchImpl&) { return moe_dispatch_table(); }
+static OpTable<MoeExpertsImpl>& table_of(const MoeExpertsImpl&) { return moe_experts_table(); }
+static OpTable<MoeCombineImpl>& table_of(const MoeCombineImpl&) { return moe_combine_table(); }
 static OpTable<AccumulateImpl>& table_of(const AccumulateImpl&) { return accumulate_table(); }
 static OpTable<ScaleImpl>& table_of(const ScaleImpl&) { return scale_table(); }
 static OpTable<SumSquaresImpl>& table_of(const SumSquaresImpl&) { return sum_squares_table(); }
@@ -92,9 +96,24 @@ void register_builtin_adamw(OpTable<AdamWImpl>& table) {
   table.add(adamw_impl_cpu());
 }
 
-void register_builtin_moe(OpTable<MoeImpl>& table) {
-  table.add(moe_impl_ref());
-  table.add(moe_impl_cpu());
+void register_builtin_moe_router(OpTable<MoeRouterImpl>& table) {
+  table.add(moe_router_impl_ref());
+  table.add(moe_router_impl_cpu());
+}
+
+void register_builtin_moe_dispatch(OpTable<MoeDispatchImpl>& table) {
+  table.add(moe_dispatch_impl_ref());
+  table.add(moe_dispatch_impl_cpu());
+}
+
+void register_builtin_moe_experts(OpTable<MoeExpertsImpl>& table) {
+  table.add(moe_experts_impl_ref());
+  table.add(moe_experts_impl_cpu());
+}
+
+void register_builtin_moe_combine(OpTable<MoeCombineImpl>& table) {
+  table.add(moe_combine_impl_ref());
+  table.add(moe_combine_impl_cpu());
 }
 
 void register_builtin_accumulate(OpTable<AccumulateImpl>& table) {

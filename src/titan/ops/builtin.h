@@ -12,7 +12,10 @@
 #include "titan/ops/elementwise/elementwise.h"
 #include "titan/ops/embedding/embedding.h"
 #include "titan/ops/matmul/linear.h"
-#include "titan/ops/moe/moe.h"
+#include "titan/ops/moe_combine/moe_combine.h"
+#include "titan/ops/moe_dispatch/moe_dispatch.h"
+#include "titan/ops/moe_experts/moe_experts.h"
+#include "titan/ops/moe_router/moe_router.h"
 #include "titan/ops/rms_norm/rms_norm.h"
 #include "titan/ops/rope/rope.h"
 #include "titan/ops/softmax_xent/softmax_xent.h"
@@ -25,7 +28,8 @@ std::vector<std::pair<std::string, std::string>> selected_kernels(Device device)
 
 // An implementation of any op: the op is its type (the variant's alternatives are distinct).
 using Kernel = std::variant<EmbeddingImpl, RmsNormImpl, LinearImpl, RopeImpl, AttentionImpl, SwigluImpl,
-                            LmHeadXentImpl, AdamWImpl, MoeImpl, AccumulateImpl, ScaleImpl, SumSquaresImpl>;
+                            LmHeadXentImpl, AdamWImpl, MoeRouterImpl, MoeDispatchImpl, MoeExpertsImpl, MoeCombineImpl,
+                            AccumulateImpl, ScaleImpl, SumSquaresImpl>;
 // Adds `kernel` to the table of op `op` ("rms_norm", ...) after the implementations already
 // there, so dispatch prefers it on its device wherever its `supports` accepts the case (a plugin's
 // kernel; origin names the plugin). A one-line error when `op` is not the kernel's op, the kernel
@@ -46,6 +50,9 @@ void register_builtin_attention(OpTable<AttentionImpl>& table);
 void register_builtin_linear(OpTable<LinearImpl>& table);
 void register_builtin_lm_head_xent(OpTable<LmHeadXentImpl>& table);
 void register_builtin_adamw(OpTable<AdamWImpl>& table);
-void register_builtin_moe(OpTable<MoeImpl>& table);
+void register_builtin_moe_router(OpTable<MoeRouterImpl>& table);
+void register_builtin_moe_dispatch(OpTable<MoeDispatchImpl>& table);
+void register_builtin_moe_experts(OpTable<MoeExpertsImpl>& table);
+void register_builtin_moe_combine(OpTable<MoeCombineImpl>& table);
 
 }  // namespace titan::ops

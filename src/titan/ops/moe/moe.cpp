@@ -1,7 +1,6 @@
-// Contract checks and dispatch.
+// The MoE block as the composition of its four ops (moe.h); contract checks once at the top.
+// Shape legend: N tokens, D model width, E experts, K top_k, P = N*K dispatch rows.
 #include "titan/ops/moe/moe.h"
-
-#include "titan/ops/builtin.h"
 
 namespace titan::ops {
 
@@ -34,42 +33,55 @@ void check_moe(const MoeArgs& args, const Tensor& x_ND, const Tensor& w_gate_ED,
   check_f32("w2", w2_EDF, {e, d, f}, ". HINT: down_proj is [E, D, F], the transpose of gate_proj");
 }
 
-OpTable<MoeImpl>& moe_table() { return builtin_table<MoeImpl>("moe", register_builtin_moe); }
-
 void moe_forward(const MoeArgs& args, const Tensor& x_ND, const Tensor& w_gate_ED,
                  const Tensor& w1_EFD, const Tensor& w3_EFD, const Tensor& w2_EDF, Tensor& out_ND,
                  Tensor& router_logits_NE, MoeSaved& saved) {
-  OpTimer timer("moe_forward");
   check_moe(args, x_ND, w_gate_ED, w1_EFD, w3_EFD, w2_EDF);
   check_f32("out", out_ND, x_ND.shape(), " (the shape of x)");
   check_f32("router_logits", router_logits_NE, {x_ND.size(0), w_gate_ED.size(0)}, "");
-  moe_table()
-      .select(x_ND.device(), args, x_ND, w_gate_ED)
-      .forward(args, x_ND, w_gate_ED, w1_EFD, w3_EFD, w2_EDF, out_ND, router_logits_NE, saved);
+  const int64_t p = x_ND.size(0) * args.top_k, d = x_ND.size(1);
+  moe_router_forward(args, x_ND, w_gate_ED, router_logits_NE, saved);
+  Tensor x_PD = Tensor::empty({p, d}, DType::f32, x_ND.device());
+  moe_dispatch_forward({w_gate_ED.size(0)}, x_ND, saved.expert_NK, x_PD, saved);
+  Tensor y_PD = Tensor::empty({p, d}, DType::f32, x_ND.device());
+  moe_experts_forward(x_PD, saved.offsets_E1, w1_EFD, w3_EFD, w2_EDF, y_PD, saved);
+  moe_combine_forward(y_PD, saved.weight_NK, saved.row_of_pair_NK, out_ND);
 }
 
 void moe_backward(const MoeArgs& args, const Tensor& dout_ND, const Tensor& drouter_logits_NE,
                   const Tensor& x_ND, const Tensor& w_gate_ED, const Tensor& w1_EFD,
                   const Tensor& w3_EFD, const Tensor& w2_EDF, const MoeSaved& saved, Tensor& dx_ND,
                   Tensor& dw_gate_ED, Tensor& dw1_EFD, Tensor& dw3_EFD, Tensor& dw2_EDF) {
-  OpTimer timer("moe_backward");
   check_moe(args, x_ND, w_gate_ED, w1_EFD, w3_EFD, w2_EDF);
-  const int64_t n = x_ND.size(0), e = w_gate_ED.size(0);
+  const int64_t n = x_ND.size(0), d = x_ND.size(1), e = w_gate_ED.size(0), p = n * args.top_k;
   check_f32("dout", dout_ND, x_ND.shape(), " (the shape of x)");
   if (drouter_logits_NE.defined()) check_f32("drouter_logits", drouter_logits_NE, {n, e}, "");
   check_f32("dx", dx_ND, x_ND.shape(), " (the shape of x)");
-  check_f32("dw_gate", dw_gate_ED, w_gate_ED.shape(), " (the shape of w_gate)");
-  check_f32("dw1", dw1_EFD, w1_EFD.shape(), " (the shape of w1)");
-  check_f32("dw3", dw3_EFD, w3_EFD.shape(), " (the shape of w3)");
-  check_f32("dw2", dw2_EDF, w2_EDF.shape(), " (the shape of w2)");
   TITAN_CHECK(saved.weight_NK.defined() && saved.weight_NK.shape() == Shape({n, args.top_k}) &&
-                  saved.probs_NE.defined() && saved.probs_NE.shape() == Shape({n, e}),
+                  saved.probs_NE.defined() && saved.probs_NE.shape() == Shape({n, e}) &&
+                  saved.gate_PF.defined() && saved.gate_PF.size(0) == p,
               "[moe] saved: expected the MoeSaved of a forward with N = ", n, ", E = ", e,
               ", top_k = ", args.top_k, ". HINT: pass the saved struct of the matching forward");
-  moe_table()
-      .select(x_ND.device(), args, x_ND, w_gate_ED)
-      .backward(args, dout_ND, drouter_logits_NE, x_ND, w_gate_ED, w1_EFD, w3_EFD, w2_EDF, saved,
-                dx_ND, dw_gate_ED, dw1_EFD, dw3_EFD, dw2_EDF);
+  const Device dev = x_ND.device();
+  // Combine's unweighted backward: g_PD[r] = dout of row r's token, the gradient of the weighted
+  // rows; the experts' backward applies the weights and returns dweight (moe.md).
+  Tensor g_PD = Tensor::empty({p, d}, DType::f32, dev);
+  Tensor none;
+  moe_combine_backward(dout_ND, Tensor{}, Tensor{}, saved.row_of_pair_NK, g_PD, none);
+  // The dispatch rows again (not saved); the layout it recomputes is the saved one.
+  Tensor x_PD = Tensor::empty({p, d}, DType::f32, dev);
+  MoeLayout layout;
+  moe_dispatch_forward({e}, x_ND, saved.expert_NK, x_PD, layout);
+  // dx_PD overwrites g_PD in place (moe_experts.h): one P x D buffer fewer.
+  Tensor& dx_PD = g_PD;
+  Tensor dweight_NK = Tensor::empty({n, args.top_k}, DType::f32, dev);
+  moe_experts_backward(g_PD, saved.weight_NK, saved.pair_of_row_P, x_PD, saved.offsets_E1, w1_EFD,
+                       w3_EFD, w2_EDF, saved, dx_PD, dw1_EFD, dw3_EFD, dw2_EDF, dweight_NK);
+  x_PD = Tensor();
+  // dx = the router's part (=), then each token's expert rows added k ascending (+=).
+  moe_router_backward(args, dweight_NK, drouter_logits_NE, x_ND, w_gate_ED, saved, dx_ND,
+                      dw_gate_ED);
+  moe_dispatch_backward({e}, dx_PD, saved, dx_ND);
 }
 
 }  // namespace titan::ops

@@ -1,46 +1,39 @@
-// Sparse mixture of experts (HF Qwen3MoeSparseMoeBlock): router, top-k, experts, combine.
-//   logits_NE = x_ND w_gate_ED^T;  probs_NE = softmax(logits_NE) over E (fp32)
-//   top-k experts per token by prob (by prob + selection_bias when a bias is given: torchtitan's
-//   bias-based load balancing, which moves selection only), ties to the lower expert index;
-//   weight_NK = the top-k probs, divided by their sum when norm_topk_prob
+// Sparse mixture of experts (HF Qwen3MoeSparseMoeBlock): the composition of four ops,
+//   router   (moe_router.h):   logits, fp32 softmax probs, top-k (+ selection bias), weights
+//   dispatch (moe_dispatch.h): pairs sorted by expert, token rows gathered into dispatch rows
+//   experts  (moe_experts.h):  grouped SwiGLU MLPs over the dispatch rows
+//   combine  (moe_combine.h):  each token's rows summed with its routing weights
+// so that expert parallelism can put an all-to-all between dispatch and experts, and other
+// routings can reuse the pieces. In one line:
 //   out_ND[n] = sum_k weight[n, k] * w2[e] (silu(w1[e] x[n]) * (w3[e] x[n])),  e = expert[n, k]
 // Shape legend: N tokens, D model width, E experts, F expert (moe) intermediate width, K top_k,
 //   P = N*K (token, k) pairs. w1 = gate_proj [E, F, D], w3 = up_proj [E, F, D],
 //   w2 = down_proj [E, D, F], w_gate = router [E, D]. All f32, contiguous.
-// Dispatch layout (part of the contract, written by every implementation): the P pairs sorted
-//   stably by expert, so expert e owns rows [offsets[e], offsets[e+1]) and within it the pairs
-//   keep (token, k) ascending order. row_of_pair_NK maps a pair to its row, pair_of_row_P back.
-// Backward: the top-k selection is piecewise constant (no gradient through it); gradients flow
-//   through the selected weights, the renormalisation and the softmax into the router logits,
-//   plus an optional extra drouter_logits_NE (e.g. from the load-balancing aux loss).
+// Backward: combine's unweighted backward, the experts' backward with the routing weights (which
+//   yields dweight), the router's backward (dweight + drouter_logits -> dx, dw_gate), dispatch's
+//   backward adding the experts' part to dx. The weights are applied in combine in forward and
+//   in the experts in backward: that is the arithmetic of the fused kernel this replaced, to the
+//   bit (moe.md). drouter_logits_NE is an optional extra gradient on the logits (aux loss).
 // Accumulation: dx is written (=); dw_gate, dw1, dw3, dw2 are accumulated (+=).
-// Derivation of the backward: moe.md.
 #pragma once
 
 #include <cstdint>
 
 #include "titan/core/tensor.h"
-#include "titan/ops/registry.h"
+#include "titan/ops/moe_combine/moe_combine.h"
+#include "titan/ops/moe_dispatch/moe_dispatch.h"
+#include "titan/ops/moe_experts/moe_experts.h"
+#include "titan/ops/moe_router/moe_router.h"
 
 namespace titan::ops {
 
-struct MoeArgs {
-  int64_t top_k = 2;
-  bool norm_topk_prob = true;
-  Tensor selection_bias_E;  // f32 [E] added to the probs for choosing experts only; undefined = none
-};
+// The block's arguments are the router's: top_k, norm_topk_prob, selection_bias_E.
+using MoeArgs = MoeRouterArgs;
 
-// What backward needs, and the routing statistics callers read (counts for load metrics).
-struct MoeSaved {
-  Tensor probs_NE;          // f32 softmax of the router logits
-  Tensor expert_NK;         // i32 chosen experts, by descending prob (ties: lower index first)
-  Tensor weight_NK;         // f32 combine weights (renormalised when norm_topk_prob)
-  Tensor expert_counts_E;   // i64 pairs routed to each expert (an output of the op)
-  Tensor offsets_E1;        // i64 [E + 1] first dispatch row of each expert
-  Tensor row_of_pair_NK;    // i32 dispatch row of pair (n, k)
-  Tensor pair_of_row_P;     // i32 pair index n*K + k of each dispatch row
-  Tensor gate_PF, up_PF;    // f32 w1[e] x and w3[e] x per dispatch row (pre-activation)
-};
+// What backward needs, and the routing statistics callers read (probs, counts): the router's
+// outputs, the dispatch layout and the experts' pre-activations. The dispatch rows themselves
+// (x_PD, P*D floats) are not kept: backward gathers them again.
+struct MoeSaved : MoeRouting, MoeLayout, MoeExpertsSaved {};
 
 // Throws naming the tensor and the expected shape, or the bad argument.
 void check_moe(const MoeArgs& args, const Tensor& x_ND, const Tensor& w_gate_ED,
@@ -56,16 +49,16 @@ void moe_backward(const MoeArgs& args, const Tensor& dout_ND, const Tensor& drou
                   const Tensor& w3_EFD, const Tensor& w2_EDF, const MoeSaved& saved, Tensor& dx_ND,
                   Tensor& dw_gate_ED, Tensor& dw1_EFD, Tensor& dw3_EFD, Tensor& dw2_EDF);
 
-using MoeImpl = OpImpl<
-    bool (*)(const MoeArgs&, const Tensor& x_ND, const Tensor& w_gate_ED),
-    void (*)(const MoeArgs&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-             const Tensor&, Tensor&, Tensor&, MoeSaved&),
-    void (*)(const MoeArgs&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-             const Tensor&, const Tensor&, const Tensor&, const MoeSaved&, Tensor&, Tensor&,
-             Tensor&, Tensor&, Tensor&)>;
-OpTable<MoeImpl>& moe_table();
-MoeImpl moe_impl_ref();
-MoeImpl moe_impl_cpu();
+// The whole block as one scalar reference (moe_ref.cpp), independent of the four ops: the oracle
+// the composition is tested against. Same contract as moe_forward / moe_backward, checks aside.
+void moe_forward_ref(const MoeArgs& args, const Tensor& x_ND, const Tensor& w_gate_ED,
+                     const Tensor& w1_EFD, const Tensor& w3_EFD, const Tensor& w2_EDF,
+                     Tensor& out_ND, Tensor& router_logits_NE, MoeSaved& saved);
+void moe_backward_ref(const MoeArgs& args, const Tensor& dout_ND, const Tensor& drouter_logits_NE,
+                      const Tensor& x_ND, const Tensor& w_gate_ED, const Tensor& w1_EFD,
+                      const Tensor& w3_EFD, const Tensor& w2_EDF, const MoeSaved& saved,
+                      Tensor& dx_ND, Tensor& dw_gate_ED, Tensor& dw1_EFD, Tensor& dw3_EFD,
+                      Tensor& dw2_EDF);
 
 namespace ref {
 // Scalar reference over raw row-major arrays; instantiated for float and double (the double

@@ -178,9 +178,9 @@ TITAN_MOE_REF_INSTANTIATE(double)
 
 // The float entry points also write the dispatch layout and the saved expert pre-activations
 // (the contract's MoeSaved), with plain loops: rows grouped by expert, (token, k) ascending.
-static void forward_ref(const MoeArgs& args, const Tensor& x, const Tensor& w_gate,
-                        const Tensor& w1, const Tensor& w3, const Tensor& w2, Tensor& out,
-                        Tensor& logits, MoeSaved& saved) {
+void moe_forward_ref(const MoeArgs& args, const Tensor& x, const Tensor& w_gate, const Tensor& w1,
+                     const Tensor& w3, const Tensor& w2, Tensor& out, Tensor& logits,
+                     MoeSaved& saved) {
   const int64_t n = x.size(0), d = x.size(1), e = w_gate.size(0), f = w1.size(1);
   const int64_t kk = args.top_k, p = n * kk;
   saved.probs_NE = Tensor::empty({n, e});
@@ -224,10 +224,10 @@ static void forward_ref(const MoeArgs& args, const Tensor& x, const Tensor& w_ga
   offsets[e] = row;
 }
 
-static void backward_ref(const MoeArgs& args, const Tensor& dout, const Tensor& dlogits,
-                         const Tensor& x, const Tensor& w_gate, const Tensor& w1, const Tensor& w3,
-                         const Tensor& w2, const MoeSaved& saved, Tensor& dx, Tensor& dw_gate,
-                         Tensor& dw1, Tensor& dw3, Tensor& dw2) {
+void moe_backward_ref(const MoeArgs& args, const Tensor& dout, const Tensor& dlogits,
+                      const Tensor& x, const Tensor& w_gate, const Tensor& w1, const Tensor& w3,
+                      const Tensor& w2, const MoeSaved& saved, Tensor& dx, Tensor& dw_gate,
+                      Tensor& dw1, Tensor& dw3, Tensor& dw2) {
   const int64_t n = x.size(0), d = x.size(1), e = w_gate.size(0), f = w1.size(1);
   ref::moe_backward(n, d, e, f, args.top_k, args.norm_topk_prob, dout.data<float>(),
                     dlogits.defined() ? dlogits.data<float>() : nullptr, x.data<float>(),
@@ -236,7 +236,5 @@ static void backward_ref(const MoeArgs& args, const Tensor& dout, const Tensor& 
                     saved.weight_NK.data<float>(), dx.data<float>(), dw_gate.data<float>(),
                     dw1.data<float>(), dw3.data<float>(), dw2.data<float>());
 }
-
-MoeImpl moe_impl_ref() { return {"moe_ref", Device::cpu, nullptr, forward_ref, backward_ref}; }
 
 }  // namespace titan::ops

@@ -1,0 +1,252 @@
+// MoE experts: the reference backward (plain and with the routing weights) against finite
+// differences, every kernel against the reference (forward and both backwards), the weighted
+// backward against the plain one on pre-weighted gradients, and bad arguments.
+#include "titan/ops/moe_experts/moe_experts.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "ops/op_harness.h"
+
+namespace titan::ops {
+namespace {
+
+using namespace titan::testing;
+
+// Rows per expert (empty experts included); the rows are the pairs of n tokens x top_k.
+struct ExpertsCase {
+  int64_t n, top_k, d, f;
+  std::vector<int64_t> counts;
+};
+
+std::string name(const ExpertsCase& c) {
+  std::string s = str("n=", c.n, " k=", c.top_k, " d=", c.d, " f=", c.f, " counts=");
+  for (int64_t v : c.counts) s += str(v, ",");
+  return s;
+}
+
+struct Layout {
+  Tensor offsets_E1, pair_of_row_P;
+};
+
+// Offsets from the counts; pair_of_row the pairs reversed, so that rows and pairs differ.
+Layout make_layout(const ExpertsCase& c) {
+  const int64_t e = static_cast<int64_t>(c.counts.size()), p = c.n * c.top_k;
+  EXPECT_EQ(std::accumulate(c.counts.begin(), c.counts.end(), int64_t{0}), p) << name(c);
+  Layout l{Tensor::zeros({e + 1}, DType::i64), Tensor::empty({p}, DType::i32)};
+  for (int64_t j = 0; j < e; ++j) {
+    l.offsets_E1.data<int64_t>()[j + 1] = l.offsets_E1.data<int64_t>()[j] + c.counts[j];
+  }
+  for (int64_t r = 0; r < p; ++r) l.pair_of_row_P.data<int32_t>()[r] = static_cast<int32_t>(p - 1 - r);
+  return l;
+}
+
+// Routing weights as the router makes them: in (0, 1].
+Tensor routing_weights(const ExpertsCase& c, uint64_t seed) {
+  Tensor w = random_f32({c.n, c.top_k}, seed, 0.5f);
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    w.data<float>()[i] = std::min(1.0f, std::fabs(w.data<float>()[i]) + 1e-3f);
+  }
+  return w;
+}
+
+// ---- 1. reference backward vs central finite differences (fp64) ----
+
+TEST(MoeExperts, ReferenceBackwardMatchesFiniteDifferences) {
+  const ExpertsCase cases[] = {{3, 2, 4, 5, {2, 0, 3, 1}}, {2, 1, 3, 2, {2}}};
+  for (const ExpertsCase& c : cases) {
+    const int64_t e = static_cast<int64_t>(c.counts.size()), p = c.n * c.top_k, d = c.d, f = c.f;
+    const Layout l = make_layout(c);
+    const int64_t* offsets = l.offsets_E1.data<int64_t>();
+    const int32_t* pair_of_row = l.pair_of_row_P.data<int32_t>();
+    const auto x0 = random_doubles(p * d, 1, 0.8), w10 = random_doubles(e * f * d, 2, 0.5);
+    const auto w30 = random_doubles(e * f * d, 3, 0.5), w20 = random_doubles(e * d * f, 4, 0.5);
+    const auto s0 = random_doubles(p, 5), r = random_doubles(p * d, 6);
+    for (bool weighted : {false, true}) {
+      // loss = sum_r s_r (r_r . y_r), s = 1 when plain: dy = r.
+      auto loss = [&](const std::vector<double>& x, const std::vector<double>& w1,
+                      const std::vector<double>& w3, const std::vector<double>& w2,
+                      const std::vector<double>& s) {
+        std::vector<double> y(p * d), gate(p * f), up(p * f);
+        ref::moe_experts_forward(e, d, f, offsets, x.data(), w1.data(), w3.data(), w2.data(),
+                                 y.data(), gate.data(), up.data());
+        double sum = 0.0;
+        for (int64_t row = 0; row < p; ++row) {
+          double yr = 0.0;
+          for (int64_t i = 0; i < d; ++i) yr += r[row * d + i] * y[row * d + i];
+          sum += (weighted ? s[pair_of_row[row]] : 1.0) * yr;
+        }
+        return sum;
+      };
+      std::vector<double> dx(p * d, 7.0), dw1(e * f * d, 0.0), dw3(e * f * d, 0.0),
+          dw2(e * d * f, 0.0), ds(p, 7.0);
+      ref::moe_experts_backward(e, d, f, offsets, r.data(), weighted ? s0.data() : nullptr,
+                                pair_of_row, x0.data(), w10.data(), w30.data(), w20.data(),
+                                dx.data(), dw1.data(), dw3.data(), dw2.data(), ds.data());
+      const std::string w = "moe_experts_ref " + name(c) + (weighted ? " weighted" : " plain");
+      EXPECT_TRUE(all_close(w + " dx", dx, numeric_gradient([&](const auto& v) {
+        return loss(v, w10, w30, w20, s0); }, x0), kFdTol));
+      EXPECT_TRUE(all_close(w + " dw1", dw1, numeric_gradient([&](const auto& v) {
+        return loss(x0, v, w30, w20, s0); }, w10), kFdTol));
+      EXPECT_TRUE(all_close(w + " dw3", dw3, numeric_gradient([&](const auto& v) {
+        return loss(x0, w10, v, w20, s0); }, w30), kFdTol));
+      EXPECT_TRUE(all_close(w + " dw2", dw2, numeric_gradient([&](const auto& v) {
+        return loss(x0, w10, w30, v, s0); }, w20), kFdTol));
+      if (weighted) {
+        EXPECT_TRUE(all_close(w + " dweight", ds, numeric_gradient([&](const auto& v) {
+          return loss(x0, w10, w30, w20, v); }, s0), kFdTol));
+      }
+    }
+  }
+}
+
+// ---- 2. every kernel vs the reference, forward and backward ----
+
+// Uneven loads, empty experts, one expert, and one case past a GEMM tile (> 256 rows for an
+// expert, F > 256 columns).
+const ExpertsCase kCases[] = {{1, 1, 1, 1, {1}},
+                              {7, 2, 9, 5, {3, 0, 6, 5}},
+                              {9, 3, 6, 7, {0, 27, 0}},
+                              {33, 3, 19, 23, {10, 20, 0, 30, 39}},
+                              {300, 2, 40, 300, {290, 10, 300}},
+                              {0, 2, 5, 3, {0, 0}}};
+
+struct Grads {
+  Tensor dx, dw1, dw3, dw2, dweight;
+};
+
+// dx and dweight start as garbage (written), the weight grads as random values (accumulated).
+Grads make_grads(const ExpertsCase& c, const Tensor& w1, bool weighted) {
+  const int64_t p = c.n * c.top_k;
+  return {random_f32({p, c.d}, 91, 100.0f), random_f32(w1.shape(), 92), random_f32(w1.shape(), 93),
+          random_f32({w1.size(0), c.d, c.f}, 94),
+          weighted ? random_f32({c.n, c.top_k}, 95, 100.0f) : Tensor{}};
+}
+
+void expect_grads_close(const std::string& where, const Grads& got, const Grads& want) {
+  EXPECT_TRUE(all_close(where + " dx", got.dx, want.dx, kF32Tol));
+  EXPECT_TRUE(all_close(where + " dw1", got.dw1, want.dw1, kF32Tol));
+  EXPECT_TRUE(all_close(where + " dw3", got.dw3, want.dw3, kF32Tol));
+  EXPECT_TRUE(all_close(where + " dw2", got.dw2, want.dw2, kF32Tol));
+  if (want.dweight.defined()) {
+    EXPECT_TRUE(all_close(where + " dweight", got.dweight, want.dweight, kF32Tol));
+  }
+}
+
+TEST(MoeExperts, KernelsMatchReference) {
+  const MoeExpertsImpl& ref = moe_experts_table().ref();
+  for (const ExpertsCase& c : kCases) {
+    const int64_t e = static_cast<int64_t>(c.counts.size()), p = c.n * c.top_k;
+    const Layout l = make_layout(c);
+    const Tensor x = random_f32({p, c.d}, 11, 0.7f), w1 = random_f32({e, c.f, c.d}, 12, 0.4f);
+    const Tensor w3 = random_f32({e, c.f, c.d}, 13, 0.4f), w2 = random_f32({e, c.d, c.f}, 14, 0.4f);
+    const Tensor weight = routing_weights(c, 15), dy = random_f32({p, c.d}, 16);
+    Tensor y_ref = Tensor::empty({p, c.d});
+    MoeExpertsSaved s_ref;
+    ref.forward(x, l.offsets_E1, w1, w3, w2, y_ref, s_ref);
+    for (bool weighted : {false, true}) {
+      const Tensor wt = weighted ? weight : Tensor{}, pr = weighted ? l.pair_of_row_P : Tensor{};
+      Grads g_ref = make_grads(c, w1, weighted);
+      ref.backward(dy, wt, pr, x, l.offsets_E1, w1, w3, w2, s_ref, g_ref.dx, g_ref.dw1, g_ref.dw3,
+                   g_ref.dw2, g_ref.dweight);
+      for (const MoeExpertsImpl& impl : moe_experts_table().impls()) {
+        const std::string where = impl.name + " " + name(c) + (weighted ? " weighted" : " plain");
+        Tensor y = Tensor::empty({p, c.d});
+        MoeExpertsSaved s;
+        impl.forward(x, l.offsets_E1, w1, w3, w2, y, s);
+        EXPECT_TRUE(all_close(where + " y", y, y_ref, kF32Tol));
+        EXPECT_TRUE(all_close(where + " gate", s.gate_PF, s_ref.gate_PF, kF32Tol));
+        EXPECT_TRUE(all_close(where + " up", s.up_PF, s_ref.up_PF, kF32Tol));
+        Grads g = make_grads(c, w1, weighted);
+        impl.backward(dy, wt, pr, x, l.offsets_E1, w1, w3, w2, s, g.dx, g.dw1, g.dw3, g.dw2,
+                      g.dweight);
+        expect_grads_close(where, g, g_ref);
+      }
+    }
+  }
+}
+
+// The block's fold (moe.md): the weighted backward on g equals the plain backward on the
+// weighted gradient s_r g_r, with dweight = g_r . y_r (what the weighted combine would return).
+TEST(MoeExperts, WeightedBackwardEqualsPlainBackwardOfWeightedGradient) {
+  const ExpertsCase c{33, 3, 19, 23, {10, 20, 0, 30, 39}};
+  const int64_t e = 5, p = c.n * c.top_k, d = c.d;
+  const Layout l = make_layout(c);
+  const Tensor x = random_f32({p, d}, 21, 0.7f), w1 = random_f32({e, c.f, d}, 22, 0.4f);
+  const Tensor w3 = random_f32({e, c.f, d}, 23, 0.4f), w2 = random_f32({e, d, c.f}, 24, 0.4f);
+  const Tensor weight = routing_weights(c, 25), g = random_f32({p, d}, 26);
+  for (const MoeExpertsImpl& impl : moe_experts_table().impls()) {
+    Tensor y = Tensor::empty({p, d});
+    MoeExpertsSaved s;
+    impl.forward(x, l.offsets_E1, w1, w3, w2, y, s);
+    Grads folded = make_grads(c, w1, true), plain = make_grads(c, w1, true);
+    impl.backward(g, weight, l.pair_of_row_P, x, l.offsets_E1, w1, w3, w2, s, folded.dx,
+                  folded.dw1, folded.dw3, folded.dw2, folded.dweight);
+    std::vector<double> gd = to_doubles(g), yd = to_doubles(y), dweight(p);
+    for (int64_t r = 0; r < p; ++r) {
+      const int32_t q = l.pair_of_row_P.data<int32_t>()[r];
+      const double sr = weight.data<float>()[q];
+      double acc = 0.0;
+      for (int64_t i = 0; i < d; ++i) {
+        acc += gd[r * d + i] * yd[r * d + i];
+        gd[r * d + i] *= sr;
+      }
+      dweight[q] = acc;
+    }
+    Tensor none;
+    impl.backward(from_doubles(gd, {p, d}), Tensor{}, Tensor{}, x, l.offsets_E1, w1, w3, w2, s,
+                  plain.dx, plain.dw1, plain.dw3, plain.dw2, none);
+    plain.dweight = from_doubles(dweight, {c.n, c.top_k});
+    expect_grads_close(impl.name + " folded vs plain", folded, plain);
+  }
+}
+
+// In place (dx_PD = dy_PD, as the block calls it): the same bits as into a separate dx.
+TEST(MoeExperts, InPlaceBackwardEqualsOutOfPlace) {
+  const ExpertsCase c{300, 2, 40, 300, {290, 10, 300}};
+  const int64_t e = 3, p = c.n * c.top_k;
+  const Layout l = make_layout(c);
+  const Tensor x = random_f32({p, c.d}, 41, 0.7f), w1 = random_f32({e, c.f, c.d}, 42, 0.4f);
+  const Tensor w3 = random_f32({e, c.f, c.d}, 43, 0.4f), w2 = random_f32({e, c.d, c.f}, 44, 0.4f);
+  const Tensor weight = routing_weights(c, 45), dy = random_f32({p, c.d}, 46);
+  for (const MoeExpertsImpl& impl : moe_experts_table().impls()) {
+    Tensor y = Tensor::empty({p, c.d});
+    MoeExpertsSaved s;
+    impl.forward(x, l.offsets_E1, w1, w3, w2, y, s);
+    Grads apart = make_grads(c, w1, true), in_place = make_grads(c, w1, true);
+    impl.backward(dy, weight, l.pair_of_row_P, x, l.offsets_E1, w1, w3, w2, s, apart.dx,
+                  apart.dw1, apart.dw3, apart.dw2, apart.dweight);
+    in_place.dx = Tensor::empty({p, c.d});
+    in_place.dx.copy_from(dy);
+    impl.backward(in_place.dx, weight, l.pair_of_row_P, x, l.offsets_E1, w1, w3, w2, s,
+                  in_place.dx, in_place.dw1, in_place.dw3, in_place.dw2, in_place.dweight);
+    for (const auto& [got, want] : {std::pair{&in_place.dx, &apart.dx}, {&in_place.dw1, &apart.dw1},
+                                    {&in_place.dw3, &apart.dw3}, {&in_place.dw2, &apart.dw2},
+                                    {&in_place.dweight, &apart.dweight}}) {
+      EXPECT_EQ(to_doubles(*got), to_doubles(*want)) << impl.name << ": in place differs";
+    }
+  }
+}
+
+TEST(MoeExperts, RejectsBadArguments) {
+  const Tensor x = random_f32({6, 4}, 31), w1 = random_f32({2, 5, 4}, 32);
+  const Tensor w2 = random_f32({2, 4, 5}, 33);
+  Tensor offsets = Tensor::zeros({3}, DType::i64), y = Tensor::empty({6, 4});
+  offsets.data<int64_t>()[1] = 2;
+  offsets.data<int64_t>()[2] = 5;
+  MoeExpertsSaved s;
+  std::string msg = error_of([&] { moe_experts_forward(x, offsets, w1, w1, w2, y, s); });
+  EXPECT_NE(msg.find("[moe_experts] offsets: expected rows [0, 6) split over the experts, got [0, 5)"),
+            std::string::npos)
+      << msg;
+  offsets.data<int64_t>()[2] = 6;
+  msg = error_of([&] { moe_experts_forward(x, offsets, w1, w1, w1, y, s); });
+  EXPECT_NE(msg.find("[moe_experts] w2: expected contiguous f32[2, 4, 5], got f32[2, 5, 4]"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace titan::ops
