@@ -71,7 +71,7 @@ TEST(MoeModel, OneExpertTopOneEqualsTheDenseMlp) {
     }
     for (size_t i = 0; i < moe.layers.size(); ++i) {
       auto& ff = dynamic_cast<nn::FeedForward&>(*dense.layers[i]->feed_forward);
-      auto& m = dynamic_cast<nn::Moe&>(*moe.layers[i]->moe);
+      auto& m = dynamic_cast<nn::Experts&>(*dynamic_cast<nn::Moe&>(*moe.layers[i]->moe).experts);
       m.w1.value.select(0).copy_from(ff.w1.weight.value);
       m.w2.value.select(0).copy_from(ff.w2.weight.value);
       m.w3.value.select(0).copy_from(ff.w3.weight.value);
@@ -95,12 +95,14 @@ TEST(MoeModel, OneExpertTopOneEqualsTheDenseMlp) {
     }
     for (size_t i = 0; i < moe.layers.size(); ++i) {
       auto& ff = dynamic_cast<nn::FeedForward&>(*dense.layers[i]->feed_forward);
-      auto& m = dynamic_cast<nn::Moe&>(*moe.layers[i]->moe);
+      auto& block = dynamic_cast<nn::Moe&>(*moe.layers[i]->moe);
+      auto& m = dynamic_cast<nn::Experts&>(*block.experts);
+      auto& r = dynamic_cast<nn::Router&>(*block.router);
       EXPECT_TRUE(testing::all_close("w1", m.w1.grad.select(0), ff.w1.weight.grad, {1e-6, 1e-4}));
       EXPECT_TRUE(testing::all_close("w2", m.w2.grad.select(0), ff.w2.weight.grad, {1e-6, 1e-4}));
       EXPECT_TRUE(testing::all_close("w3", m.w3.grad.select(0), ff.w3.weight.grad, {1e-6, 1e-4}));
-      const float* dr = m.router.grad.data<float>();
-      EXPECT_TRUE(std::all_of(dr, dr + m.router.grad.numel(), [](float g) { return g == 0.0f; }))
+      const float* dr = r.gate.grad.data<float>();
+      EXPECT_TRUE(std::all_of(dr, dr + r.gate.grad.numel(), [](float g) { return g == 0.0f; }))
           << "the router cannot change a softmax over one expert";
     }
   }
@@ -134,7 +136,7 @@ TEST(MoeModel, SparseLayersCountsAndHfNames) {
   EXPECT_EQ(stored, c.num_params());
   // Per sparse layer: router + 3 x 4 expert tensors instead of 3 dense ones.
   EXPECT_EQ(hf_tensors, model.parameters().size() + 2 * (1 + 3 * 4 - 4));
-  EXPECT_EQ(to_hf_tensors("layers.5.moe.experts.w2", dynamic_cast<nn::Moe&>(*model.layers[5]->moe).w2.value)[3].first,
+  EXPECT_EQ(to_hf_tensors("layers.5.moe.experts.w2", dynamic_cast<nn::Experts&>(*dynamic_cast<nn::Moe&>(*model.layers[5]->moe).experts).w2.value)[3].first,
             "model.layers.5.mlp.experts.3.down_proj.weight");
   EXPECT_EQ(to_hf_name("layers.5.moe.router.gate.weight"), "model.layers.5.mlp.gate.weight");
   // Active parameters: a token meets 2 of the 4 experts in each sparse layer.
@@ -142,14 +144,26 @@ TEST(MoeModel, SparseLayersCountsAndHfNames) {
 }
 
 TEST(MoeModel, BiasBalancingUpdateAndItEvensTheLoad) {
-  nn::MoeConfig mc{16, 8, 4, 1, true, nn::LoadBalance::bias};
-  nn::Moe moe(mc, "layers.0.moe");
-  Rng(5).fill_normal(moe.router.value.data<float>(), moe.router.value.numel(), 0.0f, 0.3f);
-  for (nn::Parameter* p : {&moe.w1, &moe.w2, &moe.w3}) Rng(6).fill_normal(p->value.data<float>(), p->value.numel(), 0.0f, 0.1f);
+  // One MoE layer (dim 16, 4 experts of width 8, top-1), built from its config tree.
+  nn::DecoderConfig c = find_spec("debug_moe").config;
+  c.dim = 16;
+  c.num_layers = 1;
+  c.num_experts = 4;
+  c.num_experts_per_tok = 1;
+  c.moe_hidden_dim = 8;
+  c.load_balance = nn::LoadBalance::bias;
+  const nn::ConfigTree tree = nn::decoder_config_tree(c);
+  nn::Moe moe(dynamic_cast<const nn::MoeConfig&>(*tree.at("model.layers.0.moe")),
+              nn::ModuleBuild(nn::module_registry(), tree, "model.layers.0.moe"));
+  auto& router = dynamic_cast<nn::Router&>(*moe.router);
+  auto& experts = dynamic_cast<nn::Experts&>(*moe.experts);
+  EXPECT_EQ(router.expert_bias.fqn, "layers.0.moe.expert_bias") << "the checkpoint name of the bias is unchanged";
+  Rng(5).fill_normal(router.gate.value.data<float>(), router.gate.value.numel(), 0.0f, 0.3f);
+  for (nn::Parameter* p : {&experts.w1, &experts.w2, &experts.w3}) Rng(6).fill_normal(p->value.data<float>(), p->value.numel(), 0.0f, 0.1f);
   Tensor x = Tensor::empty({256, 16});
   Rng(7).fill_normal(x.data<float>(), x.numel(), 0.0f, 1.0f);
   // Skew the router so expert 2 takes most tokens.
-  for (int64_t d = 0; d < 16; ++d) moe.router.value.data<float>()[2 * 16 + d] *= 3.0f;
+  for (int64_t d = 0; d < 16; ++d) router.gate.value.data<float>()[2 * 16 + d] *= 3.0f;
 
   auto spread = [&] {
     std::fill(moe.load().begin(), moe.load().end(), 0);
@@ -170,8 +184,8 @@ TEST(MoeModel, BiasBalancingUpdateAndItEvensTheLoad) {
   for (size_t j = 0; j < 4; ++j) sign[j] = (mean > static_cast<double>(load[j])) - (mean < static_cast<double>(load[j]));
   const double sign_mean = (sign[0] + sign[1] + sign[2] + sign[3]) / 4.0;
   for (size_t j = 0; j < 4; ++j) {
-    EXPECT_NEAR(moe.expert_bias.value.data<float>()[j], 0.01 * (sign[j] - sign_mean), 1e-7) << j;
-    sum += moe.expert_bias.value.data<float>()[j];
+    EXPECT_NEAR(router.expert_bias.value.data<float>()[j], 0.01 * (sign[j] - sign_mean), 1e-7) << j;
+    sum += router.expert_bias.value.data<float>()[j];
   }
   EXPECT_NEAR(sum, 0.0, 1e-7);
   for (int i = 0; i < 200; ++i) {
@@ -183,7 +197,7 @@ TEST(MoeModel, BiasBalancingUpdateAndItEvensTheLoad) {
               "updates\n", static_cast<long>(before), static_cast<long>(after));
   EXPECT_GT(before, 50) << "the skewed router should be unbalanced to start with";
   EXPECT_LT(after, before / 4) << "bias balancing should even the load: spread " << before << " -> " << after;
-  EXPECT_FALSE(moe.expert_bias.grad.defined()) << "the bias is a buffer, not a parameter";
+  EXPECT_FALSE(router.expert_bias.grad.defined()) << "the bias is a buffer, not a parameter";
 }
 
 TEST(MoeModel, BadConfigurationsAreOneLineErrors) {

@@ -122,8 +122,8 @@ std::string node_running(const std::string& op) {
       {"embedding", "model.tok_embeddings"},           {"rms_norm", "model.norm"},
       {"linear", "model.layers.0.feed_forward"},       {"swiglu", "model.layers.0.feed_forward"},
       {"rope", "model.layers.0.attention.rope"},       {"attention", "model.layers.0.attention"},
-      {"lm_head_xent", "model.output"},                {"moe_router", "model.layers.1.moe"},
-      {"moe_dispatch", "model.layers.1.moe"},          {"moe_experts", "model.layers.1.moe"},
+      {"lm_head_xent", "model.output"},                {"moe_router", "model.layers.1.moe.router"},
+      {"moe_dispatch", "model.layers.1.moe"},          {"moe_experts", "model.layers.1.moe.experts"},
       {"moe_combine", "model.layers.1.moe"}};
   const auto it = nodes.find(op);
   return it == nodes.end() ? "" : it->second;

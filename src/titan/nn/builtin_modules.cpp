@@ -30,7 +30,13 @@ static void register_builtin_modules(ModuleRegistry& r) {
     return std::make_unique<FeedForward>(node_as<FeedForwardConfig>(n, b.path()), b.fqn());
   }, builtin);
   r.add(MoeConfig::kType, [](const NodeConfig& n, const ModuleBuild& b) -> std::unique_ptr<Module> {
-    return std::make_unique<Moe>(node_as<MoeConfig>(n, b.path()), b.fqn());
+    return std::make_unique<Moe>(node_as<MoeConfig>(n, b.path()), b);
+  }, builtin);
+  r.add(RouterConfig::kType, [](const NodeConfig& n, const ModuleBuild& b) -> std::unique_ptr<Module> {
+    return std::make_unique<Router>(node_as<RouterConfig>(n, b.path()), b.fqn());
+  }, builtin);
+  r.add(ExpertsConfig::kType, [](const NodeConfig& n, const ModuleBuild& b) -> std::unique_ptr<Module> {
+    return std::make_unique<Experts>(node_as<ExpertsConfig>(n, b.path()), b.fqn());
   }, builtin);
   r.add(HeadConfig::kType, [](const NodeConfig& n, const ModuleBuild& b) -> std::unique_ptr<Module> {
     return std::make_unique<Head>(node_as<HeadConfig>(n, b.path()), b.fqn());

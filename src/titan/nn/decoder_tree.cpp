@@ -33,6 +33,18 @@ ConfigTree decoder_config_tree(const DecoderConfig& c) {
     if (c.is_moe_layer(i)) {
       tree[layer + ".moe"] = std::make_shared<MoeConfig>(c.dim, c.moe_hidden_dim, c.num_experts,
                                                          c.num_experts_per_tok, c.norm_topk_prob, c.load_balance);
+      auto router = std::make_shared<RouterConfig>();
+      router->dim = c.dim;
+      router->num_experts = c.num_experts;
+      router->top_k = c.num_experts_per_tok;
+      router->norm_topk_prob = c.norm_topk_prob;
+      router->load_balance = c.load_balance;
+      tree[layer + ".moe.router"] = std::move(router);
+      auto experts = std::make_shared<ExpertsConfig>();
+      experts->dim = c.dim;
+      experts->hidden_dim = c.moe_hidden_dim;
+      experts->num_experts = c.num_experts;
+      tree[layer + ".moe.experts"] = std::move(experts);
     } else {
       tree[layer + ".feed_forward"] = std::make_shared<FeedForwardConfig>(c.dim, c.hidden_dim, c.mlp_bias);
     }

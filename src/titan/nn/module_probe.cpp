@@ -84,6 +84,31 @@ NamedTensors probe_module(Module& module, const ConfigTree& tree, const std::str
     out.emplace_back("loss", loss);
     out.emplace_back("logits", head->logits(x));
     out.emplace_back("dx", dx);
+  } else if (auto* router = dynamic_cast<RouterModule*>(&module)) {
+    const auto& rc = dynamic_cast<const RouterConfig&>(*tree.at(path));
+    const Tensor x = random({n, c.dim}, 1);
+    ops::MoeRouting routing;
+    router->forward(x, routing);
+    Tensor dx = Tensor::empty({n, c.dim});
+    router->backward(random({n, rc.top_k}, 2), random({n, rc.num_experts}, 3), x, routing, dx);
+    out.emplace_back("probs", routing.probs_NE);
+    out.emplace_back("weight", routing.weight_NK);
+    out.emplace_back("dx", dx);
+  } else if (auto* experts = dynamic_cast<ExpertsModule*>(&module)) {
+    // n tokens x 2 pairs as dispatch rows, split evenly over the experts (the last takes the rest).
+    const auto& ec = dynamic_cast<const ExpertsConfig&>(*tree.at(path));
+    const int64_t k = 2, p = n * k;
+    Tensor offsets = Tensor::empty({ec.num_experts + 1}, DType::i64);
+    for (int64_t e = 0; e <= ec.num_experts; ++e) offsets.data<int64_t>()[e] = e * (p / ec.num_experts);
+    offsets.data<int64_t>()[ec.num_experts] = p;
+    Tensor pair_of_row = Tensor::empty({p}, DType::i32);
+    for (int64_t r = 0; r < p; ++r) pair_of_row.data<int32_t>()[r] = static_cast<int32_t>(r);
+    const Tensor x = random({p, c.dim}, 1), weight = random({n, k}, 4);
+    out.emplace_back("y", experts->forward(x, offsets, saved));
+    Tensor dx = Tensor::empty({p, c.dim}), dweight = Tensor::empty({n, k});
+    experts->backward(random({p, c.dim}, 2), weight, pair_of_row, x, offsets, saved, dx, dweight);
+    out.emplace_back("dx", dx);
+    out.emplace_back("dweight", dweight);
   } else {
     // The rest read tokens [N, D] (q/k norms: [N, H, K] rows of head_dim) and give them back.
     const auto* norm = dynamic_cast<const RmsNormConfig*>(tree.at(path).get());

@@ -1,7 +1,8 @@
 // One forward and backward of any module on random inputs, for checking a plugin's module or
 // kernel against titan's own (titan check-kernels). The kind of the module (nn/module.h) decides
-// the inputs: tokens [N, D] for norms, attention, feed-forward, MoE and the head; ids for the
-// embedding; q/k-shaped [B, T, H, K] for RoPE (with the query and the kv head counts).
+// the inputs: tokens [N, D] for norms, attention, feed-forward, MoE, the router and the head; ids
+// for the embedding; q/k-shaped [B, T, H, K] for RoPE (with the query and the kv head counts);
+// dispatch rows [2 N, D] split evenly over the experts for the grouped experts.
 #pragma once
 
 #include <string>

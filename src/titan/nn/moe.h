@@ -1,8 +1,11 @@
 // Sparse mixture-of-experts feed-forward (HF Qwen3MoeSparseMoeBlock), the Moe node kind
-// (model.layers.<i>.moe, sparse layers), over the moe op: router
-// (mlp.gate) -> fp32 softmax -> top-k -> optional renormalisation -> weighted sum of SwiGLU
-// experts. Holds the load-balancing state; the decoder drives it across layers (the HF aux loss
-// couples every MoE layer of a forward, see Decoder::forward_backward).
+// (model.layers.<i>.moe, sparse layers): its children router (mlp.gate -> fp32 softmax -> top-k
+// -> optional renormalisation; a Router node) and experts (grouped SwiGLU; an Experts node), with
+// the dispatch (tokens -> expert-sorted rows) and combine (weighted sum back) ops between them:
+//   router -> dispatch -> experts -> combine
+// (expert parallelism puts an all-to-all after dispatch and before combine). The decoder drives
+// the blocks across layers (the HF aux loss couples every MoE layer of a forward, see
+// Decoder::forward_backward).
 // Legend: N tokens, D dim, E experts, F expert hidden width (moe_intermediate_size).
 #pragma once
 
@@ -11,18 +14,11 @@
 #include <any>
 
 #include "titan/nn/context.h"
-#include "titan/nn/module.h"
-#include "titan/ops/moe/moe.h"
+#include "titan/nn/moe_experts.h"
+#include "titan/nn/moe_router.h"
+#include "titan/ops/moe_dispatch/moe_dispatch.h"
 
 namespace titan::nn {
-
-// none: plain top-k. aux_loss: HF's load-balancing loss (router_aux_loss_coef * aux added to
-// the loss, as output_router_logits does). bias: torchtitan's per-expert selection bias, moved
-// after each step towards equal loads (changes which experts are chosen, never their weights).
-enum class LoadBalance { none, aux_loss, bias };
-const char* load_balance_name(LoadBalance b);
-// Throws naming the accepted values.
-LoadBalance parse_load_balance(const std::string& name);
 
 class MoeConfig : public NodeConfig {
  public:
@@ -72,33 +68,34 @@ class MoeModule : public Module {
 class Moe : public MoeModule {
  public:
   struct Saved {
-    Tensor x_ND;       // the input (dropped under selective checkpointing: a norm's output)
-    ops::MoeSaved op;  // routing, dispatch and the experts' pre-activations
+    Tensor x_ND;               // the input (dropped under selective checkpointing: a norm's output)
+    ops::MoeRouting routing;   // the router's output
+    ops::MoeLayout layout;     // the dispatch layout
+    std::any experts;          // the experts module's own saved state
   };
 
-  Moe(const MoeConfig& config, const std::string& fqn);
+  // Builds its children (router, experts) from the tree through `build`.
+  Moe(const MoeConfig& config, const ModuleBuild& build);
 
   Tensor forward(const Tensor& x_ND, std::any& saved, RouterTotals* totals) override;
   Tensor backward(const StepContext& ctx, const Tensor& dy_ND, std::any& saved) override;
-  void collect(ParameterList& out) override;         // router, w1, w2, w3
+  void collect(ParameterList& out) override;          // router, w1, w2, w3
   void collect_buffers(ParameterList& out) override;  // expert_bias (bias balancing only)
+  void check(int64_t batch, int64_t seq) const override;
   // The input is the only thing cheap to rebuild (router and experts are GEMMs).
   void drop_recomputable(std::any& saved) const override;
   void recompute(const Tensor& x_ND, std::any& saved) const override;
-  std::vector<int64_t>& load() override { return load_E_; }
-  void update_expert_bias(double rate) override;
+  std::vector<int64_t>& load() override { return router->load(); }
+  void update_expert_bias(double rate) override { router->update_expert_bias(rate); }
   std::string describe() const override { return "moe (built-in)"; }
 
   const MoeConfig& config() const { return config_; }
 
-  Parameter router;       // [E, D]
-  Parameter w1, w2, w3;   // gate [E, F, D], down [E, D, F], up [E, F, D]
-  Parameter expert_bias;  // [E], no gradient; defined only with LoadBalance::bias
+  std::unique_ptr<RouterModule> router;
+  std::unique_ptr<ExpertsModule> experts;
 
  private:
   MoeConfig config_;
-  ops::MoeArgs args_;
-  std::vector<int64_t> load_E_;
 };
 
 }  // namespace titan::nn

@@ -8,7 +8,7 @@
 // titan refuses a plugin whose version differs from its own, or that lacks either symbol. In
 // titan_plugin_register the plugin adds what it brings:
 //   - module types for config nodes (any node kind: Embedding, RmsNorm, Attention, Rope,
-//     FeedForward, Moe, Head; nn/module.h): its own node type, derived from titan's config of
+//     FeedForward, Moe, Router, Experts, Head; nn/module.h): its own node type, derived from titan's config of
 //     that kind, and the module that node builds (forward, backward, shape constraints);
 //   - overrides that put those nodes into the model's config tree (by type and FQN glob);
 //   - op kernels (ops/builtin.h): another implementation of an op, preferred by dispatch;

@@ -1,0 +1,33 @@
+#include "titan/nn/moe_experts.h"
+
+namespace titan::nn {
+
+Experts::Experts(const ExpertsConfig& config, const std::string& fqn) : config_(config) {
+  const int64_t e = config.num_experts, f = config.hidden_dim, d = config.dim;
+  w1.init(fqn + ".w1", {e, f, d}, kParameterDevice);
+  w2.init(fqn + ".w2", {e, d, f}, kParameterDevice);
+  w3.init(fqn + ".w3", {e, f, d}, kParameterDevice);
+}
+
+Tensor Experts::forward(const Tensor& x_PD, const Tensor& offsets_E1, std::any& saved) const {
+  auto& s = saved.emplace<ops::MoeExpertsSaved>();
+  Tensor y_PD = Tensor::empty(x_PD.shape(), DType::f32, x_PD.device());
+  ops::moe_experts_forward(x_PD, offsets_E1, w1.value, w3.value, w2.value, y_PD, s);
+  return y_PD;
+}
+
+void Experts::backward(const Tensor& dy_PD, const Tensor& weight_NK, const Tensor& pair_of_row_P, const Tensor& x_PD,
+                       const Tensor& offsets_E1, std::any& saved, Tensor& dx_PD, Tensor& dweight_NK) {
+  const auto& s = std::any_cast<const ops::MoeExpertsSaved&>(saved);
+  ops::moe_experts_backward(dy_PD, weight_NK, pair_of_row_P, x_PD, offsets_E1, w1.value, w3.value, w2.value, s, dx_PD,
+                            w1.grad, w3.grad, w2.grad, dweight_NK);
+  saved.reset();
+}
+
+void Experts::collect(ParameterList& out) {
+  out.push_back(&w1);
+  out.push_back(&w2);
+  out.push_back(&w3);
+}
+
+}  // namespace titan::nn

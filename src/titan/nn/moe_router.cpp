@@ -1,0 +1,64 @@
+#include "titan/nn/moe_router.h"
+
+namespace titan::nn {
+
+const char* load_balance_name(LoadBalance b) {
+  switch (b) {
+    case LoadBalance::none: return "none";
+    case LoadBalance::aux_loss: return "aux_loss";
+    case LoadBalance::bias: return "bias";
+  }
+  return "?";
+}
+
+LoadBalance parse_load_balance(const std::string& name) {
+  for (LoadBalance b : {LoadBalance::none, LoadBalance::aux_loss, LoadBalance::bias}) {
+    if (name == load_balance_name(b)) return b;
+  }
+  TITAN_FAIL("[model] load balancing '", name, "' is not one of none, aux_loss, bias");
+}
+
+Router::Router(const RouterConfig& config, const std::string& fqn)
+    : config_(config), load_E_(static_cast<size_t>(config.num_experts), 0) {
+  gate.init(fqn + ".gate.weight", {config.num_experts, config.dim}, kParameterDevice);
+  if (config.load_balance == LoadBalance::bias) {
+    expert_bias.fqn = fqn.substr(0, fqn.rfind('.')) + ".expert_bias";
+    expert_bias.value = Tensor::zeros({config.num_experts}, DType::f32, kParameterDevice);
+  }
+  args_.top_k = config.top_k;
+  args_.norm_topk_prob = config.norm_topk_prob;
+  args_.selection_bias_E = expert_bias.value;
+}
+
+void Router::forward(const Tensor& x_ND, ops::MoeRouting& routing) const {
+  Tensor logits_NE = Tensor::empty({x_ND.size(0), config_.num_experts}, DType::f32, x_ND.device());
+  ops::moe_router_forward(args_, x_ND, gate.value, logits_NE, routing);
+}
+
+void Router::backward(const Tensor& dweight_NK, const Tensor& dlogits_NE, const Tensor& x_ND,
+                      const ops::MoeRouting& routing, Tensor& dx_ND) {
+  ops::moe_router_backward(args_, dweight_NK, dlogits_NE, x_ND, gate.value, routing, dx_ND, gate.grad);
+}
+
+void Router::collect_buffers(ParameterList& out) {
+  if (expert_bias.defined()) out.push_back(&expert_bias);
+}
+
+void Router::update_expert_bias(double rate) {
+  if (!expert_bias.defined()) return;
+  const size_t e = load_E_.size();
+  double mean = 0.0;
+  for (int64_t c : load_E_) mean += static_cast<double>(c);
+  mean /= static_cast<double>(e);
+  std::vector<double> delta(e);
+  double delta_mean = 0.0;
+  for (size_t j = 0; j < e; ++j) {
+    const double gap = mean - static_cast<double>(load_E_[j]);
+    delta[j] = rate * static_cast<double>((gap > 0) - (gap < 0));
+    delta_mean += delta[j] / static_cast<double>(e);
+  }
+  float* bias = expert_bias.value.data<float>();
+  for (size_t j = 0; j < e; ++j) bias[j] += static_cast<float>(delta[j] - delta_mean);
+}
+
+}  // namespace titan::nn
