@@ -150,6 +150,33 @@ TEST_F(CliParallel, FsdpTimesTensorParallelMatchesOneRank) {
 // Saved by 4 ranks (dp_shard=4) at step 10; resumed on 2 ranks (dp_shard=2), on 2 ranks with
 // tp=2, on 4 ranks as HSDP (2 x 2) and on 1 rank: each continues the same token stream with the
 // single-rank losses.
+// Activation checkpointing replays the same kernels and the same collectives (TP regions gather
+// their inputs again): on a mesh too, every mode trains the layout's own losses bit for bit.
+TEST_F(CliParallel, ActivationCheckpointingIsBitIdenticalOnAMesh) {
+  struct Case {
+    std::string name, layout, mode;
+  };
+  const std::vector<Case> cases = {
+      {"ac_tp2", "--parallelism.tensor_parallel_degree 2",
+       "--activation_checkpoint.mode selective --activation_checkpoint.selective_ac_option op"},
+      {"ac_fsdp2", "--parallelism.data_parallel_shard_degree 2", "--activation_checkpoint.mode full"}};
+  for (const Case& c : cases) {
+    const int local = c.name == "ac_tp2" ? 4 : 2;
+    const CommandResult plain = run_mpi(2, train_args(c.name + "_none", local, c.layout));
+    const CommandResult ac = run_mpi(2, train_args(c.name, local, c.layout + " " + c.mode));
+    ASSERT_EQ(plain.exit_code, 0) << plain.output;
+    ASSERT_EQ(ac.exit_code, 0) << ac.output;
+    const std::vector<nlohmann::json> a = read_jsonl(dir_ / (c.name + "_none") / "metrics.jsonl");
+    const std::vector<nlohmann::json> b = read_jsonl(dir_ / c.name / "metrics.jsonl");
+    ASSERT_EQ(a.size(), 20u) << c.name;
+    ASSERT_EQ(b.size(), 20u) << c.name;
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(b[i]["loss"].get<double>(), a[i]["loss"].get<double>()) << c.name << " step " << i + 1;
+      EXPECT_EQ(b[i]["grad_norm"].get<double>(), a[i]["grad_norm"].get<double>()) << c.name << " step " << i + 1;
+    }
+  }
+}
+
 TEST_F(CliParallel, CheckpointMovesBetweenWorldSizes) {
   const std::string ckpt = " --checkpoint.enable --checkpoint.interval 10 --no-checkpoint.last_save_model_only";
   const CommandResult saved = run_mpi(4, train_args("reshard", 1, "--training.steps 10" + ckpt));
