@@ -177,6 +177,21 @@ TEST_F(CliParallel, ActivationCheckpointingIsBitIdenticalOnAMesh) {
   }
 }
 
+// FSDP swaps parameter storage, which a plugin's module may hold views of: plugin modules with
+// parameters are refused on several ranks, naming the node; a parameter-free one (RoPE) shards fine.
+TEST_F(CliParallel, PluginModulesWithParametersStayOnOneRank) {
+  const CommandResult norm = run_mpi(2, train_args("plugin_norm", 2, "--training.steps 1 --override.imports "
+                                                   TITAN_PLUGIN_DIR "/rms_norm_one_pass.so"));
+  EXPECT_NE(norm.exit_code, 0);
+  EXPECT_NE(norm.output.find("[parallel] model.layers.0.attention.k_norm is a plugin module with parameters "
+                             "(layers.0.attention.k_norm.weight), which FSDP cannot shard yet"),
+            std::string::npos)
+      << norm.output;
+  const CommandResult rope = run_mpi(2, train_args("plugin_rope", 2, "--training.steps 1 --training.seq_len 256 "
+                                                   "--override.imports " TITAN_PLUGIN_DIR "/rope_tiled.so"));
+  EXPECT_EQ(rope.exit_code, 0) << rope.output;
+}
+
 TEST_F(CliParallel, CheckpointMovesBetweenWorldSizes) {
   const std::string ckpt = " --checkpoint.enable --checkpoint.interval 10 --no-checkpoint.last_save_model_only";
   const CommandResult saved = run_mpi(4, train_args("reshard", 1, "--training.steps 10" + ckpt));

@@ -36,6 +36,10 @@ Decoder::Decoder(const DecoderConfig& config, const ConfigTree& tree) : config_(
   config.validate();
   check_decoder_tree(config, tree);
   const ModuleRegistry& registry = module_registry();
+  for (const auto& [path, node] : tree) {
+    const std::string origin = registry.origin(node->type_name());
+    if (!origin.empty() && origin != "built-in") plugin_nodes_.push_back(path);
+  }
   const ModuleBuild root(registry, tree, "model");
   tok_embeddings = root.child<EmbeddingModule>("tok_embeddings");
   for (int64_t i = 0; i < config.num_layers; ++i) {

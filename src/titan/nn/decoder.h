@@ -125,6 +125,8 @@ class Decoder {
   // Every module's shape constraints for micro-batches of [batch, seq] (plugin modules declare
   // theirs); throws the first violation. Called once before step 1.
   void check_shapes(int64_t batch, int64_t seq) const;
+  // The paths of the nodes a plugin's module type built (their type is not one titan registered).
+  const std::vector<std::string>& plugin_nodes() const { return plugin_nodes_; }
 
   const DecoderConfig& config() const { return config_; }
   // Every parameter once (the tied table appears as tok_embeddings.weight only).
@@ -177,6 +179,7 @@ class Decoder {
   Tensor forward_hidden(const Tensor& ids_BT, Activations& acts, bool keep);
 
   DecoderConfig config_;
+  std::vector<std::string> plugin_nodes_;
   std::vector<Recompute> recompute_;  // per layer
   UnitHooks* hooks_ = nullptr;
   TensorParallelOps* tp_ = nullptr;

@@ -37,6 +37,11 @@ std::unique_ptr<Module> ModuleRegistry::build(const NodeConfig& node, const Modu
   return module;
 }
 
+std::string ModuleRegistry::origin(const std::string& node_type) const {
+  const auto it = factories_.find(node_type);
+  return it == factories_.end() ? "" : it->second.origin;
+}
+
 std::string ModuleRegistry::builtin_type_of(const NodeConfig& node) const {
   for (const std::string& type : node.type_chain()) {
     const auto it = factories_.find(type);

@@ -62,6 +62,8 @@ class ModuleRegistry {
   // origin: "built-in" or the plugin's file, for messages. A type registered twice is an error.
   void add(const std::string& node_type, ModuleFactory factory, const std::string& origin);
   bool has(const std::string& node_type) const { return factories_.count(node_type) > 0; }
+  // Who registered `node_type`: "built-in", "plugin <file>", or "" when nobody did.
+  std::string origin(const std::string& node_type) const;
   // The module for the node at build.path(), by the node's most derived type.
   std::unique_ptr<Module> build(const NodeConfig& node, const ModuleBuild& build) const;
   // The first type of `node`'s chain that titan itself registered ("Rope" for a "RopeTiled").

@@ -54,12 +54,18 @@ Parallelized::Parallelized(std::unique_ptr<nn::Decoder> whole, const models::Mod
   }
 }
 
-void Parallelized::check(const nn::Decoder& whole, DeviceMesh& mesh) {
+void Parallelized::check(nn::Decoder& whole, DeviceMesh& mesh) {
   if (mesh.world().size() == 1) return;
-  for (const auto& layer : whole.layers) {
-    TITAN_CHECK(!layer->feed_forward || dynamic_cast<const nn::FeedForward*>(layer->feed_forward.get()) != nullptr,
-                "[parallel] a plugin feed-forward module cannot be sharded by FSDP yet (it may keep views of its "
-                "weights). HINT: run it on one rank, or drop its override.imports");
+  // FSDP swaps each parameter's storage for a gathered one; a plugin's module may keep views of its
+  // weights (kernel_lib's w13 does), so plugin modules with parameters stay on one rank for now.
+  const nn::ParameterList params = whole.parameters();
+  for (const std::string& path : whole.plugin_nodes()) {
+    const std::string prefix = path.substr(std::string("model.").size()) + ".";
+    for (const nn::Parameter* p : params) {
+      TITAN_CHECK(!p->fqn.starts_with(prefix), "[parallel] ", path, " is a plugin module with parameters (", p->fqn,
+                  "), which FSDP cannot shard yet (it may keep views of its weights). HINT: run it on one rank, or "
+                  "drop its override.imports");
+    }
   }
 }
 

@@ -42,7 +42,7 @@ class Parallelized {
   Parallelized(std::unique_ptr<nn::Decoder> whole, const models::ModelSpec& spec, DeviceMesh& mesh,
                ParallelizeOptions options);
   // What parallelize would refuse for `whole` on `mesh`, checked before any long work (throws).
-  static void check(const nn::Decoder& whole, DeviceMesh& mesh);
+  static void check(nn::Decoder& whole, DeviceMesh& mesh);
   ~Parallelized();  // FSDP detaches from the model before the model goes
   Parallelized(const Parallelized&) = delete;
   Parallelized& operator=(const Parallelized&) = delete;
