@@ -84,13 +84,13 @@ Output exact_ints(std::string name, const Tensor& t) {
 // from a tie.
 RefFunction moe_router_reference(const Case& c) {
   const int64_t n = c.n, d = c.d, e = c.e, k = c.top_k;
-  const Tensor bias = selection_bias(c);
-  const float* b = c.bias ? bias.data<float>() : nullptr;
+  const Tensor bias = selection_bias(c);  // the lambdas keep copies (sharing its storage)
   struct Routed {
     Doubles logits, probs, weight;
     std::vector<int32_t> expert;
   };
   auto route = [=](const std::vector<Doubles>& in) {
+    const float* b = c.bias ? bias.data<float>() : nullptr;
     Routed o{Doubles(n * e), Doubles(n * e), Doubles(n * k), std::vector<int32_t>(n * k)};
     ref::moe_router_forward(n, d, e, k, c.norm, in[0].data(), in[1].data(), b, o.logits.data(),
                             o.probs.data(), o.expert.data(), o.weight.data());
@@ -112,7 +112,7 @@ RefFunction moe_router_reference(const Case& c) {
   RefFunction f{{"x", "w_gate"}, {random_doubles(n * d, 11, 0.8), random_doubles(e * d, 12, 0.9)}, forward, backward};
   const Routed o = route(f.inputs);
   Doubles key = o.logits;
-  for (int64_t i = 0; c.bias && i < n * e; ++i) key[i] = o.probs[i] + b[i % e];
+  for (int64_t i = 0; c.bias && i < n * e; ++i) key[i] = o.probs[i] + bias.data<float>()[i % e];
   EXPECT_GT(top_k_margin(key, n, e, k), 100 * FdOptions{}.h) << name(c) << ": near-tie, pick other inputs";
   return f;
 }
