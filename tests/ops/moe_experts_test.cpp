@@ -62,8 +62,8 @@ RefFunction moe_experts_reference(const Case& c) {
   auto forward = [=](const std::vector<Doubles>& in) {
     const int32_t* pair_of_row = l.pair_of_row_P.data<int32_t>();
     Doubles y(p * d), gate(p * f), up(p * f);
-    ref::moe_experts_forward(e, d, f, l.offsets_E1.data<int64_t>(), in[0].data(), in[1].data(), in[2].data(), in[3].data(),
-                             y.data(), gate.data(), up.data());
+    ref::moe_experts_forward(e, d, f, l.offsets_E1.data<int64_t>(), in[0].data(), in[1].data(),
+                             in[2].data(), in[3].data(), y.data(), gate.data(), up.data());
     for (int64_t r = 0; c.weighted && r < p; ++r) {
       for (int64_t i = 0; i < d; ++i) y[r * d + i] *= in[4][pair_of_row[r]];
     }

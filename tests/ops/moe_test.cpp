@@ -96,7 +96,8 @@ void composed_forward(const MoeArgs& a, const Tensor& x, const Tensor& wg, const
 template <bool kUseRef>
 void composed_backward(const MoeArgs& a, const Tensor& dout, const Tensor& dz, const Tensor& x,
                        const Tensor& wg, const Tensor& w1, const Tensor& w3, const Tensor& w2,
-                       const MoeSaved& s, Tensor& dx, Tensor& dwg, Tensor& dw1, Tensor& dw3, Tensor& dw2) {
+                       const MoeSaved& s, Tensor& dx, Tensor& dwg, Tensor& dw1, Tensor& dw3,
+                       Tensor& dw2) {
   const UseRef scope(kUseRef);
   moe_backward(a, dout, dz, x, wg, w1, w3, w2, s, dx, dwg, dw1, dw3, dw2);
 }
@@ -115,8 +116,8 @@ const OpTable<MoePath>& moe_paths() {
 
 struct Case {
   MoeCase shape;
-  bool dlogits = true;        // backward also gets a gradient on the router logits (aux loss)
-  bool ref_saved = false;     // backward reads the reference's forward: MoeSaved is a contract
+  bool dlogits = true;          // backward also gets a gradient on the router logits (aux loss)
+  bool ref_saved = false;       // backward reads the reference's forward: MoeSaved is a contract
   bool selection_bias = false;  // bias-based balancing (selection_bias_E)
 };
 
@@ -272,10 +273,15 @@ OpTest<MoePath, Case> moe_test() {
         Tensor out = Tensor::empty({c.n, c.d}), z = Tensor::empty({c.n, c.e});
         MoeSaved s;
         run_forward(cs.ref_saved ? moe_paths().ref() : path, args, in, out, z, s);
-        const Tensor dout = random_f32({c.n, c.d}, 41), dz = cs.dlogits ? random_f32({c.n, c.e}, 42, 0.3f) : Tensor{};
+        const Tensor dout = random_f32({c.n, c.d}, 41);
+        const Tensor dz = cs.dlogits ? random_f32({c.n, c.e}, 42, 0.3f) : Tensor{};
         Grads g = make_grads(in);
         run_backward(path, args, dout, dz, in, s, g);
-        return {{"dx", g.dx}, {"dw_gate", g.dw_gate, dw_gate_tol(g.dw_gate)}, {"dw1", g.dw1}, {"dw3", g.dw3}, {"dw2", g.dw2}};
+        return {{"dx", g.dx},
+                {"dw_gate", g.dw_gate, dw_gate_tol(g.dw_gate)},
+                {"dw1", g.dw1},
+                {"dw3", g.dw3},
+                {"dw2", g.dw2}};
       },
       .reference = moe_reference,
       .fd_cases = {{{3, 5, 4, 6, 2, true, {}}},
