@@ -1,5 +1,5 @@
-// MoE dispatch: the reference backward against finite differences, the layout of a hand-sorted
-// example, every kernel against the reference (forward and backward), and bad arguments.
+// MoE dispatch: case list for the shared harness (op_harness.h), plus the layout of a hand-sorted
+// example and bad arguments.
 #include "titan/ops/moe_dispatch/moe_dispatch.h"
 
 #include <cstring>
@@ -12,17 +12,17 @@ namespace {
 
 using namespace titan::testing;
 
-struct DispatchCase {
+struct Case {
   int64_t n, d, e, top_k;
 };
 
-std::string name(const DispatchCase& c) {
+std::string name(const Case& c) {
   return str("n=", c.n, " d=", c.d, " e=", c.e, " k=", c.top_k);
 }
 
 // Distinct experts per token (as the router chooses them), drawn so that some experts stay empty
 // when E is large.
-Tensor random_experts(const DispatchCase& c, uint64_t seed) {
+Tensor random_experts(const Case& c, uint64_t seed) {
   Tensor t = Tensor::empty({c.n, c.top_k}, DType::i32);
   const Rng rng(seed);
   uint64_t draw = 0;
@@ -49,30 +49,36 @@ std::vector<int64_t> ints(const Tensor& t) {
   return v;
 }
 
-// ---- 1. reference backward vs central finite differences (fp64) ----
-
-TEST(MoeDispatch, ReferenceBackwardMatchesFiniteDifferences) {
-  for (const DispatchCase& c : {DispatchCase{3, 4, 4, 2}, DispatchCase{5, 2, 3, 3}}) {
-    const int64_t p = c.n * c.top_k;
-    const Tensor expert = random_experts(c, 1);
-    const auto x0 = random_doubles(c.n * c.d, 2), r = random_doubles(p * c.d, 3);
-    std::vector<int64_t> offsets(c.e + 1);
-    std::vector<int32_t> row_of_pair(p), pair_of_row(p);
-    auto loss = [&](const std::vector<double>& x) {  // sum(x_rows * r)
-      std::vector<double> rows(p * c.d);
-      ref::moe_dispatch_forward(c.n, c.d, c.e, c.top_k, x.data(), expert.data<int32_t>(),
-                                rows.data(), offsets.data(), row_of_pair.data(),
-                                pair_of_row.data());
-      return dot(rows, r);
-    };
-    loss(x0);
-    const auto dx0 = random_doubles(c.n * c.d, 4);  // dx is accumulated
-    std::vector<double> dx = dx0;
-    ref::moe_dispatch_backward(c.n, c.d, c.top_k, r.data(), row_of_pair.data(), dx.data());
-    std::vector<double> want = numeric_gradient(loss, x0);
-    for (size_t i = 0; i < want.size(); ++i) want[i] += dx0[i];
-    EXPECT_TRUE(all_close("moe_dispatch_ref " + name(c) + " dx", dx, want, kFdTol));
-  }
+// The fp64 reference of x, for fixed experts. dx is accumulated: backward starts it from non-zero
+// values and takes them off after, so that a reference that wrote dx would fail.
+RefFunction moe_dispatch_reference(const Case& c) {
+  const int64_t p = c.n * c.top_k;
+  const Tensor expert = random_experts(c, 1);
+  struct Layout {
+    std::vector<int64_t> offsets;
+    std::vector<int32_t> row_of_pair, pair_of_row;
+  };
+  auto run = [=](const Doubles& x, Layout& l) {
+    Doubles rows(p * c.d);
+    l = {std::vector<int64_t>(c.e + 1), std::vector<int32_t>(p), std::vector<int32_t>(p)};
+    ref::moe_dispatch_forward(c.n, c.d, c.e, c.top_k, x.data(), expert.data<int32_t>(), rows.data(),
+                              l.offsets.data(), l.row_of_pair.data(), l.pair_of_row.data());
+    return rows;
+  };
+  auto forward = [=](const std::vector<Doubles>& in) {
+    Layout l;
+    return run(in[0], l);
+  };
+  auto backward = [=](const std::vector<Doubles>& in, const Doubles& drows) {
+    Layout l;
+    run(in[0], l);
+    const Doubles dx0 = random_doubles(c.n * c.d, 4);
+    Doubles dx = dx0;
+    ref::moe_dispatch_backward(c.n, c.d, c.top_k, drows.data(), l.row_of_pair.data(), dx.data());
+    for (size_t i = 0; i < dx.size(); ++i) dx[i] -= dx0[i];
+    return std::vector<Doubles>{dx};
+  };
+  return {{"x"}, {random_doubles(c.n * c.d, 2)}, forward, backward};
 }
 
 // ---- the layout of a small example, sorted by hand ----
@@ -98,36 +104,55 @@ TEST(MoeDispatch, LayoutIsAStableSortByExpert) {
   }
 }
 
-// ---- 2. every kernel vs the reference, forward and backward ----
+// Small sizes, one expert, more experts than pairs (empty experts), a token count past the
+// kernel's blocks, no tokens.
+const Case kCases[] = {{1, 1, 1, 1}, {7, 9, 4, 2}, {9, 6, 3, 3}, {33, 19, 40, 3}, {300, 40, 16, 4}, {0, 5, 3, 2}};
 
-TEST(MoeDispatch, KernelsMatchReference) {
-  const DispatchCase cases[] = {{1, 1, 1, 1}, {7, 9, 4, 2}, {9, 6, 3, 3}, {33, 19, 40, 3},
-                                {300, 40, 16, 4}, {0, 5, 3, 2}};
-  const MoeDispatchImpl& ref = moe_dispatch_table().ref();
-  for (const DispatchCase& c : cases) {
-    const int64_t p = c.n * c.top_k;
-    const Tensor expert = random_experts(c, 21), x = random_f32({c.n, c.d}, 22);
-    Tensor rows_ref = Tensor::empty({p, c.d});
-    MoeLayout l_ref;
-    ref.forward({c.e}, x, expert, rows_ref, l_ref);
-    const Tensor drows = random_f32({p, c.d}, 23);
-    Tensor dx_ref = random_f32({c.n, c.d}, 24);
-    ref.backward({c.e}, drows, l_ref, dx_ref);
-    for (const MoeDispatchImpl& impl : moe_dispatch_table().impls()) {
-      const std::string where = impl.name + " " + name(c);
-      Tensor rows = Tensor::empty({p, c.d});
-      MoeLayout l;
-      impl.forward({c.e}, x, expert, rows, l);
-      EXPECT_EQ(ints(l.offsets_E1), ints(l_ref.offsets_E1)) << where;
-      EXPECT_EQ(ints(l.row_of_pair_NK), ints(l_ref.row_of_pair_NK)) << where;
-      EXPECT_EQ(ints(l.pair_of_row_P), ints(l_ref.pair_of_row_P)) << where;
-      EXPECT_EQ(to_doubles(rows), to_doubles(rows_ref)) << where << ": rows are copies";
-      Tensor dx = random_f32({c.n, c.d}, 24);
-      impl.backward({c.e}, drows, l, dx);
-      EXPECT_TRUE(all_close(where + " dx", dx, dx_ref, kF32Tol));
-    }
-  }
+struct Inputs {
+  Tensor x, expert, drows;
+};
+Inputs inputs(const Case& c) {
+  return {random_f32({c.n, c.d}, 22), random_experts(c, 21), random_f32({c.n * c.top_k, c.d}, 23)};
 }
+
+// The layout is integers and the rows are copies: all compared exactly.
+OpTest<MoeDispatchImpl, Case> moe_dispatch_test() {
+  return {
+      .table = &moe_dispatch_table(),
+      .cases = {std::begin(kCases), std::end(kCases)},
+      .name = name,
+      .supports = [](const MoeDispatchImpl& impl, const Case& c) {
+        const Inputs in = inputs(c);
+        return impl.supports({c.e}, in.x, in.expert);
+      },
+      .forward = [](const MoeDispatchImpl& impl, const Case& c) -> Outputs {
+        const Inputs in = inputs(c);
+        Tensor rows = garbage({c.n * c.top_k, c.d});
+        MoeLayout l;
+        impl.forward({c.e}, in.x, in.expert, rows, l);
+        return {{"x_rows", rows, kExact},
+                {"offsets", l.offsets_E1},
+                {"row_of_pair", l.row_of_pair_NK},
+                {"pair_of_row", l.pair_of_row_P}};
+      },
+      // Each implementation's backward reads its own forward's layout.
+      .backward = [](const MoeDispatchImpl& impl, const Case& c) -> Outputs {
+        const Inputs in = inputs(c);
+        Tensor rows = Tensor::empty({c.n * c.top_k, c.d});
+        MoeLayout l;
+        impl.forward({c.e}, in.x, in.expert, rows, l);
+        Tensor dx = random_f32({c.n, c.d}, 24);  // accumulates: the same non-zero start in every run
+        impl.backward({c.e}, in.drows, l, dx);
+        return {{"dx", dx}};
+      },
+      .reference = moe_dispatch_reference,
+      .fd_cases = {{3, 4, 4, 2}, {5, 2, 3, 3}},
+  };
+}
+
+TEST(MoeDispatch, ReferenceBackwardMatchesFiniteDifferences) { sweep(moe_dispatch_test(), {Mode::gradient}); }
+
+TEST(MoeDispatch, KernelsMatchReference) { sweep(moe_dispatch_test(), {Mode::forward, Mode::backward}); }
 
 TEST(MoeDispatch, RejectsBadArguments) {
   const Tensor x = random_f32({4, 6}, 31);

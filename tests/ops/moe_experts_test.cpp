@@ -1,6 +1,6 @@
-// MoE experts: the reference backward (plain and with the routing weights) against finite
-// differences, every kernel against the reference (forward and both backwards), the weighted
-// backward against the plain one on pre-weighted gradients, and bad arguments.
+// MoE experts: case list for the shared harness (op_harness.h), plain and with the routing
+// weights; plus two properties each implementation has on its own (the weighted backward equals
+// the plain one on pre-weighted gradients; in place equals out of place) and bad arguments.
 #include "titan/ops/moe_experts/moe_experts.h"
 
 #include <algorithm>
@@ -15,15 +15,16 @@ namespace {
 using namespace titan::testing;
 
 // Rows per expert (empty experts included); the rows are the pairs of n tokens x top_k.
-struct ExpertsCase {
+struct Case {
   int64_t n, top_k, d, f;
   std::vector<int64_t> counts;
+  bool weighted = false;  // backward with the routing weights (the MoE block's form)
 };
 
-std::string name(const ExpertsCase& c) {
+std::string name(const Case& c) {
   std::string s = str("n=", c.n, " k=", c.top_k, " d=", c.d, " f=", c.f, " counts=");
   for (int64_t v : c.counts) s += str(v, ",");
-  return s;
+  return s + (c.weighted ? " weighted" : " plain");
 }
 
 struct Layout {
@@ -31,7 +32,7 @@ struct Layout {
 };
 
 // Offsets from the counts; pair_of_row the pairs reversed, so that rows and pairs differ.
-Layout make_layout(const ExpertsCase& c) {
+Layout make_layout(const Case& c) {
   const int64_t e = static_cast<int64_t>(c.counts.size()), p = c.n * c.top_k;
   EXPECT_EQ(std::accumulate(c.counts.begin(), c.counts.end(), int64_t{0}), p) << name(c);
   Layout l{Tensor::zeros({e + 1}, DType::i64), Tensor::empty({p}, DType::i32)};
@@ -43,7 +44,7 @@ Layout make_layout(const ExpertsCase& c) {
 }
 
 // Routing weights as the router makes them: in (0, 1].
-Tensor routing_weights(const ExpertsCase& c, uint64_t seed) {
+Tensor routing_weights(const Case& c, uint64_t seed) {
   Tensor w = random_f32({c.n, c.top_k}, seed, 0.5f);
   for (int64_t i = 0; i < w.numel(); ++i) {
     w.data<float>()[i] = std::min(1.0f, std::fabs(w.data<float>()[i]) + 1e-3f);
@@ -51,78 +52,126 @@ Tensor routing_weights(const ExpertsCase& c, uint64_t seed) {
   return w;
 }
 
-// ---- 1. reference backward vs central finite differences (fp64) ----
-
-TEST(MoeExperts, ReferenceBackwardMatchesFiniteDifferences) {
-  const ExpertsCase cases[] = {{3, 2, 4, 5, {2, 0, 3, 1}}, {2, 1, 3, 2, {2}}};
-  for (const ExpertsCase& c : cases) {
-    const int64_t e = static_cast<int64_t>(c.counts.size()), p = c.n * c.top_k, d = c.d, f = c.f;
-    const Layout l = make_layout(c);
-    const int64_t* offsets = l.offsets_E1.data<int64_t>();
+// The fp64 reference of x, w1, w3, w2 (and the routing weights, when weighted), for a fixed
+// layout. Weighted, forward returns the weighted rows s_r y_r, whose backward the weighted
+// kernel computes (moe_experts.h). dx and dweight are written: they start from 7, which must not
+// survive.
+RefFunction moe_experts_reference(const Case& c) {
+  const int64_t e = static_cast<int64_t>(c.counts.size()), p = c.n * c.top_k, d = c.d, f = c.f;
+  const Layout l = make_layout(c);  // the lambdas keep copies (the tensors share storage)
+  auto forward = [=](const std::vector<Doubles>& in) {
     const int32_t* pair_of_row = l.pair_of_row_P.data<int32_t>();
-    const auto x0 = random_doubles(p * d, 1, 0.8), w10 = random_doubles(e * f * d, 2, 0.5);
-    const auto w30 = random_doubles(e * f * d, 3, 0.5), w20 = random_doubles(e * d * f, 4, 0.5);
-    const auto s0 = random_doubles(p, 5), r = random_doubles(p * d, 6);
-    for (bool weighted : {false, true}) {
-      // loss = sum_r s_r (r_r . y_r), s = 1 when plain: dy = r.
-      auto loss = [&](const std::vector<double>& x, const std::vector<double>& w1,
-                      const std::vector<double>& w3, const std::vector<double>& w2,
-                      const std::vector<double>& s) {
-        std::vector<double> y(p * d), gate(p * f), up(p * f);
-        ref::moe_experts_forward(e, d, f, offsets, x.data(), w1.data(), w3.data(), w2.data(),
-                                 y.data(), gate.data(), up.data());
-        double sum = 0.0;
-        for (int64_t row = 0; row < p; ++row) {
-          double yr = 0.0;
-          for (int64_t i = 0; i < d; ++i) yr += r[row * d + i] * y[row * d + i];
-          sum += (weighted ? s[pair_of_row[row]] : 1.0) * yr;
-        }
-        return sum;
-      };
-      std::vector<double> dx(p * d, 7.0), dw1(e * f * d, 0.0), dw3(e * f * d, 0.0),
-          dw2(e * d * f, 0.0), ds(p, 7.0);
-      ref::moe_experts_backward(e, d, f, offsets, r.data(), weighted ? s0.data() : nullptr,
-                                pair_of_row, x0.data(), w10.data(), w30.data(), w20.data(),
-                                dx.data(), dw1.data(), dw3.data(), dw2.data(), ds.data());
-      const std::string w = "moe_experts_ref " + name(c) + (weighted ? " weighted" : " plain");
-      EXPECT_TRUE(all_close(w + " dx", dx, numeric_gradient([&](const auto& v) {
-        return loss(v, w10, w30, w20, s0); }, x0), kFdTol));
-      EXPECT_TRUE(all_close(w + " dw1", dw1, numeric_gradient([&](const auto& v) {
-        return loss(x0, v, w30, w20, s0); }, w10), kFdTol));
-      EXPECT_TRUE(all_close(w + " dw3", dw3, numeric_gradient([&](const auto& v) {
-        return loss(x0, w10, v, w20, s0); }, w30), kFdTol));
-      EXPECT_TRUE(all_close(w + " dw2", dw2, numeric_gradient([&](const auto& v) {
-        return loss(x0, w10, w30, v, s0); }, w20), kFdTol));
-      if (weighted) {
-        EXPECT_TRUE(all_close(w + " dweight", ds, numeric_gradient([&](const auto& v) {
-          return loss(x0, w10, w30, w20, v); }, s0), kFdTol));
-      }
+    Doubles y(p * d), gate(p * f), up(p * f);
+    ref::moe_experts_forward(e, d, f, l.offsets_E1.data<int64_t>(), in[0].data(), in[1].data(),
+                             in[2].data(), in[3].data(), y.data(), gate.data(), up.data());
+    for (int64_t r = 0; c.weighted && r < p; ++r) {
+      for (int64_t i = 0; i < d; ++i) y[r * d + i] *= in[4][pair_of_row[r]];
     }
+    return y;
+  };
+  auto backward = [=](const std::vector<Doubles>& in, const Doubles& dy) {
+    const int32_t* pair_of_row = l.pair_of_row_P.data<int32_t>();
+    Doubles dx(p * d, 7.0), dw1(e * f * d, 0.0), dw3(e * f * d, 0.0), dw2(e * d * f, 0.0), dweight(p, 7.0);
+    ref::moe_experts_backward(e, d, f, l.offsets_E1.data<int64_t>(), dy.data(), c.weighted ? in[4].data() : nullptr,
+                              c.weighted ? pair_of_row : nullptr, in[0].data(), in[1].data(),
+                              in[2].data(), in[3].data(), dx.data(), dw1.data(), dw3.data(),
+                              dw2.data(), c.weighted ? dweight.data() : nullptr);
+    std::vector<Doubles> grads{dx, dw1, dw3, dw2};
+    if (c.weighted) grads.push_back(dweight);
+    return grads;
+  };
+  RefFunction fn{{"x", "w1", "w3", "w2"},
+                 {random_doubles(p * d, 1, 0.8), random_doubles(e * f * d, 2, 0.5),
+                  random_doubles(e * f * d, 3, 0.5), random_doubles(e * d * f, 4, 0.5)},
+                 forward,
+                 backward};
+  if (c.weighted) {
+    fn.names.push_back("weight");
+    fn.inputs.push_back(random_doubles(p, 5));
   }
+  return fn;
 }
 
-// ---- 2. every kernel vs the reference, forward and backward ----
-
 // Uneven loads, empty experts, one expert, and one case past a GEMM tile (> 256 rows for an
-// expert, F > 256 columns).
-const ExpertsCase kCases[] = {{1, 1, 1, 1, {1}},
-                              {7, 2, 9, 5, {3, 0, 6, 5}},
-                              {9, 3, 6, 7, {0, 27, 0}},
-                              {33, 3, 19, 23, {10, 20, 0, 30, 39}},
-                              {300, 2, 40, 300, {290, 10, 300}},
-                              {0, 2, 5, 3, {0, 0}}};
+// expert, F > 256 columns), no rows; each plain and weighted.
+const Case kShapes[] = {{1, 1, 1, 1, {1}},
+                        {7, 2, 9, 5, {3, 0, 6, 5}},
+                        {9, 3, 6, 7, {0, 27, 0}},
+                        {33, 3, 19, 23, {10, 20, 0, 30, 39}},
+                        {300, 2, 40, 300, {290, 10, 300}},
+                        {0, 2, 5, 3, {0, 0}}};
+
+std::vector<Case> cases(const std::vector<Case>& shapes) {
+  std::vector<Case> all;
+  for (const Case& c : shapes) {
+    for (bool weighted : {false, true}) all.push_back({c.n, c.top_k, c.d, c.f, c.counts, weighted});
+  }
+  return all;
+}
+
+struct Inputs {
+  Layout l;
+  Tensor x, w1, w3, w2, weight, dy;
+};
+Inputs inputs(const Case& c) {
+  const int64_t e = static_cast<int64_t>(c.counts.size()), p = c.n * c.top_k;
+  return {make_layout(c),
+          random_f32({p, c.d}, 11, 0.7f),
+          random_f32({e, c.f, c.d}, 12, 0.4f),
+          random_f32({e, c.f, c.d}, 13, 0.4f),
+          random_f32({e, c.d, c.f}, 14, 0.4f),
+          routing_weights(c, 15),
+          random_f32({p, c.d}, 16)};
+}
 
 struct Grads {
   Tensor dx, dw1, dw3, dw2, dweight;
 };
 
 // dx and dweight start as garbage (written), the weight grads as random values (accumulated).
-Grads make_grads(const ExpertsCase& c, const Tensor& w1, bool weighted) {
+Grads make_grads(const Case& c, const Tensor& w1, bool weighted) {
   const int64_t p = c.n * c.top_k;
-  return {random_f32({p, c.d}, 91, 100.0f), random_f32(w1.shape(), 92), random_f32(w1.shape(), 93),
-          random_f32({w1.size(0), c.d, c.f}, 94),
-          weighted ? random_f32({c.n, c.top_k}, 95, 100.0f) : Tensor{}};
+  return {garbage({p, c.d}), random_f32(w1.shape(), 92), random_f32(w1.shape(), 93),
+          random_f32({w1.size(0), c.d, c.f}, 94), weighted ? garbage({c.n, c.top_k}) : Tensor{}};
 }
+
+OpTest<MoeExpertsImpl, Case> moe_experts_test() {
+  return {
+      .table = &moe_experts_table(),
+      .cases = cases({std::begin(kShapes), std::end(kShapes)}),
+      .name = name,
+      .supports = [](const MoeExpertsImpl& impl, const Case& c) {
+        const Inputs in = inputs(c);
+        return impl.supports(in.x, in.w1);
+      },
+      .forward = [](const MoeExpertsImpl& impl, const Case& c) -> Outputs {
+        const Inputs in = inputs(c);
+        Tensor y = garbage(in.x.shape());
+        MoeExpertsSaved s{garbage({in.x.size(0), c.f}), garbage({in.x.size(0), c.f})};
+        impl.forward(in.x, in.l.offsets_E1, in.w1, in.w3, in.w2, y, s);
+        return {{"y", y}, {"gate", s.gate_PF}, {"up", s.up_PF}};
+      },
+      // Each implementation's backward reads its own forward's saved activations.
+      .backward = [](const MoeExpertsImpl& impl, const Case& c) -> Outputs {
+        const Inputs in = inputs(c);
+        Tensor y = Tensor::empty(in.x.shape());
+        MoeExpertsSaved s;
+        impl.forward(in.x, in.l.offsets_E1, in.w1, in.w3, in.w2, y, s);
+        Grads g = make_grads(c, in.w1, c.weighted);
+        impl.backward(in.dy, c.weighted ? in.weight : Tensor{}, c.weighted ? in.l.pair_of_row_P : Tensor{}, in.x,
+                      in.l.offsets_E1, in.w1, in.w3, in.w2, s, g.dx, g.dw1, g.dw3, g.dw2, g.dweight);
+        Outputs out{{"dx", g.dx}, {"dw1", g.dw1}, {"dw3", g.dw3}, {"dw2", g.dw2}};
+        if (c.weighted) out.emplace_back("dweight", g.dweight);
+        return out;
+      },
+      .reference = moe_experts_reference,
+      .fd_cases = cases({{3, 2, 4, 5, {2, 0, 3, 1}}, {2, 1, 3, 2, {2}}}),
+  };
+}
+
+TEST(MoeExperts, ReferenceBackwardMatchesFiniteDifferences) { sweep(moe_experts_test(), {Mode::gradient}); }
+
+TEST(MoeExperts, KernelsMatchReference) { sweep(moe_experts_test(), {Mode::forward, Mode::backward}); }
 
 void expect_grads_close(const std::string& where, const Grads& got, const Grads& want) {
   EXPECT_TRUE(all_close(where + " dx", got.dx, want.dx, kF32Tol));
@@ -134,43 +183,10 @@ void expect_grads_close(const std::string& where, const Grads& got, const Grads&
   }
 }
 
-TEST(MoeExperts, KernelsMatchReference) {
-  const MoeExpertsImpl& ref = moe_experts_table().ref();
-  for (const ExpertsCase& c : kCases) {
-    const int64_t e = static_cast<int64_t>(c.counts.size()), p = c.n * c.top_k;
-    const Layout l = make_layout(c);
-    const Tensor x = random_f32({p, c.d}, 11, 0.7f), w1 = random_f32({e, c.f, c.d}, 12, 0.4f);
-    const Tensor w3 = random_f32({e, c.f, c.d}, 13, 0.4f), w2 = random_f32({e, c.d, c.f}, 14, 0.4f);
-    const Tensor weight = routing_weights(c, 15), dy = random_f32({p, c.d}, 16);
-    Tensor y_ref = Tensor::empty({p, c.d});
-    MoeExpertsSaved s_ref;
-    ref.forward(x, l.offsets_E1, w1, w3, w2, y_ref, s_ref);
-    for (bool weighted : {false, true}) {
-      const Tensor wt = weighted ? weight : Tensor{}, pr = weighted ? l.pair_of_row_P : Tensor{};
-      Grads g_ref = make_grads(c, w1, weighted);
-      ref.backward(dy, wt, pr, x, l.offsets_E1, w1, w3, w2, s_ref, g_ref.dx, g_ref.dw1, g_ref.dw3,
-                   g_ref.dw2, g_ref.dweight);
-      for (const MoeExpertsImpl& impl : moe_experts_table().impls()) {
-        const std::string where = impl.name + " " + name(c) + (weighted ? " weighted" : " plain");
-        Tensor y = Tensor::empty({p, c.d});
-        MoeExpertsSaved s;
-        impl.forward(x, l.offsets_E1, w1, w3, w2, y, s);
-        EXPECT_TRUE(all_close(where + " y", y, y_ref, kF32Tol));
-        EXPECT_TRUE(all_close(where + " gate", s.gate_PF, s_ref.gate_PF, kF32Tol));
-        EXPECT_TRUE(all_close(where + " up", s.up_PF, s_ref.up_PF, kF32Tol));
-        Grads g = make_grads(c, w1, weighted);
-        impl.backward(dy, wt, pr, x, l.offsets_E1, w1, w3, w2, s, g.dx, g.dw1, g.dw3, g.dw2,
-                      g.dweight);
-        expect_grads_close(where, g, g_ref);
-      }
-    }
-  }
-}
-
 // The block's fold (moe.md): the weighted backward on g equals the plain backward on the
 // weighted gradient s_r g_r, with dweight = g_r . y_r (what the weighted combine would return).
 TEST(MoeExperts, WeightedBackwardEqualsPlainBackwardOfWeightedGradient) {
-  const ExpertsCase c{33, 3, 19, 23, {10, 20, 0, 30, 39}};
+  const Case c{33, 3, 19, 23, {10, 20, 0, 30, 39}};
   const int64_t e = 5, p = c.n * c.top_k, d = c.d;
   const Layout l = make_layout(c);
   const Tensor x = random_f32({p, d}, 21, 0.7f), w1 = random_f32({e, c.f, d}, 22, 0.4f);
@@ -204,7 +220,7 @@ TEST(MoeExperts, WeightedBackwardEqualsPlainBackwardOfWeightedGradient) {
 
 // In place (dx_PD = dy_PD, as the block calls it): the same bits as into a separate dx.
 TEST(MoeExperts, InPlaceBackwardEqualsOutOfPlace) {
-  const ExpertsCase c{300, 2, 40, 300, {290, 10, 300}};
+  const Case c{300, 2, 40, 300, {290, 10, 300}};
   const int64_t e = 3, p = c.n * c.top_k;
   const Layout l = make_layout(c);
   const Tensor x = random_f32({p, c.d}, 41, 0.7f), w1 = random_f32({e, c.f, c.d}, 42, 0.4f);

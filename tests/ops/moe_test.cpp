@@ -1,12 +1,13 @@
-// Sparse MoE block (the composition of router, dispatch, experts and combine): the block's fused
-// scalar reference against finite differences, the composition (on the ops' kernels and on the
-// ops' references) against that reference, the one-expert identity with the dense SwiGLU MLP,
-// determinism, and bad arguments. Each op has its own tests (moe_router_test.cpp, ...).
+// Sparse MoE block (the composition of router, dispatch, experts and combine) on the shared
+// harness (op_harness.h): the block's fused scalar reference against finite differences, and the
+// composition (on the ops' kernels and on the ops' references) against that reference, as the
+// entries of a test-local table. Beside the sweep: the selection bias and the one-expert identity
+// with the dense SwiGLU MLP (math), determinism across thread counts, and bad arguments. Each op
+// has its own tests (moe_router_test.cpp, ...).
 #include "titan/ops/moe/moe.h"
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <iostream>
 #include <numeric>
 
@@ -63,85 +64,14 @@ double top_k_margin(const std::vector<double>& logits, int64_t n, int64_t e, int
   return margin;
 }
 
-// ---- 1. reference backward vs central finite differences (fp64) ----
-
-TEST(Moe, ReferenceBackwardMatchesFiniteDifferences) {
-  const MoeCase cases[] = {{3, 5, 4, 6, 2, true, {}},
-                           {3, 5, 4, 6, 2, false, {}},
-                           {2, 4, 3, 5, 3, true, {}},   // top_k = E
-                           {4, 3, 5, 2, 1, false, {}},
-                           {2, 3, 1, 4, 1, true, {}}};  // one expert
-  const double h = 1e-5;
-  for (const MoeCase& c : cases) {
-    const int64_t n = c.n, d = c.d, e = c.e, f = c.f, k = c.top_k;
-    auto x0 = random_doubles(n * d, 21, 0.8), wg0 = random_doubles(e * d, 22, 0.9);
-    auto w10 = random_doubles(e * f * d, 23, 0.5), w30 = random_doubles(e * f * d, 24, 0.5);
-    auto w20 = random_doubles(e * d * f, 25, 0.5);
-    const auto r = random_doubles(n * d, 26), rz = random_doubles(n * e, 27);  // loss weights
-    struct Out {
-      std::vector<double> out, logits, probs, weight;
-      std::vector<int32_t> expert;
-    };
-    auto run = [&](const std::vector<double>& x, const std::vector<double>& wg,
-                   const std::vector<double>& w1, const std::vector<double>& w3,
-                   const std::vector<double>& w2) {
-      Out o{std::vector<double>(n * d), std::vector<double>(n * e), std::vector<double>(n * e),
-            std::vector<double>(n * k), std::vector<int32_t>(n * k)};
-      ref::moe_forward(n, d, e, f, k, c.norm, x.data(), wg.data(), w1.data(), w3.data(),
-                       w2.data(), o.out.data(), o.logits.data(), o.probs.data(), o.expert.data(),
-                       o.weight.data());
-      return o;
-    };
-    // loss = sum(out * r) + sum(logits * rz): dout = r, drouter_logits = rz.
-    auto loss = [&](const auto& x, const auto& wg, const auto& w1, const auto& w3, const auto& w2) {
-      const Out o = run(x, wg, w1, w3, w2);
-      return dot(o.out, r) + dot(o.logits, rz);
-    };
-    const Out o = run(x0, wg0, w10, w30, w20);
-    const double margin = top_k_margin(o.logits, n, e, k);
-    // Perturbing one input by h moves a logit by at most h * |other factor| (< 4h here).
-    EXPECT_GT(margin, 100 * h) << name(c) << ": router near-tie, pick other inputs";
-    std::cout << "[moe fd] " << name(c) << " top-k logit margin " << margin << " (step " << h
-              << ")\n";
-    RecordProperty("fd_margin " + name(c), std::to_string(margin));
-    std::vector<double> dx(n * d), dwg(e * d, 0.0), dw1(e * f * d, 0.0), dw3(e * f * d, 0.0),
-        dw2(e * d * f, 0.0);
-    ref::moe_backward(n, d, e, f, k, c.norm, r.data(), rz.data(), x0.data(), wg0.data(),
-                      w10.data(), w30.data(), w20.data(), o.probs.data(), o.expert.data(),
-                      o.weight.data(), dx.data(), dwg.data(), dw1.data(), dw3.data(), dw2.data());
-    const std::string w = "moe_ref " + name(c);
-    EXPECT_TRUE(all_close(w + " dx", dx, numeric_gradient([&](const auto& v) {
-      return loss(v, wg0, w10, w30, w20); }, x0, h), kFdTol));
-    EXPECT_TRUE(all_close(w + " dw_gate", dwg, numeric_gradient([&](const auto& v) {
-      return loss(x0, v, w10, w30, w20); }, wg0, h), kFdTol));
-    EXPECT_TRUE(all_close(w + " dw1", dw1, numeric_gradient([&](const auto& v) {
-      return loss(x0, wg0, v, w30, w20); }, w10, h), kFdTol));
-    EXPECT_TRUE(all_close(w + " dw3", dw3, numeric_gradient([&](const auto& v) {
-      return loss(x0, wg0, w10, v, w20); }, w30, h), kFdTol));
-    EXPECT_TRUE(all_close(w + " dw2", dw2, numeric_gradient([&](const auto& v) {
-      return loss(x0, wg0, w10, w30, v); }, w20, h), kFdTol));
-  }
-}
-
-// ---- 2. the composition vs the block's reference, forward and backward ----
+// ---- the block's three paths as the implementations of one contract, for the sweep ----
 
 using ForwardFn = void (*)(const MoeArgs&, const Tensor&, const Tensor&, const Tensor&,
                            const Tensor&, const Tensor&, Tensor&, Tensor&, MoeSaved&);
 using BackwardFn = void (*)(const MoeArgs&, const Tensor&, const Tensor&, const Tensor&,
                             const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                             const MoeSaved&, Tensor&, Tensor&, Tensor&, Tensor&, Tensor&);
-
-// A way to run the block: the fused reference, or the composition with every op on its preferred
-// kernel or (use_ref) on its reference.
-struct Path {
-  std::string name;
-  ForwardFn forward;
-  BackwardFn backward;
-  bool use_ref;
-};
-const Path kRefPath{"moe_ref", moe_forward_ref, moe_backward_ref, false};
-const Path kCompositions[] = {{"moe (op kernels)", moe_forward, moe_backward, false},
-                              {"moe (op references)", moe_forward, moe_backward, true}};
+using MoePath = OpImpl<bool (*)(), ForwardFn, BackwardFn>;
 
 // Sets the ops' use_ref switch for one scope.
 class UseRef {
@@ -155,15 +85,60 @@ class UseRef {
   bool before_;
 };
 
-void run_forward(const Path& path, const MoeArgs& a, const MoeInputs& in, Tensor& out, Tensor& z,
-                 MoeSaved& s) {
-  UseRef scope(path.use_ref);
-  path.forward(a, in.x, in.w_gate, in.w1, in.w3, in.w2, out, z, s);
+// The composition with every op on its preferred kernel (even under TITAN_USE_REF=1) or on its
+// reference.
+template <bool kUseRef>
+void composed_forward(const MoeArgs& a, const Tensor& x, const Tensor& wg, const Tensor& w1,
+                      const Tensor& w3, const Tensor& w2, Tensor& out, Tensor& z, MoeSaved& s) {
+  const UseRef scope(kUseRef);
+  moe_forward(a, x, wg, w1, w3, w2, out, z, s);
+}
+template <bool kUseRef>
+void composed_backward(const MoeArgs& a, const Tensor& dout, const Tensor& dz, const Tensor& x,
+                       const Tensor& wg, const Tensor& w1, const Tensor& w3, const Tensor& w2,
+                       const MoeSaved& s, Tensor& dx, Tensor& dwg, Tensor& dw1, Tensor& dw3,
+                       Tensor& dw2) {
+  const UseRef scope(kUseRef);
+  moe_backward(a, dout, dz, x, wg, w1, w3, w2, s, dx, dwg, dw1, dw3, dw2);
+}
+
+// Not the registry's: a table of this test's own, whose first entry (the oracle) is the block's
+// fused scalar reference, independent of the four ops.
+const OpTable<MoePath>& moe_paths() {
+  static OpTable<MoePath> table("moe");
+  if (table.impls().empty()) {
+    table.add({"moe_ref", Device::cpu, nullptr, moe_forward_ref, moe_backward_ref});
+    table.add({"moe (op kernels)", Device::cpu, nullptr, composed_forward<false>, composed_backward<false>});
+    table.add({"moe (op references)", Device::cpu, nullptr, composed_forward<true>, composed_backward<true>});
+  }
+  return table;
+}
+
+struct Case {
+  MoeCase shape;
+  bool dlogits = true;          // backward also gets a gradient on the router logits (aux loss)
+  bool ref_saved = false;       // backward reads the reference's forward: MoeSaved is a contract
+  bool selection_bias = false;  // bias-based balancing (selection_bias_E)
+};
+
+std::string case_name(const Case& c) {
+  return str(name(c.shape), c.selection_bias ? " selection_bias" : "", c.dlogits ? " dlogits" : "",
+             c.ref_saved ? " saved by ref" : "");
+}
+
+MoeArgs make_args(const Case& c) {
+  MoeArgs args{c.shape.top_k, c.shape.norm, {}};
+  if (c.selection_bias) {  // +1 puts expert 4 in every token's top-k (probs are in [0, 1])
+    args.selection_bias_E = Tensor::zeros({c.shape.e});
+    args.selection_bias_E.data<float>()[4] = 1.0f;
+    args.selection_bias_E.data<float>()[1] = 0.01f;
+  }
+  return args;
 }
 
 // Uneven loads, an empty expert, top_k = E, norm on/off, odd sizes, and one case past a GEMM tile
 // (> 128 rows for an expert, F > 256 columns).
-const MoeCase kCases[] = {
+const MoeCase kShapes[] = {
     {1, 1, 1, 1, 1, true, {}},
     {7, 9, 4, 5, 2, true, {}},
     {7, 9, 4, 5, 2, false, {}},
@@ -175,10 +150,17 @@ const MoeCase kCases[] = {
     {300, 40, 4, 300, 2, true, {{2, 1.5f}}},
 };
 
-void expect_same_ints(const std::string& where, const Tensor& got, const Tensor& want) {
-  ASSERT_EQ(got.shape(), want.shape()) << where;
-  ASSERT_EQ(got.dtype(), want.dtype()) << where;
-  EXPECT_EQ(std::memcmp(got.raw_data(), want.raw_data(), got.nbytes()), 0) << where << " differs";
+// Each shape with and without dlogits, and with the reference's saved state; plus the selection
+// bias (no dlogits).
+std::vector<Case> cases() {
+  std::vector<Case> all;
+  for (const MoeCase& s : kShapes) {
+    all.push_back({s, true, false});
+    all.push_back({s, false, false});
+    all.push_back({s, true, true});
+  }
+  all.push_back({{40, 8, 6, 5, 2, true, {}}, false, false, true});
+  return all;
 }
 
 struct Grads {
@@ -187,109 +169,153 @@ struct Grads {
 
 // dx starts as garbage (written), the weight grads as random values (accumulated).
 Grads make_grads(const MoeInputs& in) {
-  Grads g{random_f32(in.x.shape(), 91, 100.0f), random_f32(in.w_gate.shape(), 92),
-          random_f32(in.w1.shape(), 93), random_f32(in.w3.shape(), 94),
-          random_f32(in.w2.shape(), 95)};
-  return g;
+  return {garbage(in.x.shape()), random_f32(in.w_gate.shape(), 92), random_f32(in.w1.shape(), 93),
+          random_f32(in.w3.shape(), 94), random_f32(in.w2.shape(), 95)};
 }
 
-void run_backward(const Path& path, const MoeArgs& a, const Tensor& dout, const Tensor& dz,
-                  const MoeInputs& in, const MoeSaved& saved, Grads& g) {
-  UseRef scope(path.use_ref);
-  path.backward(a, dout, dz, in.x, in.w_gate, in.w1, in.w3, in.w2, saved, g.dx, g.dw_gate, g.dw1,
-                g.dw3, g.dw2);
-}
-
-void expect_grads_close(const std::string& where, const Grads& got, const Grads& want) {
-  EXPECT_TRUE(all_close(where + " dx", got.dx, want.dx, kF32Tol));
-  // dw_gate sums N tokens' dz x^T, with heavy cancellation in some entries: its absolute error
-  // scales with the tensor's magnitude (fp32 eps x max|dw_gate| x sqrt(N)), not each entry's.
+// dw_gate sums N tokens' dz x^T, with heavy cancellation in some entries: its absolute error
+// scales with the tensor's magnitude (fp32 eps x max|dw_gate| x sqrt(N)), not each entry's.
+Tolerance dw_gate_tol(const Tensor& want) {
   double scale = 1.0;
-  for (double v : to_doubles(want.dw_gate)) scale = std::max(scale, std::fabs(v));
-  EXPECT_TRUE(all_close(where + " dw_gate", got.dw_gate, want.dw_gate, {kF32Tol.atol * scale, kF32Tol.rtol}));
-  EXPECT_TRUE(all_close(where + " dw1", got.dw1, want.dw1, kF32Tol));
-  EXPECT_TRUE(all_close(where + " dw3", got.dw3, want.dw3, kF32Tol));
-  EXPECT_TRUE(all_close(where + " dw2", got.dw2, want.dw2, kF32Tol));
+  for (double v : to_doubles(want)) scale = std::max(scale, std::fabs(v));
+  return {kF32Tol.atol * scale, kF32Tol.rtol};
 }
 
-TEST(Moe, CompositionMatchesReference) {
-  const Path& ref = kRefPath;
-  for (const MoeCase& c : kCases) {
-    const MoeInputs in = make_inputs(c, 31);
-    const MoeArgs args{c.top_k, c.norm, {}};
-    Tensor out_ref = Tensor::empty({c.n, c.d}), z_ref = Tensor::empty({c.n, c.e});
-    MoeSaved s_ref;
-    run_forward(ref, args, in, out_ref, z_ref, s_ref);
-    if (c.empty_expert >= 0) {
-      ASSERT_EQ(s_ref.expert_counts_E.data<int64_t>()[c.empty_expert], 0) << name(c);
-    }
-    const int64_t* counts = s_ref.expert_counts_E.data<int64_t>();
-    EXPECT_EQ(std::accumulate(counts, counts + c.e, int64_t{0}), c.n * c.top_k) << name(c);
-    const Tensor dout = random_f32({c.n, c.d}, 41), dz = random_f32({c.n, c.e}, 42, 0.3f);
-    Grads g_ref = make_grads(in), g_ref_nodz = make_grads(in);
-    run_backward(ref, args, dout, dz, in, s_ref, g_ref);
-    run_backward(ref, args, dout, Tensor{}, in, s_ref, g_ref_nodz);
-    for (const Path& impl : kCompositions) {
-      const std::string where = impl.name + " " + name(c);
-      Tensor out = Tensor::empty({c.n, c.d}), z = Tensor::empty({c.n, c.e});
-      MoeSaved s;
-      run_forward(impl, args, in, out, z, s);
-      EXPECT_TRUE(all_close(where + " out", out, out_ref, kF32Tol));
-      EXPECT_TRUE(all_close(where + " router_logits", z, z_ref, kF32Tol));
-      EXPECT_TRUE(all_close(where + " probs", s.probs_NE, s_ref.probs_NE, kF32Tol));
-      EXPECT_TRUE(all_close(where + " weight", s.weight_NK, s_ref.weight_NK, kF32Tol));
-      EXPECT_TRUE(all_close(where + " gate", s.gate_PF, s_ref.gate_PF, kF32Tol));
-      EXPECT_TRUE(all_close(where + " up", s.up_PF, s_ref.up_PF, kF32Tol));
-      expect_same_ints(where + " expert", s.expert_NK, s_ref.expert_NK);
-      expect_same_ints(where + " expert_counts", s.expert_counts_E, s_ref.expert_counts_E);
-      expect_same_ints(where + " offsets", s.offsets_E1, s_ref.offsets_E1);
-      expect_same_ints(where + " row_of_pair", s.row_of_pair_NK, s_ref.row_of_pair_NK);
-      expect_same_ints(where + " pair_of_row", s.pair_of_row_P, s_ref.pair_of_row_P);
-      Grads g = make_grads(in), g_nodz = make_grads(in), g_cross = make_grads(in);
-      run_backward(impl, args, dout, dz, in, s, g);
-      expect_grads_close(where + " (dlogits)", g, g_ref);
-      run_backward(impl, args, dout, Tensor{}, in, s, g_nodz);
-      expect_grads_close(where + " (no dlogits)", g_nodz, g_ref_nodz);
-      // The saved struct is a contract: the composition's backward on the reference's forward.
-      run_backward(impl, args, dout, dz, in, s_ref, g_cross);
-      expect_grads_close(where + " (saved by ref)", g_cross, g_ref);
-    }
-  }
+void run_forward(const MoePath& path, const MoeArgs& a, const MoeInputs& in, Tensor& out, Tensor& z, MoeSaved& s) {
+  path.forward(a, in.x, in.w_gate, in.w1, in.w3, in.w2, out, z, s);
 }
+
+void run_backward(const MoePath& path, const MoeArgs& a, const Tensor& dout, const Tensor& dz,
+                  const MoeInputs& in, const MoeSaved& saved, Grads& g) {
+  path.backward(a, dout, dz, in.x, in.w_gate, in.w1, in.w3, in.w2, saved, g.dx, g.dw_gate, g.dw1, g.dw3, g.dw2);
+}
+
+// ---- 1. the fused reference's backward vs central finite differences (fp64) ----
+
+// forward returns out (and the router logits when the case has dlogits): <dy, forward> has
+// dout = dy's first N*D values and drouter_logits the rest.
+RefFunction moe_reference(const Case& cs) {
+  const MoeCase& c = cs.shape;
+  const int64_t n = c.n, d = c.d, e = c.e, f = c.f, k = c.top_k;
+  struct Out {
+    Doubles out, logits, probs, weight;
+    std::vector<int32_t> expert;
+  };
+  auto run = [=](const std::vector<Doubles>& in) {
+    Out o{Doubles(n * d), Doubles(n * e), Doubles(n * e), Doubles(n * k), std::vector<int32_t>(n * k)};
+    ref::moe_forward(n, d, e, f, k, c.norm, in[0].data(), in[1].data(), in[2].data(), in[3].data(),
+                     in[4].data(), o.out.data(), o.logits.data(), o.probs.data(), o.expert.data(),
+                     o.weight.data());
+    return o;
+  };
+  auto forward = [=](const std::vector<Doubles>& in) {
+    Out o = run(in);
+    if (cs.dlogits) o.out.insert(o.out.end(), o.logits.begin(), o.logits.end());
+    return o.out;
+  };
+  auto backward = [=](const std::vector<Doubles>& in, const Doubles& dy) {
+    const Out o = run(in);
+    Doubles dx(n * d, 7.0), dwg(e * d, 0.0), dw1(e * f * d, 0.0), dw3(e * f * d, 0.0), dw2(e * d * f, 0.0);
+    ref::moe_backward(n, d, e, f, k, c.norm, dy.data(), cs.dlogits ? dy.data() + n * d : nullptr,
+                      in[0].data(), in[1].data(), in[2].data(), in[3].data(), in[4].data(),
+                      o.probs.data(), o.expert.data(), o.weight.data(), dx.data(), dwg.data(),
+                      dw1.data(), dw3.data(), dw2.data());
+    return std::vector<Doubles>{dx, dwg, dw1, dw3, dw2};
+  };
+  RefFunction fn{{"x", "w_gate", "w1", "w3", "w2"},
+                 {random_doubles(n * d, 21, 0.8), random_doubles(e * d, 22, 0.9),
+                  random_doubles(e * f * d, 23, 0.5), random_doubles(e * f * d, 24, 0.5),
+                  random_doubles(e * d * f, 25, 0.5)},
+                 forward,
+                 backward};
+  // Perturbing one input by h moves a logit by at most h * |other factor| (< 4h here).
+  const double h = FdOptions{}.h, margin = top_k_margin(run(fn.inputs).logits, n, e, k);
+  EXPECT_GT(margin, 100 * h) << case_name(cs) << ": router near-tie, pick other inputs";
+  std::cout << "[moe fd] " << case_name(cs) << " top-k logit margin " << margin << " (step " << h << ")\n";
+  ::testing::Test::RecordProperty("fd_margin " + case_name(cs), std::to_string(margin));
+  return fn;
+}
+
+// ---- 2. the composition (on the op kernels and on the op references) vs the fused reference ----
+
+OpTest<MoePath, Case> moe_test() {
+  return {
+      .table = &moe_paths(),
+      .cases = cases(),
+      .name = case_name,
+      .forward = [](const MoePath& path, const Case& cs) -> Outputs {
+        const MoeCase& c = cs.shape;
+        const MoeInputs in = make_inputs(c, 31);
+        Tensor out = garbage({c.n, c.d}), z = garbage({c.n, c.e});
+        MoeSaved s;
+        run_forward(path, make_args(cs), in, out, z, s);
+        const int64_t* counts = s.expert_counts_E.data<int64_t>();
+        EXPECT_EQ(std::accumulate(counts, counts + c.e, int64_t{0}), c.n * c.top_k) << path.name << " " << name(c);
+        if (c.empty_expert >= 0) {
+          EXPECT_EQ(counts[c.empty_expert], 0) << path.name << " " << name(c);
+        }
+        return {{"out", out},
+                {"router_logits", z},
+                {"probs", s.probs_NE},
+                {"weight", s.weight_NK},
+                {"gate", s.gate_PF},
+                {"up", s.up_PF},
+                {"expert", s.expert_NK},
+                {"expert_counts", s.expert_counts_E},
+                {"offsets", s.offsets_E1},
+                {"row_of_pair", s.row_of_pair_NK},
+                {"pair_of_row", s.pair_of_row_P}};
+      },
+      .backward = [](const MoePath& path, const Case& cs) -> Outputs {
+        const MoeCase& c = cs.shape;
+        const MoeInputs in = make_inputs(c, 31);
+        const MoeArgs args = make_args(cs);
+        Tensor out = Tensor::empty({c.n, c.d}), z = Tensor::empty({c.n, c.e});
+        MoeSaved s;
+        run_forward(cs.ref_saved ? moe_paths().ref() : path, args, in, out, z, s);
+        const Tensor dout = random_f32({c.n, c.d}, 41);
+        const Tensor dz = cs.dlogits ? random_f32({c.n, c.e}, 42, 0.3f) : Tensor{};
+        Grads g = make_grads(in);
+        run_backward(path, args, dout, dz, in, s, g);
+        return {{"dx", g.dx},
+                {"dw_gate", g.dw_gate, dw_gate_tol(g.dw_gate)},
+                {"dw1", g.dw1},
+                {"dw3", g.dw3},
+                {"dw2", g.dw2}};
+      },
+      .reference = moe_reference,
+      .fd_cases = {{{3, 5, 4, 6, 2, true, {}}},
+                   {{3, 5, 4, 6, 2, false, {}}},
+                   {{2, 4, 3, 5, 3, true, {}}},  // top_k = E
+                   {{4, 3, 5, 2, 1, false, {}}},
+                   {{2, 3, 1, 4, 1, true, {}}},  // one expert
+                   {{3, 5, 4, 6, 2, true, {}}, false}},
+  };
+}
+
+TEST(Moe, ReferenceBackwardMatchesFiniteDifferences) { sweep(moe_test(), {Mode::gradient}); }
+
+TEST(Moe, CompositionMatchesReference) { sweep(moe_test(), {Mode::forward, Mode::backward}); }
 
 // Bias-based balancing: the bias moves selection only. A bias of +1 on one expert (probs are in
-// [0, 1]) puts it in every token's top-k; its weight is still its prob (renormalised).
+// [0, 1]) puts it in every token's top-k; its weight is still its prob (renormalised). (Against
+// the reference with the same bias: the sweep's selection_bias case.)
 TEST(Moe, SelectionBiasMovesSelectionNotWeights) {
-  const MoeCase c{40, 8, 6, 5, 2, true, {}};
+  const Case cs{{40, 8, 6, 5, 2, true, {}}, false, false, true};
+  const MoeCase& c = cs.shape;
   const MoeInputs in = make_inputs(c, 81);
-  MoeArgs args{c.top_k, c.norm, {}};
-  args.selection_bias_E = Tensor::zeros({c.e});
-  args.selection_bias_E.data<float>()[4] = 1.0f;
-  args.selection_bias_E.data<float>()[1] = 0.01f;
-  for (const Path& impl : {kRefPath, kCompositions[0], kCompositions[1]}) {
+  for (const MoePath& path : moe_paths().impls()) {
     Tensor out = Tensor::empty({c.n, c.d}), z = Tensor::empty({c.n, c.e});
     MoeSaved s;
-    run_forward(impl, args, in, out, z, s);
-    EXPECT_EQ(s.expert_counts_E.data<int64_t>()[4], c.n) << impl.name;
+    run_forward(path, make_args(cs), in, out, z, s);
+    EXPECT_EQ(s.expert_counts_E.data<int64_t>()[4], c.n) << path.name;
     for (int64_t t = 0; t < c.n; ++t) {
       const int32_t* ex = s.expert_NK.data<int32_t>() + t * c.top_k;
       const float* p = s.probs_NE.data<float>() + t * c.e;
-      EXPECT_EQ(ex[0], 4) << impl.name << " token " << t;
+      EXPECT_EQ(ex[0], 4) << path.name << " token " << t;
       const double psum = static_cast<double>(p[ex[0]]) + p[ex[1]];
-      EXPECT_NEAR(s.weight_NK.data<float>()[t * c.top_k], p[4] / psum, 1e-6) << impl.name;
+      EXPECT_NEAR(s.weight_NK.data<float>()[t * c.top_k], p[4] / psum, 1e-6) << path.name;
     }
-    if (impl.name == "moe_ref") continue;
-    // Against the reference with the same bias, forward and backward.
-    Tensor out_ref = Tensor::empty({c.n, c.d}), z_ref = Tensor::empty({c.n, c.e});
-    MoeSaved s_ref;
-    run_forward(kRefPath, args, in, out_ref, z_ref, s_ref);
-    expect_same_ints(impl.name + " expert (biased)", s.expert_NK, s_ref.expert_NK);
-    EXPECT_TRUE(all_close(impl.name + " out (biased)", out, out_ref, kF32Tol));
-    const Tensor dout = random_f32({c.n, c.d}, 82);
-    Grads g = make_grads(in), g_ref = make_grads(in);
-    run_backward(impl, args, dout, Tensor{}, in, s, g);
-    run_backward(kRefPath, args, dout, Tensor{}, in, s_ref, g_ref);
-    expect_grads_close(impl.name + " (biased)", g, g_ref);
   }
 }
 
@@ -318,7 +344,7 @@ TEST(Moe, OneExpertTopOneEqualsDenseMlp) {
     std::vector<double> dx_dense = to_doubles(dx1), dx3d = to_doubles(dx3);
     for (size_t i = 0; i < dx_dense.size(); ++i) dx_dense[i] += dx3d[i];
 
-    for (const Path& impl : {kRefPath, kCompositions[0], kCompositions[1]}) {
+    for (const MoePath& impl : moe_paths().impls()) {
       const std::string where = impl.name + (norm ? " norm" : " raw") + " one expert";
       const MoeArgs args{1, norm, {}};
       Tensor out = Tensor::empty({n, d}), z = Tensor::empty({n, 1});

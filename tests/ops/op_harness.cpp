@@ -21,6 +21,14 @@ std::vector<double> random_doubles(size_t n, uint64_t seed, double scale) {
 }
 
 std::vector<double> to_doubles(const Tensor& t) {
+  if (t.dtype() == DType::i32 || t.dtype() == DType::i64) {  // ids, counts, layouts: exact in double
+    const Tensor c = t.contiguous();
+    std::vector<double> v(static_cast<size_t>(c.numel()));
+    for (int64_t i = 0; i < c.numel(); ++i) {
+      v[i] = c.dtype() == DType::i64 ? static_cast<double>(c.data<int64_t>()[i]) : c.data<int32_t>()[i];
+    }
+    return v;
+  }
   Tensor c = t.to(DType::f32);
   const float* p = c.data<float>();
   return std::vector<double>(p, p + c.numel());
@@ -119,6 +127,7 @@ std::string source_path(const std::string& relative) {
 
 Tolerance tolerance_for(DType dtype) {
   if (dtype == DType::f32) return kF32Tol;
+  if (dtype == DType::i32 || dtype == DType::i64) return kExact;  // an index is right or wrong
   throw Error(str("[op_harness] no kernel-vs-reference tolerance for ", dtype_name(dtype),
                   " outputs. HINT: add one to tolerance_for in tests/ops/op_harness.cpp"));
 }

@@ -31,13 +31,14 @@ constexpr Tolerance kFdTol{1e-6, 1e-5};
 // {0, 0} means identical values, the sign of zero included (see compare in op_harness.cpp).
 constexpr Tolerance kExact{0.0, 0.0};
 
-// Kernel vs reference for outputs of this dtype. Throws for a dtype no kernel produces yet: add
-// its tolerance here when one does.
+// Kernel vs reference for outputs of this dtype (integer outputs, such as chosen experts and
+// layouts, exactly). Throws for a dtype no kernel produces yet: add its tolerance here when one
+// does.
 Tolerance tolerance_for(DType dtype);
 
 Tensor random_f32(const Shape& shape, uint64_t seed, float scale = 1.0f);
 std::vector<double> random_doubles(size_t n, uint64_t seed, double scale = 1.0);
-std::vector<double> to_doubles(const Tensor& t);
+std::vector<double> to_doubles(const Tensor& t);  // float or integer (i32, i64) tensors
 Tensor from_doubles(const std::vector<double>& v, const Shape& shape);
 
 // |got - want| <= atol + rtol * |want| for every element.
