@@ -93,10 +93,13 @@ int run_plan(int argc, char** argv) {
               in.dp_replicate, " fits the model's divisibility (heads ", in.model.num_heads, ", kv heads ",
               in.model.num_kv_heads, ", FFN ", in.model.hidden_dim, ", vocab ", in.model.vocab_size, ")");
   const int pick = train::recommended_layout(plans);
-  std::printf("plan: %s (%.1fM parameters) on %lld ranks, micro-batch %lld x %lld tokens per data-parallel rank%s\n",
+  const config::ActivationCheckpointSection& ac = c.activation_checkpoint;
+  std::printf("plan: %s (%.1fM parameters) on %lld ranks, micro-batch %lld x %lld tokens per data-parallel rank%s, "
+              "activation checkpointing %s\n",
               resolved.config_name.c_str(), static_cast<double>(in.model.num_params()) / 1e6,
               static_cast<long long>(world), static_cast<long long>(in.local_batch), static_cast<long long>(in.seq_len),
-              memory > 0 ? str(", ", gib(memory), " GiB per rank").c_str() : "");
+              memory > 0 ? str(", ", gib(memory), " GiB per rank").c_str() : "",
+              ac.mode == "selective" ? ("selective " + ac.selective_ac_option).c_str() : ac.mode.c_str());
   std::printf("GiB per rank: params grads optim = parameters, gradients, AdamW moments (this rank's shard);\n"
               "gathered = FSDP's full blocks in use; activ = saved activations; logits = the head's chunk;\n"
               "temp = backward temporaries; comm = GB passed to collectives per step per rank\n\n");

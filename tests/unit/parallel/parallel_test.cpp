@@ -159,6 +159,35 @@ TEST(TensorParallel, ShardsRoundTrip) {
   EXPECT_EQ(e1.data<float>()[0], whole.tok_embeddings->table().value.data<float>()[128 * tiny().dim]);
 }
 
+// Activation checkpointing changes only the activations: keep_ops keeps less than keep_all, every
+// 2nd block replayed less still, keep_input least; one block kept whole costs what the difference
+// between keep_all everywhere and keep_input everywhere says it saves per layer.
+TEST(Planner, ActivationCheckpointingShrinksOnlyTheActivations) {
+  train::PlanInput in;
+  in.model = tiny();
+  in.model.num_layers = 4;
+  in.seq_len = 64;
+  const auto plan = [&](const std::string& mode, const std::string& option) {
+    in.recompute = nn::recompute_per_layer(mode, option, in.model.num_layers);
+    return train::plan_layouts(in).at(0);
+  };
+  const train::LayoutPlan none = plan("none", "op"), op = plan("selective", "op"), every2 = plan("selective", "2"),
+                          full = plan("full", "op");
+  EXPECT_LT(op.activations, none.activations);
+  EXPECT_LT(every2.activations, none.activations);
+  EXPECT_LT(full.activations, every2.activations);
+  EXPECT_LT(full.activations, op.activations);
+  for (const train::LayoutPlan* p : {&op, &every2, &full}) {
+    EXPECT_EQ(p->parameters + p->gradients + p->optimizer, none.parameters + none.gradients + none.optimizer);
+    EXPECT_DOUBLE_EQ(p->total - p->activations, none.total - none.activations);
+  }
+  // Per layer, keep_input keeps the input (D floats per token) instead of a whole block (b), and
+  // a replayed block's whole state exists once: none - full = 4 b - (4 D N 4 bytes + b).
+  const double input_bytes = 4.0 * static_cast<double>(in.model.dim * in.seq_len * in.local_batch);
+  const double block = (none.activations - full.activations + 4 * input_bytes) / 3.0;
+  EXPECT_NEAR(every2.activations, none.activations - 2 * block + 2 * input_bytes + block, 1e-6 * none.activations);
+}
+
 TEST(Planner, SingleRankStateIsSixteenBytesPerParameter) {
   train::PlanInput in;
   in.model = tiny();
