@@ -12,7 +12,7 @@ std::vector<std::pair<std::string, std::string>> selected_kernels(Device device)
           entry(rope_table()),      entry(attention_table()), entry(swiglu_table()),
           entry(lm_head_xent_table()), entry(adamw_table()), entry(moe_router_table()),
           entry(moe_dispatch_table()), entry(moe_experts_table()), entry(moe_combine_table()),
-          entry(accumulate_table()), entry(scale_table()), entry(sum_squares_table())};
+          entry(accumulate_table()), entry(scale_table()), entry(sum_squares_table()), entry(cast_table())};
 }
 
 // The table an implementation type belongs to (one overload per op).
@@ -31,6 +31,7 @@ static OpTable<MoeCombineImpl>& table_of(const MoeCombineImpl&) { return moe_com
 static OpTable<AccumulateImpl>& table_of(const AccumulateImpl&) { return accumulate_table(); }
 static OpTable<ScaleImpl>& table_of(const ScaleImpl&) { return scale_table(); }
 static OpTable<SumSquaresImpl>& table_of(const SumSquaresImpl&) { return sum_squares_table(); }
+static OpTable<CastImpl>& table_of(const CastImpl&) { return cast_table(); }
 
 static std::vector<AddedKernel>& added() {
   static std::vector<AddedKernel> list;
@@ -129,6 +130,11 @@ void register_builtin_scale(OpTable<ScaleImpl>& table) {
 void register_builtin_sum_squares(OpTable<SumSquaresImpl>& table) {
   table.add(sum_squares_impl_ref());
   table.add(sum_squares_impl_cpu());
+}
+
+void register_builtin_cast(OpTable<CastImpl>& table) {
+  table.add(cast_impl_ref());
+  table.add(cast_impl_cpu());
 }
 
 }  // namespace titan::ops

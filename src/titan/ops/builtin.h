@@ -29,7 +29,7 @@ std::vector<std::pair<std::string, std::string>> selected_kernels(Device device)
 // An implementation of any op: the op is its type (the variant's alternatives are distinct).
 using Kernel = std::variant<EmbeddingImpl, RmsNormImpl, LinearImpl, RopeImpl, AttentionImpl, SwigluImpl,
                             LmHeadXentImpl, AdamWImpl, MoeRouterImpl, MoeDispatchImpl, MoeExpertsImpl, MoeCombineImpl,
-                            AccumulateImpl, ScaleImpl, SumSquaresImpl>;
+                            AccumulateImpl, ScaleImpl, SumSquaresImpl, CastImpl>;
 // Adds `kernel` to the table of op `op` ("rms_norm", ...) after the implementations already
 // there, so dispatch prefers it on its device wherever its `supports` accepts the case (a plugin's
 // kernel; origin names the plugin). A one-line error when `op` is not the kernel's op, the kernel

@@ -12,6 +12,14 @@ namespace titan::kernels {
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
+// bf16 A and B, f32 C (alpha, beta, ld* as gemm()); products are exact in f32 and accumulate in
+// f32. oneDNN's bf16 matmul where the CPU has bf16 instructions (AMX, AVX-512-BF16); elsewhere
+// emulated by widening A and B to f32 (the same products, a slower path).
+void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
+               int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc);
+// True where gemm_bf16 widens to f32 (no bf16 kernel in oneDNN for this CPU / DNNL_MAX_CPU_ISA).
+bool gemm_bf16_is_emulated();
+
 // Plain triple loop with f64 accumulation: the oracle for tests and the fallback reference.
 void gemm_ref(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
               const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,

@@ -32,15 +32,27 @@ void check_scale(const Tensor& a) { check_flat_f32("scale", "a", a); }
 
 void check_sum_squares(const Tensor& x) { check_flat_f32("sum_squares", "x", x); }
 
+void check_cast(const Tensor& src, const Tensor& dst) {
+  TITAN_CHECK(src.defined() && dst.defined() && src.is_contiguous() && dst.is_contiguous() &&
+                  src.numel() == dst.numel() && src.device() == dst.device() &&
+                  ((src.dtype() == DType::f32 && dst.dtype() == DType::bf16) ||
+                   (src.dtype() == DType::bf16 && dst.dtype() == DType::f32)),
+              "[cast] expected contiguous src and dst of the same numel on one device, one f32 and the other bf16; got src ",
+              src.defined() ? found(src) : std::string("undefined"), ", dst ",
+              dst.defined() ? found(dst) : std::string("undefined"));
+}
+
 // Defined with the other registrations in ops/builtin.cpp (the explicit list).
 void register_builtin_accumulate(OpTable<AccumulateImpl>& table);
 void register_builtin_scale(OpTable<ScaleImpl>& table);
 void register_builtin_sum_squares(OpTable<SumSquaresImpl>& table);
+void register_builtin_cast(OpTable<CastImpl>& table);
 
 OpTable<AccumulateImpl>& accumulate_table() {
   return builtin_table<AccumulateImpl>("accumulate", register_builtin_accumulate);
 }
 OpTable<ScaleImpl>& scale_table() { return builtin_table<ScaleImpl>("scale", register_builtin_scale); }
+OpTable<CastImpl>& cast_table() { return builtin_table<CastImpl>("cast", register_builtin_cast); }
 OpTable<SumSquaresImpl>& sum_squares_table() {
   return builtin_table<SumSquaresImpl>("sum_squares", register_builtin_sum_squares);
 }
@@ -61,6 +73,19 @@ double sum_squares(const Tensor& x) {
   OpTimer timer("sum_squares_forward");
   check_sum_squares(x);
   return sum_squares_table().select(x.device(), x).forward(x);
+}
+
+void cast(const Tensor& src, Tensor& dst) {
+  OpTimer timer("cast_forward");
+  check_cast(src, dst);
+  cast_table().select(src.device(), src, dst).forward(src, dst);
+}
+
+Tensor cast_to(const Tensor& x, DType dtype) {
+  if (x.dtype() == dtype) return x;
+  Tensor out = Tensor::empty(x.shape(), dtype, x.device());
+  cast(x.is_contiguous() ? x : x.contiguous(), out);
+  return out;
 }
 
 }  // namespace titan::ops

@@ -3,6 +3,7 @@
 // vectors; sum_squares runs on the calling thread (its order is the contract; the caller chunks)
 // with its 8 fp64 accumulators as vector lanes.
 #include "titan/core/parallel.h"
+#include "titan/kernels/cpu/cast.h"
 #include "titan/kernels/cpu/simd.h"
 #include "titan/ops/elementwise/elementwise.h"
 
@@ -58,6 +59,21 @@ static void scale_cpu(Tensor& a, float s) {
 
 static double sum_squares_cpu(const Tensor& x) { return sum_squares_range(x.data<float>(), x.numel()); }
 
+constexpr int64_t kCastGrain = 1 << 15;
+
+static void cast_cpu(const Tensor& src, Tensor& dst) {
+  if (src.dtype() == DType::f32) {
+    const float* s = src.data<float>();
+    uint16_t* d = dst.data<uint16_t>();
+    parallel_for(src.numel(), kCastGrain, [&](int64_t b, int64_t e) { cast_f32_to_bf16(s + b, d + b, e - b); });
+  } else {
+    const uint16_t* s = src.data<uint16_t>();
+    float* d = dst.data<float>();
+    parallel_for(src.numel(), kCastGrain, [&](int64_t b, int64_t e) { cast_bf16_to_f32(s + b, d + b, e - b); });
+  }
+}
+
+CastImpl cast_impl_cpu() { return {"cast_cpu", Device::cpu, nullptr, cast_cpu, nullptr}; }
 AccumulateImpl accumulate_impl_cpu() { return {"accumulate_cpu", Device::cpu, nullptr, accumulate_cpu, nullptr}; }
 ScaleImpl scale_impl_cpu() { return {"scale_cpu", Device::cpu, nullptr, scale_cpu, nullptr}; }
 SumSquaresImpl sum_squares_impl_cpu() { return {"sum_squares_cpu", Device::cpu, nullptr, sum_squares_cpu, nullptr}; }

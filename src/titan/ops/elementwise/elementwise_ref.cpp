@@ -27,6 +27,11 @@ static void accumulate_ref(Tensor& a, const Tensor& b) {
 static void scale_ref(Tensor& a, float s) { ref::scale(a.numel(), a.data<float>(), s); }
 static double sum_squares_ref(const Tensor& x) { return ref::sum_squares(x.numel(), x.data<float>()); }
 
+static void cast_ref(const Tensor& src, Tensor& dst) {
+  convert(src.raw_data(), src.dtype(), dst.raw_data(), dst.dtype(), src.numel());
+}
+
+CastImpl cast_impl_ref() { return {"cast_ref", Device::cpu, nullptr, cast_ref, nullptr}; }
 AccumulateImpl accumulate_impl_ref() { return {"accumulate_ref", Device::cpu, nullptr, accumulate_ref, nullptr}; }
 ScaleImpl scale_impl_ref() { return {"scale_ref", Device::cpu, nullptr, scale_ref, nullptr}; }
 SumSquaresImpl sum_squares_impl_ref() { return {"sum_squares_ref", Device::cpu, nullptr, sum_squares_ref, nullptr}; }

@@ -6,14 +6,14 @@
 namespace titan::ops {
 
 void check_linear(const Tensor& x_NI, const Tensor& w_OI, const Tensor& b_O) {
-  TITAN_CHECK(w_OI.defined() && w_OI.ndim() == 2 && w_OI.dtype() == DType::f32 &&
+  TITAN_CHECK(w_OI.defined() && w_OI.ndim() == 2 && (w_OI.dtype() == DType::f32 || w_OI.dtype() == DType::bf16) &&
                   w_OI.is_contiguous(),
-              "[linear] weight: expected a contiguous f32 [out, in] tensor, got ",
+              "[linear] weight: expected a contiguous f32 or bf16 [out, in] tensor, got ",
               w_OI.defined() ? w_OI.describe() : std::string("an undefined tensor"));
   const int64_t in = w_OI.size(1), out = w_OI.size(0);
-  TITAN_CHECK(x_NI.defined() && x_NI.ndim() >= 1 && x_NI.dtype() == DType::f32 &&
+  TITAN_CHECK(x_NI.defined() && x_NI.ndim() >= 1 && x_NI.dtype() == w_OI.dtype() &&
                   x_NI.is_contiguous() && x_NI.size(-1) == in,
-              "[linear] x: expected a contiguous f32 [..., ", in, "] tensor, got ",
+              "[linear] x: expected a contiguous ", dtype_name(w_OI.dtype()), " [..., ", in, "] tensor (the weight's dtype), got ",
               x_NI.defined() ? x_NI.describe() : std::string("an undefined tensor"),
               ". HINT: x's last dim must equal the weight's in_features (weight ",
               w_OI.describe(), ")");

@@ -6,6 +6,7 @@
 #include "titan/core/parallel.h"
 #include "titan/kernels/cpu/gemm.h"
 #include "titan/kernels/cpu/simd.h"
+#include "titan/ops/elementwise/elementwise.h"
 #include "titan/ops/matmul/linear.h"
 
 namespace titan::ops {
@@ -49,25 +50,45 @@ static void forward_cpu(const Tensor& x, const Tensor& w, const Tensor& b, Tenso
     beta = 1.0f;
   }
   // y_NO = x_NI w_OI^T: M = N, N = O, K = I.
-  gemm(false, true, n, out, in, 1.0f, x.data<float>(), in, w.data<float>(), in, beta, yp, out);
+  if (w.dtype() == DType::bf16) {
+    gemm_bf16(false, true, n, out, in, 1.0f, x.data<uint16_t>(), in, w.data<uint16_t>(), in, beta, yp, out);
+  } else {
+    gemm(false, true, n, out, in, 1.0f, x.data<float>(), in, w.data<float>(), in, beta, yp, out);
+  }
+}
+
+// dx_NI = dy_NO w_OI (M = N, N = I, K = O; written) and dw_OI += dy_NO^T x_NI (M = O, N = I,
+// K = N), in f32 or, with a bf16 weight, on bf16 operands (dy rounded to bf16 once).
+static void backward_products(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw) {
+  const int64_t in = w.size(1), out = w.size(0), n = x.numel() / in;
+  const bool bf16 = w.dtype() == DType::bf16;
+  const Tensor dy_bf16 = bf16 ? cast_to(dy, DType::bf16) : Tensor();
+  auto product = [&](bool trans_a, int64_t m, int64_t nn, int64_t k, const Tensor& a, const Tensor& b, float beta,
+                     float* c) {
+    if (bf16) {
+      gemm_bf16(trans_a, false, m, nn, k, 1.0f, a.data<uint16_t>(), trans_a ? m : k, b.data<uint16_t>(), nn, beta,
+                c, nn);
+    } else {
+      gemm(trans_a, false, m, nn, k, 1.0f, a.data<float>(), trans_a ? m : k, b.data<float>(), nn, beta, c, nn);
+    }
+  };
+  const Tensor& dy_op = bf16 ? dy_bf16 : dy;
+  if (dx.defined()) {
+    if (out == 0) {
+      dx.zero_();
+    } else {
+      product(false, n, in, out, dy_op, w, 0.0f, dx.data<float>());
+    }
+  }
+  if (n > 0) product(true, out, in, n, dy_op, x, 1.0f, dw.data<float>());
 }
 
 static void backward_cpu(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,
                          Tensor& db) {
   const int64_t in = w.size(1), out = w.size(0), n = x.numel() / in;
-  const float* dyp = dy.data<float>();
-  if (dx.defined()) {
-    // dx_NI = dy_NO w_OI: M = N, N = I, K = O.
-    if (out == 0) {
-      dx.zero_();
-    } else {
-      gemm(false, false, n, in, out, 1.0f, dyp, out, w.data<float>(), in, 0.0f, dx.data<float>(), in);
-    }
-  }
-  if (n == 0) return;
-  // dw_OI += dy_NO^T x_NI: M = O, N = I, K = N.
-  gemm(true, false, out, in, n, 1.0f, dyp, out, x.data<float>(), in, 1.0f, dw.data<float>(), in);
-  if (db.defined()) {
+  backward_products(dy, x, w, dx, dw);
+  if (db.defined() && n > 0) {
+    const float* dyp = dy.data<float>();
     float* dbp = db.data<float>();
     // Column blocks of whole vectors; each thread owns its columns (no reduction across threads).
     const int64_t num_blocks = (out + kLanes - 1) / kLanes;

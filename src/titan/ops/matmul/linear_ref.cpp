@@ -50,18 +50,35 @@ template void linear_backward<double>(int64_t, int64_t, int64_t, const double*, 
 
 }  // namespace ref
 
+// bf16 x and w: widened to f32 (exact), and dy rounded to bf16 as the contract says; then the
+// f32 reference, whose products of bf16 values are exact.
+static Tensor widened(const Tensor& t) { return t.dtype() == DType::f32 ? t : t.to(DType::f32); }
+
 static void forward_ref(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
   const int64_t in = w.size(1), out = w.size(0);
-  ref::linear_forward(x.numel() / in, in, out, x.data<float>(), w.data<float>(),
+  const Tensor x32 = widened(x), w32 = widened(w);
+  ref::linear_forward(x.numel() / in, in, out, x32.data<float>(), w32.data<float>(),
                       b.defined() ? b.data<float>() : nullptr, y.data<float>());
 }
 
 static void backward_ref(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,
                          Tensor& db) {
   const int64_t in = w.size(1), out = w.size(0);
-  ref::linear_backward(x.numel() / in, in, out, dy.data<float>(), x.data<float>(), w.data<float>(),
-                       dx.defined() ? dx.data<float>() : nullptr, dw.data<float>(),
-                       db.defined() ? db.data<float>() : nullptr);
+  const Tensor x32 = widened(x), w32 = widened(w);
+  const Tensor dy_products = w.dtype() == DType::bf16 ? dy.to(DType::bf16).to(DType::f32) : dy;
+  const int64_t n = x.numel() / in;
+  ref::linear_backward(n, in, out, dy_products.data<float>(), x32.data<float>(), w32.data<float>(),
+                       dx.defined() ? dx.data<float>() : nullptr, dw.data<float>(), static_cast<float*>(nullptr));
+  // The bias gradient sums dy itself (f32; it is no product).
+  if (db.defined()) {
+    const float* dyp = dy.data<float>();
+    float* dbp = db.data<float>();
+    for (int64_t o = 0; o < out; ++o) {
+      double acc = 0.0;
+      for (int64_t r = 0; r < n; ++r) acc += dyp[r * out + o];
+      dbp[o] = static_cast<float>(dbp[o] + acc);
+    }
+  }
 }
 
 LinearImpl linear_impl_ref() { return {"linear_ref", Device::cpu, nullptr, forward_ref, backward_ref}; }

@@ -13,14 +13,15 @@ static std::string describe_or_undefined(const Tensor& t) {
 
 void check_lm_head_xent(const LmHeadXentArgs& args, const Tensor& x_ND, const Tensor& w_VD,
                         const Tensor& targets_N) {
-  TITAN_CHECK(w_VD.defined() && w_VD.ndim() == 2 && w_VD.dtype() == DType::f32 &&
+  TITAN_CHECK(w_VD.defined() && w_VD.ndim() == 2 && (w_VD.dtype() == DType::f32 || w_VD.dtype() == DType::bf16) &&
                   w_VD.is_contiguous() && w_VD.size(0) > 0,
-              "[lm_head_xent] weight: expected a contiguous f32 [vocab, hidden] tensor with vocab > 0, got ",
+              "[lm_head_xent] weight: expected a contiguous f32 or bf16 [vocab, hidden] tensor with vocab > 0, got ",
               describe_or_undefined(w_VD));
   const int64_t v = w_VD.size(0), d = w_VD.size(1);
-  TITAN_CHECK(x_ND.defined() && x_ND.ndim() >= 1 && x_ND.dtype() == DType::f32 &&
+  TITAN_CHECK(x_ND.defined() && x_ND.ndim() >= 1 && x_ND.dtype() == w_VD.dtype() &&
                   x_ND.is_contiguous() && x_ND.size(-1) == d,
-              "[lm_head_xent] x: expected a contiguous f32 [..., ", d, "] tensor, got ",
+              "[lm_head_xent] x: expected a contiguous ", dtype_name(w_VD.dtype()), " [..., ", d,
+              "] tensor (the weight's dtype), got ",
               describe_or_undefined(x_ND), ". HINT: x's last dim must equal the weight's hidden size (weight ",
               w_VD.describe(), ")");
   const int64_t n = d == 0 ? 0 : x_ND.numel() / d;

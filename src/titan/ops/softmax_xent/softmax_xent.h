@@ -7,7 +7,9 @@
 //   dx_ND  = dlogits_NV w_VD          (written, =)
 //   dw_VD += dlogits_NV^T x_ND        (accumulated, +=)
 // Shapes: N tokens (x and targets may have any leading dims; flattened), D hidden, V vocab.
-//   x_ND f32, w_VD f32 (lm_head weight or the tied embedding), targets_N i64.
+//   x_ND, w_VD (lm_head weight or the tied embedding): both f32, or both bf16 (the bf16 compute
+//   path: products accumulate in f32, the softmax and loss stay f32, and dlogits are rounded to
+//   bf16 before the dx and dw products); targets_N i64; dx_ND and dw_VD f32.
 // grad_scale is typically 1 / (number of targets in the global batch), so that the gradients
 // are those of the mean loss while loss_sum and num_targets stay exact sums to all-reduce.
 // Design, derivation and memory bound: softmax_xent.md.
@@ -63,10 +65,12 @@ LmHeadXentImpl lm_head_xent_impl_cpu();
 
 namespace ref {
 // Scalar reference over raw row-major arrays, one token row of V logits at a time, in double;
-// instantiated for float and double. dx and dw may be null (skipped).
+// instantiated for float and double. dx and dw may be null (skipped). bf16_dlogits rounds each
+// dlogit to bf16 before the gradient products (the bf16 path's contract).
 template <class T>
 LmHeadXentResult lm_head_xent(int64_t ignore_index, int64_t n, int64_t d, int64_t v, const T* x,
-                              const T* w, const int64_t* targets, double grad_scale, T* dx, T* dw);
+                              const T* w, const int64_t* targets, double grad_scale, T* dx, T* dw,
+                              bool bf16_dlogits = false);
 }  // namespace ref
 
 }  // namespace titan::ops

@@ -10,6 +10,7 @@
 
 #include "titan/core/parallel.h"
 #include "titan/kernels/cpu/gemm.h"
+#include "titan/kernels/cpu/cast.h"
 #include "titan/kernels/cpu/simd.h"
 #include "titan/ops/softmax_xent/softmax_xent.h"
 
@@ -71,21 +72,36 @@ static LmHeadXentResult run_cpu(const LmHeadXentArgs& args, const Tensor& x, con
                                 const Tensor& targets, float grad_scale, Tensor* dx, Tensor* dw) {
   const int64_t v = w.size(0), d = w.size(1), n = targets.numel();
   const bool grads = dx != nullptr || dw != nullptr;
+  const bool bf16 = w.dtype() == DType::bf16;
   const int64_t c = lm_head_xent_chunk_tokens(args, n, v);
-  const float* xp = x.data<float>();
-  const float* wp = w.data<float>();
   const int64_t* tp = targets.data<int64_t>();
 
   LmHeadXentResult result;
   if (n == 0) return result;
-  // logits_cV: the one [c, V] buffer; logits, then dlogits in place.
+  // logits_cV: the one [c, V] buffer; logits, then dlogits in place. With bf16 operands the
+  // dlogits are also rounded into dlogits_cV (bf16) for the two gradient products.
   Tensor logits_cV = Tensor::empty({c, v});
   float* lp = logits_cV.data<float>();
+  Tensor dlogits_cV = bf16 && grads ? Tensor::empty({c, v}, DType::bf16) : Tensor();
   std::vector<double> loss_rows(static_cast<size_t>(c));
+  // C = op(A) B^T-or-B for A rows of x or dlogits; f32 or bf16 operands by the weight's dtype.
+  const size_t elem = bf16 ? 2 : 4;
+  const auto* xb = static_cast<const char*>(x.raw_data());
+  const void* wp = w.raw_data();
+  auto product = [&](bool trans_a, bool trans_b, int64_t m, int64_t nn, int64_t k, const void* a, int64_t lda,
+                     const void* b, int64_t ldb, float beta, float* out, int64_t ldc) {
+    if (bf16) {
+      gemm_bf16(trans_a, trans_b, m, nn, k, 1.0f, static_cast<const uint16_t*>(a), lda,
+                static_cast<const uint16_t*>(b), ldb, beta, out, ldc);
+    } else {
+      gemm(trans_a, trans_b, m, nn, k, 1.0f, static_cast<const float*>(a), lda, static_cast<const float*>(b), ldb,
+           beta, out, ldc);
+    }
+  };
 
   for (int64_t c0 = 0; c0 < n; c0 += c) {
     const int64_t cn = std::min(c, n - c0);
-    const float* xc = xp + c0 * d;
+    const void* xc = xb + c0 * d * elem;
     const int64_t* tc = tp + c0;
     const int64_t num_valid =
         std::count_if(tc, tc + cn, [&](int64_t t) { return t != args.ignore_index; });
@@ -96,18 +112,25 @@ static LmHeadXentResult run_cpu(const LmHeadXentArgs& args, const Tensor& x, con
     if (d == 0) {
       std::memset(lp, 0, sizeof(float) * cn * v);
     } else {
-      gemm(false, true, cn, v, d, 1.0f, xc, d, wp, d, 0.0f, lp, v);  // logits_cV = x_cD w_VD^T
+      product(false, true, cn, v, d, xc, d, wp, d, 0.0f, lp, v);  // logits_cV = x_cD w_VD^T
     }
     parallel_for(cn, 1, [&](int64_t rb, int64_t re) {
       xent_rows(rb, re, v, lp, tc, args.ignore_index, grads, grad_scale, loss_rows.data());
     });
     for (int64_t r = 0; r < cn; ++r) result.loss_sum += loss_rows[r];  // fixed order
     result.num_targets += num_valid;
+    if (!grads) continue;
+    const void* dl = lp;
+    if (bf16) {
+      uint16_t* dh = dlogits_cV.data<uint16_t>();
+      parallel_for(cn, 1, [&](int64_t rb, int64_t re) { cast_f32_to_bf16(lp + rb * v, dh + rb * v, (re - rb) * v); });
+      dl = dh;
+    }
     if (dx != nullptr) {  // dx_cD = dlogits_cV w_VD
-      gemm(false, false, cn, d, v, 1.0f, lp, v, wp, d, 0.0f, dx->data<float>() + c0 * d, d);
+      product(false, false, cn, d, v, dl, v, wp, d, 0.0f, dx->data<float>() + c0 * d, d);
     }
     if (dw != nullptr) {  // dw_VD += dlogits_cV^T x_cD
-      gemm(true, false, v, d, cn, 1.0f, lp, v, xc, d, 1.0f, dw->data<float>(), d);
+      product(true, false, v, d, cn, dl, v, xc, d, 1.0f, dw->data<float>(), d);
     }
   }
   return result;

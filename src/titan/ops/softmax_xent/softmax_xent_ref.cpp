@@ -12,7 +12,8 @@ namespace ref {
 
 template <class T>
 LmHeadXentResult lm_head_xent(int64_t ignore_index, int64_t n, int64_t d, int64_t v, const T* x,
-                              const T* w, const int64_t* targets, double grad_scale, T* dx, T* dw) {
+                              const T* w, const int64_t* targets, double grad_scale, T* dx, T* dw,
+                              bool bf16_dlogits) {
   LmHeadXentResult result;
   std::vector<double> logits_V(static_cast<size_t>(v)), dx_D(static_cast<size_t>(d));
   for (int64_t r = 0; r < n; ++r) {
@@ -40,7 +41,8 @@ LmHeadXentResult lm_head_xent(int64_t ignore_index, int64_t n, int64_t d, int64_
     // dlogits_j = (softmax_j - [j == target]) * grad_scale; dx = dlogits w; dw += dlogits^T x.
     for (int64_t k = 0; k < d; ++k) dx_D[k] = 0.0;
     for (int64_t j = 0; j < v; ++j) {
-      const double g = (std::exp(logits_V[j] - lse) - (j == target ? 1.0 : 0.0)) * grad_scale;
+      double g = (std::exp(logits_V[j] - lse) - (j == target ? 1.0 : 0.0)) * grad_scale;
+      if (bf16_dlogits) g = bf16_to_f32(f32_to_bf16(static_cast<float>(g)));
       for (int64_t k = 0; k < d; ++k) {
         dx_D[k] += g * w[j * d + k];
         if (dw != nullptr) dw[j * d + k] = static_cast<T>(dw[j * d + k] + g * xr[k]);
@@ -54,28 +56,33 @@ LmHeadXentResult lm_head_xent(int64_t ignore_index, int64_t n, int64_t d, int64_
 }
 
 template LmHeadXentResult lm_head_xent<float>(int64_t, int64_t, int64_t, int64_t, const float*,
-                                              const float*, const int64_t*, double, float*, float*);
+                                              const float*, const int64_t*, double, float*, float*, bool);
 template LmHeadXentResult lm_head_xent<double>(int64_t, int64_t, int64_t, int64_t, const double*,
                                                const double*, const int64_t*, double, double*,
-                                               double*);
+                                               double*, bool);
 
 }  // namespace ref
+
+// bf16 x and w are widened to f32 (exact); dlogits are rounded to bf16 as the contract says.
+static Tensor widened(const Tensor& t) { return t.dtype() == DType::f32 ? t : t.to(DType::f32); }
 
 static LmHeadXentResult forward_ref(const LmHeadXentArgs& args, const Tensor& x, const Tensor& w,
                                     const Tensor& targets) {
   const int64_t v = w.size(0), d = w.size(1);
-  return ref::lm_head_xent<float>(args.ignore_index, targets.numel(), d, v, x.data<float>(),
-                                  w.data<float>(), targets.data<int64_t>(), 0.0, nullptr, nullptr);
+  const Tensor x32 = widened(x), w32 = widened(w);
+  return ref::lm_head_xent<float>(args.ignore_index, targets.numel(), d, v, x32.data<float>(),
+                                  w32.data<float>(), targets.data<int64_t>(), 0.0, nullptr, nullptr, false);
 }
 
 static LmHeadXentResult backward_ref(const LmHeadXentArgs& args, const Tensor& x, const Tensor& w,
                                      const Tensor& targets, float grad_scale, Tensor& dx,
                                      Tensor& dw) {
   const int64_t v = w.size(0), d = w.size(1);
-  return ref::lm_head_xent<float>(args.ignore_index, targets.numel(), d, v, x.data<float>(),
-                                  w.data<float>(), targets.data<int64_t>(), grad_scale,
+  const Tensor x32 = widened(x), w32 = widened(w);
+  return ref::lm_head_xent<float>(args.ignore_index, targets.numel(), d, v, x32.data<float>(),
+                                  w32.data<float>(), targets.data<int64_t>(), grad_scale,
                                   dx.defined() ? dx.data<float>() : nullptr,
-                                  dw.defined() ? dw.data<float>() : nullptr);
+                                  dw.defined() ? dw.data<float>() : nullptr, w.dtype() == DType::bf16);
 }
 
 LmHeadXentImpl lm_head_xent_impl_ref() {

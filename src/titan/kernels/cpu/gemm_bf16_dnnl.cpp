@@ -1,0 +1,138 @@
+// gemm_bf16() on oneDNN's matmul primitive: bf16 A and B, f32 C, f32 accumulation. oneDNN picks
+// its kernel per ISA at run time (AMX tiles, AVX-512-BF16 dot products); where it has only its
+// bf16 instructions (AVX2, or AVX-512 without BF16: measured 2x slower than emulating), titan emulates: A and B are widened
+// to f32 (exact) and go through the f32 gemm(). Primitives are created once per shape and cached
+// (a training step repeats the same few shapes).
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "titan/core/dtype.h"
+#include "titan/core/error.h"
+#include "titan/core/parallel.h"
+#include "titan/kernels/cpu/cast.h"
+#include "titan/kernels/cpu/gemm.h"
+
+namespace titan::kernels {
+namespace {
+
+using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float, float>;
+
+struct Matmul {
+  dnnl::matmul primitive;
+  dnnl::memory::desc a, b, c;
+  bool emulated = false;  // oneDNN offers only its reference kernel for this case
+};
+
+struct Cache {
+  std::mutex mutex;
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  std::map<Key, Matmul> entries;
+};
+
+Cache& cache() {
+  static Cache c;
+  return c;
+}
+
+// Row-major op(X) [rows, cols] stored with row stride ld, or transposed in storage.
+dnnl::memory::desc plain(int64_t rows, int64_t cols, int64_t ld, bool trans, dnnl::memory::data_type dt) {
+  const dnnl::memory::dims strides = trans ? dnnl::memory::dims{1, ld} : dnnl::memory::dims{ld, 1};
+  return dnnl::memory::desc({rows, cols}, dt, strides);
+}
+
+// oneDNN's effective ISA has bf16 instructions (DNNL_MAX_CPU_ISA can lower it).
+bool isa_has_bf16() {
+  const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  return isa == dnnl_cpu_isa_avx512_core_bf16 || isa == dnnl_cpu_isa_avx512_core_amx;
+}
+
+Matmul make(const Key& key) {
+  const auto [trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta] = key;
+  using dt = dnnl::memory::data_type;
+  Matmul mm;
+  if (!isa_has_bf16()) {
+    mm.emulated = true;
+    return mm;
+  }
+  mm.a = plain(m, k, lda, trans_a, dt::bf16);
+  mm.b = plain(k, n, ldb, trans_b, dt::bf16);
+  mm.c = plain(m, n, ldc, false, dt::f32);
+  dnnl::primitive_attr attr;
+  if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+  if (beta != 0.0f) {
+    dnnl::post_ops ops;
+    ops.append_sum(beta);
+    attr.set_post_ops(ops);
+  }
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(mm.a, mm.b, mm.c), attr, cache().engine);
+  const std::string impl = pd.impl_info_str();
+  mm.emulated = impl.rfind("ref", 0) == 0;
+  if (!mm.emulated) mm.primitive = dnnl::matmul(pd);
+  return mm;
+}
+
+// Widens op(X)'s storage ([rows, cols] or its transpose, row stride ld) to a dense f32 copy with
+// the same layout and stride.
+std::vector<float> widen(const uint16_t* x, int64_t rows, int64_t cols, int64_t ld, bool trans) {
+  const int64_t stored_rows = trans ? cols : rows, stored_cols = trans ? rows : cols;
+  std::vector<float> out(static_cast<size_t>(stored_rows * ld));
+  parallel_for(stored_rows, 16, [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) cast_bf16_to_f32(x + r * ld, out.data() + r * ld, stored_cols);
+  });
+  return out;
+}
+
+}  // namespace
+
+void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
+               int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // C = beta C (oneDNN rejects empty reductions)
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    }
+    return;
+  }
+  Cache& cc = cache();
+  const Key key{trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta};
+  const Matmul* mm = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(cc.mutex);
+    auto it = cc.entries.find(key);
+    if (it == cc.entries.end()) {
+      try {
+        it = cc.entries.emplace(key, make(key)).first;
+      } catch (const dnnl::error& e) {
+        TITAN_FAIL("[gemm_bf16] oneDNN could not build a bf16 matmul for M=", m, " N=", n, " K=", k, " lda=", lda,
+                   " ldb=", ldb, " ldc=", ldc, ": ", e.what());
+      }
+    }
+    mm = &it->second;
+  }
+  if (mm->emulated) {
+    const std::vector<float> a32 = widen(a, m, k, lda, trans_a), b32 = widen(b, k, n, ldb, trans_b);
+    gemm(trans_a, trans_b, m, n, k, alpha, a32.data(), lda, b32.data(), ldb, beta, c, ldc);
+    return;
+  }
+  dnnl::memory am(mm->a, cc.engine, const_cast<uint16_t*>(a));
+  dnnl::memory bm(mm->b, cc.engine, const_cast<uint16_t*>(b));
+  dnnl::memory cm(mm->c, cc.engine, c);
+  mm->primitive.execute(cc.stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  cc.stream.wait();
+}
+
+bool gemm_bf16_is_emulated() {
+  static const bool emulated = [] {
+    const Key key{false, true, 64, 64, 64, 64, 64, 64, 1.0f, 0.0f};
+    return make(key).emulated;
+  }();
+  return emulated;
+}
+
+}  // namespace titan::kernels
