@@ -34,8 +34,12 @@ class SwiGluW13 : public nn::FeedForwardModule {
       : d_(c.dim), f_(c.hidden_dim), has_bias_(c.bias) {
     w13_ = Tensor::zeros({2 * f_, d_}, DType::f32, nn::kParameterDevice);
     dw13_ = Tensor::zeros({2 * f_, d_}, DType::f32, nn::kParameterDevice);
-    w1_ = {fqn + ".w1.weight", w13_.narrow(0, 0, f_), dw13_.narrow(0, 0, f_)};
-    w3_ = {fqn + ".w3.weight", w13_.narrow(0, f_, f_), dw13_.narrow(0, f_, f_)};
+    w1_.fqn = fqn + ".w1.weight";
+    w1_.value = w13_.narrow(0, 0, f_);
+    w1_.grad = dw13_.narrow(0, 0, f_);
+    w3_.fqn = fqn + ".w3.weight";
+    w3_.value = w13_.narrow(0, f_, f_);
+    w3_.grad = dw13_.narrow(0, f_, f_);
     w2_.init(fqn + ".w2.weight", {d_, f_}, nn::kParameterDevice);
   }
 

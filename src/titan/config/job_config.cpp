@@ -149,6 +149,11 @@ std::string nearest_field(const std::string& path) {
 }
 
 std::string unknown_field_message(const std::string& path, const std::string& prefix, const std::string& tail) {
+  // Fields that were replaced: the message names the new one (one message, no silent alias).
+  if (path == "training.dtype") {
+    return str("config field '", prefix, path, "' was replaced by ", prefix,
+               "training.mixed_precision_param (float32 | bfloat16, torchtitan's name)");
+  }
   const std::string nearest = nearest_field(path);
   std::string message = str("unknown config field '", prefix, path, "'");
   if (!nearest.empty()) return message + str("; did you mean ", prefix, nearest, "?") + tail;

@@ -49,7 +49,8 @@ struct TrainingSection {
   bool deterministic = false;
   std::string dataset = "quickstart";
   std::string dataset_path = "";
-  std::string dtype = "float32";
+  std::string mixed_precision_param = "float32";   // float32 | bfloat16: the dtype modules compute with
+  std::string mixed_precision_reduce = "float32";  // float32 | bfloat16: FSDP's gradient reduce-scatter
 
   bool operator==(const TrainingSection&) const = default;
 };
@@ -181,7 +182,11 @@ void visit_fields(Config& c, V&& v) {
     "built-in dataset name ('quickstart': titan's own docs and sources, built into the binary) when "
     "dataset_path is empty");
   v("training.dataset_path", training.dataset_path, "a .txt/.jsonl(.zst) file or a folder of them; overrides dataset");
-  v("training.dtype", training.dtype, "float32 (bfloat16 arrives with the bf16 path)");
+  v("training.mixed_precision_param", training.mixed_precision_param,
+    "compute dtype: float32, or bfloat16 (GEMMs on bf16 operands with f32 accumulation; f32 master weights, "
+    "gradients and AdamW state; checkpoints and exports unchanged)");
+  v("training.mixed_precision_reduce", training.mixed_precision_reduce,
+    "dtype of FSDP's gradient reduce-scatter: float32 or bfloat16 (half the traffic)");
 
   auto& optimizer = c.optimizer;
   v("optimizer.name", optimizer.name, "optimizer; only AdamW for now");

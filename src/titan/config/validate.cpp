@@ -92,10 +92,17 @@ void validate(const JobConfig& c, int64_t data_parallel_degree) {
   }
   check_batch(t, data_parallel_degree);
   if (std::isnan(t.max_norm)) config_fail("training.max_norm is nan; set a positive norm, or <= 0 to disable clipping");
-  if (t.dtype == "bfloat16" || t.dtype == "bf16") {
-    config_fail("training.dtype=", t.dtype, " is not supported yet; use float32 (bf16 training arrives with the bf16 path)");
+  for (const auto& [name, value] : {std::pair<const char*, const std::string&>{"mixed_precision_param", t.mixed_precision_param},
+                                    {"mixed_precision_reduce", t.mixed_precision_reduce}}) {
+    if (value != "float32" && value != "bfloat16") {
+      config_fail("training.", name, "='", value, "' is not float32 or bfloat16");
+    }
   }
-  if (t.dtype != "float32") config_fail("training.dtype='", t.dtype, "' is unknown; use float32");
+  if (t.mixed_precision_reduce == "bfloat16") {
+    config_fail("training.mixed_precision_reduce=bfloat16 is not supported yet (FSDP reduce-scatters gradients in "
+                "float32). HINT: training.mixed_precision_reduce=float32");
+  }
+
   if (t.dataset_path.empty() && t.dataset != "quickstart") {
     config_fail("training.dataset='", t.dataset, "' is not a built-in dataset (known: quickstart); use quickstart ",
                 "or set training.dataset_path to a .txt/.jsonl(.zst) file or folder");

@@ -22,9 +22,10 @@ Tensor Attention::forward(const StepContext& ctx, const Tensor& x_ND, std::any& 
   Saved& s = saved.emplace<Saved>();
   const int64_t B = ctx.batch, T = ctx.seq, H = config_.num_heads, G = config_.num_kv_heads,
                 K = config_.head_dim;
-  Tensor q = wq.forward(x_ND, s.wq).reshape({B, T, H, K});
-  Tensor k = wk.forward(x_ND, s.wk).reshape({B, T, G, K});
-  s.v_BTGK = wv.forward(x_ND, s.wv).reshape({B, T, G, K});
+  const Tensor x_in = wq.compute_input(x_ND);  // cast once for the three projections
+  Tensor q = wq.forward(x_in, s.wq).reshape({B, T, H, K});
+  Tensor k = wk.forward(x_in, s.wk).reshape({B, T, G, K});
+  s.v_BTGK = wv.forward(x_in, s.wv).reshape({B, T, G, K});
   if (q_norm) {
     s.q_pre_BTHK = q;
     s.k_pre_BTGK = k;
@@ -73,7 +74,7 @@ void Attention::drop_recomputable(std::any& saved) const {
 
 void Attention::recompute(const StepContext& ctx, const Tensor& x_ND, std::any& saved) const {
   Saved& s = std::any_cast<Saved&>(saved);
-  s.wq.x_NI = s.wk.x_NI = s.wv.x_NI = x_ND;
+  s.wq.x_NI = s.wk.x_NI = s.wv.x_NI = wq.compute_input(x_ND);
   if (s.q_BTHK.defined()) return;
   std::any scratch;  // the norms' saved state is kept; this replay's copy equals it
   s.q_BTHK = q_norm->forward(s.q_pre_BTHK, scratch);

@@ -97,6 +97,12 @@ void Decoder::set_recompute(std::vector<Recompute> per_layer) {
   recompute_ = std::move(per_layer);
 }
 
+void Decoder::set_compute_dtype(DType dtype) {
+  TITAN_CHECK(dtype == DType::f32 || dtype == DType::bf16, "[model] compute dtype ", dtype_name(dtype),
+              " is not f32 or bf16");
+  for (Parameter* p : parameters()) p->compute_dtype = dtype;
+}
+
 Tensor Decoder::forward_hidden(const Tensor& ids_BT, Activations& acts, bool keep) {
   acts.ctx = make_context(ids_BT);
   acts.layers.resize(keep ? layers.size() : 1);
@@ -152,7 +158,7 @@ LossResult Decoder::forward_backward(const Tensor& ids_BT, const Tensor& targets
   if (tp_) {
     const Tensor hn_full_ND = tp_->enter(hn_ND);
     Tensor dhn_full_ND = Tensor::empty(hn_full_ND.shape(), DType::f32, hn_full_ND.device());
-    xent = tp_->head_xent(hn_full_ND, head_weight().value, vocab_start_, targets_BT.reshape({-1}), grad_scale,
+    xent = tp_->head_xent(hn_full_ND, head_weight().for_compute(), vocab_start_, targets_BT.reshape({-1}), grad_scale,
                           dhn_full_ND, head_weight().grad);
     dhn_ND = tp_->enter_backward(dhn_full_ND);
   } else {

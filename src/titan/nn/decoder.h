@@ -155,6 +155,9 @@ class Decoder {
   // Activation checkpointing: what each block keeps for its backward (one entry per layer;
   // default keep_all). Every choice trains the same bits.
   void set_recompute(std::vector<Recompute> per_layer);
+  // Mixed precision: every parameter computes in `dtype` (f32 or bf16; Parameter::compute_dtype).
+  // Buffers (the MoE routing bias) stay f32.
+  void set_compute_dtype(DType dtype);
 
   // Hooks around every unit (null: none, the default); not owned.
   void set_unit_hooks(UnitHooks* hooks) { hooks_ = hooks; }

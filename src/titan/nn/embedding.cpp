@@ -12,9 +12,10 @@ Embedding::Embedding(const EmbeddingConfig& config, const std::string& fqn) : co
 
 Tensor Embedding::forward(const Tensor& ids, std::any& any) const {
   Saved& saved = any.emplace<Saved>();
-  Tensor y_ND = Tensor::empty({ids.numel(), config_.dim}, DType::f32, weight.value.device());
+  const Tensor table_VD = weight.for_compute();
+  Tensor y_ND = Tensor::empty({ids.numel(), config_.dim}, DType::f32, table_VD.device());
   if (vocab_start_ < 0) {
-    ops::embedding_forward(ids, weight.value, y_ND);
+    ops::embedding_forward(ids, table_VD, y_ND);
     saved.ids = ids;
     return y_ND;
   }
@@ -30,7 +31,7 @@ Tensor Embedding::forward(const Tensor& ids, std::any& any) const {
     out[i] = j < 0 || j >= config_.vocab_size;
     l[i] = out[i] ? 0 : j;
   }
-  ops::embedding_forward(local, weight.value, y_ND);
+  ops::embedding_forward(local, table_VD, y_ND);
   float* y = y_ND.data<float>();
   for (int64_t i = 0; i < n; ++i) {
     if (out[i]) std::fill(y + i * config_.dim, y + (i + 1) * config_.dim, 0.0f);

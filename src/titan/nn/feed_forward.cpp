@@ -21,8 +21,9 @@ static Tensor swiglu(const Tensor& gate_NF, const Tensor& up_NF) {
 
 Tensor FeedForward::forward(const Tensor& x_ND, std::any& saved) const {
   Saved& s = saved.emplace<Saved>();
-  s.gate_NF = w1.forward(x_ND, s.w1);
-  s.up_NF = w3.forward(x_ND, s.w3);
+  const Tensor x_in = w1.compute_input(x_ND);  // cast once for both projections
+  s.gate_NF = w1.forward(x_in, s.w1);
+  s.up_NF = w3.forward(x_in, s.w3);
   return w2.forward(swiglu(s.gate_NF, s.up_NF), s.w2);
 }
 
@@ -46,8 +47,8 @@ void FeedForward::drop_recomputable(std::any& saved) const {
 
 void FeedForward::recompute(const Tensor& x_ND, std::any& saved) const {
   Saved& s = std::any_cast<Saved&>(saved);
-  s.w1.x_NI = s.w3.x_NI = x_ND;
-  s.w2.x_NI = swiglu(s.gate_NF, s.up_NF);
+  s.w1.x_NI = s.w3.x_NI = w1.compute_input(x_ND);
+  s.w2.x_NI = w2.compute_input(swiglu(s.gate_NF, s.up_NF));
 }
 
 void FeedForward::collect(ParameterList& out) {

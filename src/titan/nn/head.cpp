@@ -1,5 +1,6 @@
 #include "titan/nn/head.h"
 
+#include "titan/ops/elementwise/elementwise.h"
 #include "titan/ops/matmul/linear.h"
 
 namespace titan::nn {
@@ -11,12 +12,15 @@ Head::Head(const HeadConfig& config, const std::string& fqn) : config_(config) {
 ops::LmHeadXentResult Head::loss(const Tensor& x_ND, const Tensor& targets, float grad_scale, Tensor& dx_ND) {
   Tensor no_grad;
   Parameter& w = weight();
-  return ops::lm_head_xent({}, x_ND, w.value, targets, grad_scale, dx_ND, dx_ND.defined() ? w.grad : no_grad);
+  const Tensor w_VD = w.for_compute();
+  return ops::lm_head_xent({}, ops::cast_to(x_ND, w_VD.dtype()), w_VD, targets, grad_scale, dx_ND,
+                           dx_ND.defined() ? w.grad : no_grad);
 }
 
 Tensor Head::logits(const Tensor& x_ND) {
   Tensor logits_NV = Tensor::empty({x_ND.size(0), config_.vocab_size}, DType::f32, x_ND.device());
-  ops::linear_forward(x_ND, weight().value, Tensor(), logits_NV);
+  const Tensor w_VD = weight().for_compute();
+  ops::linear_forward(ops::cast_to(x_ND, w_VD.dtype()), w_VD, Tensor(), logits_NV);
   return logits_NV;
 }
 

@@ -1,5 +1,6 @@
 #include "titan/nn/linear.h"
 
+#include "titan/ops/elementwise/elementwise.h"
 #include "titan/ops/matmul/linear.h"
 
 namespace titan::nn {
@@ -10,17 +11,21 @@ Linear::Linear(const LinearConfig& config, const std::string& fqn) : config_(con
 }
 
 Tensor Linear::forward(const Tensor& x_NI, Saved& saved) const {
+  const Tensor w_OI = weight.for_compute();
+  const Tensor x = ops::cast_to(x_NI, w_OI.dtype());  // a no-op when the caller cast it already
   Tensor y_NO =
       Tensor::empty({x_NI.numel() / config_.in_features, config_.out_features}, DType::f32, x_NI.device());
-  ops::linear_forward(x_NI, weight.value, bias.value, y_NO);
-  saved.x_NI = x_NI;
+  ops::linear_forward(x, w_OI, config_.bias ? bias.for_compute_f32() : Tensor(), y_NO);
+  saved.x_NI = x;
   return y_NO;
 }
+
+Tensor Linear::compute_input(const Tensor& x_NI) const { return ops::cast_to(x_NI, weight.compute_dtype); }
 
 Tensor Linear::backward(const Tensor& dy_NO, Saved& saved, bool need_dx) {
   Tensor dx_NI;
   if (need_dx) dx_NI = Tensor::empty(saved.x_NI.shape(), DType::f32, saved.x_NI.device());
-  ops::linear_backward(dy_NO, saved.x_NI, weight.value, dx_NI, weight.grad, bias.grad);
+  ops::linear_backward(dy_NO, saved.x_NI, weight.for_compute(), dx_NI, weight.grad, bias.grad);
   saved = {};
   return dx_NI;
 }

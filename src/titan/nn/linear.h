@@ -16,12 +16,16 @@ struct LinearConfig {
 class Linear {
  public:
   struct Saved {
-    Tensor x_NI;
+    Tensor x_NI;  // in the weight's compute dtype (bf16 on the bf16 path: half the memory)
   };
 
   Linear(const LinearConfig& config, const std::string& fqn);
 
+  // x_NI f32, or already in the compute dtype (callers feeding one input to several linears cast
+  // it once: compute_input()). y_NO f32.
   Tensor forward(const Tensor& x_NI, Saved& saved) const;
+  // x_NI in this linear's compute dtype (itself when it already is).
+  Tensor compute_input(const Tensor& x_NI) const;
   // Returns dx_NI (undefined when !need_dx); accumulates weight/bias grads; empties `saved`.
   Tensor backward(const Tensor& dy_NO, Saved& saved, bool need_dx = true);
   void collect(ParameterList& out);

@@ -12,14 +12,19 @@ Experts::Experts(const ExpertsConfig& config, const std::string& fqn) : config_(
 Tensor Experts::forward(const Tensor& x_PD, const Tensor& offsets_E1, std::any& saved) const {
   auto& s = saved.emplace<ops::MoeExpertsSaved>();
   Tensor y_PD = Tensor::empty(x_PD.shape(), DType::f32, x_PD.device());
-  ops::moe_experts_forward(x_PD, offsets_E1, w1.value, w3.value, w2.value, y_PD, s);
+  // The bf16 path rounds the expert weights to bf16 and widens them back: the grouped GEMMs run
+  // in f32 on bf16 values (the same numbers as bf16 products with f32 accumulation; bf16 kernels
+  // for the grouped GEMMs are a follow-up).
+  ops::moe_experts_forward(x_PD, offsets_E1, w1.for_compute_f32(), w3.for_compute_f32(), w2.for_compute_f32(), y_PD,
+                           s);
   return y_PD;
 }
 
 void Experts::backward(const Tensor& dy_PD, const Tensor& weight_NK, const Tensor& pair_of_row_P, const Tensor& x_PD,
                        const Tensor& offsets_E1, std::any& saved, Tensor& dx_PD, Tensor& dweight_NK) {
   const auto& s = std::any_cast<const ops::MoeExpertsSaved&>(saved);
-  ops::moe_experts_backward(dy_PD, weight_NK, pair_of_row_P, x_PD, offsets_E1, w1.value, w3.value, w2.value, s, dx_PD,
+  ops::moe_experts_backward(dy_PD, weight_NK, pair_of_row_P, x_PD, offsets_E1, w1.for_compute_f32(),
+                            w3.for_compute_f32(), w2.for_compute_f32(), s, dx_PD,
                             w1.grad, w3.grad, w2.grad, dweight_NK);
   saved.reset();
 }

@@ -32,12 +32,12 @@ Router::Router(const RouterConfig& config, const std::string& fqn)
 
 void Router::forward(const Tensor& x_ND, ops::MoeRouting& routing) const {
   Tensor logits_NE = Tensor::empty({x_ND.size(0), config_.num_experts}, DType::f32, x_ND.device());
-  ops::moe_router_forward(args_, x_ND, gate.value, logits_NE, routing);
+  ops::moe_router_forward(args_, x_ND, gate.for_compute_f32(), logits_NE, routing);  // the router stays f32
 }
 
 void Router::backward(const Tensor& dweight_NK, const Tensor& dlogits_NE, const Tensor& x_ND,
                       const ops::MoeRouting& routing, Tensor& dx_ND) {
-  ops::moe_router_backward(args_, dweight_NK, dlogits_NE, x_ND, gate.value, routing, dx_ND, gate.grad);
+  ops::moe_router_backward(args_, dweight_NK, dlogits_NE, x_ND, gate.for_compute_f32(), routing, dx_ND, gate.grad);
 }
 
 void Router::collect_buffers(ParameterList& out) {

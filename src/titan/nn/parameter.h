@@ -12,15 +12,27 @@ namespace titan::nn {
 
 struct Parameter {
   std::string fqn;
-  Tensor value;
-  Tensor grad;  // same shape, f32; allocated with the value
+  Tensor value;  // the master weight, f32
+  Tensor grad;   // same shape, f32; allocated with the value
+  // Mixed precision (training.mixed_precision_param): the dtype modules compute with. bf16: every
+  // parameter is rounded to bf16 at use (FSDP2's param_dtype), GEMMs take it as bf16 and the
+  // RMSNorm weights are widened back (their math stays f32).
+  DType compute_dtype = DType::f32;
+  // The bf16 compute copy where one exists (FSDP gathers bf16 shards into it); otherwise
+  // for_compute() rounds `value` at use.
+  Tensor compute;
 
   void init(std::string name, const Shape& shape, Device device) {
     fqn = std::move(name);
     value = Tensor::zeros(shape, DType::f32, device);
     grad = Tensor::zeros(shape, DType::f32, device);
   }
-  bool defined() const { return value.defined(); }
+  bool defined() const { return value.defined() || compute.defined(); }
+  // The parameter in compute_dtype: `value` (f32), or `compute` / `value` rounded to bf16.
+  Tensor for_compute() const;
+  // The compute value widened to f32 (ops whose math stays f32: RMSNorm, the router, the embedding
+  // lookup): `value` itself in f32 mode, the bf16-rounded weight otherwise.
+  Tensor for_compute_f32() const;
 };
 
 using ParameterList = std::vector<Parameter*>;

@@ -11,7 +11,7 @@ Tensor RmsNorm::forward(const Tensor& x, std::any& saved) const {
   Saved& s = saved.emplace<Saved>();
   const Tensor x_ND = x.reshape({-1, config_.dim});
   Tensor y_ND = Tensor::empty(x_ND.shape(), DType::f32, x_ND.device());
-  ops::rms_norm_forward({config_.eps}, x_ND, weight.value, y_ND, s.stats);
+  ops::rms_norm_forward({config_.eps}, x_ND, weight.for_compute_f32(), y_ND, s.stats);
   s.x = x;
   return y_ND.reshape(x.shape());
 }
@@ -20,7 +20,7 @@ Tensor RmsNorm::backward(const Tensor& dy, std::any& saved) {
   Saved& s = std::any_cast<Saved&>(saved);
   const Tensor x_ND = s.x.reshape({-1, config_.dim});
   Tensor dx_ND = Tensor::empty(x_ND.shape(), DType::f32, x_ND.device());
-  ops::rms_norm_backward({config_.eps}, dy.reshape({-1, config_.dim}), x_ND, weight.value, s.stats, dx_ND,
+  ops::rms_norm_backward({config_.eps}, dy.reshape({-1, config_.dim}), x_ND, weight.for_compute_f32(), s.stats, dx_ND,
                          weight.grad);
   const Shape shape = s.x.shape();
   saved.reset();

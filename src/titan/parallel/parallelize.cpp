@@ -32,6 +32,7 @@ Parallelized::Parallelized(std::unique_ptr<nn::Decoder> whole, const models::Mod
   } else {
     model_ = std::move(whole);
   }
+  model_->set_compute_dtype(options.param_dtype);
   if (mesh.world().size() > 1) {
     fsdp_ = std::make_unique<Fsdp>(decoder_units(*model_), mesh.dp_shard(), mesh.dp_replicate(),
                                    options.fsdp_prefetch);

@@ -8,6 +8,7 @@
 
 #include "titan/core/error.h"
 #include "titan/core/parallel.h"
+#include "titan/ops/elementwise/elementwise.h"
 #include "titan/ops/matmul/linear.h"
 
 namespace titan::parallel {
@@ -90,11 +91,12 @@ ops::LmHeadXentResult TensorParallel::head_xent(const Tensor& x_ND, const Tensor
   const Tensor targets = targets_N.contiguous();
   TITAN_CHECK(targets.numel() == n, "[parallel] head: ", targets.numel(), " targets for ", n, " tokens");
   const int64_t* tgt = targets.data<int64_t>();
+  const Tensor x_in = ops::cast_to(x_ND, w_VD.dtype());  // the bf16 path's weight is bf16
   const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(n, ops::kLmHeadXentChunkBytes / (4 * v)));
   ops::LmHeadXentResult result;
   for (int64_t c0 = 0; c0 < n; c0 += chunk) {
     const int64_t c = std::min(chunk, n - c0);
-    const Tensor x = x_ND.narrow(0, c0, c);
+    const Tensor x = x_in.narrow(0, c0, c);
     Tensor z = Tensor::empty({c, v});
     ops::linear_forward(x, w_VD, Tensor(), z);
     float* zp = z.data<float>();

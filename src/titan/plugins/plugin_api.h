@@ -32,7 +32,10 @@
 #include "titan/plugins/override_registry.h"
 
 // Bumped whenever anything a plugin sees changes incompatibly (these headers, the registrar).
-#define TITAN_PLUGIN_API_VERSION 2
+// 3: nn::Parameter carries a compute dtype (training.mixed_precision_param); a module reads its
+// weights through Parameter::for_compute() to follow it, and the linear, lm_head_xent and
+// embedding ops may receive bf16 operands (a kernel's `supports` must check dtypes).
+#define TITAN_PLUGIN_API_VERSION 3
 
 namespace titan::plugins {
 

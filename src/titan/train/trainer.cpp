@@ -16,6 +16,7 @@
 #include "titan/ops/softmax_xent/softmax_xent.h"
 #include "titan/plugins/plugin_loader.h"
 #include "titan/train/clip.h"
+#include "titan/train/precision.h"
 
 namespace titan::train {
 namespace {
@@ -154,7 +155,8 @@ void Trainer::setup() {
   }
   model_ = std::make_unique<parallel::Parallelized>(
       std::move(whole), spec, *mesh_,
-      parallel::ParallelizeOptions{c_.parallelism.enable_sequence_parallel, c_.parallelism.fsdp_prefetch});
+      parallel::ParallelizeOptions{c_.parallelism.enable_sequence_parallel, c_.parallelism.fsdp_prefetch,
+                                   compute_dtype(c_)});
   optimizer_ = std::make_unique<AdamW>(model_->shards(), AdamWConfig{c_.optimizer.beta1, c_.optimizer.beta2,
                                                                      c_.optimizer.eps, c_.optimizer.weight_decay});
   schedule_ = std::make_unique<LrSchedule>(LrScheduleConfig{c_.training.steps, c_.lr_scheduler.warmup_steps,
@@ -201,6 +203,7 @@ void Trainer::log_setup() const {
                  ": of ", recompute_.size(), " blocks, ", replayed, " keep only their input (forward replayed in "
                  "backward), ", thinned, " recompute their norms, RoPE and SwiGLU"));
   }
+  log_info(str("[precision] ", precision_line(c_.training.mixed_precision_param)));
   log_info(str("peak ", peak_.flops / 1e12, " TFLOP/s (", peak_.source, ") | dump folder ", c_.job.dump_folder));
   log_info(str("training ", c_.training.steps, " steps with config ", config_name_));
 }

@@ -100,7 +100,7 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
   const JobConfig c;
   [[maybe_unused]] const auto& [j1, j2, j3] = c.job;
   [[maybe_unused]] const auto& [m1, m2, m3, m4, m5, m6, m7, m8] = c.model;
-  [[maybe_unused]] const auto& [t1, t2, t3, t4, t5, t6, t7, t8, t9, t10] = c.training;
+  [[maybe_unused]] const auto& [t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11] = c.training;
   [[maybe_unused]] const auto& [o1, o2, o3, o4, o5, o6] = c.optimizer;
   [[maybe_unused]] const auto& [l1, l2, l3, l4] = c.lr_scheduler;
   [[maybe_unused]] const auto& [x1, x2, x3, x4, x5] = c.metrics;
@@ -152,7 +152,8 @@ TEST(JobConfigFields, SectionOrderAndTypes) {
   EXPECT_EQ(find_field("training.steps")->type, FieldType::integer);
   EXPECT_EQ(find_field("optimizer.lr")->type, FieldType::number);
   EXPECT_EQ(find_field("training.deterministic")->type, FieldType::boolean);
-  EXPECT_EQ(find_field("training.dtype")->type, FieldType::string);
+  EXPECT_EQ(find_field("training.mixed_precision_param")->type, FieldType::string);
+  EXPECT_EQ(find_field("training.dtype"), nullptr);
   EXPECT_EQ(find_field("training.step"), nullptr);
 }
 
@@ -365,6 +366,9 @@ TEST(Cli, Errors) {
   };
   EXPECT_EQ(apply({"--training.step", "10"}),
             "unknown config field '--training.step'; did you mean --training.steps? (titan train --help lists all)");
+  EXPECT_EQ(apply({"--training.dtype", "bfloat16"}),
+            "config field '--training.dtype' was replaced by --training.mixed_precision_param (float32 | bfloat16, "
+            "torchtitan's name)");
   EXPECT_EQ(apply({"--training.steps"}), "--training.steps: missing value; use --training.steps VALUE or --training.steps=VALUE");
   EXPECT_NE(apply({"--training.steps", "--training.seq_len=4"}).find("missing value"), std::string::npos);
   EXPECT_NE(apply({"--no-training.steps"}).find("--no- negates boolean fields only"), std::string::npos);
@@ -518,8 +522,10 @@ TEST(Validate, EachImpossibleValueIsOneClearError) {
       {[](JobConfig& c) { c.training.local_batch_size = 0; }, "training.local_batch_size=0 must be >= 1"},
       {[](JobConfig& c) { c.training.seq_len = 1; }, "training.seq_len=1 must be >= 2"},
       {[](JobConfig& c) { c.training.global_batch_size = 0; }, "training.global_batch_size=0 must be -1"},
-      {[](JobConfig& c) { c.training.dtype = "bfloat16"; }, "training.dtype=bfloat16 is not supported yet"},
-      {[](JobConfig& c) { c.training.dtype = "fp16"; }, "training.dtype='fp16' is unknown"},
+      {[](JobConfig& c) { c.training.mixed_precision_param = "fp16"; },
+       "training.mixed_precision_param='fp16' is not float32 or bfloat16"},
+      {[](JobConfig& c) { c.training.mixed_precision_reduce = "bf16"; },
+       "training.mixed_precision_reduce='bf16' is not float32 or bfloat16"},
       {[](JobConfig& c) { c.training.dataset = "c4"; }, "training.dataset='c4' is not a built-in dataset"},
       {[](JobConfig& c) { c.optimizer.name = "SGD"; }, "optimizer.name='SGD' is not supported; use AdamW"},
       {[](JobConfig& c) { c.optimizer.lr = 0; }, "optimizer.lr=0 must be"},

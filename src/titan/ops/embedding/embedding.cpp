@@ -18,8 +18,9 @@ static void check_ids_in_range(const Id* ids, int64_t n, int64_t v) {
 void check_embedding(const Tensor& ids_N, const Tensor& table_VD) {
   TITAN_CHECK((ids_N.dtype() == DType::i64 || ids_N.dtype() == DType::i32) && ids_N.is_contiguous(),
               "[embedding] ids: expected a contiguous i64 or i32 tensor, got ", ids_N.describe());
-  TITAN_CHECK(table_VD.ndim() == 2 && table_VD.dtype() == DType::f32 && table_VD.is_contiguous(),
-              "[embedding] table: expected a contiguous f32 [V, D] tensor, got ", table_VD.describe());
+  TITAN_CHECK(table_VD.ndim() == 2 && (table_VD.dtype() == DType::f32 || table_VD.dtype() == DType::bf16) &&
+                  table_VD.is_contiguous(),
+              "[embedding] table: expected a contiguous f32 or bf16 [V, D] tensor, got ", table_VD.describe());
   const int64_t n = ids_N.numel(), v = table_VD.size(0);
   if (ids_N.dtype() == DType::i64) {
     check_ids_in_range(ids_N.data<int64_t>(), n, v);

@@ -1,6 +1,7 @@
 // Token embedding lookup (HF nn.Embedding): y[i, :] = table[ids[i], :].
 // Shapes: N ids (any shape, e.g. [B, T], read flat as numel() ids), V vocab rows, D features.
-//   ids_N (i64 or i32, contiguous), table_VD (f32) -> y_ND (f32 [N, D]).
+//   ids_N (i64 or i32, contiguous), table_VD (f32, or bf16 on the bf16 compute path: rows are
+//   widened, exactly) -> y_ND (f32 [N, D]).
 // Saved: none (backward needs only the ids).
 // Accumulation: dtable is a parameter grad, accumulated (+=): a scatter-add of the dy rows, in
 // id order, deterministic (no atomics). Ids are checked to lie in [0, V) at the boundary.

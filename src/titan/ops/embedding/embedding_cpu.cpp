@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "titan/core/parallel.h"
+#include "titan/kernels/cpu/cast.h"
 #include "titan/kernels/cpu/simd.h"
 #include "titan/ops/embedding/embedding.h"
 
@@ -36,8 +37,15 @@ static void forward_cpu(const Tensor& ids, const Tensor& table, Tensor& y) {
   const int64_t d = table.size(1);
   const int64_t* ids64 = ids.dtype() == DType::i64 ? ids.data<int64_t>() : nullptr;
   const int32_t* ids32 = ids.dtype() == DType::i32 ? ids.data<int32_t>() : nullptr;
-  const float* tp = table.data<float>();
   float* yp = y.data<float>();
+  if (table.dtype() == DType::bf16) {
+    const uint16_t* th = table.data<uint16_t>();
+    parallel_for(ids.numel(), 64, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) cast_bf16_to_f32(th + id_at(ids64, ids32, i) * d, yp + i * d, d);
+    });
+    return;
+  }
+  const float* tp = table.data<float>();
   const size_t row_bytes = static_cast<size_t>(d) * sizeof(float);
   parallel_for(ids.numel(), 64, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) std::memcpy(yp + i * d, tp + id_at(ids64, ids32, i) * d, row_bytes);

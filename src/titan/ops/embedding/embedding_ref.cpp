@@ -32,8 +32,9 @@ template void embedding_backward<double, int64_t>(int64_t, int64_t, const int64_
 
 }  // namespace ref
 
-static void forward_ref(const Tensor& ids, const Tensor& table, Tensor& y) {
-  const int64_t n = ids.numel(), d = table.size(1);
+static void forward_ref(const Tensor& ids, const Tensor& table_in, Tensor& y) {
+  const int64_t n = ids.numel(), d = table_in.size(1);
+  const Tensor table = table_in.dtype() == DType::f32 ? table_in : table_in.to(DType::f32);  // exact
   if (ids.dtype() == DType::i64) {
     ref::embedding_forward(n, d, ids.data<int64_t>(), table.data<float>(), y.data<float>());
   } else {

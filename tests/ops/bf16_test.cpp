@@ -1,0 +1,166 @@
+// The bf16 compute path's ops: the cast (bit-exact against core/dtype.h's scalar rounding), and
+// linear, lm_head_xent and embedding on bf16 operands, each kernel against its reference. Both sides
+// take the same bf16 values; the products of bf16 values are exact in f32, so kernel and reference
+// differ only by f32 summation order (kF32Tol), as in the f32 sweeps. The emulated GEMM (widen to
+// f32) is checked against oneDNN's bf16 matmul the same way.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "ops/op_harness.h"
+#include "titan/core/dtype.h"
+#include "titan/kernels/cpu/cast.h"
+#include "titan/kernels/cpu/gemm.h"
+#include "titan/ops/elementwise/elementwise.h"
+#include "titan/ops/embedding/embedding.h"
+#include "titan/ops/matmul/linear.h"
+#include "titan/ops/softmax_xent/softmax_xent.h"
+
+namespace titan::ops {
+namespace {
+
+using namespace titan::testing;
+
+Tensor bf16_of(const Tensor& f32) { return f32.to(DType::bf16); }
+
+// Round-to-nearest-even, ties, subnormals, infinities and NaNs: every kernel's cast equals the
+// scalar rule, bit for bit, including the vector body and the tail.
+TEST(Bf16, CastIsTheScalarRoundingBitForBit) {
+  std::vector<float> values = {0.0f, -0.0f, 1.0f, -1.5f, 3.14159265f, 1e-40f, -1e-42f, 65504.0f, 3.0e38f,
+                               std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                               std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::max()};
+  // Exact ties between two bf16 values (low 16 bits 0x8000), even and odd upper halves.
+  for (uint32_t upper : {0x3f80u, 0x3f81u, 0xbf82u, 0x7f7fu}) {
+    const uint32_t bits = (upper << 16) | 0x8000u;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    values.push_back(f);
+  }
+  const uint32_t signalling = 0x7f800001u;  // a NaN whose payload would round to infinity if not kept quiet
+  float snan;
+  std::memcpy(&snan, &signalling, 4);
+  values.push_back(snan);
+  const Tensor random = random_f32({1000}, 7, 100.0f);
+  for (int64_t i = 0; i < random.numel(); ++i) values.push_back(random.data<float>()[i]);
+  const int64_t n = static_cast<int64_t>(values.size());
+  Tensor src = Tensor::empty({n});
+  std::copy(values.begin(), values.end(), src.data<float>());
+  for (const CastImpl& impl : cast_table().impls()) {
+    Tensor dst = Tensor::empty({n}, DType::bf16);
+    impl.forward(src, dst);
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(dst.data<uint16_t>()[i], f32_to_bf16(values[static_cast<size_t>(i)])) << impl.name << " at " << i;
+    }
+    Tensor back = Tensor::empty({n});
+    impl.forward(dst, back);
+    for (int64_t i = 0; i < n; ++i) {
+      const float want = bf16_to_f32(dst.data<uint16_t>()[i]);
+      ASSERT_EQ(std::memcmp(&back.data<float>()[i], &want, 4), 0) << impl.name << " widening at " << i;
+    }
+  }
+  EXPECT_NE(error_of([&] {
+              Tensor wrong = Tensor::empty({n});
+              cast(src, wrong);
+            }).find("one f32 and the other bf16"),
+            std::string::npos);
+}
+
+TEST(Bf16, LinearKernelsMatchTheReference) {
+  struct Case {
+    int64_t n, in, out;
+    bool bias;
+  };
+  for (const Case& c : {Case{1, 1, 1, false}, Case{5, 33, 17, true}, Case{64, 128, 96, false}, Case{33, 129, 257, true}}) {
+    const Tensor x = bf16_of(random_f32({c.n, c.in}, 1)), w = bf16_of(random_f32({c.out, c.in}, 2, 0.5f));
+    const Tensor b = c.bias ? random_f32({c.out}, 3) : Tensor(), dy = random_f32({c.n, c.out}, 4);
+    Outputs want;
+    for (const LinearImpl& impl : linear_table().impls()) {
+      Tensor y = Tensor::empty({c.n, c.out}), dx = garbage({c.n, c.in}), dw = random_f32({c.out, c.in}, 5);
+      Tensor db = c.bias ? random_f32({c.out}, 6) : Tensor();
+      impl.forward(x, w, b, y);
+      impl.backward(dy, x, w, dx, dw, db);
+      Outputs got = {{"y", y}, {"dx", dx}, {"dweight", dw}};
+      if (c.bias) got.push_back({"dbias", db});
+      if (want.empty()) {
+        want = got;  // the reference is registered first
+      } else {
+        expect_outputs_match(str(impl.name, " n=", c.n, " in=", c.in, " out=", c.out), got, want);
+      }
+    }
+  }
+}
+
+// dy is rounded to bf16 before the products: a dy that bf16 cannot hold gives the rounded
+// result, not the f32 one (what autocast's bf16 output gradient does).
+TEST(Bf16, LinearBackwardRoundsTheOutputGradient) {
+  const Tensor x = bf16_of(random_f32({4, 8}, 1)), w = bf16_of(random_f32({3, 8}, 2));
+  Tensor dy = random_f32({4, 3}, 3);
+  const Tensor dy_rounded = dy.to(DType::bf16).to(DType::f32);
+  Tensor dx1 = Tensor::empty({4, 8}), dw1 = Tensor::zeros({3, 8}), dx2 = Tensor::empty({4, 8}), dw2 = Tensor::zeros({3, 8});
+  Tensor no_bias;
+  linear_backward(dy, x, w, dx1, dw1, no_bias);
+  linear_backward(dy_rounded, x, w, dx2, dw2, no_bias);
+  EXPECT_TRUE(all_close("dx", dx1, dx2, kExact));
+  EXPECT_TRUE(all_close("dweight", dw1, dw2, kExact));
+  EXPECT_NE(error_of([&] {
+              Tensor y = Tensor::empty({4, 3});
+              linear_forward(x.to(DType::f32), w, Tensor(), y);
+            }).find("the weight's dtype"),
+            std::string::npos);
+}
+
+TEST(Bf16, LmHeadXentKernelsMatchTheReference) {
+  const int64_t n = 37, d = 48, v = 301;
+  const Tensor x = bf16_of(random_f32({n, d}, 1)), w = bf16_of(random_f32({v, d}, 2, 0.3f));
+  Tensor targets = Tensor::empty({n}, DType::i64);
+  for (int64_t i = 0; i < n; ++i) targets.data<int64_t>()[i] = i % 5 == 0 ? -100 : (i * 37) % v;
+  Outputs want;
+  for (const LmHeadXentImpl& impl : lm_head_xent_table().impls()) {
+    Tensor dx = garbage({n, d}), dw = random_f32({v, d}, 3);
+    const LmHeadXentResult r = impl.backward({-100, 8}, x, w, targets, 0.05f, dx, dw);
+    const LmHeadXentResult fwd = impl.forward({-100, 8}, x, w, targets);
+    Outputs got = {{"loss", r.loss_sum, {1e-4, 1e-5}}, {"loss (forward)", fwd.loss_sum, {1e-4, 1e-5}},
+                   {"dx", dx}, {"dweight", dw}};
+    if (want.empty()) {
+      want = got;
+    } else {
+      expect_outputs_match(impl.name, got, want);
+    }
+  }
+}
+
+TEST(Bf16, EmbeddingLooksUpWidenedRows) {
+  const Tensor table = bf16_of(random_f32({50, 24}, 1));
+  Tensor ids = Tensor::empty({9}, DType::i64);
+  for (int64_t i = 0; i < 9; ++i) ids.data<int64_t>()[i] = (i * 13) % 50;
+  const Tensor table32 = table.to(DType::f32);
+  for (const EmbeddingImpl& impl : embedding_table().impls()) {
+    Tensor y = Tensor::empty({9, 24}), want = Tensor::empty({9, 24});
+    impl.forward(ids, table, y);
+    impl.forward(ids, table32, want);
+    EXPECT_TRUE(all_close(impl.name, y, want, kExact));
+  }
+}
+
+// The emulated path (bf16 widened to f32, then the f32 GEMM) against oneDNN's bf16 matmul, in every
+// transpose form and with alpha / beta: the same exact products, summed in two orders.
+TEST(Bf16, EmulatedGemmMatchesTheBf16Matmul) {
+  const int64_t m = 19, n = 23, k = 41;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      const Tensor a = bf16_of(random_f32(ta ? Shape{k, m} : Shape{m, k}, 1));
+      const Tensor b = bf16_of(random_f32(tb ? Shape{n, k} : Shape{k, n}, 2));
+      const Tensor a32 = a.to(DType::f32), b32 = b.to(DType::f32);
+      Tensor c = random_f32({m, n}, 3), c32 = c.clone();
+      kernels::gemm_bf16(ta, tb, m, n, k, 0.5f, a.data<uint16_t>(), ta ? m : k, b.data<uint16_t>(), tb ? k : n, 1.0f,
+                         c.data<float>(), n);
+      kernels::gemm(ta, tb, m, n, k, 0.5f, a32.data<float>(), ta ? m : k, b32.data<float>(), tb ? k : n, 1.0f,
+                    c32.data<float>(), n);
+      EXPECT_TRUE(all_close(str("gemm_bf16 ta=", ta, " tb=", tb), c, c32, kF32Tol));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace titan::ops
