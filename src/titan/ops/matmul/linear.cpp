@@ -13,9 +13,9 @@ void check_linear(const Tensor& x_NI, const Tensor& w_OI, const Tensor& b_O) {
   const int64_t in = w_OI.size(1), out = w_OI.size(0);
   TITAN_CHECK(x_NI.defined() && x_NI.ndim() >= 1 && x_NI.dtype() == w_OI.dtype() &&
                   x_NI.is_contiguous() && x_NI.size(-1) == in,
-              "[linear] x: expected a contiguous ", dtype_name(w_OI.dtype()), " [..., ", in, "] tensor (the weight's dtype), got ",
+              "[linear] x: expected a contiguous ", dtype_name(w_OI.dtype()), " [..., ", in, "] tensor, got ",
               x_NI.defined() ? x_NI.describe() : std::string("an undefined tensor"),
-              ". HINT: x's last dim must equal the weight's in_features (weight ",
+              ". HINT: x's last dim must equal the weight's in_features, and x must have the weight's dtype (weight ",
               w_OI.describe(), ")");
   if (b_O.defined()) {
     TITAN_CHECK(b_O.ndim() == 1 && b_O.size(0) == out && b_O.dtype() == DType::f32 &&

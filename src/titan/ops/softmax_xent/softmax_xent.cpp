@@ -21,8 +21,8 @@ void check_lm_head_xent(const LmHeadXentArgs& args, const Tensor& x_ND, const Te
   TITAN_CHECK(x_ND.defined() && x_ND.ndim() >= 1 && x_ND.dtype() == w_VD.dtype() &&
                   x_ND.is_contiguous() && x_ND.size(-1) == d,
               "[lm_head_xent] x: expected a contiguous ", dtype_name(w_VD.dtype()), " [..., ", d,
-              "] tensor (the weight's dtype), got ",
-              describe_or_undefined(x_ND), ". HINT: x's last dim must equal the weight's hidden size (weight ",
+              "] tensor, got ",
+              describe_or_undefined(x_ND), ". HINT: x's last dim must equal the weight's hidden size, and x must have the weight's dtype (weight ",
               w_VD.describe(), ")");
   const int64_t n = d == 0 ? 0 : x_ND.numel() / d;
   TITAN_CHECK(targets_N.defined() && targets_N.dtype() == DType::i64 && targets_N.is_contiguous() &&
