@@ -147,6 +147,39 @@ TEST_F(CliParallel, FsdpTimesTensorParallelMatchesOneRank) {
   expect_baseline_losses(read_jsonl(dir_ / "fsdp_tp" / "metrics.jsonl"));
 }
 
+// bf16 mixed precision on a mesh against one rank in bf16. Every rank casts the same f32 master
+// weights (FSDP gathers them, TP shards them) to the same bf16 values, so the layouts differ only
+// where fp32 sums do (the gradient reduce-scatter, TP's partial products); bf16 then turns such a
+// last-bit difference into a 2^-8 step wherever it crosses a rounding boundary, so the bar is
+// 1e-3 relative instead of the fp32 runs' 1e-5.
+TEST_F(CliParallel, Bf16MeshesMatchOneRankInBf16) {
+  const std::string bf16 = "--training.mixed_precision_param bfloat16";
+  const CommandResult one = run_titan(train_args("bf16_base", 4, bf16));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const std::vector<nlohmann::json> base = read_jsonl(dir_ / "bf16_base" / "metrics.jsonl");
+  ASSERT_EQ(base.size(), 20u);
+  const std::vector<nlohmann::json>& f32 = baseline();
+  EXPECT_NE(base[0]["loss"].get<double>(), f32[0]["loss"].get<double>()) << "the bf16 run must compute in bf16";
+  struct Layout {
+    std::string name;
+    int ranks, local;
+    std::string flags;
+  };
+  for (const Layout& l : {Layout{"bf16_fsdp2", 2, 2, ""}, Layout{"bf16_tp2", 2, 4, "--parallelism.tensor_parallel_degree 2"}}) {
+    const CommandResult r = run_mpi(l.ranks, train_args(l.name, l.local, l.flags + " " + bf16));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const std::vector<nlohmann::json> rows = read_jsonl(dir_ / l.name / "metrics.jsonl");
+    ASSERT_EQ(rows.size(), 20u) << l.name;
+    double worst = 0.0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const double want = base[i]["loss"].get<double>(), got = rows[i]["loss"].get<double>();
+      worst = std::max(worst, std::abs(got - want) / want);
+      EXPECT_LT(std::abs(got - want) / want, 1e-3) << l.name << " step " << i + 1 << ": " << got << " vs " << want;
+    }
+    std::printf("%s: worst relative loss difference to one rank in bf16 %.3g\n", l.name.c_str(), worst);
+  }
+}
+
 // Saved by 4 ranks (dp_shard=4) at step 10; resumed on 2 ranks (dp_shard=2), on 2 ranks with
 // tp=2, on 4 ranks as HSDP (2 x 2) and on 1 rank: each continues the same token stream with the
 // single-rank losses.
