@@ -1,17 +1,33 @@
-// Full training steps of the bench config — Qwen3-0.6B shapes with model.n_layers=4, B=1, T=2048,
-// fp32: data (PrefetchLoader over tinyshakespeare with the real Qwen3 tokenizer) + forward +
-// backward + clip + AdamW, through the same run_training() that `titan train` runs — against
-// Hugging Face Qwen3ForCausalLM + torch.nn.utils.clip_grad_norm_ + torch.optim.AdamW on PyTorch
-// eager (tools/bench_torch_qwen3.py --train-step), side by side in one run.
+// Full training steps of the bench config — Qwen3-0.6B shapes with model.n_layers=4, B=1, T=2048:
+// data (PrefetchLoader over tinyshakespeare with the real Qwen3 tokenizer) + forward + backward +
+// clip + AdamW, through the same run_training() that `titan train` runs — against Hugging Face
+// Qwen3ForCausalLM + torch.nn.utils.clip_grad_norm_ + torch.optim.AdamW
+// (tools/bench_torch_qwen3.py --train-step) in three ways a PyTorch user trains it: fp32 eager,
+// bf16 autocast, bf16 autocast + torch.compile. All side by side in one invocation.
 //
-//   build/bench/train_bench [--layers 4] [--seq 2048] [--steps 4] [--no-peer]
-// Median over steps 2..N (step 1 includes warm-up). Needs ../shared beside the checkout for the
-// tokenizer and text (a benchmark, not the product).
+//   build/bench/train_bench [--layers 4] [--seq 2048] [--steps 4] [--quick]
+//                           [--peers fp32,bf16,bf16-compile | --no-peer] [--titan-bf16] [--json FILE]
+//
+// Every contender runs in its own child process, one after the other, so that each peak RSS
+// (ru_maxrss) is its own: titan contenders are this binary re-run with --titan-child NAME, PyTorch
+// contenders the Python script. Titan: median over steps 2..N (step 1 includes warm-up). PyTorch:
+// N-1 timed steps after 1 untimed warm-up step (2 with torch.compile, which compiles in them; the
+// compile time is reported apart). MFU is against the measured peak of the contender's precision
+// (fp32 FMA, or AVX-512 bf16 dot products where the CPU has them; AMX is not measured, so a bf16
+// MFU on an AMX machine is against a peak below the real one). Needs ../shared beside the checkout
+// for the tokenizer and text (a benchmark, not the product).
+#include <unistd.h>
+
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "harness.h"
+#include "titan/config/overrides.h"
 #include "titan/config/registry.h"
 #include "titan/core/allocator.h"
 #include "titan/core/cpu_features.h"
@@ -24,92 +40,312 @@
 
 using namespace titan;
 
-int main(int argc, char** argv) try {
-  int64_t layers = 4, seq = 2048, steps = 4;
-  bool peer_enabled = true;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> int64_t {
-      TITAN_CHECK(i + 1 < argc, "train_bench: ", a, " needs a value");
-      return std::stoll(argv[++i]);
-    };
-    if (a == "--layers") layers = next();
-    else if (a == "--seq") seq = next();
-    else if (a == "--steps") steps = next();
-    else if (a == "--no-peer") peer_enabled = false;
-    else TITAN_FAIL("train_bench: unknown flag ", a, " (--layers --seq --steps --no-peer)");
-  }
-  TITAN_CHECK(steps >= 2, "train_bench: --steps must be >= 2 (step 1 is warm-up)");
-  const int threads = num_threads();
-  const kernels::PeakKernel peak_kernel = kernels::best_fp32_kernel();
-  const double peak_gflops = kernels::measure_peak(peak_kernel, threads).max_gflops;
-  std::printf("cpu path %s | GEMM %s | %d threads | fp32 peak %.1f GFLOP/s (%s)\n", cpu_path_name().c_str(),
-              kernels::gemm_backend_name(), threads, peak_gflops, kernels::peak_kernel_name(peak_kernel));
+namespace {
 
+// A titan contender = the bench config plus `titan train`-style config flags.
+struct TitanContender {
+  std::string name;
+  std::string precision;               // "fp32" | "bf16": which measured peak its MFU is against
+  std::vector<std::string> overrides;  // e.g. "--training.mixed_precision_param=bfloat16"
+  bool on_by_default = true;
+};
+
+// issue 16: "titan bf16" needs training.mixed_precision_param, which does not exist yet. Until it
+// lands the row is off by default (--titan-bf16 turns it on, and the child then stops on "unknown
+// config field"); once it lands, set on_by_default to true.
+const std::vector<TitanContender> kTitanContenders = {
+    {"titan fp32", "fp32", {}, true},
+    {"titan bf16", "bf16", {"--training.mixed_precision_param=bfloat16"}, false},
+};
+
+// A PyTorch contender = tools/bench_torch_qwen3.py flags (see its docstring).
+struct PeerContender {
+  std::string key;  // for --peers
+  std::string name;
+  std::string precision;
+  std::string flags;
+};
+
+const std::vector<PeerContender> kPeerContenders = {
+    {"fp32", "PyTorch eager fp32", "fp32", "--precision fp32"},
+    {"bf16", "PyTorch bf16 autocast", "bf16", "--precision bf16-autocast"},
+    {"bf16-compile", "PyTorch bf16 autocast + compile", "bf16", "--precision bf16-autocast --compile"},
+};
+
+struct BenchShape {
+  int64_t layers = 4;
+  int64_t seq = 2048;
+  int64_t steps = 4;
+};
+
+struct Row {
+  std::string name;
+  std::string kind;  // "titan" | "pytorch"
+  std::string precision;
+  bool ok = false;
+  std::string error;
+  double median_s = NAN;
+  double tokens_per_s = NAN;
+  double gflops = NAN;
+  double peak_rss_mib = NAN;
+  double compile_s = NAN;  // PyTorch with torch.compile only
+  nlohmann::json detail;   // the child's RESULT
+};
+
+const TitanContender& find_titan(const std::string& name) {
+  for (const TitanContender& c : kTitanContenders)
+    if (c.name == name) return c;
+  TITAN_FAIL("train_bench: no titan contender '", name, "' (titan fp32, titan bf16)");
+}
+
+// Runs one titan contender in this process and prints its RESULT line (the --titan-child mode).
+int run_titan_child(const TitanContender& contender, const BenchShape& shape, double peak_gflops) {
   const std::filesystem::path shared = std::filesystem::path(TITAN_SOURCE_DIR) / "../shared/assets";
-  const std::filesystem::path dump = std::filesystem::temp_directory_path() / "titan_train_bench";
+  const std::filesystem::path dump =
+      std::filesystem::temp_directory_path() / str("titan_train_bench_", ::getpid());
   models::register_config_functions();
   config::JobConfig c = config::find_config("qwen3_0_6b").fn();
-  c.model.n_layers = layers;
+  c.model.n_layers = shape.layers;
   c.model.hf_assets_path = (shared / "qwen3-tokenizer").string();
   c.training.dataset_path = (shared / "text/tinyshakespeare.txt").string();
   c.training.local_batch_size = 1;
-  c.training.seq_len = seq;
-  c.training.steps = steps;
+  c.training.seq_len = shape.seq;
+  c.training.steps = shape.steps;
   c.training.max_norm = 1.0;
   c.optimizer.lr = 3e-4;
   c.lr_scheduler.warmup_steps = 0;
   c.job.dump_folder = dump.string();
   c.metrics.log_freq = 1;
   c.metrics.enable_jsonl = false;
-  c.metrics.peak_tflops = peak_gflops / 1e3;
+  if (peak_gflops > 0.0) c.metrics.peak_tflops = peak_gflops / 1e3;
+  c = config::apply_cli_overrides(c, contender.overrides);
 
-  const train::TrainSummary run = train::run_training(c, "qwen3_0_6b (train_bench)");
+  const train::TrainSummary run = train::run_training(c, str("qwen3_0_6b (train_bench, ", contender.name, ")"));
   std::vector<double> seconds, waits;
   for (size_t i = 1; i < run.steps.size(); ++i) {
     seconds.push_back(run.steps[i].seconds);
     waits.push_back(run.steps[i].data_wait_seconds);
   }
   const double median_s = bench::median(seconds);
-  const double tokens = static_cast<double>(seq);
+  const double tokens = static_cast<double>(shape.seq);
   nn::DecoderConfig model_config = models::find_size("0.6B").config;
-  model_config.num_layers = layers;
-  const double flops_per_token = models::train_flops_per_token(model_config, seq);
+  model_config.num_layers = shape.layers;
+  const double flops_per_token = models::train_flops_per_token(model_config, shape.seq);
   const double gflops = tokens * flops_per_token / median_s / 1e9;
   const double rss_mib = static_cast<double>(process_peak_rss_bytes()) / (1 << 20);
-  std::printf("\nours: median %.3f s/step over steps 2..%ld | %.1f tokens/s | %.1f GFLOP/s | MFU %.1f%% | "
-              "data wait %.4f s/step | peak RSS %.0f MiB\n",
-              median_s, static_cast<long>(steps), tokens / median_s, gflops, 100.0 * gflops / peak_gflops,
+  std::printf("\n%s: median %.3f s/step over steps 2..%ld | %.1f tokens/s | %.1f GFLOP/s | data wait %.4f s/step | "
+              "peak RSS %.0f MiB\n",
+              contender.name.c_str(), median_s, static_cast<long>(shape.steps), tokens / median_s, gflops,
               bench::median(waits), rss_mib);
   std::filesystem::remove_all(dump);
-  if (!peer_enabled) return 0;
-
-  const std::string cmd = str("python3 ", TITAN_SOURCE_DIR, "/tools/bench_torch_qwen3.py --train-step --threads ",
-                              threads, " --layers ", layers, " --batch 1 --seq ", seq, " --repeats ", steps - 1);
-  std::printf("\npeer: %s\n", cmd.c_str());
-  std::fflush(stdout);
-  const bench::PeerRun peer = bench::run_peer(cmd);
-  std::fputs(peer.output.c_str(), stdout);
-  if (!peer.ok()) {
-    std::printf("peer failed (exit %d); install tools/requirements.txt to compare\n", peer.exit_code);
-    return 1;
-  }
-  const double peer_s = peer.result["median_s"].get<double>();
-  const double peer_gflops = peer.result["gflops"].get<double>();
-  const double peer_rss = peer.result["peak_rss_mib"].get<double>();
-  std::printf("\n| impl (full training step) | s/step | tokens/s | GFLOP/s | MFU | peak RSS MiB |\n"
-              "|---|---|---|---|---|---|\n");
-  std::printf("| titan.cpp | %.3f | %.1f | %.1f | %.1f%% | %.0f |\n", median_s, tokens / median_s, gflops,
-              100.0 * gflops / peak_gflops, rss_mib);
-  std::printf("| PyTorch %s eager + AdamW | %.3f | %.1f | %.1f | %.1f%% | %.0f |\n",
-              peer.result["torch_version"].get<std::string>().c_str(), peer_s,
-              peer.result["tokens_per_s"].get<double>(), peer_gflops, 100.0 * peer_gflops / peak_gflops, peer_rss);
-  std::printf("\nspeed-up vs PyTorch: %.2fx | peak RSS ratio (ours / PyTorch): %.2f\n", peer_s / median_s,
-              rss_mib / peer_rss);
-  bench::print_result({{"impl", "titan.cpp"}, {"median_s", median_s}, {"gflops", gflops},
-                       {"mfu", gflops / peak_gflops}, {"peak_rss_mib", rss_mib},
-                       {"speedup_vs_pytorch", peer_s / median_s}, {"rss_ratio", rss_mib / peer_rss}});
+  nlohmann::json step_times = nlohmann::json::array();
+  for (const double s : seconds) step_times.push_back(s);
+  bench::print_result({{"impl", "titan.cpp"},
+                       {"contender", contender.name},
+                       {"precision", contender.precision},
+                       {"overrides", contender.overrides},
+                       {"median_s", median_s},
+                       {"tokens_per_s", tokens / median_s},
+                       {"gflops", gflops},
+                       {"peak_rss_mib", rss_mib},
+                       {"data_wait_s", bench::median(waits)},
+                       {"step_times_s", step_times}});
   return 0;
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+// Fills a row from a child's RESULT; a failed child leaves ok = false with the reason.
+Row row_from_run(const std::string& name, const std::string& kind, const std::string& precision,
+                 const bench::PeerRun& run) {
+  Row row;
+  row.name = name;
+  row.kind = kind;
+  row.precision = precision;
+  if (!run.ok()) {
+    row.error = str("exit ", run.exit_code, run.result.is_null() ? ", no RESULT line" : "");
+    return row;
+  }
+  const nlohmann::json& r = run.result;
+  row.ok = true;
+  row.median_s = r["median_s"].get<double>();
+  row.tokens_per_s = r["tokens_per_s"].get<double>();
+  row.gflops = r["gflops"].get<double>();
+  row.peak_rss_mib = r["peak_rss_mib"].get<double>();
+  if (r.value("compile", false)) row.compile_s = r.value("compile_s", NAN);
+  row.detail = r;
+  return row;
+}
+
+std::string cell(double value, int decimals) { return bench::fixed(value, decimals); }
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  BenchShape shape;
+  std::vector<std::string> peer_keys;
+  for (const PeerContender& p : kPeerContenders) peer_keys.push_back(p.key);
+  bool titan_bf16 = false;
+  std::string titan_child, json_path;
+  double peak_arg = 0.0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      TITAN_CHECK(i + 1 < argc, "train_bench: ", a, " needs a value");
+      return argv[++i];
+    };
+    if (a == "--layers") shape.layers = std::stoll(value());
+    else if (a == "--seq") shape.seq = std::stoll(value());
+    else if (a == "--steps") shape.steps = std::stoll(value());
+    else if (a == "--quick") shape = BenchShape{1, 128, 2};  // flags after it still override
+    else if (a == "--no-peer") peer_keys.clear();
+    else if (a == "--peers") peer_keys = split_commas(value());
+    else if (a == "--titan-bf16") titan_bf16 = true;
+    else if (a == "--json") json_path = value();
+    else if (a == "--titan-child") titan_child = value();
+    else if (a == "--peak-gflops") peak_arg = std::stod(value());
+    else
+      TITAN_FAIL("train_bench: unknown flag ", a,
+                 " (--layers --seq --steps --quick --peers fp32,bf16,bf16-compile --no-peer --titan-bf16 --json FILE)");
+  }
+  TITAN_CHECK(shape.steps >= 2, "train_bench: --steps must be >= 2 (step 1 is warm-up)");
+  for (const std::string& k : peer_keys) {
+    bool known = false;
+    for (const PeerContender& p : kPeerContenders) known = known || p.key == k;
+    TITAN_CHECK(known, "train_bench: unknown peer '", k, "' in --peers (fp32, bf16, bf16-compile)");
+  }
+  if (!titan_child.empty()) return run_titan_child(find_titan(titan_child), shape, peak_arg);
+
+  const int threads = num_threads();
+  const kernels::PeakKernel fp32_kernel = kernels::best_fp32_kernel();
+  const double fp32_peak = kernels::measure_peak(fp32_kernel, threads).max_gflops;
+  const bool have_bf16_peak = kernels::peak_kernel_supported(kernels::PeakKernel::bf16_avx512);
+  const double bf16_peak =
+      have_bf16_peak ? kernels::measure_peak(kernels::PeakKernel::bf16_avx512, threads).max_gflops : NAN;
+  std::printf("cpu path %s | GEMM %s | %d threads | fp32 peak %.1f GFLOP/s (%s) | bf16 peak %s\n",
+              cpu_path_name().c_str(), kernels::gemm_backend_name(), threads, fp32_peak,
+              kernels::peak_kernel_name(fp32_kernel),
+              have_bf16_peak ? str(bench::fixed(bf16_peak), " GFLOP/s (",
+                                   kernels::peak_kernel_name(kernels::PeakKernel::bf16_avx512), ")")
+                                   .c_str()
+                             : "- (no AVX-512 bf16 on this CPU)");
+  std::printf("shape: Qwen3-0.6B dims, %ld layer(s), B=1, T=%ld, %ld steps\n", static_cast<long>(shape.layers),
+              static_cast<long>(shape.seq), static_cast<long>(shape.steps));
+  auto peak_of = [&](const std::string& precision) { return precision == "bf16" ? bf16_peak : fp32_peak; };
+
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::string shape_flags =
+      str(" --layers ", shape.layers, " --seq ", shape.seq, " --steps ", shape.steps);
+  std::vector<Row> rows;
+  std::vector<std::string> titan_names;
+  for (const TitanContender& t : kTitanContenders) {
+    if (!t.on_by_default && !(titan_bf16 && t.name == "titan bf16")) continue;
+    const double peak = peak_of(t.precision);
+    const std::string cmd = str(bench::shell_quote(self), " --titan-child ", bench::shell_quote(t.name), shape_flags,
+                                std::isnan(peak) ? "" : str(" --peak-gflops ", peak));
+    std::printf("\n== %s: %s\n", t.name.c_str(), cmd.c_str());
+    const bench::PeerRun run = bench::run_peer(cmd);
+    std::fputs(run.output.c_str(), stdout);
+    rows.push_back(row_from_run(t.name, "titan", t.precision, run));
+    titan_names.push_back(t.name);
+  }
+  for (const PeerContender& p : kPeerContenders) {
+    bool wanted = false;
+    for (const std::string& k : peer_keys) wanted = wanted || k == p.key;
+    if (!wanted) continue;
+    const std::string cmd = str("python3 ", TITAN_SOURCE_DIR, "/tools/bench_torch_qwen3.py --train-step --threads ",
+                                threads, " --layers ", shape.layers, " --batch 1 --seq ", shape.seq, " --repeats ",
+                                shape.steps - 1, " ", p.flags);
+    std::printf("\n== %s: %s\n", p.name.c_str(), cmd.c_str());
+    const bench::PeerRun run = bench::run_peer(cmd);
+    std::fputs(run.output.c_str(), stdout);
+    rows.push_back(row_from_run(p.name, "pytorch", p.precision, run));
+    if (!rows.back().ok)
+      std::printf("%s failed (%s); install tools/requirements.txt to compare\n", p.name.c_str(),
+                  rows.back().error.c_str());
+  }
+
+  // One row per contender; for each titan contender T two ratio columns: T's tokens/s over the
+  // row's (> 1: T is faster) and T's peak RSS over the row's (< 1: T uses less).
+  std::string torch_version;
+  for (const Row& r : rows)
+    if (r.kind == "pytorch" && r.ok) torch_version = r.detail.value("torch_version", "");
+  std::printf("\n| contender (full training step) | precision | s/step | tokens/s | GFLOP/s | MFU | peak RSS MiB | "
+              "compile s |");
+  for (const std::string& t : titan_names) std::printf(" %s speed-up | %s RSS ratio |", t.c_str(), t.c_str());
+  std::printf("\n|---|---|---:|---:|---:|---:|---:|---:|");
+  for (size_t i = 0; i < titan_names.size(); ++i) std::printf("---:|---:|");
+  std::printf("\n");
+  nlohmann::json contenders = nlohmann::json::array();
+  bool all_ok = true;
+  for (const Row& r : rows) {
+    all_ok = all_ok && r.ok;
+    const double mfu = r.gflops / peak_of(r.precision);
+    std::printf("| %s | %s | %s | %s | %s | %s | %s | %s |", r.name.c_str(), r.precision.c_str(),
+                r.ok ? cell(r.median_s, 3).c_str() : str("failed: ", r.error).c_str(), cell(r.tokens_per_s, 1).c_str(),
+                cell(r.gflops, 1).c_str(), std::isnan(mfu) ? "-" : str(bench::fixed(100.0 * mfu), "%").c_str(),
+                cell(r.peak_rss_mib, 0).c_str(), cell(r.compile_s, 1).c_str());
+    nlohmann::json ratios = nlohmann::json::object();
+    for (const std::string& t : titan_names) {
+      const Row* tr = nullptr;
+      for (const Row& x : rows)
+        if (x.name == t) tr = &x;
+      const double speedup = bench::ratio(tr->tokens_per_s, r.tokens_per_s);
+      const double rss_ratio = bench::ratio(tr->peak_rss_mib, r.peak_rss_mib);
+      std::printf(" %s | %s |", std::isnan(speedup) ? "-" : str(bench::fixed(speedup, 2), "x").c_str(),
+                  cell(rss_ratio, 2).c_str());
+      ratios[t] = {{"speedup", std::isnan(speedup) ? nlohmann::json() : nlohmann::json(speedup)},
+                   {"rss_ratio", std::isnan(rss_ratio) ? nlohmann::json() : nlohmann::json(rss_ratio)}};
+    }
+    std::printf("\n");
+    auto num = [](double v) { return std::isnan(v) ? nlohmann::json() : nlohmann::json(v); };
+    contenders.push_back({{"name", r.name},
+                          {"kind", r.kind},
+                          {"precision", r.precision},
+                          {"ok", r.ok},
+                          {"error", r.error},
+                          {"median_s", num(r.median_s)},
+                          {"tokens_per_s", num(r.tokens_per_s)},
+                          {"gflops", num(r.gflops)},
+                          {"mfu", num(mfu)},
+                          {"peak_rss_mib", num(r.peak_rss_mib)},
+                          {"compile_s", num(r.compile_s)},
+                          {"vs_titan", ratios},
+                          {"detail", r.detail}});
+  }
+  if (!torch_version.empty()) std::printf("\nPyTorch %s; ", torch_version.c_str());
+  std::printf("speed-up = titan's tokens/s / the row's; RSS ratio = titan's peak RSS / the row's.\n");
+
+  nlohmann::json result = {{"shape", {{"layers", shape.layers}, {"seq", shape.seq}, {"steps", shape.steps}}},
+                           {"threads", threads},
+                           {"fp32_peak_gflops", fp32_peak},
+                           {"bf16_peak_gflops", have_bf16_peak ? nlohmann::json(bf16_peak) : nlohmann::json()},
+                           {"contenders", contenders}};
+  // The keys of the earlier single-peer RESULT (titan fp32 vs PyTorch eager fp32), when both ran.
+  for (const Row& t : rows)
+    for (const Row& p : rows)
+      if (t.name == "titan fp32" && t.ok && p.name == kPeerContenders[0].name && p.ok) {
+        result.update({{"impl", "titan.cpp"},
+                       {"median_s", t.median_s},
+                       {"gflops", t.gflops},
+                       {"mfu", t.gflops / fp32_peak},
+                       {"peak_rss_mib", t.peak_rss_mib},
+                       {"speedup_vs_pytorch", p.median_s / t.median_s},
+                       {"rss_ratio", t.peak_rss_mib / p.peak_rss_mib}});
+      }
+  if (!json_path.empty()) {
+    std::ofstream(json_path) << result.dump(2) << "\n";
+    std::printf("wrote %s\n", json_path.c_str());
+  }
+  bench::print_result(result);
+  return all_ok ? 0 : 1;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "train_bench: error: %s\n", e.what());
   return 1;

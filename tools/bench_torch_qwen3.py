@@ -1,11 +1,25 @@
 #!/usr/bin/env python3
 """PyTorch peer for titan.cpp's end-to-end training-step benchmark.
 
-Runs Hugging Face ``Qwen3ForCausalLM`` in PyTorch eager mode, float32, on the CPU,
-and times full training steps:
+Runs Hugging Face ``Qwen3ForCausalLM`` on the CPU and times full training steps:
 
     model.zero_grad(set_to_none=True); loss = model(input_ids, labels=input_ids).loss;
     loss.backward()
+
+in one of the ways a PyTorch user would train it:
+
+  --precision fp32            (default) PyTorch eager, float32 throughout.
+  --precision bf16-autocast   forward + loss under ``torch.autocast("cpu", dtype=torch.bfloat16)``,
+                              backward outside it (PyTorch's recipe); float32 master weights,
+                              float32 gradients and float32 AdamW state (autocast casts the
+                              weights to bf16 for the matmuls/attention it covers, and the casts
+                              are differentiated back to float32 gradients).
+  --compile                   ``model = torch.compile(model)`` (default inductor backend, default
+                              mode), in either precision.  Compilation happens in the warm-up
+                              steps (at least 2 with --compile, so that a recompilation on the
+                              second step is not timed either); the first warm-up step's time minus
+                              the median timed step is reported as ``compile_s``.  If the timed
+                              steps still compiled a graph, the output says so (``recompiled_in_timed``).
 
 (HF's causal-LM loss = labels shifted by one inside the model, mean over the B*(T-1) targets).
 With ``--train-step`` the step is a whole training step as titan's trainer runs it (bench/train_bench):
@@ -19,6 +33,7 @@ rms_norm_eps 1e-6, batch 1, seq 2048, 2 threads, attn_implementation "sdpa".
 
     python3 tools/bench_torch_qwen3.py                      # full bench config
     python3 tools/bench_torch_qwen3.py --layers 1 --vocab 1000 --seq 128   # quick
+    python3 tools/bench_torch_qwen3.py --train-step --precision bf16-autocast --compile
     python3 tools/bench_torch_qwen3.py --attn eager --profile
 
 FLOP convention (shared with the C++ benchmark; see ``train_flops_per_token``)
@@ -53,9 +68,13 @@ high-water mark at start, the current RSS in steady state (model, inputs, no
 grads) right before the first step, and the peak minus that steady-state RSS
 (= the transient memory of a training step: activations, logits, gradients).
 
+With --compile the peak includes whatever compilation held in this process (Inductor's
+compile workers are separate processes and are not counted).
+
 Output: human-readable lines, then one final line ``RESULT {json}`` with keys
-impl, threads, tokens_per_step, median_s, tokens_per_s, gflops, peak_rss_mib,
-torch_version (plus a few extra informational keys).
+impl ("pytorch-eager" or "pytorch-compile"), precision ("fp32" or "bf16-autocast"),
+compile (bool), compile_s (0 without --compile), threads, tokens_per_step, median_s,
+tokens_per_s, gflops, peak_rss_mib, torch_version (plus a few extra informational keys).
 """
 
 from __future__ import annotations
@@ -104,7 +123,8 @@ def maxrss_mib() -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description="HF Qwen3 fp32 CPU training-step benchmark (PyTorch eager)")
+    ap = argparse.ArgumentParser(description="HF Qwen3 CPU training-step benchmark (PyTorch eager or compiled, "
+                                             "fp32 or bf16 autocast)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--seq", type=int, default=2048)
@@ -119,13 +139,20 @@ def main() -> None:
     ap.add_argument("--rms-eps", type=float, default=1e-6)
     ap.add_argument("--untied", action="store_true", help="untie lm_head from the embedding (default: tied)")
     ap.add_argument("--attn", choices=["sdpa", "eager"], default="sdpa")
-    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--precision", choices=["fp32", "bf16-autocast"], default="fp32",
+                    help="fp32: eager float32; bf16-autocast: forward + loss under torch.autocast('cpu', bfloat16), "
+                         "float32 master weights and AdamW")
+    ap.add_argument("--compile", action="store_true",
+                    help="wrap the model in torch.compile (compilation happens in >= 2 untimed warm-up steps)")
+    ap.add_argument("--warmup", type=int, default=1, help="untimed steps first (raised to 2 with --compile)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--train-step", action="store_true",
                     help="time zero_grad + fwd + bwd + clip_grad_norm_ + AdamW.step (else fwd + bwd)")
     ap.add_argument("--profile", action="store_true", help="profile one extra step, print top-15 ops by self CPU")
     args = ap.parse_args()
+    if args.compile:
+        args.warmup = max(args.warmup, 2)
 
     rss_start_hw = maxrss_mib()
     os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # quiet the profiler backend's stderr chatter
@@ -177,6 +204,7 @@ def main() -> None:
           f"I={args.intermediate} V={args.vocab} tied={not args.untied} B={args.batch} T={args.seq} "
           f"attn={model.config._attn_implementation}")
     print(f"params: {n_params / 1e6:.2f} M total, N_matmul {fl['n_matmul'] / 1e6:.2f} M (build {t_build:.1f} s)")
+    print(f"precision: {args.precision}  compile: {args.compile}")
     print(f"flops/token: 6*N={fl['dense'] / 1e9:.4f} G + attn 12*L*H*D*T={fl['attn'] / 1e9:.4f} G "
           f"= {fl['total'] / 1e9:.4f} G  (causal-only attn would be {fl['attn_causal'] / 1e9:.4f} G); "
           f"step = {step_flops / 1e12:.4f} TFLOP")
@@ -185,24 +213,47 @@ def main() -> None:
     if args.train_step:
         optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
 
+    # The optimizer and clipping see the original (float32) parameters; torch.compile's wrapper
+    # shares them. autocast covers forward + loss only, as PyTorch's AMP recipe has it.
+    run_model = torch.compile(model) if args.compile else model
+    if args.precision == "bf16-autocast":
+        def autocast():
+            return torch.autocast("cpu", dtype=torch.bfloat16)
+    else:
+        import contextlib
+
+        def autocast():
+            return contextlib.nullcontext()
+
     def step():
         model.zero_grad(set_to_none=True)
-        out = model(input_ids=input_ids, labels=labels)
+        with autocast():
+            out = run_model(input_ids=input_ids, labels=labels)
         out.loss.backward()
         if optimizer is not None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
             optimizer.step()
         return out.loss.item()
 
+    def graphs_compiled() -> int:
+        """Number of graphs dynamo has compiled so far (0 without --compile)."""
+        if not args.compile:
+            return 0
+        from torch._dynamo.utils import counters
+        return int(counters["stats"]["unique_graphs"])
+
     rss_steady = rss_now_mib()
     rss_steady_hw = maxrss_mib()
     print(f"rss: high-water at start {rss_start_hw:.0f} MiB, steady (model+inputs) {rss_steady:.0f} MiB, "
           f"high-water before steps {rss_steady_hw:.0f} MiB")
 
+    warmup_times = []
     for i in range(args.warmup):
         t0 = time.perf_counter()
         loss = step()
-        print(f"warmup {i}: {time.perf_counter() - t0:.3f} s  loss={loss:.4f}")
+        warmup_times.append(time.perf_counter() - t0)
+        print(f"warmup {i}: {warmup_times[-1]:.3f} s  loss={loss:.4f}")
+    graphs_before_timed = graphs_compiled()
     times = []
     for i in range(args.repeats):
         t0 = time.perf_counter()
@@ -212,6 +263,15 @@ def main() -> None:
         print(f"step {i}: {dt:.3f} s  loss={loss:.4f}  {tokens / dt:.1f} tok/s  {step_flops / dt / 1e9:.1f} GFLOP/s")
     med = statistics.median(times)
     peak = maxrss_mib()
+    recompiled = graphs_compiled() - graphs_before_timed
+    # The first warm-up step carries the compilation; what it took beyond a steady step is the
+    # compile cost (plus first-run effects, which eager runs show as well, so a rough figure).
+    compile_s = max(0.0, warmup_times[0] - med) if args.compile and warmup_times else 0.0
+    if args.compile:
+        print(f"compile: ~{compile_s:.1f} s (first warm-up step {warmup_times[0]:.1f} s minus the median step); "
+              f"{graphs_before_timed} graph(s) compiled in warm-up, {recompiled} during the timed steps")
+        if recompiled:
+            print("WARNING: torch.compile compiled graphs during the timed steps; raise --warmup")
     print(f"median {med:.3f} s/step  {tokens / med:.1f} tokens/s  {step_flops / med / 1e9:.2f} GFLOP/s  "
           f"(min {min(times):.3f} max {max(times):.3f})")
     print(f"rss: peak {peak:.0f} MiB, peak - steady = {peak - rss_steady:.0f} MiB, now {rss_now_mib():.0f} MiB")
@@ -233,7 +293,10 @@ def main() -> None:
             prof_top.append({"op": e.key, "self_ms": round(e.self_cpu_time_total / 1e3, 2), "pct": round(pct, 2)})
 
     result = {
-        "impl": "pytorch-eager",
+        "impl": "pytorch-compile" if args.compile else "pytorch-eager",
+        "precision": args.precision,
+        "compile": args.compile,
+        "compile_s": round(compile_s, 3),
         "threads": torch.get_num_threads(),
         "tokens_per_step": tokens,
         "median_s": round(med, 6),
@@ -248,6 +311,8 @@ def main() -> None:
         "peak_minus_steady_mib": round(peak - rss_steady, 1),
         "flops_per_token": fl["total"],
         "step_times_s": [round(t, 6) for t in times],
+        "warmup_times_s": [round(t, 6) for t in warmup_times],
+        "recompiled_in_timed": recompiled,
         "config": {"layers": args.layers, "hidden": args.hidden, "heads": args.heads, "kv_heads": args.kv_heads,
                    "head_dim": args.head_dim, "intermediate": args.intermediate, "vocab": args.vocab,
                    "tied": not args.untied, "batch": args.batch, "seq": args.seq},

@@ -18,7 +18,8 @@ For every case in CASES this writes ``<out>/<case>/``:
                          model.embed_tokens.weight, no lm_head.weight)
 
 and ``<out>/README.md`` describing the files, the library versions used and a few
-per-case numbers.
+per-case numbers.  At the end it runs tools/make_bf16_fixtures.py on ``<out>``
+(expected_bf16_autocast.safetensors per case, and its README section).
 
 How the expected values are computed
 ------------------------------------
@@ -477,6 +478,10 @@ def main() -> None:
               f"grad_rel {s['hf32_grad_rel']:.1e}  hf64: logit {s['hf64_logit_diff']:.1e} "
               f"bytes={sum(s['files'].values())}")
     write_readme(args.out, all_stats)
+    # The bf16-autocast logits beside the fp32 fixtures (build_case removed the old ones with the case
+    # directory; this also re-adds their README section, which write_readme just overwrote).
+    import make_bf16_fixtures
+    make_bf16_fixtures.run_folder(args.out)
     print(f"wrote {args.out} (torch {torch.__version__}, transformers {transformers.__version__}, "
           f"safetensors {safetensors.__version__})")
 

@@ -23,7 +23,8 @@ For every case in CASES this writes ``<out>/<case>/``:
                          grad.<Hub name> F32 for every parameter (fused expert gradients split
                          per expert; tied models: no lm_head.weight)
 
-and ``<out>/README.md``.
+and ``<out>/README.md``; then tools/make_bf16_fixtures.py runs on ``<out>`` (expected_bf16_autocast.safetensors
+per case, and its README section).
 
 MoE-specific float64 patches (on top of make_hf_fixtures.exact_fp64("qwen3_moe")):
 
@@ -544,6 +545,10 @@ def main() -> None:
               f"hf64: logit {s['hf64_logit_diff']:.1e} save_pretrained==hub {s['save_pretrained_is_hub']} "
               f"bytes={sum(s['files'].values())}")
     write_readme(args.out, all_stats)
+    # The bf16-autocast logits beside the fp32 fixtures (build_case removed the old ones with the case
+    # directory; this also re-adds their README section, which write_readme just overwrote).
+    import make_bf16_fixtures
+    make_bf16_fixtures.run_folder(args.out)
     print(f"wrote {args.out} (torch {torch.__version__}, transformers {transformers.__version__}, "
           f"safetensors {safetensors.__version__})")
 
