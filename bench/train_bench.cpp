@@ -6,7 +6,7 @@
 // bf16 autocast, bf16 autocast + torch.compile. All side by side in one invocation.
 //
 //   build/bench/train_bench [--layers 4] [--seq 2048] [--steps 4] [--quick]
-//                           [--peers fp32,bf16,bf16-compile | --no-peer] [--titan-bf16] [--json FILE]
+//                           [--peers fp32,bf16,bf16-compile | --no-peer] [--titan fp32|bf16] [--json FILE]
 //
 // Every contender runs in its own child process, one after the other, so that each peak RSS
 // (ru_maxrss) is its own: titan contenders are this binary re-run with --titan-child NAME, PyTorch
@@ -50,12 +50,10 @@ struct TitanContender {
   bool on_by_default = true;
 };
 
-// issue 16: "titan bf16" needs training.mixed_precision_param, which does not exist yet. Until it
-// lands the row is off by default (--titan-bf16 turns it on, and the child then stops on "unknown
-// config field"); once it lands, set on_by_default to true.
+// --titan fp32 (or bf16) keeps one titan row only.
 const std::vector<TitanContender> kTitanContenders = {
     {"titan fp32", "fp32", {}, true},
-    {"titan bf16", "bf16", {"--training.mixed_precision_param=bfloat16"}, false},
+    {"titan bf16", "bf16", {"--training.mixed_precision_param=bfloat16"}, true},
 };
 
 // A PyTorch contender = tools/bench_torch_qwen3.py flags (see its docstring).
@@ -192,7 +190,7 @@ int main(int argc, char** argv) try {
   BenchShape shape;
   std::vector<std::string> peer_keys;
   for (const PeerContender& p : kPeerContenders) peer_keys.push_back(p.key);
-  bool titan_bf16 = false;
+  std::string titan_only;  // --titan fp32|bf16: one titan row
   std::string titan_child, json_path;
   double peak_arg = 0.0;
   for (int i = 1; i < argc; ++i) {
@@ -207,13 +205,13 @@ int main(int argc, char** argv) try {
     else if (a == "--quick") shape = BenchShape{1, 128, 2};  // flags after it still override
     else if (a == "--no-peer") peer_keys.clear();
     else if (a == "--peers") peer_keys = split_commas(value());
-    else if (a == "--titan-bf16") titan_bf16 = true;
+    else if (a == "--titan") titan_only = value();
     else if (a == "--json") json_path = value();
     else if (a == "--titan-child") titan_child = value();
     else if (a == "--peak-gflops") peak_arg = std::stod(value());
     else
       TITAN_FAIL("train_bench: unknown flag ", a,
-                 " (--layers --seq --steps --quick --peers fp32,bf16,bf16-compile --no-peer --titan-bf16 --json FILE)");
+                 " (--layers --seq --steps --quick --peers fp32,bf16,bf16-compile --no-peer --titan fp32|bf16 --json FILE)");
   }
   TITAN_CHECK(shape.steps >= 2, "train_bench: --steps must be >= 2 (step 1 is warm-up)");
   for (const std::string& k : peer_keys) {
@@ -246,7 +244,7 @@ int main(int argc, char** argv) try {
   std::vector<Row> rows;
   std::vector<std::string> titan_names;
   for (const TitanContender& t : kTitanContenders) {
-    if (!t.on_by_default && !(titan_bf16 && t.name == "titan bf16")) continue;
+    if (!t.on_by_default || (!titan_only.empty() && t.precision != titan_only)) continue;
     const double peak = peak_of(t.precision);
     const std::string cmd = str(bench::shell_quote(self), " --titan-child ", bench::shell_quote(t.name), shape_flags,
                                 std::isnan(peak) ? "" : str(" --peak-gflops ", peak));
