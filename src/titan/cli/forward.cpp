@@ -8,6 +8,7 @@
 #include "titan/cli/args.h"
 #include "titan/cli/commands.h"
 #include "titan/models/builtin.h"
+#include "titan/train/precision.h"
 
 namespace titan::cli {
 
@@ -31,7 +32,9 @@ int run_forward(int argc, char** argv) {
                   {{"model", "Hugging Face model folder (config.json + *.safetensors)", "", false, true},
                    {"tokens", "safetensors file with input_ids [B, T] (I64/I32) and optional labels", "", false, true},
                    {"out", "output safetensors file", "", false, true},
-                   {"grads", "also write grad.<HF name> for every parameter", "", true}},
+                   {"grads", "also write grad.<HF name> for every parameter", "", true},
+                   {"mixed-precision", "compute dtype, as training.mixed_precision_param: float32 or bfloat16",
+                    "float32"}},
                   argc, argv, 2);
   if (args.help_requested()) {
     std::fputs(args.usage().c_str(), stdout);
@@ -45,7 +48,12 @@ int run_forward(int argc, char** argv) {
               " must have the shape of input_ids ", ids.describe());
 
   const models::ModelSpec& spec = models::family_of_hf_folder(args.get("model"));
+  const std::string precision = args.get("mixed-precision");
+  if (precision != "float32" && precision != "bfloat16") {
+    throw UsageError(str("titan forward: --mixed-precision ", precision, " is not float32 or bfloat16"));
+  }
   std::unique_ptr<nn::Decoder> model = models::load_hf_model(spec, args.get("model"));
+  model->set_compute_dtype(train::compute_dtype_of(precision));
   const int64_t B = ids.size(0), T = ids.size(1), V = model->config().vocab_size;
   for (int64_t i = 0; i < ids.numel(); ++i) {
     const int64_t id = ids.data<int64_t>()[i];

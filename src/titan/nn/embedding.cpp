@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "titan/ops/elementwise/elementwise.h"
 #include "titan/ops/embedding/embedding.h"
 
 namespace titan::nn {
@@ -12,12 +13,16 @@ Embedding::Embedding(const EmbeddingConfig& config, const std::string& fqn) : co
 
 Tensor Embedding::forward(const Tensor& ids, std::any& any) const {
   Saved& saved = any.emplace<Saved>();
-  const Tensor table_VD = weight.for_compute();
+  // bf16 compute: bf16(table)[id] == bf16(table[id]), so the f32 rows are looked up and rounded
+  // (casting the whole table would cost V x D x 2 bytes for N rows); a bf16 table (a compute copy)
+  // is looked up directly.
+  const Tensor table_VD = weight.value.defined() ? weight.value : weight.for_compute();
+  const bool round_rows = weight.compute_dtype == DType::bf16 && table_VD.dtype() == DType::f32;
   Tensor y_ND = Tensor::empty({ids.numel(), config_.dim}, DType::f32, table_VD.device());
   if (vocab_start_ < 0) {
     ops::embedding_forward(ids, table_VD, y_ND);
     saved.ids = ids;
-    return y_ND;
+    return round_rows ? ops::cast_to(ops::cast_to(y_ND, DType::bf16), DType::f32) : y_ND;
   }
   // Local ids (an outside id looks up row 0, then its row is zeroed; its gradient is dropped).
   const int64_t n = ids.numel();
@@ -37,7 +42,7 @@ Tensor Embedding::forward(const Tensor& ids, std::any& any) const {
     if (out[i]) std::fill(y + i * config_.dim, y + (i + 1) * config_.dim, 0.0f);
   }
   saved.ids = local;
-  return y_ND;
+  return round_rows ? ops::cast_to(ops::cast_to(y_ND, DType::bf16), DType::f32) : y_ND;
 }
 
 void Embedding::backward(const Tensor& dy_ND, std::any& any) {

@@ -46,9 +46,10 @@ int64_t count_targets(const Tensor& targets_N, int64_t ignore_index) {
   return std::count_if(t, t + targets_N.numel(), [&](int64_t id) { return id != ignore_index; });
 }
 
-int64_t lm_head_xent_chunk_tokens(const LmHeadXentArgs& args, int64_t num_tokens, int64_t vocab) {
+int64_t lm_head_xent_chunk_tokens(const LmHeadXentArgs& args, int64_t num_tokens, int64_t vocab, DType operands) {
   int64_t c = args.chunk_tokens;
-  if (c <= 0) c = kLmHeadXentChunkBytes / std::max<int64_t>(1, vocab * int64_t{sizeof(float)});
+  const int64_t bytes_per_logit = operands == DType::bf16 ? 6 : 4;
+  if (c <= 0) c = kLmHeadXentChunkBytes / std::max<int64_t>(1, vocab * bytes_per_logit);
   return std::max<int64_t>(1, std::min(c, num_tokens));
 }
 

@@ -73,7 +73,7 @@ static LmHeadXentResult run_cpu(const LmHeadXentArgs& args, const Tensor& x, con
   const int64_t v = w.size(0), d = w.size(1), n = targets.numel();
   const bool grads = dx != nullptr || dw != nullptr;
   const bool bf16 = w.dtype() == DType::bf16;
-  const int64_t c = lm_head_xent_chunk_tokens(args, n, v);
+  const int64_t c = lm_head_xent_chunk_tokens(args, n, v, w.dtype());
   const int64_t* tp = targets.data<int64_t>();
 
   LmHeadXentResult result;
