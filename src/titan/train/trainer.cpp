@@ -161,7 +161,8 @@ void Trainer::setup() {
                                                             c_.lr_scheduler.decay_ratio, c_.lr_scheduler.decay_type,
                                                             c_.lr_scheduler.min_lr_factor});
   flops_per_token_ = spec.flops_per_token(resolved_.config, T_);
-  peak_ = device_peak_flops(c_.metrics.peak_tflops);
+  // The precision the GEMMs run in (training.dtype until training.mixed_precision_param lands).
+  peak_ = device_peak_flops(c_.metrics.peak_tflops, parse_precision(c_.training.dtype));
   memory_total_ = device_memory_bytes();
   log_setup();
   checkpointer_ = std::make_unique<Checkpointer>(c_, *model_, *optimizer_, *loader_);
@@ -201,7 +202,8 @@ void Trainer::log_setup() const {
                  ": of ", recompute_.size(), " blocks, ", replayed, " keep only their input (forward replayed in "
                  "backward), ", thinned, " recompute their norms, RoPE and SwiGLU"));
   }
-  log_info(str("peak ", peak_.flops / 1e12, " TFLOP/s (", peak_.source, ") | dump folder ", c_.job.dump_folder));
+  log_info(str("peak ", peak_.flops / 1e12, " TFLOP/s ", precision_name(peak_.precision), " (", peak_.source,
+               ") | dump folder ", c_.job.dump_folder));
   log_info(str("training ", c_.training.steps, " steps with config ", config_name_));
 }
 
@@ -309,7 +311,7 @@ StepMetrics Trainer::train_step(int64_t step) {
   m.seconds = seconds_since(t0);
   m.tps = static_cast<double>(m.tokens) / m.seconds / static_cast<double>(model_->tp_degree());  // per rank
   m.tflops = m.tps * flops_per_token_ / 1e12;
-  m.mfu = 100.0 * m.tflops * 1e12 / peak_.flops;
+  m.mfu = checked_mfu(m.tflops * 1e12, peak_);  // <= 100: a beaten peak is re-measured or raised
   m.memory_bytes = static_cast<double>(host_allocator().stats().peak_bytes);
   m.memory_percent = 100.0 * m.memory_bytes / memory_total_;
   m.data_wait_seconds = loader_->seconds_waiting() - waited_before;
