@@ -53,7 +53,7 @@ int run_forward(int argc, char** argv) {
     throw UsageError(str("titan forward: --mixed-precision ", precision, " is not float32 or bfloat16"));
   }
   std::unique_ptr<nn::Decoder> model = models::load_hf_model(spec, args.get("model"));
-  model->set_compute_dtype(train::compute_dtype_of(precision));
+  model->set_compute_dtype(train::compute_dtype(train::parse_precision(precision)));
   const int64_t B = ids.size(0), T = ids.size(1), V = model->config().vocab_size;
   for (int64_t i = 0; i < ids.numel(); ++i) {
     const int64_t id = ids.data<int64_t>()[i];

@@ -208,7 +208,7 @@ void visit_fields(Config& c, V&& v) {
   v("metrics.enable_tensorboard", metrics.enable_tensorboard, "write TensorBoard event files");
   v("metrics.enable_jsonl", metrics.enable_jsonl, "write one JSON line of metrics per logged step");
   v("metrics.save_tb_folder", metrics.save_tb_folder, "TensorBoard folder, inside job.dump_folder");
-  v("metrics.peak_tflops", metrics.peak_tflops, "device peak for MFU; 0 = measure once and cache");
+  v("metrics.peak_tflops", metrics.peak_tflops, "device peak for MFU; 0 = measure (cached when the machine is quiet)");
 
   auto& checkpoint = c.checkpoint;
   v("checkpoint.enable", checkpoint.enable, "save checkpoints");

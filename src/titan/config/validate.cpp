@@ -134,7 +134,7 @@ void validate(const JobConfig& c, int64_t data_parallel_degree) {
   const MetricsSection& m = c.metrics;
   if (m.log_freq < 1) config_fail("metrics.log_freq=", m.log_freq, " must be >= 1 (log every N steps)");
   if (!(m.peak_tflops >= 0) || !std::isfinite(m.peak_tflops)) {
-    config_fail("metrics.peak_tflops=", shown(m.peak_tflops), " must be >= 0 (0 = measure once and cache)");
+    config_fail("metrics.peak_tflops=", shown(m.peak_tflops), " must be >= 0 (0 = measure, cached when the machine is quiet)");
   }
 
   const CheckpointSection& k = c.checkpoint;

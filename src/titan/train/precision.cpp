@@ -5,16 +5,16 @@
 
 namespace titan::train {
 
-DType compute_dtype_of(const std::string& mixed_precision_param) {
-  if (mixed_precision_param == "float32") return DType::f32;
-  if (mixed_precision_param == "bfloat16") return DType::bf16;
-  TITAN_FAIL("training.mixed_precision_param='", mixed_precision_param, "' is not float32 or bfloat16");
+const char* precision_name(Precision precision) { return precision == Precision::bfloat16 ? "bfloat16" : "float32"; }
+
+Precision parse_precision(const std::string& name) {
+  if (name == "float32") return Precision::float32;
+  if (name == "bfloat16") return Precision::bfloat16;
+  TITAN_FAIL("[precision] '", name, "' is unknown. HINT: use float32 or bfloat16 (training.mixed_precision_param)");
 }
 
-std::string precision_line(const std::string& mixed_precision_param) {
-  if (compute_dtype_of(mixed_precision_param) == DType::f32) {
-    return str("float32 compute (", kernels::gemm_backend_name(), ")");
-  }
+std::string precision_line(Precision precision) {
+  if (precision == Precision::float32) return str("float32 compute (", kernels::gemm_backend_name(), ")");
   const std::string kernel = kernels::gemm_bf16_is_emulated()
                                  ? "emulated: this CPU has no bf16 instructions, so bf16 operands are widened to f32 "
                                    "(the same numbers, slower than float32 here)"

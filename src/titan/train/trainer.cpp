@@ -156,14 +156,15 @@ void Trainer::setup() {
   model_ = std::make_unique<parallel::Parallelized>(
       std::move(whole), spec, *mesh_,
       parallel::ParallelizeOptions{c_.parallelism.enable_sequence_parallel, c_.parallelism.fsdp_prefetch,
-                                   compute_dtype(c_)});
+                                   compute_dtype(parse_precision(c_.training.mixed_precision_param))});
   optimizer_ = std::make_unique<AdamW>(model_->shards(), AdamWConfig{c_.optimizer.beta1, c_.optimizer.beta2,
                                                                      c_.optimizer.eps, c_.optimizer.weight_decay});
   schedule_ = std::make_unique<LrSchedule>(LrScheduleConfig{c_.training.steps, c_.lr_scheduler.warmup_steps,
                                                             c_.lr_scheduler.decay_ratio, c_.lr_scheduler.decay_type,
                                                             c_.lr_scheduler.min_lr_factor});
   flops_per_token_ = spec.flops_per_token(resolved_.config, T_);
-  peak_ = device_peak_flops(c_.metrics.peak_tflops);
+  // MFU is against the peak of the precision the GEMMs run in.
+  peak_ = device_peak_flops(c_.metrics.peak_tflops, parse_precision(c_.training.mixed_precision_param));
   memory_total_ = device_memory_bytes();
   log_setup();
   checkpointer_ = std::make_unique<Checkpointer>(c_, *model_, *optimizer_, *loader_);
@@ -203,8 +204,9 @@ void Trainer::log_setup() const {
                  ": of ", recompute_.size(), " blocks, ", replayed, " keep only their input (forward replayed in "
                  "backward), ", thinned, " recompute their norms, RoPE and SwiGLU"));
   }
-  log_info(str("[precision] ", precision_line(c_.training.mixed_precision_param)));
-  log_info(str("peak ", peak_.flops / 1e12, " TFLOP/s (", peak_.source, ") | dump folder ", c_.job.dump_folder));
+  log_info(str("[precision] ", precision_line(parse_precision(c_.training.mixed_precision_param))));
+  log_info(str("peak ", peak_.flops / 1e12, " TFLOP/s ", precision_name(peak_.precision), " (", peak_.source,
+               ") | dump folder ", c_.job.dump_folder));
   log_info(str("training ", c_.training.steps, " steps with config ", config_name_));
 }
 
@@ -312,7 +314,7 @@ StepMetrics Trainer::train_step(int64_t step) {
   m.seconds = seconds_since(t0);
   m.tps = static_cast<double>(m.tokens) / m.seconds / static_cast<double>(model_->tp_degree());  // per rank
   m.tflops = m.tps * flops_per_token_ / 1e12;
-  m.mfu = 100.0 * m.tflops * 1e12 / peak_.flops;
+  m.mfu = checked_mfu(m.tflops * 1e12, peak_);  // <= 100: a beaten peak is re-measured or raised
   m.memory_bytes = static_cast<double>(host_allocator().stats().peak_bytes);
   m.memory_percent = 100.0 * m.memory_bytes / memory_total_;
   m.data_wait_seconds = loader_->seconds_waiting() - waited_before;
