@@ -178,6 +178,15 @@ TEST_F(CliParallel, Bf16MeshesMatchOneRankInBf16) {
     }
     std::printf("%s: worst relative loss difference to one rank in bf16 %.3g\n", l.name.c_str(), worst);
   }
+  // FSDP gathers bf16 shards at half the bytes; the reduce-scatter stays f32. A block is gathered
+  // twice per micro-batch (forward, backward): 2 x 2 + 4 = 8 bytes per parameter instead of 12;
+  // the root (embedding, norm, head) once: 2 + 4 = 6 instead of 8. So the ratio lies in [2/3, 3/4].
+  const CommandResult f32_fsdp = run_mpi(2, train_args("f32_fsdp2", 2, ""));
+  ASSERT_EQ(f32_fsdp.exit_code, 0) << f32_fsdp.output;
+  const double bf16_bytes = read_jsonl(dir_ / "bf16_fsdp2" / "metrics.jsonl")[5]["comm_bytes"].get<double>();
+  const double f32_bytes = read_jsonl(dir_ / "f32_fsdp2" / "metrics.jsonl")[5]["comm_bytes"].get<double>();
+  EXPECT_GE(bf16_bytes / f32_bytes, 2.0 / 3.0 - 0.01) << bf16_bytes << " vs " << f32_bytes;
+  EXPECT_LE(bf16_bytes / f32_bytes, 3.0 / 4.0) << bf16_bytes << " vs " << f32_bytes;
 }
 
 // Saved by 4 ranks (dp_shard=4) at step 10; resumed on 2 ranks (dp_shard=2), on 2 ranks with

@@ -144,12 +144,25 @@ void Comm::all_gather(const Tensor& in, Tensor& out) {
 }
 
 std::unique_ptr<Pending> Comm::start_all_gather(const Tensor& in, Tensor& out) {
-  check_f32(*this, "start_all_gather", "in", in);
-  check_f32(*this, "start_all_gather", "out", out);
-  check_whole(*this, "start_all_gather", "out", out, "in", in);
   auto p = std::make_unique<TensorPending>();
   p->in = in;
   p->out = out;
+  if (in.dtype() == DType::bf16) {
+    // A gather only moves bytes: an even count of bf16 elements travels as half as many f32 slots
+    // (no arithmetic touches them, so any bit pattern arrives intact). FSDP's bf16 parameter
+    // gather (half the traffic) pads its shards to an even length for this.
+    check_host(*this, "start_all_gather", "in", in);
+    check_host(*this, "start_all_gather", "out", out);
+    TITAN_CHECK(out.dtype() == DType::bf16 && in.numel() % 2 == 0, "[comm] start_all_gather: bf16 needs bf16 in "
+                "and out and an even element count per rank, got in ", found(in), ", out ", found(out));
+    check_whole(*this, "start_all_gather", "out", out, "in", in);
+    p->inner = start_all_gather(reinterpret_cast<const float*>(in.data<uint16_t>()),
+                                reinterpret_cast<float*>(out.data<uint16_t>()), in.numel() / 2);
+    return p;
+  }
+  check_f32(*this, "start_all_gather", "in", in);
+  check_f32(*this, "start_all_gather", "out", out);
+  check_whole(*this, "start_all_gather", "out", out, "in", in);
   p->inner = start_all_gather(in.data<float>(), out.data<float>(), in.numel());
   return p;
 }

@@ -57,7 +57,8 @@ class Comm {
 
   // The collectives above on contiguous host tensors (sizes in elements, any shapes):
   //   all_reduce_sum: f32, f64 or i64, in place;
-  //   all_gather / start_all_gather: f32, out.numel() == size() * in.numel() (every rank's in, in
+  //   all_gather / start_all_gather: f32 (start_all_gather also bf16 with an even in.numel()),
+  //     out.numel() == size() * in.numel() (every rank's in, in
   //     rank order); the Pending keeps both tensors' storage alive until it is done;
   //   reduce_scatter_sum: f32, in.numel() == size() * out.numel().
   // Every rank must pass the same sizes; a bad tensor is an Error before anything is sent.

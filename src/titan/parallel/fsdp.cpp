@@ -6,8 +6,11 @@
 #include "titan/ops/elementwise/elementwise.h"
 
 namespace titan::parallel {
-Fsdp::Fsdp(std::vector<nn::ParameterList> units, Comm& shard, Comm& replicate, bool prefetch)
-    : shard_comm_(shard), replicate_comm_(replicate), prefetch_(prefetch) {
+Fsdp::Fsdp(std::vector<nn::ParameterList> units, Comm& shard, Comm& replicate, bool prefetch, DType param_dtype)
+    : shard_comm_(shard), replicate_comm_(replicate), prefetch_(prefetch), param_dtype_(param_dtype),
+      gather_dtype_(param_dtype) {
+  TITAN_CHECK(param_dtype == DType::f32 || param_dtype == DType::bf16, "[fsdp] parameter dtype ",
+              dtype_name(param_dtype), " is not f32 or bf16");
   TITAN_CHECK(!units.empty(), "[fsdp] no units to shard");
   const std::vector<nn::ParameterList>& groups = units;
   const int64_t n = shard.size(), r = shard.rank();
@@ -24,7 +27,9 @@ Fsdp::Fsdp(std::vector<nn::ParameterList> units, Comm& shard, Comm& replicate, b
       full_.emplace_back(p->fqn, p->value.shape());
       numel += p->value.numel();
     }
-    u.padded = (numel + n - 1) / n * n;
+    // bf16 shards travel as f32 pairs (Comm::start_all_gather): an even shard length.
+    const int64_t multiple = param_dtype == DType::bf16 ? 2 * n : n;
+    u.padded = (numel + multiple - 1) / multiple * multiple;
     u.shard = u.padded / n;
     u.shard_value = Tensor::zeros({u.shard});
     u.shard_grad = Tensor::zeros({u.shard});
@@ -72,10 +77,12 @@ int64_t Fsdp::shard_numel() const {
 void Fsdp::start_gather(int index) {
   Unit& u = unit(index);
   if (u.gathered || u.pending) return;
-  u.full_value = Tensor::empty({u.padded});
+  const bool bf16 = gather_dtype_ == DType::bf16;
+  u.full_value = Tensor::empty({u.padded}, gather_dtype_);
+  if (bf16) u.shard_compute = ops::cast_to(u.shard_value, DType::bf16);
   CommTimer t{stats_.seconds};
-  u.pending = shard_comm_.start_all_gather(u.shard_value, u.full_value);
-  stats_.all_gather_bytes += u.padded * static_cast<int64_t>(sizeof(float));
+  u.pending = shard_comm_.start_all_gather(bf16 ? u.shard_compute : u.shard_value, u.full_value);
+  stats_.all_gather_bytes += u.padded * static_cast<int64_t>(dtype_size(gather_dtype_));
 }
 
 void Fsdp::ensure_gathered(int index) {
@@ -87,10 +94,12 @@ void Fsdp::ensure_gathered(int index) {
     u.pending->wait();
   }
   u.pending.reset();
+  u.shard_compute = Tensor();
+  const bool bf16 = u.full_value.dtype() == DType::bf16;
   for (size_t i = 0; i < u.params.size(); ++i) {
     nn::Parameter* p = u.params[i];
     const Shape& shape = u.shapes[i];
-    p->value = u.full_value.narrow(0, u.offsets[i], shape_numel(shape)).reshape(shape);
+    (bf16 ? p->compute : p->value) = u.full_value.narrow(0, u.offsets[i], shape_numel(shape)).reshape(shape);
   }
   u.gathered = true;
 }
@@ -100,7 +109,7 @@ void Fsdp::attach_grads(int index) {
   u.full_grad = Tensor::zeros({u.padded});
   for (size_t i = 0; i < u.params.size(); ++i) {
     nn::Parameter* p = u.params[i];
-    p->grad = u.full_grad.narrow(0, u.offsets[i], p->value.numel()).reshape(p->value.shape());
+    p->grad = u.full_grad.narrow(0, u.offsets[i], shape_numel(u.shapes[i])).reshape(u.shapes[i]);
   }
 }
 
@@ -123,8 +132,8 @@ void Fsdp::release(int index) {
     u.pending->wait();
     u.pending.reset();
   }
-  for (nn::Parameter* p : u.params) p->value = Tensor();
-  u.full_value = Tensor();
+  for (nn::Parameter* p : u.params) p->value = p->compute = Tensor();
+  u.full_value = u.shard_compute = Tensor();
   u.gathered = false;
 }
 
@@ -157,11 +166,14 @@ void Fsdp::reduce_replicas() {
 }
 
 void Fsdp::gather_full() {
+  release_full();  // nothing stays gathered in the compute dtype
+  gather_dtype_ = DType::f32;
   for (int i = -1; i < num_layers(); ++i) ensure_gathered(i);
 }
 
 void Fsdp::release_full() {
   for (int i = -1; i < num_layers(); ++i) release(i);
+  gather_dtype_ = param_dtype_;
 }
 
 }  // namespace titan::parallel

@@ -6,7 +6,11 @@
 // shard, values and gradients in fp32; the full parameters exist only while a unit is in use:
 //
 //   forward   a block is all-gathered just before its forward and freed after it; the next
-//             block's gather is started first (prefetch, MPI_Iallgather)
+//             block's gather is started first (prefetch, MPI_Iallgather). With bf16 compute
+//             (training.mixed_precision_param) each rank casts its shard to bf16 and the gather
+//             fills the parameters' bf16 compute copies (Parameter::compute): half the traffic,
+//             and the same bf16 values one rank gets by casting the whole weight
+//             (gather_full, for exports, still gathers the f32 master weights)
 //   backward  gathered again (the previous block prefetched), its gradients written into a zeroed
 //             full buffer, then reduce-scattered (sum, fp32) into the shard gradient (+=, so
 //             micro-batches accumulate) and freed as soon as the block's backward is done
@@ -47,7 +51,9 @@ class Fsdp final : public nn::UnitHooks {
  public:
   // units[0] is hook unit kRoot, units[i + 1] hook unit i. Every parameter's full value is
   // copied into this rank's shard and then freed.
-  Fsdp(std::vector<nn::ParameterList> units, Comm& shard, Comm& replicate, bool prefetch = true);
+  // param_dtype: what forward/backward gather (f32 values, or bf16 compute copies).
+  Fsdp(std::vector<nn::ParameterList> units, Comm& shard, Comm& replicate, bool prefetch = true,
+       DType param_dtype = DType::f32);
   ~Fsdp() override;
   Fsdp(const Fsdp&) = delete;
   Fsdp& operator=(const Fsdp&) = delete;
@@ -81,7 +87,8 @@ class Fsdp final : public nn::UnitHooks {
     int64_t padded = 0;            // flat size, a multiple of the shard count
     int64_t shard = 0;             // padded / shard count
     Tensor shard_value, shard_grad;
-    Tensor full_value, full_grad;  // [padded] while gathered
+    Tensor shard_compute;          // bf16 [shard] while its gather is in flight (bf16 compute)
+    Tensor full_value, full_grad;  // [padded] while gathered (full_value bf16 with bf16 compute)
     std::unique_ptr<Pending> pending;
     bool gathered = false;
   };
@@ -96,6 +103,8 @@ class Fsdp final : public nn::UnitHooks {
   Comm& shard_comm_;
   Comm& replicate_comm_;
   bool prefetch_;
+  DType param_dtype_;
+  DType gather_dtype_;  // param_dtype_, or f32 between gather_full and release_full
   std::vector<Unit> units_;  // root first, then layer 0..L-1
   std::deque<nn::Parameter> shard_params_;
   nn::ParameterList shard_list_;

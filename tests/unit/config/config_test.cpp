@@ -111,7 +111,7 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
   [[maybe_unused]] const auto& [s1, s2, s3, s4, s5, s6, s7, s8, s9, s10] = c;
   EXPECT_EQ(count_in_section("job"), 3u);
   EXPECT_EQ(count_in_section("model"), 8u);
-  EXPECT_EQ(count_in_section("training"), 10u);
+  EXPECT_EQ(count_in_section("training"), 11u);
   EXPECT_EQ(count_in_section("optimizer"), 6u);
   EXPECT_EQ(count_in_section("lr_scheduler"), 4u);
   EXPECT_EQ(count_in_section("metrics"), 5u);
@@ -119,7 +119,7 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
   EXPECT_EQ(count_in_section("parallelism"), 5u);
   EXPECT_EQ(count_in_section("activation_checkpoint"), 2u);
   EXPECT_EQ(count_in_section("override"), 1u);
-  EXPECT_EQ(job_config_fields().size(), 57u);
+  EXPECT_EQ(job_config_fields().size(), 58u);
 
   // Every field reaches a distinct member: setting all of them changes every section.
   const JobConfig changed = all_non_default();
