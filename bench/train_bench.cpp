@@ -36,6 +36,7 @@
 #include "titan/kernels/cpu/peak.h"
 #include "titan/models/builtin.h"
 #include "titan/models/decoder/flops.h"
+#include "titan/train/peak_flops.h"
 #include "titan/train/trainer.h"
 
 using namespace titan;
@@ -222,21 +223,18 @@ int main(int argc, char** argv) try {
   if (!titan_child.empty()) return run_titan_child(find_titan(titan_child), shape, peak_arg);
 
   const int threads = num_threads();
-  const kernels::PeakKernel fp32_kernel = kernels::best_fp32_kernel();
-  const double fp32_peak = kernels::measure_peak(fp32_kernel, threads).max_gflops;
-  const bool have_bf16_peak = kernels::peak_kernel_supported(kernels::PeakKernel::bf16_avx512);
-  const double bf16_peak =
-      have_bf16_peak ? kernels::measure_peak(kernels::PeakKernel::bf16_avx512, threads).max_gflops : NAN;
-  std::printf("cpu path %s | GEMM %s | %d threads | fp32 peak %.1f GFLOP/s (%s) | bf16 peak %s\n",
-              cpu_path_name().c_str(), kernels::gemm_backend_name(), threads, fp32_peak,
-              kernels::peak_kernel_name(fp32_kernel),
-              have_bf16_peak ? str(bench::fixed(bf16_peak), " GFLOP/s (",
-                                   kernels::peak_kernel_name(kernels::PeakKernel::bf16_avx512), ")")
-                                   .c_str()
-                             : "- (no AVX-512 bf16 on this CPU)");
+  // The trainer's peaks (train/peak_flops.h): measured on a quiet machine and cached, per precision;
+  // MFU goes through checked_mfu, which re-measures or raises a beaten peak (never above 100%).
+  train::PeakFlops fp32_peak = train::device_peak_flops(0.0, train::Precision::float32);
+  train::PeakFlops bf16_peak = train::device_peak_flops(0.0, train::Precision::bfloat16);
+  std::printf("cpu path %s | GEMM %s | %d threads | fp32 peak %.1f GFLOP/s (%s) | bf16 peak %.1f GFLOP/s (%s)\n",
+              cpu_path_name().c_str(), kernels::gemm_backend_name(), threads, fp32_peak.flops / 1e9,
+              fp32_peak.source.c_str(), bf16_peak.flops / 1e9, bf16_peak.source.c_str());
   std::printf("shape: Qwen3-0.6B dims, %ld layer(s), B=1, T=%ld, %ld steps\n", static_cast<long>(shape.layers),
               static_cast<long>(shape.seq), static_cast<long>(shape.steps));
-  auto peak_of = [&](const std::string& precision) { return precision == "bf16" ? bf16_peak : fp32_peak; };
+  auto peak_of = [&](const std::string& precision) -> train::PeakFlops& {
+    return precision == "bf16" ? bf16_peak : fp32_peak;
+  };
 
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   const std::string shape_flags =
@@ -245,9 +243,9 @@ int main(int argc, char** argv) try {
   std::vector<std::string> titan_names;
   for (const TitanContender& t : kTitanContenders) {
     if (!t.on_by_default || (!titan_only.empty() && t.precision != titan_only)) continue;
-    const double peak = peak_of(t.precision);
+    const double peak = peak_of(t.precision).flops / 1e9;
     const std::string cmd = str(bench::shell_quote(self), " --titan-child ", bench::shell_quote(t.name), shape_flags,
-                                std::isnan(peak) ? "" : str(" --peak-gflops ", peak));
+                                str(" --peak-gflops ", peak));
     std::printf("\n== %s: %s\n", t.name.c_str(), cmd.c_str());
     const bench::PeerRun run = bench::run_peer(cmd);
     std::fputs(run.output.c_str(), stdout);
@@ -285,7 +283,7 @@ int main(int argc, char** argv) try {
   bool all_ok = true;
   for (const Row& r : rows) {
     all_ok = all_ok && r.ok;
-    const double mfu = r.gflops / peak_of(r.precision);
+    const double mfu = r.ok ? train::checked_mfu(r.gflops * 1e9, peak_of(r.precision)) / 100.0 : NAN;
     std::printf("| %s | %s | %s | %s | %s | %s | %s | %s |", r.name.c_str(), r.precision.c_str(),
                 r.ok ? cell(r.median_s, 3).c_str() : str("failed: ", r.error).c_str(), cell(r.tokens_per_s, 1).c_str(),
                 cell(r.gflops, 1).c_str(), std::isnan(mfu) ? "-" : str(bench::fixed(100.0 * mfu), "%").c_str(),
@@ -323,8 +321,8 @@ int main(int argc, char** argv) try {
 
   nlohmann::json result = {{"shape", {{"layers", shape.layers}, {"seq", shape.seq}, {"steps", shape.steps}}},
                            {"threads", threads},
-                           {"fp32_peak_gflops", fp32_peak},
-                           {"bf16_peak_gflops", have_bf16_peak ? nlohmann::json(bf16_peak) : nlohmann::json()},
+                           {"fp32_peak_gflops", fp32_peak.flops / 1e9},
+                           {"bf16_peak_gflops", bf16_peak.flops / 1e9},
                            {"contenders", contenders}};
   // The keys of the earlier single-peer RESULT (titan fp32 vs PyTorch eager fp32), when both ran.
   for (const Row& t : rows)
@@ -333,7 +331,7 @@ int main(int argc, char** argv) try {
         result.update({{"impl", "titan.cpp"},
                        {"median_s", t.median_s},
                        {"gflops", t.gflops},
-                       {"mfu", t.gflops / fp32_peak},
+                       {"mfu", train::checked_mfu(t.gflops * 1e9, fp32_peak) / 100.0},
                        {"peak_rss_mib", t.peak_rss_mib},
                        {"speedup_vs_pytorch", p.median_s / t.median_s},
                        {"rss_ratio", t.peak_rss_mib / p.peak_rss_mib}});

@@ -98,10 +98,6 @@ void validate(const JobConfig& c, int64_t data_parallel_degree) {
       config_fail("training.", name, "='", value, "' is not float32 or bfloat16");
     }
   }
-  if (t.mixed_precision_reduce == "bfloat16") {
-    config_fail("training.mixed_precision_reduce=bfloat16 is not supported yet (FSDP reduce-scatters gradients in "
-                "float32). HINT: training.mixed_precision_reduce=float32");
-  }
 
   if (t.dataset_path.empty() && t.dataset != "quickstart") {
     config_fail("training.dataset='", t.dataset, "' is not a built-in dataset (known: quickstart); use quickstart ",

@@ -87,6 +87,9 @@ class LocalComm final : public Comm {
     return std::make_unique<Done>();
   }
   void reduce_scatter_sum(const float* in, float* out, int64_t n) override { copy(in, out, n); }
+  void reduce_scatter_sum(const uint16_t* in, uint16_t* out, int64_t n) override {
+    std::copy(in, in + n, out);
+  }
   void broadcast(void*, int64_t, int) override {}
   void barrier() override {}
   std::unique_ptr<Comm> split(int, int) override { return std::make_unique<LocalComm>(); }
@@ -168,6 +171,14 @@ std::unique_ptr<Pending> Comm::start_all_gather(const Tensor& in, Tensor& out) {
 }
 
 void Comm::reduce_scatter_sum(const Tensor& in, Tensor& out) {
+  if (in.dtype() == DType::bf16) {
+    check_host(*this, "reduce_scatter_sum", "in", in);
+    check_host(*this, "reduce_scatter_sum", "out", out);
+    TITAN_CHECK(out.dtype() == DType::bf16, "[comm] reduce_scatter_sum out: expected bf16 like in, got ", found(out));
+    check_whole(*this, "reduce_scatter_sum", "in", in, "out", out);
+    reduce_scatter_sum(in.data<uint16_t>(), out.data<uint16_t>(), out.numel());
+    return;
+  }
   check_f32(*this, "reduce_scatter_sum", "in", in);
   check_f32(*this, "reduce_scatter_sum", "out", out);
   check_whole(*this, "reduce_scatter_sum", "in", in, "out", out);

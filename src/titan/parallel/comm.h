@@ -43,6 +43,9 @@ class Comm {
   virtual std::unique_ptr<Pending> start_all_gather(const float* in, float* out, int64_t n) = 0;
   // out[n] = sum over ranks r of in[rank() * n .. (rank() + 1) * n) of rank r's in[size * n].
   virtual void reduce_scatter_sum(const float* in, float* out, int64_t n) = 0;
+  // The same over bf16 values, summed in bf16 as NCCL's bf16 reduction does: each pairwise sum is
+  // taken in f32 and rounded to bf16 (training.mixed_precision_reduce=bfloat16; half the traffic).
+  virtual void reduce_scatter_sum(const uint16_t* in, uint16_t* out, int64_t n) = 0;
   virtual void broadcast(void* data, int64_t bytes, int root) = 0;
   virtual void barrier() = 0;
   // Ranks with the same color form a new communicator, ordered by key.
@@ -60,7 +63,7 @@ class Comm {
   //   all_gather / start_all_gather: f32 (start_all_gather also bf16 with an even in.numel()),
   //     out.numel() == size() * in.numel() (every rank's in, in
   //     rank order); the Pending keeps both tensors' storage alive until it is done;
-  //   reduce_scatter_sum: f32, in.numel() == size() * out.numel().
+  //   reduce_scatter_sum: f32 or bf16 (both sides alike), in.numel() == size() * out.numel().
   // Every rank must pass the same sizes; a bad tensor is an Error before anything is sent.
   void all_reduce_sum(Tensor& t);
   void all_gather(const Tensor& in, Tensor& out);

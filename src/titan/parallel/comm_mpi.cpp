@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "titan/core/dtype.h"
 #include "titan/core/error.h"
 #include "titan/parallel/comm.h"
 
@@ -24,6 +25,22 @@ void check(int rc, const char* call) {
   int length = 0;
   MPI_Error_string(rc, text, &length);
   TITAN_FAIL("[parallel] ", call, " failed: ", std::string(text, static_cast<size_t>(length)));
+}
+
+// inout[i] = bf16(f32(in[i]) + f32(inout[i])): MPI has no bf16 sum (MPI_Op_create, commutative).
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = f32_to_bf16(bf16_to_f32(a[i]) + bf16_to_f32(b[i]));
+}
+
+MPI_Op bf16_sum_op() {
+  static MPI_Op op = [] {
+    MPI_Op created = MPI_OP_NULL;
+    check(MPI_Op_create(&bf16_sum, /*commute=*/1, &created), "MPI_Op_create");
+    return created;
+  }();
+  return op;
 }
 
 // The MPI element type of a dtype: typed transfers keep counts in elements (MPI's int counts then
@@ -85,6 +102,10 @@ class MpiComm final : public Comm {
   void reduce_scatter_sum(const float* in, float* out, int64_t n) override {
     const int c = count(n, "reduce_scatter");
     check(MPI_Reduce_scatter_block(in, out, c, MPI_FLOAT, MPI_SUM, comm_), "MPI_Reduce_scatter_block");
+  }
+  void reduce_scatter_sum(const uint16_t* in, uint16_t* out, int64_t n) override {
+    const int c = count(n, "reduce_scatter");
+    check(MPI_Reduce_scatter_block(in, out, c, MPI_UINT16_T, bf16_sum_op(), comm_), "MPI_Reduce_scatter_block");
   }
   void broadcast(void* data, int64_t bytes, int root) override {
     check(MPI_Bcast(data, count(bytes, "broadcast"), MPI_BYTE, root, comm_), "MPI_Bcast");

@@ -6,9 +6,12 @@
 #include "titan/ops/elementwise/elementwise.h"
 
 namespace titan::parallel {
-Fsdp::Fsdp(std::vector<nn::ParameterList> units, Comm& shard, Comm& replicate, bool prefetch, DType param_dtype)
+Fsdp::Fsdp(std::vector<nn::ParameterList> units, Comm& shard, Comm& replicate, bool prefetch, DType param_dtype,
+           DType reduce_dtype)
     : shard_comm_(shard), replicate_comm_(replicate), prefetch_(prefetch), param_dtype_(param_dtype),
-      gather_dtype_(param_dtype) {
+      reduce_dtype_(reduce_dtype), gather_dtype_(param_dtype) {
+  TITAN_CHECK(reduce_dtype == DType::f32 || reduce_dtype == DType::bf16, "[fsdp] reduce dtype ",
+              dtype_name(reduce_dtype), " is not f32 or bf16");
   TITAN_CHECK(param_dtype == DType::f32 || param_dtype == DType::bf16, "[fsdp] parameter dtype ",
               dtype_name(param_dtype), " is not f32 or bf16");
   TITAN_CHECK(!units.empty(), "[fsdp] no units to shard");
@@ -115,13 +118,15 @@ void Fsdp::attach_grads(int index) {
 
 void Fsdp::reduce_grads(int index) {
   Unit& u = unit(index);
-  Tensor reduced = Tensor::empty({u.shard});
+  // bf16: the gradient is rounded, summed across ranks in bf16, and widened into the f32 shard.
+  const Tensor full = ops::cast_to(u.full_grad, reduce_dtype_);
+  Tensor reduced = Tensor::empty({u.shard}, reduce_dtype_);
   {
     CommTimer t{stats_.seconds};
-    shard_comm_.reduce_scatter_sum(u.full_grad, reduced);
+    shard_comm_.reduce_scatter_sum(full, reduced);
   }
-  stats_.reduce_scatter_bytes += u.padded * static_cast<int64_t>(sizeof(float));
-  ops::accumulate(u.shard_grad, reduced);
+  stats_.reduce_scatter_bytes += u.padded * static_cast<int64_t>(dtype_size(reduce_dtype_));
+  ops::accumulate(u.shard_grad, ops::cast_to(reduced, DType::f32));
   for (nn::Parameter* p : u.params) p->grad = Tensor();
   u.full_grad = Tensor();
 }

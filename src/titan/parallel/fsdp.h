@@ -12,7 +12,8 @@
 //             and the same bf16 values one rank gets by casting the whole weight
 //             (gather_full, for exports, still gathers the f32 master weights)
 //   backward  gathered again (the previous block prefetched), its gradients written into a zeroed
-//             full buffer, then reduce-scattered (sum, fp32) into the shard gradient (+=, so
+//             full buffer, then reduce-scattered (sum, fp32, or bf16 with
+//             training.mixed_precision_reduce) into the shard gradient (+=, in f32, so
 //             micro-batches accumulate) and freed as soon as the block's backward is done
 //   root      gathered for the whole micro-batch (the tied table is used first and last)
 //   step      reduce_replicas() sums the shard gradients across dp_replicate (HSDP), then the
@@ -51,9 +52,10 @@ class Fsdp final : public nn::UnitHooks {
  public:
   // units[0] is hook unit kRoot, units[i + 1] hook unit i. Every parameter's full value is
   // copied into this rank's shard and then freed.
-  // param_dtype: what forward/backward gather (f32 values, or bf16 compute copies).
+  // param_dtype: what forward/backward gather (f32 values, or bf16 compute copies); reduce_dtype:
+  // what the gradient reduce-scatter sums in (f32, or bf16: half the traffic, bf16 rounding).
   Fsdp(std::vector<nn::ParameterList> units, Comm& shard, Comm& replicate, bool prefetch = true,
-       DType param_dtype = DType::f32);
+       DType param_dtype = DType::f32, DType reduce_dtype = DType::f32);
   ~Fsdp() override;
   Fsdp(const Fsdp&) = delete;
   Fsdp& operator=(const Fsdp&) = delete;
@@ -104,6 +106,7 @@ class Fsdp final : public nn::UnitHooks {
   Comm& replicate_comm_;
   bool prefetch_;
   DType param_dtype_;
+  DType reduce_dtype_;
   DType gather_dtype_;  // param_dtype_, or f32 between gather_full and release_full
   std::vector<Unit> units_;  // root first, then layer 0..L-1
   std::deque<nn::Parameter> shard_params_;

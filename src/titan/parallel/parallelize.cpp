@@ -35,7 +35,7 @@ Parallelized::Parallelized(std::unique_ptr<nn::Decoder> whole, const models::Mod
   model_->set_compute_dtype(options.param_dtype);
   if (mesh.world().size() > 1) {
     fsdp_ = std::make_unique<Fsdp>(decoder_units(*model_), mesh.dp_shard(), mesh.dp_replicate(),
-                                   options.fsdp_prefetch, options.param_dtype);
+                                   options.fsdp_prefetch, options.param_dtype, options.reduce_dtype);
     model_->set_unit_hooks(fsdp_.get());
     shards_ = fsdp_->shards();
     pieces_ = fsdp_->pieces();

@@ -29,7 +29,8 @@ namespace titan::parallel {
 struct ParallelizeOptions {
   bool sequence_parallel = true;  // with tp > 1 (parallelism.enable_sequence_parallel)
   bool fsdp_prefetch = true;      // parallelism.fsdp_prefetch
-  DType param_dtype = DType::f32;  // training.mixed_precision_param: what modules compute with
+  DType param_dtype = DType::f32;   // training.mixed_precision_param: what modules compute with
+  DType reduce_dtype = DType::f32;  // training.mixed_precision_reduce: FSDP's gradient reduce-scatter
 };
 
 // The decoder's FSDP units in nn::UnitHooks order: the root (embedding, final norm, head), then

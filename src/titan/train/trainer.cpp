@@ -156,7 +156,8 @@ void Trainer::setup() {
   model_ = std::make_unique<parallel::Parallelized>(
       std::move(whole), spec, *mesh_,
       parallel::ParallelizeOptions{c_.parallelism.enable_sequence_parallel, c_.parallelism.fsdp_prefetch,
-                                   compute_dtype(parse_precision(c_.training.mixed_precision_param))});
+                                   compute_dtype(parse_precision(c_.training.mixed_precision_param)),
+                                   compute_dtype(parse_precision(c_.training.mixed_precision_reduce))});
   optimizer_ = std::make_unique<AdamW>(model_->shards(), AdamWConfig{c_.optimizer.beta1, c_.optimizer.beta2,
                                                                      c_.optimizer.eps, c_.optimizer.weight_decay});
   schedule_ = std::make_unique<LrSchedule>(LrScheduleConfig{c_.training.steps, c_.lr_scheduler.warmup_steps,

@@ -136,6 +136,19 @@ void collectives(Comm& comm) {
   Tensor mine = Tensor::zeros({2, 3});
   comm.reduce_scatter_sum(whole, mine);
   expect_values<float>(comm, "reduce_scatter_sum", mine, [&](int64_t i) { return tri * (6 * r + i); });
+  // The same in bf16 (small integers: every partial sum is exact in bf16), and a bf16 gather.
+  Tensor whole_bf16 = whole.to(DType::bf16), mine_bf16 = Tensor::zeros({2, 3}, DType::bf16);
+  comm.reduce_scatter_sum(whole_bf16, mine_bf16);
+  expect_values<float>(comm, "reduce_scatter_sum bf16", mine_bf16.to(DType::f32),
+                       [&](int64_t i) { return tri * (6 * r + i); });
+  // bf16 travels as f32 pairs: an even count per rank (4 of in's 5), and an odd one is refused.
+  Tensor in_bf16 = in.narrow(0, 0, 4).to(DType::bf16), out_bf16 = Tensor::zeros({w * 4}, DType::bf16);
+  comm.start_all_gather(in_bf16, out_bf16)->wait();
+  expect_values<float>(comm, "start_all_gather bf16", out_bf16.to(DType::f32),
+                       [](int64_t j) { return 100 * (j / 4) + j % 4; });
+  Tensor odd_bf16 = in.to(DType::bf16), odd_out = Tensor::zeros({w * 5}, DType::bf16);
+  expect_error(comm, "start_all_gather odd bf16", [&] { comm.start_all_gather(odd_bf16, odd_out); },
+               "an even element count per rank");
 
   // Bad arguments fail on every rank alike, before anything is sent.
   Tensor short_out = Tensor::zeros({w * 5 - 1});
