@@ -2,6 +2,9 @@
 #include "titan/ops/attention/attention.h"
 
 #include <cmath>
+#include <tuple>
+
+#include "titan/core/dtype.h"
 
 #include "ops/op_harness.h"
 
@@ -152,6 +155,168 @@ TEST(Attention, IdenticalKeysAverageValues) {
     impl.forward({}, q, key, v, out, saved);
     EXPECT_TRUE(all_close(impl.name + " out", out, want, kF32Tol));
   }
+}
+
+// ---- bf16 compute ------------------------------------------------------------------------------
+// attention.h's rounding rule, in the kernel's two bf16 branches: native (bf16 dot products, where
+// the CPU has them; elsewhere it is the emulated branch again) and emulated (f32 FMAs).
+
+// Kernel vs reference in bf16. Both round at the same places, so they differ by summation order;
+// but an f32-noise difference in S or dS moves a value across a bf16 rounding boundary now and
+// then (at T = 257, H = 8 some tens of the ~265k P values), and that changes the operand by one
+// bf16 ulp, 2^-8 of it: up to ~4e-3 |operand| for P near 1. So element by element the bound is one
+// such flip (measured max errors: 4e-7 out, 6e-4 dv), and the mean error, where flips are rare,
+// is held to f32 noise (measured <= 4e-7; the bf16 - f32 distance is >= 2.4e-4 on average).
+constexpr Tolerance kBf16FlipTol{4e-3, 1e-2};
+constexpr double kBf16MeanTol = 2e-6;
+
+AttentionArgs bf16_args(bool emulate) {
+  AttentionArgs args;
+  args.compute = DType::bf16;
+  args.emulate_bf16 = emulate;
+  return args;
+}
+
+OpTest<AttentionImpl, Case> attention_bf16_test(bool emulate) {
+  OpTest<AttentionImpl, Case> t = attention_test();
+  const AttentionArgs args = bf16_args(emulate);
+  t.forward = [args](const AttentionImpl& impl, const Case& c) -> Outputs {
+    const Inputs in = inputs(c);
+    Tensor out = garbage(in.q.shape());
+    AttentionSaved saved{garbage({c.b, c.h, c.t})};
+    impl.forward(args, in.q, in.k, in.v, out, saved);
+    return {{"out", out, kBf16FlipTol}, {"lse", saved.lse_BHT, kF32Tol}};
+  };
+  t.backward = [args](const AttentionImpl& impl, const Case& c) -> Outputs {
+    const Inputs in = inputs(c);
+    Tensor out = Tensor::empty(in.q.shape());
+    AttentionSaved saved{Tensor::empty({c.b, c.h, c.t})};
+    attention_table().ref().forward(args, in.q, in.k, in.v, out, saved);
+    Tensor dq = garbage(in.q.shape()), dk = garbage(in.k.shape()), dv = garbage(in.k.shape());
+    impl.backward(args, in.dout, in.q, in.k, in.v, out, saved, dq, dk, dv);
+    return {{"dq", dq, kBf16FlipTol}, {"dk", dk, kBf16FlipTol}, {"dv", dv, kBf16FlipTol}};
+  };
+  return t;
+}
+
+TEST(AttentionBf16, KernelMatchesReference) { sweep(attention_bf16_test(false), {Mode::forward, Mode::backward}); }
+
+TEST(AttentionBf16, EmulatedKernelMatchesReference) {
+  sweep(attention_bf16_test(true), {Mode::forward, Mode::backward});
+}
+
+struct AllOutputs {
+  Tensor out, lse, dq, dk, dv;
+};
+// Forward then backward of one implementation, end to end.
+AllOutputs run(const AttentionImpl& impl, const AttentionArgs& args, const Inputs& in) {
+  AllOutputs r{Tensor::empty(in.q.shape()), Tensor::empty({in.q.size(0), in.q.size(2), in.q.size(1)}),
+               Tensor::empty(in.q.shape()), Tensor::empty(in.k.shape()), Tensor::empty(in.k.shape())};
+  AttentionSaved saved{r.lse};
+  impl.forward(args, in.q, in.k, in.v, r.out, saved);
+  impl.backward(args, in.dout, in.q, in.k, in.v, r.out, saved, r.dq, r.dk, r.dv);
+  return r;
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  double m = 0.0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    m = std::max(m, std::abs(static_cast<double>(a.data<float>()[i]) - b.data<float>()[i]));
+  }
+  return m;
+}
+
+double mean_abs_diff(const Tensor& a, const Tensor& b) {
+  double m = 0.0;
+  for (int64_t i = 0; i < a.numel(); ++i) m += std::abs(static_cast<double>(a.data<float>()[i]) - b.data<float>()[i]);
+  return m / static_cast<double>(a.numel());
+}
+
+// Inputs rounded to bf16 first, so that only the rounding of P and dS separates bf16 from f32.
+Inputs rounded(Inputs in) {
+  for (Tensor* t : {&in.q, &in.k, &in.v, &in.dout}) {
+    for (int64_t i = 0; i < t->numel(); ++i) t->data<float>()[i] = bf16_to_f32(f32_to_bf16(t->data<float>()[i]));
+  }
+  return in;
+}
+
+// A kernel that skipped a rounding would sit closer to the f32 result than to the bf16 reference.
+// Random inputs exercise the rounding of q, k, v and dO; bf16-exact inputs that of P and dS alone.
+TEST(AttentionBf16, RoundsLikeTheReference) {
+  const Case c{1, 200, 4, 2, 64};
+  const AttentionImpl& kernel = attention_table().impls().back();
+  ASSERT_NE(kernel.name, attention_table().ref().name);
+  for (const bool exact_inputs : {false, true}) {
+    const Inputs in = exact_inputs ? rounded(inputs(c)) : inputs(c);
+    const AllOutputs want = run(attention_table().ref(), bf16_args(false), in);
+    const AllOutputs f32 = run(attention_table().ref(), {}, in);
+    for (const bool emulate : {false, true}) {
+      const AllOutputs got = run(kernel, bf16_args(emulate), in);
+      const std::vector<std::tuple<const char*, const Tensor*, const Tensor*, const Tensor*>> outputs = {
+          {"out", &got.out, &want.out, &f32.out},
+          {"dq", &got.dq, &want.dq, &f32.dq},
+          {"dk", &got.dk, &want.dk, &f32.dk},
+          {"dv", &got.dv, &want.dv, &f32.dv}};
+      for (const auto& [name, g, w, f] : outputs) {
+        const double err = max_abs_diff(*g, *w), rounding = max_abs_diff(*w, *f);
+        const double mean_err = mean_abs_diff(*g, *w), mean_rounding = mean_abs_diff(*w, *f);
+        EXPECT_LT(100.0 * mean_err, mean_rounding) << name << (emulate ? " emulated" : " native")
+                                                  << (exact_inputs ? ", bf16-exact inputs" : ", random inputs")
+                                                  << ": mean |kernel - bf16 reference| " << mean_err
+                                                  << ", mean |bf16 - f32 reference| " << mean_rounding;
+        EXPECT_LT(10.0 * err, rounding) << name << (emulate ? " emulated" : " native")
+                                        << (exact_inputs ? ", bf16-exact inputs" : ", random inputs")
+                                        << ": kernel vs bf16 reference " << err << ", bf16 vs f32 reference "
+                                        << rounding;
+      }
+    }
+  }
+}
+
+// Within one flip per element, and f32 noise on average.
+void expect_bf16_close(const std::string& where, const Tensor& got, const Tensor& want) {
+  EXPECT_TRUE(all_close(where, got, want, kBf16FlipTol));
+  EXPECT_LT(mean_abs_diff(got, want), kBf16MeanTol) << where;
+}
+
+// Every case, both branches, end to end (each implementation's own forward feeds its backward).
+TEST(AttentionBf16, KernelMatchesReferenceOnAverage) {
+  const AttentionImpl& kernel = attention_table().impls().back();
+  for (const Case& c : kCases) {
+    const Inputs in = inputs(c);
+    const AllOutputs want = run(attention_table().ref(), bf16_args(false), in);
+    for (const bool emulate : {false, true}) {
+      const AllOutputs got = run(kernel, bf16_args(emulate), in);
+      const std::string where = name(c) + (emulate ? " emulated " : " native ");
+      expect_bf16_close(where + "out", got.out, want.out);
+      EXPECT_TRUE(all_close(where + "lse", got.lse, want.lse, kF32Tol));
+      expect_bf16_close(where + "dq", got.dq, want.dq);
+      expect_bf16_close(where + "dk", got.dk, want.dk);
+      expect_bf16_close(where + "dv", got.dv, want.dv);
+    }
+  }
+}
+
+// The two bf16 branches compute the same numbers up to summation order.
+TEST(AttentionBf16, NativeAndEmulatedAgree) {
+  const Inputs in = inputs({2, 257, 8, 2, 128});
+  const AttentionImpl& kernel = attention_table().impls().back();
+  const AllOutputs native = run(kernel, bf16_args(false), in), emulated = run(kernel, bf16_args(true), in);
+  expect_bf16_close("out", native.out, emulated.out);
+  EXPECT_TRUE(all_close("lse", native.lse, emulated.lse, kF32Tol));
+  expect_bf16_close("dq", native.dq, emulated.dq);
+  expect_bf16_close("dk", native.dk, emulated.dk);
+  expect_bf16_close("dv", native.dv, emulated.dv);
+}
+
+TEST(AttentionBf16, RejectsOtherComputeTypes) {
+  const Tensor q = random_f32({1, 4, 2, 8}, 1), k = random_f32({1, 4, 1, 8}, 2), v = random_f32({1, 4, 1, 8}, 3);
+  Tensor out = Tensor::empty(q.shape());
+  AttentionSaved saved;
+  AttentionArgs args;
+  args.compute = DType::f16;
+  EXPECT_NE(error_of([&] { attention_forward(args, q, k, v, out, saved); }).find("[attention] args.compute: expected f32 or bf16, got f16"),
+            std::string::npos);
 }
 
 TEST(Attention, DispatchAllocatesLse) {

@@ -30,6 +30,12 @@ void check_attention(const Tensor& q_BTHK, const Tensor& k_BTGK, const Tensor& v
               " like k, got ", v_BTGK.describe());
 }
 
+static void check_compute(const AttentionArgs& args) {
+  TITAN_CHECK(args.compute == DType::f32 || args.compute == DType::bf16,
+              "[attention] args.compute: expected f32 or bf16, got ", dtype_name(args.compute),
+              ". HINT: the compute precision is the products' operand type; tensors stay f32");
+}
+
 float attention_scale(const AttentionArgs& args, int64_t head_dim) {
   return args.scale != 0.0f ? args.scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
 }
@@ -45,6 +51,7 @@ static Shape lse_shape(const Tensor& q_BTHK) {
 void attention_forward(const AttentionArgs& args, const Tensor& q_BTHK, const Tensor& k_BTGK,
                        const Tensor& v_BTGK, Tensor& out_BTHK, AttentionSaved& saved) {
   OpTimer timer("attention_forward");
+  check_compute(args);
   check_attention(q_BTHK, k_BTGK, v_BTGK);
   TITAN_CHECK(out_BTHK.shape() == q_BTHK.shape() && is_f32_4d(out_BTHK),
               "[attention] out: expected a contiguous f32", shape_str(q_BTHK.shape()),
@@ -64,6 +71,7 @@ void attention_backward(const AttentionArgs& args, const Tensor& dout_BTHK, cons
                         const AttentionSaved& saved, Tensor& dq_BTHK, Tensor& dk_BTGK,
                         Tensor& dv_BTGK) {
   OpTimer timer("attention_backward");
+  check_compute(args);
   check_attention(q_BTHK, k_BTGK, v_BTGK);
   TITAN_CHECK(is_f32_4d(dout_BTHK) && dout_BTHK.shape() == q_BTHK.shape() &&
                   is_f32_4d(out_BTHK) && out_BTHK.shape() == q_BTHK.shape() &&

@@ -4,6 +4,21 @@
 //   q_BTHK, k_BTGK, v_BTGK -> out_BTHK; saved lse_BHT (log-sum-exp of each query row's scaled
 //   scores). Query head h reads kv head h / (H / G). All tensors contiguous f32.
 // Accumulation: every gradient here is an activation gradient, so dq, dk and dv are written (=).
+// Compute precision (AttentionArgs::compute; the tensors stay f32 either way):
+//   f32:  every product in f32 from the f32 values.
+//   bf16: what a flash kernel does on bf16 q/k/v under PyTorch's bf16 autocast. With bf16(x) the
+//     f32 -> bf16 rounding (nearest even) and every product an f32 accumulation of exact
+//     products of bf16 operands:
+//     forward:  S = scale * bf16(q) bf16(k)^T; max, sum and lse stay f32;
+//               o_i = sum_j bf16(exp(S_ij - c_i)) bf16(v_j) / sum_j exp(S_ij - c_i), where c_i is
+//               any multiple of ln 2 at or above the row max (bf16 rounding commutes with a power
+//               of two, so this is the rounding of exp(S_ij) itself, scaled into range: the
+//               kernel's online softmax keeps c a multiple of ln 2 so its rescaling is exact);
+//     backward: dO is rounded, dP = bf16(dO) bf16(v)^T, D_i = bf16(dO_i) . o_i,
+//               P = exp(S - lse) and dS = P (dP - D) in f32, then
+//               dv = bf16(P)^T bf16(dO), dq = scale bf16(dS) bf16(k), dk = scale bf16(dS)^T bf16(q).
+//     The reference rounds at the same places, so kernel and reference differ by summation order
+//     (which can flip a rounding of P or dS by one bf16 ulp: see attention.md for the tolerance).
 // Derivation of the forward (online softmax) and the backward, and the CPU tiling: attention.md.
 #pragma once
 
@@ -13,7 +28,11 @@
 namespace titan::ops {
 
 struct AttentionArgs {
-  float scale = 0.0f;  // 0 means 1 / sqrt(K)
+  float scale = 0.0f;          // 0 means 1 / sqrt(K)
+  DType compute = DType::f32;  // f32 or bf16: the rounding rule above
+  // bf16 only: take the kernel's emulated branch (bf16-rounded values in f32, f32 FMAs) even where
+  // the CPU has bf16 dot products. The same numbers up to summation order; for tests and benches.
+  bool emulate_bf16 = false;
 };
 
 struct AttentionSaved {
@@ -49,13 +68,14 @@ namespace ref {
 // Scalar reference over raw row-major arrays (q [b, t, h, k], k/v [b, t, g, k], out [b, t, h, k],
 // lse [b, h, t]); `scale` is the resolved scale. Instantiated for float and double (the double
 // instance is what the finite-difference check differentiates). O(T) scratch per query row.
+// `bf16` applies the bf16 rounding rule above (products then exact and summed in double).
 template <class T>
 void attention_forward(int64_t b, int64_t t, int64_t h, int64_t g, int64_t k, double scale,
-                       const T* q, const T* key, const T* v, T* out, T* lse);
+                       const T* q, const T* key, const T* v, T* out, T* lse, bool bf16 = false);
 template <class T>
 void attention_backward(int64_t b, int64_t t, int64_t h, int64_t g, int64_t k, double scale,
                         const T* dout, const T* q, const T* key, const T* v, const T* out,
-                        const T* lse, T* dq, T* dkey, T* dv);
+                        const T* lse, T* dq, T* dkey, T* dv, bool bf16 = false);
 }  // namespace ref
 
 }  // namespace titan::ops

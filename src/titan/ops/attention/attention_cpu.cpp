@@ -3,14 +3,27 @@
 // online softmax with exp16, O accumulated through gemm. Nothing [T, T] is ever stored; scratch
 // is a few tile-sized buffers per work item. Scheme and derivation: attention.md.
 //
+// Compute precision (attention.h): f32 runs the products on the f32 tensors. bf16 runs them on
+// bf16 operands, in one of two branches with the same numbers up to summation order:
+//   native:   q/k/v/dO cast to bf16 once, P and dS cast per tile, products through
+//             kernels::gemm_bf16 (oneDNN's AVX-512-BF16 / AMX dot products, f32 accumulation);
+//   emulated: the same values rounded to bf16 but held in f32, products through kernels::gemm
+//             (f32 FMAs; products of bf16 values are exact in f32). Taken where the CPU (or
+//             oneDNN's ISA cap) has no bf16 dot products, or when args.emulate_bf16.
+// The code is one template over the operand element type E: float (f32, emulated) or uint16_t
+// (native bf16 bits).
+//
 // Legend: Q tile [rows, K] of q (row stride H*K), K/V tiles [cols, K] of k/v (row stride G*K),
 // S/P/dP/dS tiles [rows, cols] in scratch with row stride kBlockK.
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
+#include "titan/core/cpu_features.h"
 #include "titan/core/parallel.h"
+#include "titan/kernels/cpu/cast.h"
 #include "titan/kernels/cpu/gemm.h"
 #include "titan/kernels/cpu/simd.h"
 #include "titan/ops/attention/attention.h"
@@ -60,6 +73,64 @@ int64_t visible(int64_t t, int64_t k0, int64_t cols) {
 
 const i32x16 kIota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 
+// --- operands --------------------------------------------------------------------------------
+
+// The tile products on either operand type: f32 sgemm, or bf16 x bf16 -> f32.
+void mm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+        const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+void mm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
+        int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  gemm_bf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// x[0, n) rounded to bf16 in place (values stay f32): the emulated branch's rounding, with the
+// cast kernels' bits.
+void round_bf16_inplace(float* x, int64_t n) {
+  uint16_t bits[256];
+  for (int64_t i = 0; i < n; i += 256) {
+    const int64_t len = std::min<int64_t>(256, n - i);
+    cast_f32_to_bf16(x + i, bits, len);
+    cast_bf16_to_f32(bits, x + i, len);
+  }
+}
+
+// A tile's n f32 values (P or dS) as the next product's operand: as they are (f32), rounded in
+// place (`round`: emulated bf16), or cast into `bits` (native bf16).
+const float* tile_operand(float* x, int64_t n, bool round, std::vector<float>&) {
+  if (round) round_bf16_inplace(x, n);
+  return x;
+}
+const uint16_t* tile_operand(float* x, int64_t n, bool, std::vector<uint16_t>& bits) {
+  cast_f32_to_bf16(x, bits.data(), n);
+  return bits.data();
+}
+
+// A whole f32 tensor as operand storage: the tensor itself (f32), a bf16-rounded f32 copy
+// (emulated) or a bf16 copy (native), cast in parallel.
+const float* tensor_operand(const float* x, int64_t n, bool round, std::vector<float>& buf) {
+  if (!round) return x;
+  buf.resize(static_cast<size_t>(n));
+  parallel_for(n, 1 << 14, [&](int64_t b, int64_t e) {
+    std::memcpy(buf.data() + b, x + b, sizeof(float) * (e - b));
+    round_bf16_inplace(buf.data() + b, e - b);
+  });
+  return buf.data();
+}
+const uint16_t* tensor_operand(const float* x, int64_t n, bool, std::vector<uint16_t>& buf) {
+  buf.resize(static_cast<size_t>(n));
+  parallel_for(n, 1 << 14, [&](int64_t b, int64_t e) { cast_f32_to_bf16(x + b, buf.data() + b, e - b); });
+  return buf.data();
+}
+
+// Which branch bf16 takes: native where the CPU has AVX-512-BF16 and oneDNN's bf16 matmul runs
+// on it (DNNL_MAX_CPU_ISA can cap it), unless the caller asks for the emulated one.
+bool bf16_native(const AttentionArgs& args) {
+  static const bool available = cpu_features().avx512_bf16 && !gemm_bf16_is_emulated();
+  return args.compute == DType::bf16 && !args.emulate_bf16 && available;
+}
+
 // --- forward ---------------------------------------------------------------------------------
 
 // One online-softmax step over a score tile s [rows, cols] (row stride kBlockK) for query rows
@@ -67,9 +138,13 @@ const i32x16 kIota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 // in the padding up to a multiple of 16), updates the running max m and sum l, and returns
 // alpha = exp(m_old - m_new) per row for rescaling the output accumulated so far. m, l and
 // alpha hold kBlockQ entries (rows past `rows` are padding).
+// pow2 (bf16): m holds an integer n instead, the offset subtracted is n ln 2 with n =
+// ceil(max / ln 2), and alpha = 2^(n_old - n_new) exactly, so a P already rounded to bf16 and
+// accumulated into O keeps its rounding when rescaled (attention.h's rule, tiling-independent).
 TITAN_CPU_MULTIVERSION
-void online_softmax_tile(int64_t rows, int64_t cols, int64_t q0, int64_t k0, float* s, float* m,
-                         float* l, float* alpha) {
+void online_softmax_tile(bool pow2, int64_t rows, int64_t cols, int64_t q0, int64_t k0, float* s,
+                         float* m, float* l, float* alpha) {
+  constexpr float kLn2 = 0.693147180559945309f, kLog2e = 1.44269504088896341f;
   const float neg_inf = -std::numeric_limits<float>::infinity();
   const int64_t cols16 = round_up16(cols);
   float m_new[kBlockQ], row_sum[kBlockQ];
@@ -86,9 +161,9 @@ void online_softmax_tile(int64_t rows, int64_t cols, int64_t q0, int64_t k0, flo
       vmax = max16(vmax, x);
     }
     // n == 0 (a row above the diagonal in this tile): m stays, P = exp(-inf) = 0.
-    const float mr = std::max(m[r], hmax16(vmax));
+    const float mr = pow2 ? std::max(m[r], std::ceil(hmax16(vmax) * kLog2e)) : std::max(m[r], hmax16(vmax));
     m_new[r] = mr;
-    const f32x16 vm = splat16(mr == neg_inf ? 0.0f : mr);
+    const f32x16 vm = splat16(mr == neg_inf ? 0.0f : pow2 ? mr * kLn2 : mr);
     f32x16 vsum = {};
     for (int64_t c = 0; c < cols16; c += kLanes) {
       const f32x16 p = exp16(load16(sr + c) - vm);  // exp(-inf) = 0 for masked lanes
@@ -98,6 +173,17 @@ void online_softmax_tile(int64_t rows, int64_t cols, int64_t q0, int64_t k0, flo
     row_sum[r] = hsum16(vsum);
   }
   for (int64_t r = rows; r < round_up16(rows); ++r) m_new[r] = 0.0f, row_sum[r] = 0.0f;
+  if (pow2) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const float a = m_new[r] == neg_inf ? 1.0f
+                      : m[r] == neg_inf   ? 0.0f
+                                          : std::ldexp(1.0f, static_cast<int>(m[r] - m_new[r]));
+      alpha[r] = a;
+      l[r] = l[r] * a + row_sum[r];
+      m[r] = m_new[r];
+    }
+    return;
+  }
   // Sixteen rows at a time: alpha = exp(m_old - m_new) (0 on the first tile, where m_old = -inf;
   // 1 while a row has seen no visible key), l = alpha * l + row_sum.
   for (int64_t r = 0; r < rows; r += kLanes) {
@@ -123,39 +209,45 @@ void scale_rows(int64_t rows, int64_t k, float* o, int64_t ld, const float* f) {
 
 // Output rows [q0, q0 + rows) of query head h in batch b: loops over the visible key tiles,
 // accumulating straight into out (its rows are this work item's alone).
-void forward_tile(const Dims& d, int64_t b, int64_t h, int64_t qt, const float* q, const float* k,
-                  const float* v, float* out, float* lse, float* s) {
+// `round`: bf16 compute (P is rounded before P V; online softmax with power-of-two rescaling).
+template <class E>
+void forward_tile(const Dims& d, bool round, int64_t b, int64_t h, int64_t qt, const E* q,
+                  const E* k, const E* v, float* out, float* lse, float* s, std::vector<E>& p_bits) {
   const int64_t q0 = qt * kBlockQ, rows = std::min(kBlockQ, d.t - q0);
   const int64_t g = h / d.group;
-  const float* q_i = q + row_offset(d, b, q0, h, d.h);
+  const E* q_i = q + row_offset(d, b, q0, h, d.h);
   float* o_i = out + row_offset(d, b, q0, h, d.h);
   float m[kBlockQ], l[kBlockQ], alpha[kBlockQ];
   for (int64_t r = 0; r < kBlockQ; ++r) m[r] = -std::numeric_limits<float>::infinity(), l[r] = 0.0f;
   for (int64_t k0 = 0; k0 < q0 + rows; k0 += kBlockK) {  // key tiles up to the diagonal
     const int64_t cols = std::min(kBlockK, d.t - k0);
-    const float* k_j = k + row_offset(d, b, k0, g, d.g);
-    const float* v_j = v + row_offset(d, b, k0, g, d.g);
-    gemm(false, true, rows, cols, d.k, d.scale, q_i, d.ldq, k_j, d.ldkv, 0.0f, s, kBlockK);
-    online_softmax_tile(rows, cols, q0, k0, s, m, l, alpha);
+    const E* k_j = k + row_offset(d, b, k0, g, d.g);
+    const E* v_j = v + row_offset(d, b, k0, g, d.g);
+    mm(false, true, rows, cols, d.k, d.scale, q_i, d.ldq, k_j, d.ldkv, 0.0f, s, kBlockK);
+    online_softmax_tile(round, rows, cols, q0, k0, s, m, l, alpha);
     if (k0 > 0) scale_rows(rows, d.k, o_i, d.ldq, alpha);
-    gemm(false, false, rows, d.k, cols, 1.0f, s, kBlockK, v_j, d.ldkv, k0 > 0 ? 1.0f : 0.0f, o_i,
-         d.ldq);
+    const E* p = tile_operand(s, rows * kBlockK, round, p_bits);
+    mm(false, false, rows, d.k, cols, 1.0f, p, kBlockK, v_j, d.ldkv, k0 > 0 ? 1.0f : 0.0f, o_i, d.ldq);
   }
   float inv_l[kBlockQ];
   float* lse_i = lse + (b * d.h + h) * d.t + q0;
+  const float offset = round ? 0.693147180559945309f : 1.0f;  // m is n (of n ln 2) in bf16
   for (int64_t r = 0; r < rows; ++r) {
     inv_l[r] = 1.0f / l[r];
-    lse_i[r] = m[r] + std::log(l[r]);
+    lse_i[r] = m[r] * offset + std::log(l[r]);
   }
   scale_rows(rows, d.k, o_i, d.ldq, inv_l);
 }
 
-void forward_cpu(const AttentionArgs& args, const Tensor& q_BTHK, const Tensor& k_BTGK,
+template <class E>
+void forward_run(const AttentionArgs& args, const Tensor& q_BTHK, const Tensor& k_BTGK,
                  const Tensor& v_BTGK, Tensor& out_BTHK, AttentionSaved& saved) {
   const Dims d = make_dims(args, q_BTHK, k_BTGK);
-  const float* q = q_BTHK.data<float>();
-  const float* k = k_BTGK.data<float>();
-  const float* v = v_BTGK.data<float>();
+  const bool round = args.compute == DType::bf16;
+  std::vector<E> q_buf, k_buf, v_buf;
+  const E* q = tensor_operand(q_BTHK.data<float>(), q_BTHK.numel(), round, q_buf);
+  const E* k = tensor_operand(k_BTGK.data<float>(), k_BTGK.numel(), round, k_buf);
+  const E* v = tensor_operand(v_BTGK.data<float>(), v_BTGK.numel(), round, v_buf);
   float* out = out_BTHK.data<float>();
   float* lse = saved.lse_BHT.data<float>();
   const int64_t bh = d.b * d.h;
@@ -164,13 +256,24 @@ void forward_cpu(const AttentionArgs& args, const Tensor& q_BTHK, const Tensor& 
     const int64_t qt = d.num_qt - 1 - item / bh;
     const int64_t b = (item % bh) / d.h, h = item % d.h;
     std::vector<float> s(static_cast<size_t>(kBlockQ * kBlockK));
-    forward_tile(d, b, h, qt, q, k, v, out, lse, s.data());
+    std::vector<E> p_bits(std::is_same_v<E, float> ? 0 : s.size());
+    forward_tile(d, round, b, h, qt, q, k, v, out, lse, s.data(), p_bits);
   });
+}
+
+void forward_cpu(const AttentionArgs& args, const Tensor& q_BTHK, const Tensor& k_BTGK,
+                 const Tensor& v_BTGK, Tensor& out_BTHK, AttentionSaved& saved) {
+  if (bf16_native(args)) {
+    forward_run<uint16_t>(args, q_BTHK, k_BTGK, v_BTGK, out_BTHK, saved);
+  } else {
+    forward_run<float>(args, q_BTHK, k_BTGK, v_BTGK, out_BTHK, saved);
+  }
 }
 
 // --- backward --------------------------------------------------------------------------------
 
-// D[b, h, t] = dout_row . out_row (= sum_j P_ij dP_ij), for rows [begin, end) of [B*T*H].
+// D[b, h, t] = dout_row . out_row (= sum_j P_ij dP_ij), for rows [begin, end) of [B*T*H]
+// (dout is the bf16-rounded copy in the emulated branch; see backward_run for native).
 TITAN_CPU_MULTIVERSION
 void rowdot_rows(const Dims& d, int64_t begin, int64_t end, const float* dout, const float* out,
                  float* d_BHT) {
@@ -206,42 +309,53 @@ void softmax_grad_tile(int64_t rows, int64_t cols, int64_t q0, int64_t k0, const
   }
 }
 
-// The per-item scratch of the backward.
+// The per-item scratch of the backward: f32 tiles, and their bf16 casts (native bf16 only).
+template <class E>
 struct BackwardScratch {
+  static constexpr size_t kTile = kBlockQ * kBlockK;
   std::vector<float> p, ds;
+  std::vector<E> p_bits, ds_bits;
   BackwardScratch()
-      : p(static_cast<size_t>(kBlockQ * kBlockK)), ds(static_cast<size_t>(kBlockQ * kBlockK)) {}
+      : p(kTile), ds(kTile), p_bits(std::is_same_v<E, float> ? 0 : kTile),
+        ds_bits(std::is_same_v<E, float> ? 0 : kTile) {}
 };
 
+template <class E>
 struct BackwardPtrs {
-  const float *dout, *q, *k, *v, *lse, *d;
+  const E *dout, *q, *k, *v;
+  const float *lse, *d;
   float *dq, *dk, *dv;
+  bool round;  // bf16 compute: P and dS rounded as operands
 };
 
 enum TileGrads : int { kGradQ = 1, kGradKV = 2 };
 
 // One (query tile, key tile) pair of query head h: recomputes P and dS and adds the requested
 // gradient contributions: dV_j += P^T dO_i, dK_j += scale dS^T Q_i, dQ_i += scale dS K_j.
-void backward_pair(const Dims& d, const BackwardPtrs& x, int64_t b, int64_t h, int64_t q0,
-                   int64_t k0, int grads, BackwardScratch& sc) {
+template <class E>
+void backward_pair(const Dims& d, const BackwardPtrs<E>& x, int64_t b, int64_t h, int64_t q0,
+                   int64_t k0, int grads, BackwardScratch<E>& sc) {
   const int64_t rows = std::min(kBlockQ, d.t - q0), cols = std::min(kBlockK, d.t - k0);
   const int64_t g = h / d.group;
   const int64_t qo = row_offset(d, b, q0, h, d.h), kvo = row_offset(d, b, k0, g, d.g);
   const int64_t lo = (b * d.h + h) * d.t + q0;
-  gemm(false, true, rows, cols, d.k, d.scale, x.q + qo, d.ldq, x.k + kvo, d.ldkv, 0.0f,
-       sc.p.data(), kBlockK);  // S
-  gemm(false, true, rows, cols, d.k, 1.0f, x.dout + qo, d.ldq, x.v + kvo, d.ldkv, 0.0f,
-       sc.ds.data(), kBlockK);  // dP
+  mm(false, true, rows, cols, d.k, d.scale, x.q + qo, d.ldq, x.k + kvo, d.ldkv, 0.0f,
+     sc.p.data(), kBlockK);  // S
+  mm(false, true, rows, cols, d.k, 1.0f, x.dout + qo, d.ldq, x.v + kvo, d.ldkv, 0.0f,
+     sc.ds.data(), kBlockK);  // dP
   softmax_grad_tile(rows, cols, q0, k0, x.lse + lo, x.d + lo, sc.p.data(), sc.ds.data());
+  const int64_t n = rows * kBlockK;
+  const E* ds = tile_operand(sc.ds.data(), n, x.round, sc.ds_bits);
   if (grads & kGradKV) {
-    gemm(true, false, cols, d.k, rows, 1.0f, sc.p.data(), kBlockK, x.dout + qo, d.ldq, 1.0f,
-         x.dv + kvo, d.ldkv);
-    gemm(true, false, cols, d.k, rows, d.scale, sc.ds.data(), kBlockK, x.q + qo, d.ldq, 1.0f,
-         x.dk + kvo, d.ldkv);
+    const E* p = tile_operand(sc.p.data(), n, x.round, sc.p_bits);
+    mm(true, false, cols, d.k, rows, 1.0f, p, kBlockK, x.dout + qo, d.ldq, 1.0f, x.dv + kvo,
+       d.ldkv);
+    mm(true, false, cols, d.k, rows, d.scale, ds, kBlockK, x.q + qo, d.ldq, 1.0f, x.dk + kvo,
+       d.ldkv);
   }
   if (grads & kGradQ) {
-    gemm(false, false, rows, d.k, cols, d.scale, sc.ds.data(), kBlockK, x.k + kvo, d.ldkv, 1.0f,
-         x.dq + qo, d.ldq);
+    mm(false, false, rows, d.k, cols, d.scale, ds, kBlockK, x.k + kvo, d.ldkv, 1.0f, x.dq + qo,
+       d.ldq);
   }
 }
 
@@ -256,13 +370,14 @@ void zero_rows(const Dims& d, float* x, int64_t b, int64_t t0, int64_t n, int64_
 // Fused scheme: one item per (b, kv head g) owns dK/dV of g and dQ of g's query heads, so every
 // pair is visited once (5 GEMMs per pair) with no races. Used when B*G spreads evenly over the
 // threads.
-void backward_fused(const Dims& d, const BackwardPtrs& x) {
+template <class E>
+void backward_fused(const Dims& d, const BackwardPtrs<E>& x) {
   parallel_for_each_dynamic(d.b * d.g, [&](int64_t item) {
     const int64_t b = item / d.g, g = item % d.g;
     zero_rows(d, x.dk, b, 0, d.t, g, d.g);
     zero_rows(d, x.dv, b, 0, d.t, g, d.g);
     for (int64_t hh = 0; hh < d.group; ++hh) zero_rows(d, x.dq, b, 0, d.t, g * d.group + hh, d.h);
-    BackwardScratch sc;
+    BackwardScratch<E> sc;
     for (int64_t k0 = 0; k0 < d.t; k0 += kBlockK) {
       for (int64_t hh = 0; hh < d.group; ++hh) {
         for (int64_t q0 = k0 / kBlockQ * kBlockQ; q0 < d.t; q0 += kBlockQ) {
@@ -276,7 +391,8 @@ void backward_fused(const Dims& d, const BackwardPtrs& x) {
 // Split scheme, for few (b, g) pairs: pass 1 has one item per (b, g, key tile) owning that
 // tile's dK/dV; pass 2 one item per (b, h, query tile) owning its dQ rows. S and dP are
 // recomputed in pass 2 (7 GEMMs per pair instead of 5) in exchange for T/kBlock-fold parallelism.
-void backward_split(const Dims& d, const BackwardPtrs& x) {
+template <class E>
+void backward_split(const Dims& d, const BackwardPtrs<E>& x) {
   const int64_t bg = d.b * d.g, bh = d.b * d.h;
   // Pass 1: the first key tiles (the most query tiles) handed out first.
   parallel_for_each_dynamic(bg * d.num_kt, [&](int64_t item) {
@@ -284,7 +400,7 @@ void backward_split(const Dims& d, const BackwardPtrs& x) {
     const int64_t k0 = kt * kBlockK, cols = std::min(kBlockK, d.t - k0);
     zero_rows(d, x.dk, b, k0, cols, g, d.g);
     zero_rows(d, x.dv, b, k0, cols, g, d.g);
-    BackwardScratch sc;
+    BackwardScratch<E> sc;
     for (int64_t hh = 0; hh < d.group; ++hh) {
       for (int64_t q0 = k0 / kBlockQ * kBlockQ; q0 < d.t; q0 += kBlockQ) {
         backward_pair(d, x, b, g * d.group + hh, q0, k0, kGradKV, sc);
@@ -296,33 +412,44 @@ void backward_split(const Dims& d, const BackwardPtrs& x) {
     const int64_t qt = d.num_qt - 1 - item / bh, b = (item % bh) / d.h, h = item % d.h;
     const int64_t q0 = qt * kBlockQ, rows = std::min(kBlockQ, d.t - q0);
     zero_rows(d, x.dq, b, q0, rows, h, d.h);
-    BackwardScratch sc;
+    BackwardScratch<E> sc;
     for (int64_t k0 = 0; k0 < q0 + rows; k0 += kBlockK) {
       backward_pair(d, x, b, h, q0, k0, kGradQ, sc);
     }
   });
 }
 
-void backward_cpu(const AttentionArgs& args, const Tensor& dout_BTHK, const Tensor& q_BTHK,
+template <class E>
+void backward_run(const AttentionArgs& args, const Tensor& dout_BTHK, const Tensor& q_BTHK,
                   const Tensor& k_BTGK, const Tensor& v_BTGK, const Tensor& out_BTHK,
                   const AttentionSaved& saved, Tensor& dq_BTHK, Tensor& dk_BTGK, Tensor& dv_BTGK) {
   const Dims d = make_dims(args, q_BTHK, k_BTGK);
-  // d_BHT: D_i = dout_i . out_i per query row, laid out like lse.
-  std::vector<float> d_BHT(static_cast<size_t>(d.b * d.h * d.t));
-  const float* dout = dout_BTHK.data<float>();
+  const bool round = args.compute == DType::bf16;
+  std::vector<E> dout_buf, q_buf, k_buf, v_buf;
+  const E* dout = tensor_operand(dout_BTHK.data<float>(), dout_BTHK.numel(), round, dout_buf);
+  // d_BHT: D_i = dout_i . out_i per query row, laid out like lse; dout bf16-rounded in bf16
+  // (the native branch rounds a copy for this one pass).
+  std::vector<float> d_BHT(static_cast<size_t>(d.b * d.h * d.t)), dout_rounded;
+  const float* dout_f32 = dout_BTHK.data<float>();
+  if constexpr (std::is_same_v<E, float>) {
+    dout_f32 = dout;
+  } else {
+    dout_f32 = tensor_operand(dout_f32, dout_BTHK.numel(), true, dout_rounded);
+  }
   const float* out = out_BTHK.data<float>();
   parallel_for(d.b * d.t * d.h, 64, [&](int64_t begin, int64_t end) {
-    rowdot_rows(d, begin, end, dout, out, d_BHT.data());
+    rowdot_rows(d, begin, end, dout_f32, out, d_BHT.data());
   });
-  const BackwardPtrs x{dout,
-                       q_BTHK.data<float>(),
-                       k_BTGK.data<float>(),
-                       v_BTGK.data<float>(),
-                       saved.lse_BHT.data<float>(),
-                       d_BHT.data(),
-                       dq_BTHK.data<float>(),
-                       dk_BTGK.data<float>(),
-                       dv_BTGK.data<float>()};
+  const BackwardPtrs<E> x{dout,
+                          tensor_operand(q_BTHK.data<float>(), q_BTHK.numel(), round, q_buf),
+                          tensor_operand(k_BTGK.data<float>(), k_BTGK.numel(), round, k_buf),
+                          tensor_operand(v_BTGK.data<float>(), v_BTGK.numel(), round, v_buf),
+                          saved.lse_BHT.data<float>(),
+                          d_BHT.data(),
+                          dq_BTHK.data<float>(),
+                          dk_BTGK.data<float>(),
+                          dv_BTGK.data<float>(),
+                          round};
   // Fused when the (b, g) items fill the threads to at least 3/4 (each item is the same work).
   const int64_t threads = omp_in_parallel() ? 1 : num_threads();
   const int64_t items = d.b * d.g;
@@ -331,6 +458,18 @@ void backward_cpu(const AttentionArgs& args, const Tensor& dout_BTHK, const Tens
     backward_fused(d, x);
   } else {
     backward_split(d, x);
+  }
+}
+
+void backward_cpu(const AttentionArgs& args, const Tensor& dout_BTHK, const Tensor& q_BTHK,
+                  const Tensor& k_BTGK, const Tensor& v_BTGK, const Tensor& out_BTHK,
+                  const AttentionSaved& saved, Tensor& dq_BTHK, Tensor& dk_BTGK, Tensor& dv_BTGK) {
+  if (bf16_native(args)) {
+    backward_run<uint16_t>(args, dout_BTHK, q_BTHK, k_BTGK, v_BTGK, out_BTHK, saved, dq_BTHK,
+                           dk_BTGK, dv_BTGK);
+  } else {
+    backward_run<float>(args, dout_BTHK, q_BTHK, k_BTGK, v_BTGK, out_BTHK, saved, dq_BTHK,
+                        dk_BTGK, dv_BTGK);
   }
 }
 
