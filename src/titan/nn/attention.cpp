@@ -2,6 +2,14 @@
 
 namespace titan::nn {
 
+// The attention op computes in the projections' precision: bf16 tiles when wq runs in bf16
+// (training.mixed_precision_param=bfloat16), with f32 tensors either way.
+static ops::AttentionArgs attention_args(const Linear& wq) {
+  ops::AttentionArgs args;
+  args.compute = wq.weight.compute_dtype == DType::bf16 ? DType::bf16 : DType::f32;
+  return args;
+}
+
 void AttentionModule::drop_recomputable(std::any&) const {}
 void AttentionModule::recompute(const StepContext&, const Tensor&, std::any&) const {}
 
@@ -37,7 +45,7 @@ Tensor Attention::forward(const StepContext& ctx, const Tensor& x_ND, std::any& 
   s.q_BTHK = q;
   s.k_BTGK = k;
   s.o_BTHK = Tensor::empty({B, T, H, K}, DType::f32, q.device());
-  ops::attention_forward({}, s.q_BTHK, s.k_BTGK, s.v_BTGK, s.o_BTHK, s.attention);
+  ops::attention_forward(attention_args(wq), s.q_BTHK, s.k_BTGK, s.v_BTGK, s.o_BTHK, s.attention);
   return wo.forward(s.o_BTHK.reshape({B * T, H * K}), s.wo);
 }
 
@@ -49,7 +57,7 @@ Tensor Attention::backward(const StepContext& ctx, const Tensor& dy_ND, std::any
   const Device on = do_BTHK.device();
   Tensor dq = Tensor::empty({B, T, H, K}, DType::f32, on), dk = Tensor::empty({B, T, G, K}, DType::f32, on),
          dv = Tensor::empty({B, T, G, K}, DType::f32, on);
-  ops::attention_backward({}, do_BTHK, s.q_BTHK, s.k_BTGK, s.v_BTGK, s.o_BTHK, s.attention, dq, dk, dv);
+  ops::attention_backward(attention_args(wq), do_BTHK, s.q_BTHK, s.k_BTGK, s.v_BTGK, s.o_BTHK, s.attention, dq, dk, dv);
   s.q_BTHK = s.k_BTGK = s.v_BTGK = s.o_BTHK = Tensor();
   s.attention = {};
   rope->backward(ctx, dq);
