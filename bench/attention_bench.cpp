@@ -5,7 +5,7 @@
 // ratio to it.
 //
 //   build/bench/attention_bench [--batch 1] [--seq 2048] [--heads 16] [--kv-heads 8] [--head-dim 128]
-//                               [--repeats 5]
+//                               [--repeats 5] [--only f32|bf16|emulated]   (one row, e.g. for perf)
 #include <cstdio>
 #include <string>
 
@@ -23,6 +23,7 @@ namespace {
 struct Options {
   int64_t batch = 1, seq = 2048, heads = 16, kv_heads = 8, head_dim = 128;
   int repeats = 5;
+  std::string only;  // empty: every row
 };
 
 Options parse(int argc, char** argv) {
@@ -39,6 +40,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--kv-heads") o.kv_heads = next();
     else if (a == "--head-dim") o.head_dim = next();
     else if (a == "--repeats") o.repeats = static_cast<int>(next());
+    else if (a == "--only" && i + 1 < argc) o.only = argv[++i];
     else TITAN_FAIL("attention_bench: unknown flag ", a, ". HINT: see the usage at the top of bench/attention_bench.cpp");
   }
   return o;
@@ -74,10 +76,11 @@ int main(int argc, char** argv) {
   };
   const Row rows[] = {{"f32", {0.0f, DType::f32, false}},
                       {"bf16", {0.0f, DType::bf16, false}},
-                      {"bf16 emulated", {0.0f, DType::bf16, true}}};
+                      {"emulated", {0.0f, DType::bf16, true}}};
   double f32_total = 0.0;
   nlohmann::json result;
   for (const Row& r : rows) {
+    if (!o.only.empty() && o.only != r.name) continue;
     ops::AttentionSaved saved{Tensor::empty({B, H, T})};
     const bench::Timing f = bench::time_it([&] { impl.forward(r.args, q, k, v, out, saved); }, 1, o.repeats);
     const bench::Timing b =

@@ -124,6 +124,28 @@ const uint16_t* tensor_operand(const float* x, int64_t n, bool, std::vector<uint
   return buf.data();
 }
 
+// Buffers reused across calls, one set per thread: the operand copies of a call (the calling
+// thread's) and the tiles of a work item (the worker's). Fresh vectors per call cost page faults
+// and allocator time, ~20% of the bf16 kernel's time in a perf profile. The copies keep the
+// largest size seen (bf16 q/k/v/dO of one layer's call) for the life of the thread.
+template <class E>
+struct Scratch {
+  static constexpr size_t kTile = kBlockQ * kBlockK;
+  std::vector<E> q, k, v, dout;      // operand copies (bf16 only)
+  std::vector<float> dout_rounded;   // backward, native bf16: bf16(dO) as f32, for D
+  std::vector<float> d;              // backward: D per query row [B, H, T]
+  std::vector<float> p, ds;          // tiles [kBlockQ, kBlockK]: S / P, and dP / dS
+  std::vector<E> p_bits, ds_bits;    // their bf16 casts (native bf16 only)
+  Scratch() : p(kTile), ds(kTile), p_bits(std::is_same_v<E, float> ? 0 : kTile),
+              ds_bits(std::is_same_v<E, float> ? 0 : kTile) {}
+};
+
+template <class E>
+Scratch<E>& scratch() {
+  thread_local Scratch<E> s;
+  return s;
+}
+
 // Which branch bf16 takes: native where the CPU has AVX-512-BF16 and oneDNN's bf16 matmul runs
 // on it (DNNL_MAX_CPU_ISA can cap it), unless the caller asks for the emulated one.
 bool bf16_native(const AttentionArgs& args) {
@@ -212,7 +234,8 @@ void scale_rows(int64_t rows, int64_t k, float* o, int64_t ld, const float* f) {
 // `round`: bf16 compute (P is rounded before P V; online softmax with power-of-two rescaling).
 template <class E>
 void forward_tile(const Dims& d, bool round, int64_t b, int64_t h, int64_t qt, const E* q,
-                  const E* k, const E* v, float* out, float* lse, float* s, std::vector<E>& p_bits) {
+                  const E* k, const E* v, float* out, float* lse, Scratch<E>& sc) {
+  float* s = sc.p.data();
   const int64_t q0 = qt * kBlockQ, rows = std::min(kBlockQ, d.t - q0);
   const int64_t g = h / d.group;
   const E* q_i = q + row_offset(d, b, q0, h, d.h);
@@ -226,7 +249,7 @@ void forward_tile(const Dims& d, bool round, int64_t b, int64_t h, int64_t qt, c
     mm(false, true, rows, cols, d.k, d.scale, q_i, d.ldq, k_j, d.ldkv, 0.0f, s, kBlockK);
     online_softmax_tile(round, rows, cols, q0, k0, s, m, l, alpha);
     if (k0 > 0) scale_rows(rows, d.k, o_i, d.ldq, alpha);
-    const E* p = tile_operand(s, rows * kBlockK, round, p_bits);
+    const E* p = tile_operand(s, rows * kBlockK, round, sc.p_bits);
     mm(false, false, rows, d.k, cols, 1.0f, p, kBlockK, v_j, d.ldkv, k0 > 0 ? 1.0f : 0.0f, o_i, d.ldq);
   }
   float inv_l[kBlockQ];
@@ -244,10 +267,10 @@ void forward_run(const AttentionArgs& args, const Tensor& q_BTHK, const Tensor& 
                  const Tensor& v_BTGK, Tensor& out_BTHK, AttentionSaved& saved) {
   const Dims d = make_dims(args, q_BTHK, k_BTGK);
   const bool round = args.compute == DType::bf16;
-  std::vector<E> q_buf, k_buf, v_buf;
-  const E* q = tensor_operand(q_BTHK.data<float>(), q_BTHK.numel(), round, q_buf);
-  const E* k = tensor_operand(k_BTGK.data<float>(), k_BTGK.numel(), round, k_buf);
-  const E* v = tensor_operand(v_BTGK.data<float>(), v_BTGK.numel(), round, v_buf);
+  Scratch<E>& call = scratch<E>();
+  const E* q = tensor_operand(q_BTHK.data<float>(), q_BTHK.numel(), round, call.q);
+  const E* k = tensor_operand(k_BTGK.data<float>(), k_BTGK.numel(), round, call.k);
+  const E* v = tensor_operand(v_BTGK.data<float>(), v_BTGK.numel(), round, call.v);
   float* out = out_BTHK.data<float>();
   float* lse = saved.lse_BHT.data<float>();
   const int64_t bh = d.b * d.h;
@@ -255,9 +278,7 @@ void forward_run(const AttentionArgs& args, const Tensor& q_BTHK, const Tensor& 
   parallel_for_each_dynamic(bh * d.num_qt, [&](int64_t item) {
     const int64_t qt = d.num_qt - 1 - item / bh;
     const int64_t b = (item % bh) / d.h, h = item % d.h;
-    std::vector<float> s(static_cast<size_t>(kBlockQ * kBlockK));
-    std::vector<E> p_bits(std::is_same_v<E, float> ? 0 : s.size());
-    forward_tile(d, round, b, h, qt, q, k, v, out, lse, s.data(), p_bits);
+    forward_tile(d, round, b, h, qt, q, k, v, out, lse, scratch<E>());
   });
 }
 
@@ -309,17 +330,6 @@ void softmax_grad_tile(int64_t rows, int64_t cols, int64_t q0, int64_t k0, const
   }
 }
 
-// The per-item scratch of the backward: f32 tiles, and their bf16 casts (native bf16 only).
-template <class E>
-struct BackwardScratch {
-  static constexpr size_t kTile = kBlockQ * kBlockK;
-  std::vector<float> p, ds;
-  std::vector<E> p_bits, ds_bits;
-  BackwardScratch()
-      : p(kTile), ds(kTile), p_bits(std::is_same_v<E, float> ? 0 : kTile),
-        ds_bits(std::is_same_v<E, float> ? 0 : kTile) {}
-};
-
 template <class E>
 struct BackwardPtrs {
   const E *dout, *q, *k, *v;
@@ -334,7 +344,7 @@ enum TileGrads : int { kGradQ = 1, kGradKV = 2 };
 // gradient contributions: dV_j += P^T dO_i, dK_j += scale dS^T Q_i, dQ_i += scale dS K_j.
 template <class E>
 void backward_pair(const Dims& d, const BackwardPtrs<E>& x, int64_t b, int64_t h, int64_t q0,
-                   int64_t k0, int grads, BackwardScratch<E>& sc) {
+                   int64_t k0, int grads, Scratch<E>& sc) {
   const int64_t rows = std::min(kBlockQ, d.t - q0), cols = std::min(kBlockK, d.t - k0);
   const int64_t g = h / d.group;
   const int64_t qo = row_offset(d, b, q0, h, d.h), kvo = row_offset(d, b, k0, g, d.g);
@@ -377,7 +387,7 @@ void backward_fused(const Dims& d, const BackwardPtrs<E>& x) {
     zero_rows(d, x.dk, b, 0, d.t, g, d.g);
     zero_rows(d, x.dv, b, 0, d.t, g, d.g);
     for (int64_t hh = 0; hh < d.group; ++hh) zero_rows(d, x.dq, b, 0, d.t, g * d.group + hh, d.h);
-    BackwardScratch<E> sc;
+    Scratch<E>& sc = scratch<E>();
     for (int64_t k0 = 0; k0 < d.t; k0 += kBlockK) {
       for (int64_t hh = 0; hh < d.group; ++hh) {
         for (int64_t q0 = k0 / kBlockQ * kBlockQ; q0 < d.t; q0 += kBlockQ) {
@@ -400,7 +410,7 @@ void backward_split(const Dims& d, const BackwardPtrs<E>& x) {
     const int64_t k0 = kt * kBlockK, cols = std::min(kBlockK, d.t - k0);
     zero_rows(d, x.dk, b, k0, cols, g, d.g);
     zero_rows(d, x.dv, b, k0, cols, g, d.g);
-    BackwardScratch<E> sc;
+    Scratch<E>& sc = scratch<E>();
     for (int64_t hh = 0; hh < d.group; ++hh) {
       for (int64_t q0 = k0 / kBlockQ * kBlockQ; q0 < d.t; q0 += kBlockQ) {
         backward_pair(d, x, b, g * d.group + hh, q0, k0, kGradKV, sc);
@@ -412,7 +422,7 @@ void backward_split(const Dims& d, const BackwardPtrs<E>& x) {
     const int64_t qt = d.num_qt - 1 - item / bh, b = (item % bh) / d.h, h = item % d.h;
     const int64_t q0 = qt * kBlockQ, rows = std::min(kBlockQ, d.t - q0);
     zero_rows(d, x.dq, b, q0, rows, h, d.h);
-    BackwardScratch<E> sc;
+    Scratch<E>& sc = scratch<E>();
     for (int64_t k0 = 0; k0 < q0 + rows; k0 += kBlockK) {
       backward_pair(d, x, b, h, q0, k0, kGradQ, sc);
     }
@@ -425,25 +435,26 @@ void backward_run(const AttentionArgs& args, const Tensor& dout_BTHK, const Tens
                   const AttentionSaved& saved, Tensor& dq_BTHK, Tensor& dk_BTGK, Tensor& dv_BTGK) {
   const Dims d = make_dims(args, q_BTHK, k_BTGK);
   const bool round = args.compute == DType::bf16;
-  std::vector<E> dout_buf, q_buf, k_buf, v_buf;
-  const E* dout = tensor_operand(dout_BTHK.data<float>(), dout_BTHK.numel(), round, dout_buf);
+  Scratch<E>& call = scratch<E>();
+  const E* dout = tensor_operand(dout_BTHK.data<float>(), dout_BTHK.numel(), round, call.dout);
   // d_BHT: D_i = dout_i . out_i per query row, laid out like lse; dout bf16-rounded in bf16
   // (the native branch rounds a copy for this one pass).
-  std::vector<float> d_BHT(static_cast<size_t>(d.b * d.h * d.t)), dout_rounded;
+  std::vector<float>& d_BHT = call.d;
+  d_BHT.resize(static_cast<size_t>(d.b * d.h * d.t));
   const float* dout_f32 = dout_BTHK.data<float>();
   if constexpr (std::is_same_v<E, float>) {
     dout_f32 = dout;
   } else {
-    dout_f32 = tensor_operand(dout_f32, dout_BTHK.numel(), true, dout_rounded);
+    dout_f32 = tensor_operand(dout_f32, dout_BTHK.numel(), true, call.dout_rounded);
   }
   const float* out = out_BTHK.data<float>();
   parallel_for(d.b * d.t * d.h, 64, [&](int64_t begin, int64_t end) {
     rowdot_rows(d, begin, end, dout_f32, out, d_BHT.data());
   });
   const BackwardPtrs<E> x{dout,
-                          tensor_operand(q_BTHK.data<float>(), q_BTHK.numel(), round, q_buf),
-                          tensor_operand(k_BTGK.data<float>(), k_BTGK.numel(), round, k_buf),
-                          tensor_operand(v_BTGK.data<float>(), v_BTGK.numel(), round, v_buf),
+                          tensor_operand(q_BTHK.data<float>(), q_BTHK.numel(), round, call.q),
+                          tensor_operand(k_BTGK.data<float>(), k_BTGK.numel(), round, call.k),
+                          tensor_operand(v_BTGK.data<float>(), v_BTGK.numel(), round, call.v),
                           saved.lse_BHT.data<float>(),
                           d_BHT.data(),
                           dq_BTHK.data<float>(),
