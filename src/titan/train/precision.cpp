@@ -19,7 +19,8 @@ std::string precision_line(Precision precision) {
                                  ? "emulated: this CPU has no bf16 instructions, so bf16 operands are widened to f32 "
                                    "(the same numbers, slower than float32 here)"
                                  : "oneDNN bf16 matmul, f32 accumulation";
-  return str("bfloat16 compute (", kernel, "); f32 master weights, gradients, AdamW state, norms, softmax and loss");
+  return str("bfloat16 compute (", kernel, "; attention on bf16 tiles, f32 softmax statistics); f32 master weights, ",
+             "gradients, AdamW state, norms, softmax and loss");
 }
 
 }  // namespace titan::train
