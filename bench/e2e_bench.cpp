@@ -4,7 +4,9 @@
 // Reports tokens/s, GFLOP/s, MFU against the measured fp32 peak, peak memory, the ratio, and
 // where our time goes (per-op wall time).
 //
-//   build/bench/e2e_bench [--layers 4] [--batch 1] [--seq 2048] [--repeats 3] [--no-peer]
+//   build/bench/e2e_bench [--layers 4] [--batch 1] [--seq 2048] [--repeats 3] [--no-peer] [--bf16]
+// --bf16 runs the model with bf16 compute (training.mixed_precision_param=bfloat16); MFU is then
+// against the bf16 peak, and the peer stays PyTorch fp32 (train_bench has the bf16 peers).
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -30,6 +32,7 @@ struct Options {
   int64_t layers = 4, batch = 1, seq = 2048;
   int repeats = 3;
   bool peer = true;
+  bool bf16 = false;
 };
 
 Options parse(int argc, char** argv) {
@@ -45,7 +48,8 @@ Options parse(int argc, char** argv) {
     else if (a == "--seq") o.seq = next();
     else if (a == "--repeats") o.repeats = static_cast<int>(next());
     else if (a == "--no-peer") o.peer = false;
-    else TITAN_FAIL("e2e_bench: unknown flag ", a, " (--layers --batch --seq --repeats --no-peer)");
+    else if (a == "--bf16") o.bf16 = true;
+    else TITAN_FAIL("e2e_bench: unknown flag ", a, " (--layers --batch --seq --repeats --no-peer --bf16)");
   }
   return o;
 }
@@ -59,19 +63,21 @@ int main(int argc, char** argv) try {
   const int64_t B = opt.batch, T = opt.seq;
   const int threads = num_threads();
 
-  std::printf("bench config: Qwen3 0.6B dims, %ld layers, B=%ld, T=%ld, fp32, %d threads\n",
-              static_cast<long>(opt.layers), static_cast<long>(B), static_cast<long>(T), threads);
+  std::printf("bench config: Qwen3 0.6B dims, %ld layers, B=%ld, T=%ld, %s, %d threads\n",
+              static_cast<long>(opt.layers), static_cast<long>(B), static_cast<long>(T), opt.bf16 ? "bf16 compute" : "fp32", threads);
   std::printf("cpu path %s | GEMM %s\n", cpu_path_name().c_str(), kernels::gemm_backend_name());
 
-  // The trainer's fp32 peak (cached when measured on a quiet machine); MFU through checked_mfu,
+  // The trainer's peak of the precision used (cached when measured on a quiet machine); MFU through checked_mfu,
   // which re-measures or raises a beaten peak, so it never prints above 100%.
-  train::PeakFlops peak = train::device_peak_flops(0.0, train::Precision::float32);
-  std::printf("fp32 peak (%d threads): %.1f GFLOP/s (%s)\n", threads, peak.flops / 1e9, peak.source.c_str());
+  const train::Precision precision = opt.bf16 ? train::Precision::bfloat16 : train::Precision::float32;
+  train::PeakFlops peak = train::device_peak_flops(0.0, precision);
+  std::printf("%s peak (%d threads): %.1f GFLOP/s (%s)\n", train::precision_name(precision), threads, peak.flops / 1e9, peak.source.c_str());
   auto mfu_percent = [&](double gflops) { return train::checked_mfu(gflops * 1e9, peak); };
 
   const int64_t rss_before_model = process_peak_rss_bytes();
   nn::Decoder model(config);
   models::init_weights(model, 0);
+  model.set_compute_dtype(train::compute_dtype(precision));
   Tensor ids = Tensor::empty({B, T}, DType::i64), targets = Tensor::empty({B, T}, DType::i64);
   Rng(1).fill_int(ids.data<int64_t>(), B * T, config.vocab_size);
   // Same targets as the peer's HF loss with labels = input_ids: position t predicts ids[t + 1].
