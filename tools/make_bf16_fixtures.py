@@ -42,6 +42,7 @@ import safetensors
 import torch
 import transformers
 from safetensors.torch import load_file, save_file
+from torch_env import setup_torch
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_DIRS = [os.path.join(REPO_ROOT, "tests", "fixtures", "hf"), os.path.join(REPO_ROOT, "tests", "fixtures", "hf_moe")]
@@ -221,14 +222,7 @@ def main() -> None:
     ap.add_argument("--dirs", nargs="+", default=DEFAULT_DIRS, help="fixture folders (default: hf and hf_moe)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    torch.use_deterministic_algorithms(True)
-    transformers.logging.set_verbosity_error()
-    try:
-        from transformers.utils import logging as hf_logging
-        hf_logging.disable_progress_bar()
-    except Exception:
-        pass
+    setup_torch(args.threads)
     for folder in args.dirs:
         run_folder(folder)
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, cpu {cpu_name()} ({cpu_bf16_isa()})")

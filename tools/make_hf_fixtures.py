@@ -80,6 +80,7 @@ from transformers.models.mistral import modeling_mistral
 from transformers.models.qwen2 import modeling_qwen2
 from transformers.models.qwen3 import modeling_qwen3 as mq
 from transformers.models.qwen3_moe import Qwen3MoeConfig, Qwen3MoeForCausalLM, modeling_qwen3_moe
+from torch_env import setup_torch
 
 # arch -> (config class, model class, modeling module, class-name prefix)
 ARCHS = {
@@ -459,14 +460,7 @@ def main() -> None:
     ap.add_argument("--out", default=DEFAULT_OUT, help="output root (default: tests/fixtures/hf)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    torch.use_deterministic_algorithms(True)
-    transformers.logging.set_verbosity_error()
-    try:
-        from transformers.utils import logging as hf_logging
-        hf_logging.disable_progress_bar()
-    except Exception:
-        pass
+    setup_torch(args.threads)
 
     os.makedirs(args.out, exist_ok=True)
     all_stats = []

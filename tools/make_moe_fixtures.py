@@ -61,6 +61,7 @@ import make_hf_fixtures as dense  # noqa: E402
 
 from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM  # noqa: E402
 from transformers.models.qwen3_moe import modeling_qwen3_moe as mm  # noqa: E402
+from torch_env import setup_torch  # noqa: E402
 
 REPO_ROOT = dense.REPO_ROOT
 DEFAULT_OUT = os.path.join(REPO_ROOT, "tests", "fixtures", "hf_moe")
@@ -525,14 +526,7 @@ def main() -> None:
     ap.add_argument("--out", default=DEFAULT_OUT, help="output root (default: tests/fixtures/hf_moe)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    torch.use_deterministic_algorithms(True)
-    transformers.logging.set_verbosity_error()
-    try:
-        from transformers.utils import logging as hf_logging
-        hf_logging.disable_progress_bar()
-    except Exception:
-        pass
+    setup_torch(args.threads)
 
     os.makedirs(args.out, exist_ok=True)
     all_stats = []
