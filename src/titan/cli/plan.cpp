@@ -88,6 +88,8 @@ int run_plan(int argc, char** argv) {
   in.memory_per_rank = memory;
   in.recompute = nn::recompute_per_layer(c.activation_checkpoint.mode, c.activation_checkpoint.selective_ac_option,
                                          in.model.num_layers);
+  in.bf16 = c.training.mixed_precision_param == "bfloat16";
+  in.bf16_reduce = c.training.mixed_precision_reduce == "bfloat16";
   const std::vector<train::LayoutPlan> plans = train::plan_layouts(in);
   TITAN_CHECK(!plans.empty(), "[plan] no layout of ", world, " ranks with data_parallel_replicate_degree ",
               in.dp_replicate, " fits the model's divisibility (heads ", in.model.num_heads, ", kv heads ",
@@ -95,13 +97,15 @@ int run_plan(int argc, char** argv) {
   const int pick = train::recommended_layout(plans);
   const config::ActivationCheckpointSection& ac = c.activation_checkpoint;
   std::printf("plan: %s (%.1fM parameters) on %lld ranks, micro-batch %lld x %lld tokens per data-parallel rank%s, "
-              "activation checkpointing %s\n",
+              "activation checkpointing %s, %s compute\n",
               resolved.config_name.c_str(), static_cast<double>(in.model.num_params()) / 1e6,
               static_cast<long long>(world), static_cast<long long>(in.local_batch), static_cast<long long>(in.seq_len),
               memory > 0 ? str(", ", gib(memory), " GiB per rank").c_str() : "",
-              ac.mode == "selective" ? ("selective " + ac.selective_ac_option).c_str() : ac.mode.c_str());
+              ac.mode == "selective" ? ("selective " + ac.selective_ac_option).c_str() : ac.mode.c_str(),
+              c.training.mixed_precision_param.c_str());
   std::printf("GiB per rank: params grads optim = parameters, gradients, AdamW moments (this rank's shard);\n"
-              "gathered = FSDP's full blocks in use; activ = saved activations; logits = the head's chunk;\n"
+              "gathered = FSDP's full blocks in use; activ = saved activations; logits = the head's chunk\n"
+              "(with bf16 compute also the head weight's bf16 copy);\n"
               "temp = backward temporaries; comm = GB passed to collectives per step per rank\n\n");
   std::printf("%-3s %-12s %4s %4s %8s %8s %8s %8s %8s %8s %8s %9s %8s  %s\n", "", "dp_replicate", "shard", "tp", "params",
               "grads", "optim", "gathered", "activ", "logits", "temp", "total", "comm", "");

@@ -52,37 +52,48 @@ std::vector<LayoutPlan> plan_layouts(const PlanInput& in) {
     p.parameters = kF * shard;
     p.gradients = kF * shard;
     p.optimizer = 2 * kF * shard;
-    if (fsdp) p.gathered = kF * (2 * s.root + (in.prefetch ? 3 : 2) * s.layer);
+    // bf16 compute gathers bf16 copies (Fsdp: half the bytes); the GEMMs' saved inputs are bf16.
+    const double gather_bytes = in.bf16 ? 2.0 : kF, reduce_bytes = in.bf16_reduce ? 2.0 : kF;
+    const double lin = in.bf16 ? 2.0 : kF;  // bytes per saved GEMM-input element
+    if (fsdp) p.gathered = gather_bytes * (2 * s.root + (in.prefetch ? 3 : 2) * s.layer);
 
-    // Saved per token of a layer, in floats (the modules' saved tensors; full = the N tokens a
-    // TP region reads, norm = the N / tp tokens norms see under sequence parallelism):
+    // Saved per token of a layer, in elements (the modules' saved tensors; full = the N tokens a
+    // TP region reads, norm = the N / tp tokens norms see under sequence parallelism), f32 unless
+    // marked (lin: f32, or bf16 with bf16 compute):
     //   attention_norm x + rstd, ffn_norm h + rstd                        2 (D + 1) per norm token
-    //   wq/wk/wv input, w1/w3 input (gathered copies under SP)            2 D per full token
+    //   wq/wk/wv input, w1/w3 input (gathered copies under SP)            2 D per full token (lin)
     //   q/k norm inputs + rstds, q, k, v, o, lse                          3 H K + 3 G K + 2 H + G
-    //   gate, up, and the SwiGLU output (w2's input)                      3 F
+    //   gate, up                                                          2 F
+    //   the SwiGLU output (w2's input)                                    F (lin)
+    //   bf16 compute only: wo's bf16 copy of o                            H K (bf16)
     const double d = static_cast<double>(c.dim), k = static_cast<double>(c.head_dim);
     const double h = static_cast<double>(c.num_heads / tp), g = static_cast<double>(c.num_kv_heads / tp);
     const double f = static_cast<double>(c.hidden_dim / tp);
     const double full = static_cast<double>(n), norm_tokens = sp ? full / static_cast<double>(tp) : full;
-    const double per_layer = norm_tokens * 2 * (d + 1) + full * (2 * d + 3 * h * k + 3 * g * k + 2 * h + g + 3 * f);
+    const double per_layer = kF * (norm_tokens * 2 * (d + 1) + full * (3 * h * k + 3 * g * k + 2 * h + g + 2 * f)) +
+                             lin * full * (2 * d + f) + (in.bf16 ? 2.0 * full * h * k : 0.0);
     // Activation checkpointing (nn::Recompute): keep_ops drops the projections' and the mlp's
     // inputs (2 D), q and k after norm and RoPE (H K + G K, with a q/k norm to rebuild them) and the
     // SwiGLU output (F); keep_input keeps the block's input (D per norm token), and the block being
     // recomputed in backward holds a whole block's worth once.
-    const double ops_layer = per_layer - full * (2 * d + (c.qk_norm ? h * k + g * k : 0) + f);
+    const double ops_layer = per_layer - lin * full * (2 * d + f) - kF * full * (c.qk_norm ? h * k + g * k : 0);
     double saved = 0;
     bool replays = false;
     for (int64_t i = 0; i < c.num_layers; ++i) {
       const nn::Recompute r = in.recompute.empty() ? nn::Recompute::keep_all : in.recompute[static_cast<size_t>(i)];
-      saved += r == nn::Recompute::keep_all ? per_layer : r == nn::Recompute::keep_ops ? ops_layer : norm_tokens * d;
+      saved += r == nn::Recompute::keep_all ? per_layer : r == nn::Recompute::keep_ops ? ops_layer : kF * norm_tokens * d;
       replays = replays || r == nn::Recompute::keep_input;
     }
     if (replays) saved += per_layer;
     // The final norm's input, ids / targets / positions (i64) and the RoPE tables.
-    p.activations = kF * (saved + norm_tokens * (d + 1) + full * k) + 8.0 * 3 * full;
+    p.activations = saved + kF * (norm_tokens * (d + 1) + full * k) + 8.0 * 3 * full;
     const double v = static_cast<double>(c.vocab_size / tp);
-    const double chunk = std::min(full, std::max(1.0, static_cast<double>(ops::kLmHeadXentChunkBytes) / (kF * v)));
-    p.logits = kF * chunk * v;
+    // The fused head's chunk (bf16: f32 logits + bf16 dlogits in the same budget), and with bf16
+    // compute the head weight's bf16 copy while the head runs.
+    const double logit_bytes = in.bf16 ? 6.0 : kF;
+    const double chunk =
+        std::min(full, std::max(1.0, static_cast<double>(ops::kLmHeadXentChunkBytes) / (logit_bytes * v)));
+    p.logits = logit_bytes * chunk * v + (in.bf16 ? 2.0 * v * d : 0.0);
     // Backward temporaries of one block: dgate, dup and the SwiGLU gradient (3 F), dq/dk/dv/do
     // (2 H K + 2 G K), a few [N, D] gradients; plus the head's full-token dhn.
     p.transient = kF * full * (3 * f + 2 * h * k + 2 * g * k + 3 * d);
@@ -98,7 +109,10 @@ std::vector<LayoutPlan> plan_layouts(const PlanInput& in) {
     // block all-reduces twice (forward) and twice (backward), the embedding and the head once
     // each; plus the head's per-token statistics (3 doubles).
     double comm = 0;
-    if (fsdp) comm += kF * (2 * s.root + 3 * layers * s.layer) * static_cast<double>(in.accumulation);
+    if (fsdp) {
+      comm += (gather_bytes * (s.root + 2 * layers * s.layer) + reduce_bytes * (s.root + layers * s.layer)) *
+              static_cast<double>(in.accumulation);
+    }
     if (p.dp_replicate > 1) comm += kF * shard;
     if (tp > 1) {
       const double act = kF * full * d;

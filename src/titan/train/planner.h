@@ -35,6 +35,8 @@ struct PlanInput {
   bool prefetch = true;
   double memory_per_rank = 0;  // bytes; 0 = no limit
   std::vector<nn::Recompute> recompute;  // activation checkpointing per layer; empty = keep_all
+  bool bf16 = false;         // training.mixed_precision_param = bfloat16
+  bool bf16_reduce = false;  // training.mixed_precision_reduce = bfloat16
 };
 
 struct LayoutPlan {

@@ -188,6 +188,33 @@ TEST(Planner, ActivationCheckpointingShrinksOnlyTheActivations) {
   EXPECT_NEAR(every2.activations, none.activations - 2 * block + 2 * input_bytes + block, 1e-6 * none.activations);
 }
 
+// bf16 compute keeps the f32 state (16 bytes per parameter), halves FSDP's gathered blocks and
+// its gather traffic (and the reduce-scatter's with a bf16 reduce), saves the GEMM inputs in bf16
+// (2 bytes instead of 4 for 2 D + F elements per token, plus wo's H K bf16 copy of o), and holds
+// the head weight's bf16 copy (2 V D bytes) next to the head's chunk.
+TEST(Planner, Bf16KeepsTheStateAndHalvesTheGathers) {
+  train::PlanInput in;
+  in.model = tiny();
+  in.seq_len = 64;
+  in.world = 2;
+  const train::LayoutPlan f32 = train::plan_layouts(in).at(0);
+  in.bf16 = true;
+  const train::LayoutPlan bf16 = train::plan_layouts(in).at(0);
+  in.bf16_reduce = true;
+  const train::LayoutPlan reduce = train::plan_layouts(in).at(0);
+  EXPECT_EQ(bf16.parameters + bf16.gradients + bf16.optimizer, f32.parameters + f32.gradients + f32.optimizer);
+  EXPECT_DOUBLE_EQ(bf16.gathered, f32.gathered / 2);
+  const nn::DecoderConfig& c = in.model;
+  const double tokens = static_cast<double>(in.seq_len * in.local_batch), layers = static_cast<double>(c.num_layers);
+  const double lin = 2.0 * static_cast<double>(c.dim) + static_cast<double>(c.hidden_dim);
+  const double o = static_cast<double>(c.num_heads * c.head_dim);
+  EXPECT_DOUBLE_EQ(f32.activations - bf16.activations, layers * tokens * (2.0 * lin - 2.0 * o));
+  EXPECT_GT(bf16.logits, 2.0 * static_cast<double>(c.vocab_size * c.dim));
+  EXPECT_LT(reduce.comm_bytes, bf16.comm_bytes);
+  EXPECT_LT(bf16.comm_bytes, f32.comm_bytes);
+  EXPECT_DOUBLE_EQ(reduce.comm_bytes, f32.comm_bytes / 2);
+}
+
 TEST(Planner, SingleRankStateIsSixteenBytesPerParameter) {
   train::PlanInput in;
   in.model = tiny();
