@@ -17,6 +17,12 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 // emulated by widening A and B to f32 (the same products, a slower path).
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
                int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc);
+// gemm_bf16 under gemm's name, so code generic over the operand type (float, or uint16_t holding
+// bf16: the attention kernel's tiles) calls one name and overloading picks the product.
+inline void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
+                 int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  gemm_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
 // True where gemm_bf16 widens to f32 (no bf16 kernel in oneDNN for this CPU / DNNL_MAX_CPU_ISA).
 bool gemm_bf16_is_emulated();
 

@@ -21,7 +21,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "titan/core/cpu_features.h"
 #include "titan/core/parallel.h"
 #include "titan/kernels/cpu/cast.h"
 #include "titan/kernels/cpu/gemm.h"
@@ -74,16 +73,6 @@ int64_t visible(int64_t t, int64_t k0, int64_t cols) {
 const i32x16 kIota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 
 // --- operands --------------------------------------------------------------------------------
-
-// The tile products on either operand type: f32 sgemm, or bf16 x bf16 -> f32.
-void mm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-        const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-void mm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
-        int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  gemm_bf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
 
 // x[0, n) rounded to bf16 in place (values stay f32): the emulated branch's rounding, with the
 // cast kernels' bits.
@@ -146,11 +135,10 @@ Scratch<E>& scratch() {
   return s;
 }
 
-// Which branch bf16 takes: native where the CPU has AVX-512-BF16 and oneDNN's bf16 matmul runs
-// on it (DNNL_MAX_CPU_ISA can cap it), unless the caller asks for the emulated one.
+// Which branch bf16 takes: native where gemm_bf16 runs oneDNN's bf16 matmul (the CPU has bf16
+// instructions and DNNL_MAX_CPU_ISA does not cap them), unless the caller asks for the emulated one.
 bool bf16_native(const AttentionArgs& args) {
-  static const bool available = cpu_features().avx512_bf16 && !gemm_bf16_is_emulated();
-  return args.compute == DType::bf16 && !args.emulate_bf16 && available;
+  return args.compute == DType::bf16 && !args.emulate_bf16 && !gemm_bf16_is_emulated();
 }
 
 // --- forward ---------------------------------------------------------------------------------
@@ -246,11 +234,11 @@ void forward_tile(const Dims& d, bool round, int64_t b, int64_t h, int64_t qt, c
     const int64_t cols = std::min(kBlockK, d.t - k0);
     const E* k_j = k + row_offset(d, b, k0, g, d.g);
     const E* v_j = v + row_offset(d, b, k0, g, d.g);
-    mm(false, true, rows, cols, d.k, d.scale, q_i, d.ldq, k_j, d.ldkv, 0.0f, s, kBlockK);
+    gemm(false, true, rows, cols, d.k, d.scale, q_i, d.ldq, k_j, d.ldkv, 0.0f, s, kBlockK);
     online_softmax_tile(round, rows, cols, q0, k0, s, m, l, alpha);
     if (k0 > 0) scale_rows(rows, d.k, o_i, d.ldq, alpha);
     const E* p = tile_operand(s, rows * kBlockK, round, sc.p_bits);
-    mm(false, false, rows, d.k, cols, 1.0f, p, kBlockK, v_j, d.ldkv, k0 > 0 ? 1.0f : 0.0f, o_i, d.ldq);
+    gemm(false, false, rows, d.k, cols, 1.0f, p, kBlockK, v_j, d.ldkv, k0 > 0 ? 1.0f : 0.0f, o_i, d.ldq);
   }
   float inv_l[kBlockQ];
   float* lse_i = lse + (b * d.h + h) * d.t + q0;
@@ -349,22 +337,22 @@ void backward_pair(const Dims& d, const BackwardPtrs<E>& x, int64_t b, int64_t h
   const int64_t g = h / d.group;
   const int64_t qo = row_offset(d, b, q0, h, d.h), kvo = row_offset(d, b, k0, g, d.g);
   const int64_t lo = (b * d.h + h) * d.t + q0;
-  mm(false, true, rows, cols, d.k, d.scale, x.q + qo, d.ldq, x.k + kvo, d.ldkv, 0.0f,
+  gemm(false, true, rows, cols, d.k, d.scale, x.q + qo, d.ldq, x.k + kvo, d.ldkv, 0.0f,
      sc.p.data(), kBlockK);  // S
-  mm(false, true, rows, cols, d.k, 1.0f, x.dout + qo, d.ldq, x.v + kvo, d.ldkv, 0.0f,
+  gemm(false, true, rows, cols, d.k, 1.0f, x.dout + qo, d.ldq, x.v + kvo, d.ldkv, 0.0f,
      sc.ds.data(), kBlockK);  // dP
   softmax_grad_tile(rows, cols, q0, k0, x.lse + lo, x.d + lo, sc.p.data(), sc.ds.data());
   const int64_t n = rows * kBlockK;
   const E* ds = tile_operand(sc.ds.data(), n, x.round, sc.ds_bits);
   if (grads & kGradKV) {
     const E* p = tile_operand(sc.p.data(), n, x.round, sc.p_bits);
-    mm(true, false, cols, d.k, rows, 1.0f, p, kBlockK, x.dout + qo, d.ldq, 1.0f, x.dv + kvo,
+    gemm(true, false, cols, d.k, rows, 1.0f, p, kBlockK, x.dout + qo, d.ldq, 1.0f, x.dv + kvo,
        d.ldkv);
-    mm(true, false, cols, d.k, rows, d.scale, ds, kBlockK, x.q + qo, d.ldq, 1.0f, x.dk + kvo,
+    gemm(true, false, cols, d.k, rows, d.scale, ds, kBlockK, x.q + qo, d.ldq, 1.0f, x.dk + kvo,
        d.ldkv);
   }
   if (grads & kGradQ) {
-    mm(false, false, rows, d.k, cols, d.scale, ds, kBlockK, x.k + kvo, d.ldkv, 1.0f, x.dq + qo,
+    gemm(false, false, rows, d.k, cols, d.scale, ds, kBlockK, x.k + kvo, d.ldkv, 1.0f, x.dq + qo,
        d.ldq);
   }
 }
