@@ -179,8 +179,9 @@ TEST(HfArchitectures, BiasesNormsAndHeadDimFollowTransformers) {
   EXPECT_FALSE(mistral.qk_norm || mistral.attention_bias || mistral.qkv_bias || mistral.mlp_bias);
   EXPECT_EQ(mistral.head_dim, 16);
   nn::Decoder model(qwen2);
-  EXPECT_FALSE(dynamic_cast<nn::Attention&>(*model.layers[0]->attention).wo.bias.defined());
-  EXPECT_TRUE(dynamic_cast<nn::Attention&>(*model.layers[0]->attention).wq.bias.defined());
+  const auto& attention = dynamic_cast<nn::Attention&>(*model.layers[0]->attention);
+  EXPECT_FALSE(dynamic_cast<nn::Linear&>(*attention.wo).bias.defined());
+  EXPECT_TRUE(dynamic_cast<nn::Linear&>(*attention.wq).bias.defined());
   int64_t count = 0;
   for (const nn::Parameter* p : model.parameters()) count += p->value.numel();
   EXPECT_EQ(count, qwen2.num_params());

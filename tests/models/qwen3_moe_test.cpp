@@ -21,6 +21,9 @@ namespace titan::qwen3 {
 using namespace titan::models;  // the shared decoder machinery the Qwen3 family is built on
 namespace {
 
+nn::Linear& as_linear(const std::unique_ptr<nn::LinearModule>& m) { return dynamic_cast<nn::Linear&>(*m); }
+
+
 using testing::error_of;
 
 nn::DecoderConfig tiny_dense() {
@@ -72,9 +75,9 @@ TEST(MoeModel, OneExpertTopOneEqualsTheDenseMlp) {
     for (size_t i = 0; i < moe.layers.size(); ++i) {
       auto& ff = dynamic_cast<nn::FeedForward&>(*dense.layers[i]->feed_forward);
       auto& m = dynamic_cast<nn::Experts&>(*dynamic_cast<nn::Moe&>(*moe.layers[i]->moe).experts);
-      m.w1.value.select(0).copy_from(ff.w1.weight.value);
-      m.w2.value.select(0).copy_from(ff.w2.weight.value);
-      m.w3.value.select(0).copy_from(ff.w3.weight.value);
+      m.w1.value.select(0).copy_from(as_linear(ff.w1).weight.value);
+      m.w2.value.select(0).copy_from(as_linear(ff.w2).weight.value);
+      m.w3.value.select(0).copy_from(as_linear(ff.w3).weight.value);
     }
     const Tensor ids = random_ids(2, 9, dense_config.vocab_size, 3), targets = next_token_targets(ids);
     dense.zero_grad();
@@ -98,9 +101,9 @@ TEST(MoeModel, OneExpertTopOneEqualsTheDenseMlp) {
       auto& block = dynamic_cast<nn::Moe&>(*moe.layers[i]->moe);
       auto& m = dynamic_cast<nn::Experts&>(*block.experts);
       auto& r = dynamic_cast<nn::Router&>(*block.router);
-      EXPECT_TRUE(testing::all_close("w1", m.w1.grad.select(0), ff.w1.weight.grad, {1e-6, 1e-4}));
-      EXPECT_TRUE(testing::all_close("w2", m.w2.grad.select(0), ff.w2.weight.grad, {1e-6, 1e-4}));
-      EXPECT_TRUE(testing::all_close("w3", m.w3.grad.select(0), ff.w3.weight.grad, {1e-6, 1e-4}));
+      EXPECT_TRUE(testing::all_close("w1", m.w1.grad.select(0), as_linear(ff.w1).weight.grad, {1e-6, 1e-4}));
+      EXPECT_TRUE(testing::all_close("w2", m.w2.grad.select(0), as_linear(ff.w2).weight.grad, {1e-6, 1e-4}));
+      EXPECT_TRUE(testing::all_close("w3", m.w3.grad.select(0), as_linear(ff.w3).weight.grad, {1e-6, 1e-4}));
       const float* dr = r.gate.grad.data<float>();
       EXPECT_TRUE(std::all_of(dr, dr + r.gate.grad.numel(), [](float g) { return g == 0.0f; }))
           << "the router cannot change a softmax over one expert";

@@ -8,6 +8,8 @@
 #include "titan/cli/args.h"
 #include "titan/cli/commands.h"
 #include "titan/models/builtin.h"
+#include "titan/models/decoder/peft.h"
+#include "titan/nn/lora.h"
 #include "titan/train/precision.h"
 
 namespace titan::cli {
@@ -32,6 +34,8 @@ int run_forward(int argc, char** argv) {
                   {{"model", "Hugging Face model folder (config.json + *.safetensors)", "", false, true},
                    {"tokens", "safetensors file with input_ids [B, T] (I64/I32) and optional labels", "", false, true},
                    {"out", "output safetensors file", "", false, true},
+                   {"adapter", "PEFT LoRA adapter folder to apply on the model (adapter_config.json + "
+                    "adapter_model.safetensors)", ""},
                    {"grads", "also write grad.<HF name> for every parameter", "", true},
                    {"mixed-precision", "compute dtype, as training.mixed_precision_param: float32 or bfloat16",
                     "float32"}},
@@ -52,7 +56,7 @@ int run_forward(int argc, char** argv) {
   if (precision != "float32" && precision != "bfloat16") {
     throw UsageError(str("titan forward: --mixed-precision ", precision, " is not float32 or bfloat16"));
   }
-  std::unique_ptr<nn::Decoder> model = models::load_hf_model(spec, args.get("model"));
+  std::unique_ptr<nn::Decoder> model = models::load_hf_model_with_adapter(spec, args.get("model"), args.get("adapter"));
   model->set_compute_dtype(train::compute_dtype(train::parse_precision(precision)));
   const int64_t B = ids.size(0), T = ids.size(1), V = model->config().vocab_size;
   for (int64_t i = 0; i < ids.numel(); ++i) {
@@ -87,6 +91,7 @@ int run_forward(int argc, char** argv) {
   }
   if (args.get_bool("grads")) {
     for (nn::Parameter* p : model->parameters()) {
+      if (nn::is_lora_parameter(p->fqn)) continue;  // PEFT names are not HF parameter names
       for (const auto& [name, g] : spec.hf.to_hf_tensors(p->fqn, p->grad)) out.emplace_back("grad." + name, g);
     }
   }

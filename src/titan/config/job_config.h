@@ -126,6 +126,18 @@ struct OverrideSection {
   bool operator==(const OverrideSection&) const = default;
 };
 
+// LoRA fine-tuning (nn/lora.h): rank > 0 freezes the base model and trains adapters on the
+// target modules.
+struct LoraSection {
+  int64_t rank = 0;
+  double alpha = 16.0;
+  double dropout = 0.0;
+  std::string target_modules = "all-linear";
+  std::string save_adapter = "";
+
+  bool operator==(const LoraSection&) const = default;
+};
+
 struct JobConfig {
   JobSection job;
   ModelSection model;
@@ -137,6 +149,7 @@ struct JobConfig {
   ParallelismSection parallelism;
   ActivationCheckpointSection activation_checkpoint;
   OverrideSection overrides;  // [override]
+  LoraSection lora;
 
   bool operator==(const JobConfig&) const = default;
 };
@@ -256,6 +269,17 @@ void visit_fields(Config& c, V&& v) {
   auto& overrides = c.overrides;
   v("override.imports", overrides.imports,
     "plugin shared libraries to load, comma-separated; their overrides replace config-tree nodes (each logged)");
+
+  auto& lora = c.lora;
+  v("lora.rank", lora.rank, "LoRA rank; > 0 freezes the base model and trains low-rank adapters on target_modules; 0: off");
+  v("lora.alpha", lora.alpha, "LoRA alpha: the update is scaled by alpha / rank (PEFT's lora_alpha)");
+  v("lora.dropout", lora.dropout, "dropout on the adapters' input (PEFT's lora_dropout); only 0 for now");
+  v("lora.target_modules", lora.target_modules,
+    "comma-separated PEFT names (q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj), all-linear, or "
+    "config-tree globs (layers.*.attention.wq)");
+  v("lora.save_adapter", lora.save_adapter,
+    "at the end, write a PEFT adapter folder (adapter_config.json + adapter_model.safetensors) here; relative paths "
+    "are inside job.dump_folder; empty: none");
 }
 
 enum class FieldType { boolean, integer, number, string };

@@ -174,6 +174,21 @@ void validate(const JobConfig& c, int64_t data_parallel_degree) {
     config_fail("activation_checkpoint.selective_ac_option='", option, "' is neither 'op' nor a block count; 'op' "
                 "recomputes the cheap ops of every block, an integer N fully checkpoints every N-th block");
   }
+
+  const LoraSection& lora = c.lora;
+  if (lora.rank < 0) config_fail("lora.rank=", lora.rank, " must be >= 0 (0: no LoRA)");
+  if (lora.rank > 0) {
+    if (!(lora.alpha > 0.0) || !std::isfinite(lora.alpha)) config_fail("lora.alpha=", lora.alpha, " must be > 0");
+    if (lora.dropout != 0.0) {
+      config_fail("lora.dropout=", lora.dropout, " is not supported yet; only 0 (PEFT's default for most recipes)");
+    }
+    if (p.tensor_parallel_degree > 1) {
+      config_fail("lora.rank=", lora.rank, " with parallelism.tensor_parallel_degree=", p.tensor_parallel_degree,
+                  ": LoRA is not tensor-parallel yet; use data_parallel_shard_degree (FSDP) instead");
+    }
+  } else if (!lora.save_adapter.empty()) {
+    config_fail("lora.save_adapter='", lora.save_adapter, "' needs lora.rank > 0 (there is no adapter to save)");
+  }
 }
 
 }  // namespace titan::config

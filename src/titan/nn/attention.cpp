@@ -4,9 +4,9 @@ namespace titan::nn {
 
 // The attention op computes in the projections' precision: bf16 tiles when wq runs in bf16
 // (training.mixed_precision_param=bfloat16), with f32 tensors either way.
-static ops::AttentionArgs attention_args(const Linear& wq) {
+static ops::AttentionArgs attention_args(const LinearModule& wq) {
   ops::AttentionArgs args;
-  args.compute = wq.weight.compute_dtype == DType::bf16 ? DType::bf16 : DType::f32;
+  args.compute = wq.compute_dtype() == DType::bf16 ? DType::bf16 : DType::f32;
   return args;
 }
 
@@ -14,10 +14,10 @@ void AttentionModule::drop_recomputable(std::any&) const {}
 void AttentionModule::recompute(const StepContext&, const Tensor&, std::any&) const {}
 
 Attention::Attention(const AttentionConfig& config, const ModuleBuild& build)
-    : wq({config.dim, config.num_heads * config.head_dim, config.bias}, build.fqn() + ".wq"),
-      wk({config.dim, config.num_kv_heads * config.head_dim, config.bias}, build.fqn() + ".wk"),
-      wv({config.dim, config.num_kv_heads * config.head_dim, config.bias}, build.fqn() + ".wv"),
-      wo({config.num_heads * config.head_dim, config.dim, config.out_bias}, build.fqn() + ".wo"),
+    : wq(build.child<LinearModule>("wq")),
+      wk(build.child<LinearModule>("wk")),
+      wv(build.child<LinearModule>("wv")),
+      wo(build.child<LinearModule>("wo")),
       rope(build.child<RopeModule>("rope")),
       config_(config) {
   if (config.qk_norm) {
@@ -30,10 +30,10 @@ Tensor Attention::forward(const StepContext& ctx, const Tensor& x_ND, std::any& 
   Saved& s = saved.emplace<Saved>();
   const int64_t B = ctx.batch, T = ctx.seq, H = config_.num_heads, G = config_.num_kv_heads,
                 K = config_.head_dim;
-  const Tensor x_in = wq.compute_input(x_ND);  // cast once for the three projections
-  Tensor q = wq.forward(x_in, s.wq).reshape({B, T, H, K});
-  Tensor k = wk.forward(x_in, s.wk).reshape({B, T, G, K});
-  s.v_BTGK = wv.forward(x_in, s.wv).reshape({B, T, G, K});
+  const Tensor x_in = wq->compute_input(x_ND);  // cast once for the three projections
+  Tensor q = wq->forward(x_in, s.wq).reshape({B, T, H, K});
+  Tensor k = wk->forward(x_in, s.wk).reshape({B, T, G, K});
+  s.v_BTGK = wv->forward(x_in, s.wv).reshape({B, T, G, K});
   if (q_norm) {
     s.q_pre_BTHK = q;
     s.k_pre_BTGK = k;
@@ -45,19 +45,19 @@ Tensor Attention::forward(const StepContext& ctx, const Tensor& x_ND, std::any& 
   s.q_BTHK = q;
   s.k_BTGK = k;
   s.o_BTHK = Tensor::empty({B, T, H, K}, DType::f32, q.device());
-  ops::attention_forward(attention_args(wq), s.q_BTHK, s.k_BTGK, s.v_BTGK, s.o_BTHK, s.attention);
-  return wo.forward(s.o_BTHK.reshape({B * T, H * K}), s.wo);
+  ops::attention_forward(attention_args(*wq), s.q_BTHK, s.k_BTGK, s.v_BTGK, s.o_BTHK, s.attention);
+  return wo->forward(s.o_BTHK.reshape({B * T, H * K}), s.wo);
 }
 
 Tensor Attention::backward(const StepContext& ctx, const Tensor& dy_ND, std::any& saved) {
   Saved& s = std::any_cast<Saved&>(saved);
   const int64_t B = ctx.batch, T = ctx.seq, H = config_.num_heads, G = config_.num_kv_heads,
                 K = config_.head_dim;
-  const Tensor do_BTHK = wo.backward(dy_ND, s.wo).reshape({B, T, H, K});
+  const Tensor do_BTHK = wo->backward(dy_ND, s.wo).reshape({B, T, H, K});
   const Device on = do_BTHK.device();
   Tensor dq = Tensor::empty({B, T, H, K}, DType::f32, on), dk = Tensor::empty({B, T, G, K}, DType::f32, on),
          dv = Tensor::empty({B, T, G, K}, DType::f32, on);
-  ops::attention_backward(attention_args(wq), do_BTHK, s.q_BTHK, s.k_BTGK, s.v_BTGK, s.o_BTHK, s.attention, dq, dk, dv);
+  ops::attention_backward(attention_args(*wq), do_BTHK, s.q_BTHK, s.k_BTGK, s.v_BTGK, s.o_BTHK, s.attention, dq, dk, dv);
   s.q_BTHK = s.k_BTGK = s.v_BTGK = s.o_BTHK = Tensor();
   s.attention = {};
   rope->backward(ctx, dq);
@@ -67,9 +67,9 @@ Tensor Attention::backward(const StepContext& ctx, const Tensor& dy_ND, std::any
     dq = q_norm->backward(dq, s.q_norm);
     dk = k_norm->backward(dk, s.k_norm);
   }
-  Tensor dx_ND = wq.backward(dq.reshape({B * T, H * K}), s.wq);
-  add_inplace(dx_ND, wk.backward(dk.reshape({B * T, G * K}), s.wk));
-  add_inplace(dx_ND, wv.backward(dv.reshape({B * T, G * K}), s.wv));
+  Tensor dx_ND = wq->backward(dq.reshape({B * T, H * K}), s.wq);
+  add_inplace(dx_ND, wk->backward(dk.reshape({B * T, G * K}), s.wk));
+  add_inplace(dx_ND, wv->backward(dv.reshape({B * T, G * K}), s.wv));
   saved.reset();
   return dx_ND;
 }
@@ -82,7 +82,7 @@ void Attention::drop_recomputable(std::any& saved) const {
 
 void Attention::recompute(const StepContext& ctx, const Tensor& x_ND, std::any& saved) const {
   Saved& s = std::any_cast<Saved&>(saved);
-  s.wq.x_NI = s.wk.x_NI = s.wv.x_NI = wq.compute_input(x_ND);
+  s.wq.x_NI = s.wk.x_NI = s.wv.x_NI = wq->compute_input(x_ND);
   if (s.q_BTHK.defined()) return;
   std::any scratch;  // the norms' saved state is kept; this replay's copy equals it
   s.q_BTHK = q_norm->forward(s.q_pre_BTHK, scratch);
@@ -101,10 +101,10 @@ void Attention::check(int64_t batch, int64_t seq) const {
 }
 
 void Attention::collect(ParameterList& out) {
-  wq.collect(out);
-  wk.collect(out);
-  wv.collect(out);
-  wo.collect(out);
+  wq->collect(out);
+  wk->collect(out);
+  wv->collect(out);
+  wo->collect(out);
   if (q_norm) {
     q_norm->collect(out);
     k_norm->collect(out);

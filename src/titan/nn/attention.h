@@ -1,6 +1,6 @@
 // Grouped-query causal self-attention with per-head q/k RMSNorm (Qwen3), applied before RoPE: the
-// Attention node kind (model.layers.<i>.attention). Its children are nodes too: .rope, and
-// .q_norm / .k_norm with qk_norm.
+// Attention node kind (model.layers.<i>.attention). Its children are nodes too: the projections
+// .wq / .wk / .wv / .wo (Linear), .rope, and .q_norm / .k_norm with qk_norm.
 // Legend: N = B*T tokens, D model dim, H query heads, G kv heads, K head_dim.
 //   q_NHK = rope(q_norm(x wq^T)), k_NGK = rope(k_norm(x wk^T)), v_NGK = x wv^T
 //   o_NHK = attention(q, k, v) (causal), y_ND = o wo^T
@@ -49,14 +49,14 @@ class Attention : public AttentionModule {
  public:
   // What backward needs. wq/wk/wv keep the same input x; wo keeps o (as [N, H K]).
   struct Saved {
-    Linear::Saved wq, wk, wv, wo;
+    LinearModule::Saved wq, wk, wv, wo;
     Tensor q_pre_BTHK, k_pre_BTGK;           // the q / k projections (the q/k norms' inputs)
     std::any q_norm, k_norm;
     Tensor q_BTHK, k_BTGK, v_BTGK, o_BTHK;   // attention's inputs (after norm and RoPE), output
     ops::AttentionSaved attention;           // per-row log-sum-exp
   };
 
-  // Builds its children (rope, q_norm, k_norm) from the tree through `build`.
+  // Builds its children (the projections, rope, q_norm, k_norm) from the tree through `build`.
   Attention(const AttentionConfig& config, const ModuleBuild& build);
 
   Tensor forward(const StepContext& ctx, const Tensor& x_ND, std::any& saved) const override;
@@ -71,7 +71,7 @@ class Attention : public AttentionModule {
   const RopeModule& rope_module() const override { return *rope; }
   std::string describe() const override { return "attention (built-in)"; }
 
-  Linear wq, wk, wv, wo;
+  std::unique_ptr<LinearModule> wq, wk, wv, wo;
   std::unique_ptr<RmsNormModule> q_norm, k_norm;  // null without qk_norm
   std::unique_ptr<RopeModule> rope;
 

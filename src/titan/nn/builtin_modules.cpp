@@ -5,6 +5,8 @@
 #include "titan/nn/embedding.h"
 #include "titan/nn/feed_forward.h"
 #include "titan/nn/head.h"
+#include "titan/nn/linear.h"
+#include "titan/nn/lora.h"
 #include "titan/nn/moe.h"
 #include "titan/nn/rms_norm.h"
 #include "titan/nn/rope.h"
@@ -27,7 +29,13 @@ static void register_builtin_modules(ModuleRegistry& r) {
     return std::make_unique<Rope>();
   }, builtin);
   r.add(FeedForwardConfig::kType, [](const NodeConfig& n, const ModuleBuild& b) -> std::unique_ptr<Module> {
-    return std::make_unique<FeedForward>(node_as<FeedForwardConfig>(n, b.path()), b.fqn());
+    return std::make_unique<FeedForward>(node_as<FeedForwardConfig>(n, b.path()), b);
+  }, builtin);
+  r.add(LinearConfig::kType, [](const NodeConfig& n, const ModuleBuild& b) -> std::unique_ptr<Module> {
+    return std::make_unique<Linear>(node_as<LinearConfig>(n, b.path()), b.fqn());
+  }, builtin);
+  r.add(LoraLinearConfig::kType, [](const NodeConfig& n, const ModuleBuild& b) -> std::unique_ptr<Module> {
+    return std::make_unique<LoraLinear>(node_as<LoraLinearConfig>(n, b.path()), b.fqn());
   }, builtin);
   r.add(MoeConfig::kType, [](const NodeConfig& n, const ModuleBuild& b) -> std::unique_ptr<Module> {
     return std::make_unique<Moe>(node_as<MoeConfig>(n, b.path()), b);

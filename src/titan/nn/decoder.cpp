@@ -67,7 +67,9 @@ ParameterList Decoder::parameters() {
 }
 
 void Decoder::zero_grad() {
-  for (Parameter* p : parameters()) p->grad.zero_();
+  for (Parameter* p : parameters()) {
+    if (p->grad.defined()) p->grad.zero_();
+  }
 }
 
 StepContext Decoder::make_context(const Tensor& ids_BT) const {
@@ -100,7 +102,9 @@ void Decoder::set_recompute(std::vector<Recompute> per_layer) {
 void Decoder::set_compute_dtype(DType dtype) {
   TITAN_CHECK(dtype == DType::f32 || dtype == DType::bf16, "[model] compute dtype ", dtype_name(dtype),
               " is not f32 or bf16");
-  for (Parameter* p : parameters()) p->compute_dtype = dtype;
+  for (Parameter* p : parameters()) {
+    if (p->value.defined()) p->compute_dtype = dtype;  // a frozen bf16-only base stays bf16
+  }
 }
 
 Tensor Decoder::forward_hidden(const Tensor& ids_BT, Activations& acts, bool keep) {

@@ -80,8 +80,9 @@ class DecoderNode : public NodeConfig {
 // The config tree of a decoder, each node the config of its module: "model" (DecoderNode),
 // "model.tok_embeddings" (EmbeddingConfig), "model.layers.<i>" (TransformerBlockConfig, a
 // container) with .attention_norm / .ffn_norm (RmsNormConfig), .attention (AttentionConfig),
-// .attention.q_norm / .k_norm (RmsNormConfig, with qk_norm), .attention.rope (RopeConfig),
-// .feed_forward (FeedForwardConfig) or .moe (MoeConfig); "model.norm" (RmsNormConfig),
+// .attention.wq / .wk / .wv / .wo (LinearConfig), .attention.q_norm / .k_norm (RmsNormConfig, with
+// qk_norm), .attention.rope (RopeConfig), .feed_forward (FeedForwardConfig, its .w1 / .w2 / .w3
+// LinearConfig) or .moe (MoeConfig); "model.norm" (RmsNormConfig),
 // "model.output" (HeadConfig, tied or not).
 ConfigTree decoder_config_tree(const DecoderConfig& config);
 // Throws naming the first difference when `tree` is not `config`'s tree with leaf nodes replaced:

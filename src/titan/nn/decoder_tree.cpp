@@ -20,7 +20,13 @@ ConfigTree decoder_config_tree(const DecoderConfig& c) {
     attention->qk_norm = c.qk_norm;
     attention->norm_eps = c.norm_eps;
     attention->out_bias = c.attention_bias;
+    const int64_t q_width = c.num_heads * c.head_dim, kv_width = c.num_kv_heads * c.head_dim;
+    const bool qkv_bias = attention->bias, o_bias = attention->out_bias;
     tree[layer + ".attention"] = std::move(attention);
+    tree[layer + ".attention.wq"] = std::make_shared<LinearConfig>(c.dim, q_width, qkv_bias);
+    tree[layer + ".attention.wk"] = std::make_shared<LinearConfig>(c.dim, kv_width, qkv_bias);
+    tree[layer + ".attention.wv"] = std::make_shared<LinearConfig>(c.dim, kv_width, qkv_bias);
+    tree[layer + ".attention.wo"] = std::make_shared<LinearConfig>(q_width, c.dim, o_bias);
     if (c.qk_norm) {
       tree[layer + ".attention.q_norm"] = std::make_shared<RmsNormConfig>(c.head_dim, c.norm_eps);
       tree[layer + ".attention.k_norm"] = std::make_shared<RmsNormConfig>(c.head_dim, c.norm_eps);
@@ -46,7 +52,11 @@ ConfigTree decoder_config_tree(const DecoderConfig& c) {
       experts->num_experts = c.num_experts;
       tree[layer + ".moe.experts"] = std::move(experts);
     } else {
-      tree[layer + ".feed_forward"] = std::make_shared<FeedForwardConfig>(c.dim, c.hidden_dim, c.mlp_bias);
+      const std::string ffn = layer + ".feed_forward";
+      tree[ffn] = std::make_shared<FeedForwardConfig>(c.dim, c.hidden_dim, c.mlp_bias);
+      tree[ffn + ".w1"] = std::make_shared<LinearConfig>(c.dim, c.hidden_dim, c.mlp_bias);
+      tree[ffn + ".w2"] = std::make_shared<LinearConfig>(c.hidden_dim, c.dim, c.mlp_bias);
+      tree[ffn + ".w3"] = std::make_shared<LinearConfig>(c.dim, c.hidden_dim, c.mlp_bias);
     }
   }
   tree["model.norm"] = std::make_shared<RmsNormConfig>(c.dim, c.norm_eps);

@@ -47,6 +47,10 @@ Tensor Embedding::forward(const Tensor& ids, std::any& any) const {
 
 void Embedding::backward(const Tensor& dy_ND, std::any& any) {
   Saved& saved = std::any_cast<Saved&>(any);
+  if (!weight.grad.defined()) {  // frozen table: nothing to accumulate
+    any.reset();
+    return;
+  }
   if (!saved.outside_N.defined()) {
     ops::embedding_backward(saved.ids, dy_ND, weight.grad);
     any.reset();

@@ -1,4 +1,5 @@
-// SwiGLU feed-forward, the FeedForward node kind (model.layers.<i>.feed_forward, dense layers):
+// SwiGLU feed-forward, the FeedForward node kind (model.layers.<i>.feed_forward, dense layers), its
+// projections .w1 / .w2 / .w3 child nodes (Linear):
 // y_ND = w2(silu(w1 x + b1) * (w3 x + b3)) + b2 (biases only with `bias`). w1 = gate, w3 = up, w2 = down
 // (torchtitan names). Legend: N tokens, D dim, F hidden dim.
 #pragma once
@@ -41,11 +42,12 @@ class FeedForwardModule : public Module {
 class FeedForward : public FeedForwardModule {
  public:
   struct Saved {
-    Linear::Saved w1, w3, w2;  // w1 and w3 keep x, w2 the SwiGLU output
+    LinearModule::Saved w1, w3, w2;  // w1 and w3 keep x, w2 the SwiGLU output
     Tensor gate_NF, up_NF;     // the w1 and w3 outputs
   };
 
-  FeedForward(const FeedForwardConfig& config, const std::string& fqn);
+  // Builds its projections from the tree through `build`.
+  FeedForward(const FeedForwardConfig& config, const ModuleBuild& build);
 
   Tensor forward(const Tensor& x_ND, std::any& saved) const override;
   Tensor backward(const Tensor& dy_ND, std::any& saved) override;
@@ -55,7 +57,7 @@ class FeedForward : public FeedForwardModule {
   void recompute(const Tensor& x_ND, std::any& saved) const override;
   std::string describe() const override { return "feed_forward (built-in)"; }
 
-  Linear w1, w2, w3;
+  std::unique_ptr<LinearModule> w1, w2, w3;
 
  private:
   FeedForwardConfig config_;

@@ -5,8 +5,8 @@
 // is an error, never silently the base module.
 //
 // A module is one of a few kinds, each an interface in its own header: EmbeddingModule,
-// RmsNormModule, AttentionModule, RopeModule, FeedForwardModule, MoeModule (with its children
-// RouterModule and ExpertsModule), HeadModule. A node
+// RmsNormModule, AttentionModule, LinearModule, RopeModule, FeedForwardModule, MoeModule (with its
+// children RouterModule and ExpertsModule), HeadModule. A node
 // whose type derives from a kind's config (a "RopeTiled" is a "Rope") must build a module of that
 // kind. Containers (Decoder, TransformerBlock) are built by titan from their children.
 #pragma once

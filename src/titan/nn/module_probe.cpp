@@ -115,7 +115,13 @@ NamedTensors probe_module(Module& module, const ConfigTree& tree, const std::str
     const Shape shape = norm != nullptr ? Shape{n, norm->dim} : Shape{n, c.dim};
     const Tensor x = random(shape, 1), dy = random(shape, 2);
     Tensor y, dx;
-    if (auto* m = dynamic_cast<RmsNormModule*>(&module)) {
+    if (auto* m = dynamic_cast<LinearModule*>(&module)) {
+      const auto& lc = dynamic_cast<const LinearConfig&>(*tree.at(path));
+      const Tensor xl = random({n, lc.in_features}, 1);
+      LinearModule::Saved ls;
+      y = m->forward(xl, ls);
+      dx = m->backward(random({n, lc.out_features}, 2), ls);
+    } else if (auto* m = dynamic_cast<RmsNormModule*>(&module)) {
       y = m->forward(x, saved);
       dx = m->backward(dy, saved);
     } else if (auto* m = dynamic_cast<AttentionModule*>(&module)) {

@@ -23,9 +23,9 @@ Tensor Experts::forward(const Tensor& x_PD, const Tensor& offsets_E1, std::any& 
 void Experts::backward(const Tensor& dy_PD, const Tensor& weight_NK, const Tensor& pair_of_row_P, const Tensor& x_PD,
                        const Tensor& offsets_E1, std::any& saved, Tensor& dx_PD, Tensor& dweight_NK) {
   const auto& s = std::any_cast<const ops::MoeExpertsSaved&>(saved);
+  Tensor dw1 = w1.grad_sink(), dw3 = w3.grad_sink(), dw2 = w2.grad_sink();  // scratch when frozen
   ops::moe_experts_backward(dy_PD, weight_NK, pair_of_row_P, x_PD, offsets_E1, w1.for_compute_f32(),
-                            w3.for_compute_f32(), w2.for_compute_f32(), s, dx_PD,
-                            w1.grad, w3.grad, w2.grad, dweight_NK);
+                            w3.for_compute_f32(), w2.for_compute_f32(), s, dx_PD, dw1, dw3, dw2, dweight_NK);
   saved.reset();
 }
 

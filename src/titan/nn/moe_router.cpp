@@ -37,7 +37,8 @@ void Router::forward(const Tensor& x_ND, ops::MoeRouting& routing) const {
 
 void Router::backward(const Tensor& dweight_NK, const Tensor& dlogits_NE, const Tensor& x_ND,
                       const ops::MoeRouting& routing, Tensor& dx_ND) {
-  ops::moe_router_backward(args_, dweight_NK, dlogits_NE, x_ND, gate.for_compute_f32(), routing, dx_ND, gate.grad);
+  Tensor dgate = gate.grad_sink();
+  ops::moe_router_backward(args_, dweight_NK, dlogits_NE, x_ND, gate.for_compute_f32(), routing, dx_ND, dgate);
 }
 
 void Router::collect_buffers(ParameterList& out) {

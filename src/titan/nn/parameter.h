@@ -1,6 +1,7 @@
 // A trainable tensor with its gradient and its fully-qualified name (FQN), which mirrors the
 // module tree ("layers.3.attention.wq.weight"). Gradients accumulate (+=) across backward calls
-// until zero_grad.
+// until zero_grad. A frozen parameter (a LoRA base: `trainable` false) has no gradient and no
+// optimizer state, and may hold no f32 master at all (bf16 only, in `compute`).
 #pragma once
 
 #include <string>
@@ -22,12 +23,23 @@ struct Parameter {
   // for_compute() rounds `value` at use.
   Tensor compute;
 
-  void init(std::string name, const Shape& shape, Device device) {
-    fqn = std::move(name);
-    value = Tensor::zeros(shape, DType::f32, device);
-    grad = Tensor::zeros(shape, DType::f32, device);
-  }
+  // false: frozen. grad stays undefined; ops skip the weight gradient where they can, or write it
+  // into grad_sink()'s scratch.
+  bool trainable = true;
+
+  // A zero parameter: f32 value and gradient, or, inside a FrozenParameterScope, a frozen one
+  // stored in the scope's dtype (bf16: `compute` only, compute_dtype bf16, no `value`).
+  void init(std::string name, const Shape& shape, Device device);
+  // Always a trainable f32 parameter (LoRA adapters built inside a FrozenParameterScope).
+  void init_trainable(std::string name, const Shape& shape, Device device);
   bool defined() const { return value.defined() || compute.defined(); }
+  // Where the weight lives: `value`, or `compute` for a frozen parameter stored in bf16 only.
+  // Loading writes here (copy_from converts).
+  Tensor& data() { return value.defined() ? value : compute; }
+  const Tensor& data() const { return value.defined() ? value : compute; }
+  // What a backward accumulates this parameter's gradient into: `grad`, or for a frozen parameter
+  // a zeroed scratch that is dropped after the call (for ops that cannot skip a weight gradient).
+  Tensor grad_sink() const { return grad.defined() ? grad : Tensor::zeros(data().shape()); }
   // The parameter in compute_dtype: `value` (f32), or `compute` / `value` rounded to bf16.
   Tensor for_compute() const;
   // The compute value widened to f32 (ops whose math stays f32: RMSNorm, the router, the embedding
@@ -36,6 +48,23 @@ struct Parameter {
 };
 
 using ParameterList = std::vector<Parameter*>;
+
+// The trainable parameters of `params`, in order.
+ParameterList trainable(const ParameterList& params);
+
+// While alive, Parameter::init on this thread builds frozen parameters stored in `dtype` (f32 or
+// bf16), so a frozen base is never allocated in f32 nor given a gradient: building a LoRA model.
+class FrozenParameterScope {
+ public:
+  explicit FrozenParameterScope(DType dtype);
+  ~FrozenParameterScope();
+  FrozenParameterScope(const FrozenParameterScope&) = delete;
+  FrozenParameterScope& operator=(const FrozenParameterScope&) = delete;
+
+ private:
+  const DType* previous_;
+  DType dtype_;
+};
 
 // Where modules allocate their parameters. Weights are initialised and loaded on the host (init,
 // HF import, checkpoints), and activations follow their inputs' device; a device backend moves the

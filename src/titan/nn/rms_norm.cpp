@@ -4,7 +4,9 @@ namespace titan::nn {
 
 RmsNorm::RmsNorm(const RmsNormConfig& config, const std::string& fqn) : config_(config) {
   weight.init(fqn + ".weight", {config.dim}, kParameterDevice);
-  weight.value.fill_(1.0f);
+  Tensor ones = Tensor::empty({config.dim});
+  ones.fill_(1.0f);
+  weight.data().copy_from(ones);  // a frozen base may store it in bf16
 }
 
 Tensor RmsNorm::forward(const Tensor& x, std::any& saved) const {
@@ -20,8 +22,9 @@ Tensor RmsNorm::backward(const Tensor& dy, std::any& saved) {
   Saved& s = std::any_cast<Saved&>(saved);
   const Tensor x_ND = s.x.reshape({-1, config_.dim});
   Tensor dx_ND = Tensor::empty(x_ND.shape(), DType::f32, x_ND.device());
+  Tensor dweight = weight.grad_sink();
   ops::rms_norm_backward({config_.eps}, dy.reshape({-1, config_.dim}), x_ND, weight.for_compute_f32(), s.stats, dx_ND,
-                         weight.grad);
+                         dweight);
   const Shape shape = s.x.shape();
   saved.reset();
   return dx_ND.reshape(shape);

@@ -14,6 +14,7 @@ std::vector<nn::ParameterList> decoder_units(nn::Decoder& model) {
     units.emplace_back();
     layer->collect(units.back());
   }
+  for (nn::ParameterList& unit : units) unit = nn::trainable(unit);  // a frozen base stays whole on every rank
   return units;
 }
 
@@ -41,7 +42,7 @@ Parallelized::Parallelized(std::unique_ptr<nn::Decoder> whole, const models::Mod
     pieces_ = fsdp_->pieces();
     full_ = fsdp_->full_parameters();
   } else {
-    shards_ = model_->parameters();
+    shards_ = nn::trainable(model_->parameters());
     for (const nn::Parameter* p : shards_) {
       pieces_.push_back({p->value.shape(), 0});
       full_.emplace_back(p->fqn, p->value.shape());

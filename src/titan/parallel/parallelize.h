@@ -34,7 +34,8 @@ struct ParallelizeOptions {
 };
 
 // The decoder's FSDP units in nn::UnitHooks order: the root (embedding, final norm, head), then
-// one per transformer block.
+// one per transformer block; trainable parameters only (a frozen LoRA base is not sharded: every
+// rank holds it whole, in its storage dtype, and it has no gradient to reduce).
 std::vector<nn::ParameterList> decoder_units(nn::Decoder& model);
 
 class Parallelized {

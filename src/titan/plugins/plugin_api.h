@@ -7,7 +7,7 @@
 //
 // titan refuses a plugin whose version differs from its own, or that lacks either symbol. In
 // titan_plugin_register the plugin adds what it brings:
-//   - module types for config nodes (any node kind: Embedding, RmsNorm, Attention, Rope,
+//   - module types for config nodes (any node kind: Embedding, RmsNorm, Attention, Linear, Rope,
 //     FeedForward, Moe, Router, Experts, Head; nn/module.h): its own node type, derived from titan's config of
 //     that kind, and the module that node builds (forward, backward, shape constraints);
 //   - overrides that put those nodes into the model's config tree (by type and FQN glob);
@@ -25,6 +25,7 @@
 #include "titan/nn/embedding.h"
 #include "titan/nn/feed_forward.h"
 #include "titan/nn/head.h"
+#include "titan/nn/linear.h"
 #include "titan/nn/moe.h"
 #include "titan/nn/rms_norm.h"
 #include "titan/nn/rope.h"
@@ -35,7 +36,9 @@
 // 3: nn::Parameter carries a compute dtype (training.mixed_precision_param); a module reads its
 // weights through Parameter::for_compute() to follow it, and the linear, lm_head_xent and
 // embedding ops may receive bf16 operands (a kernel's `supports` must check dtypes).
-#define TITAN_PLUGIN_API_VERSION 3
+// 4: attention's and the feed-forward's projections are Linear nodes (nn/linear.h: LinearModule),
+// built as children through ModuleBuild; a Parameter may be frozen (no gradient: a LoRA base).
+#define TITAN_PLUGIN_API_VERSION 4
 
 namespace titan::plugins {
 

@@ -8,6 +8,7 @@
 #include "titan/config/validate.h"
 #include "titan/core/clock.h"
 #include "titan/core/log.h"
+#include "titan/models/decoder/peft.h"
 
 namespace titan::train {
 namespace {
@@ -332,6 +333,17 @@ void Checkpointer::export_hf() {
     const std::string out = (fs::path(checkpoint_folder(c)) / "hf").string();
     spec.hf.save_folder(whole, out, o);
     log_info(str("exported the model as a Hugging Face folder ", out, " (", o.dtype, ") in ", seconds_since(t0), " s"));
+  });
+}
+
+void Checkpointer::export_adapter() {
+  const config::JobConfig& c = config_;
+  const fs::path dir = fs::path(c.lora.save_adapter).is_absolute() ? fs::path(c.lora.save_adapter)
+                                                                   : fs::path(c.job.dump_folder) / c.lora.save_adapter;
+  const std::string base = c.checkpoint.initial_load_in_hf ? c.checkpoint.initial_load_path : c.model.hf_assets_path;
+  model_.with_full_model([&](const nn::Decoder& whole) {
+    // parameters() hands out pointers only; nothing writes through them.
+    models::save_peft_adapter(const_cast<nn::Decoder&>(whole), dir.string(), c.lora.rank, c.lora.alpha, base);
   });
 }
 

@@ -13,7 +13,10 @@
 #include "titan/data/builtin_datasets.h"
 #include "titan/data/tokenizer/special_tokens.h"
 #include "titan/models/builtin.h"
+#include "titan/models/decoder/flops.h"
+#include "titan/nn/lora.h"
 #include "titan/ops/softmax_xent/softmax_xent.h"
+#include "titan/plugins/lora.h"
 #include "titan/plugins/plugin_loader.h"
 #include "titan/train/clip.h"
 #include "titan/train/precision.h"
@@ -97,15 +100,21 @@ void Trainer::check_model() {
   const config::ActivationCheckpointSection& ac = c_.activation_checkpoint;
   recompute_ = nn::recompute_per_layer(ac.mode, ac.selective_ac_option, resolved_.config.num_layers);
   const plugins::LoadedPlugins loaded = plugins::load_plugins(plugins::split_imports(c_.overrides.imports));
-  tree_ = nn::decoder_config_tree(resolved_.config);
-  if (!loaded.files.empty()) plugins::apply_overrides(tree_, loaded.overrides);  // opt-in: imported ones only
   TITAN_CHECK(tp == 1 || loaded.files.empty(), "[parallel] plugin overrides are not tensor-parallel yet. HINT: "
               "use them with data_parallel_shard_degree, or drop override.imports");
+  std::vector<plugins::Override> overrides = loaded.overrides;  // opt-in: imported ones only
+  if (c_.lora.rank > 0) overrides.push_back(plugins::lora_override(lora_options(c_)));
+  tree_ = nn::decoder_config_tree(resolved_.config);
+  if (!overrides.empty()) plugins::apply_overrides(tree_, overrides);
 }
 
 // The whole model, built from the tree by its family, every shape constraint checked (setup then
 // initialises or HF-loads it: those of one rank, and parallelize keeps this rank's share).
 std::unique_ptr<nn::Decoder> Trainer::build_model() {
+  // LoRA: everything but the adapters is frozen, stored in the compute dtype (a bf16 base costs 2
+  // bytes a weight and has no gradient or optimizer state).
+  std::optional<nn::FrozenParameterScope> frozen;
+  if (c_.lora.rank > 0) frozen.emplace(compute_dtype(parse_precision(c_.training.mixed_precision_param)));
   std::unique_ptr<nn::Decoder> whole = resolved_.spec->build(resolved_.config, tree_);
   whole->check_shapes(B_, T_);
   whole->set_recompute(recompute_);
@@ -150,9 +159,13 @@ void Trainer::setup() {
   const models::ModelSpec& spec = *resolved_.spec;
   spec.init_weights(*whole, static_cast<uint64_t>(c_.training.seed));
   const std::optional<ckpt::CheckpointEntry> resume = find_resume_checkpoint(c_, world_->rank() == 0);
-  if (!resume && c_.checkpoint.initial_load_in_hf && !c_.checkpoint.initial_load_path.empty()) {
+  // A LoRA checkpoint holds the adapters only: its frozen base comes from the same place every start.
+  const bool load_base = !resume || c_.lora.rank > 0;
+  if (load_base && c_.checkpoint.initial_load_in_hf && !c_.checkpoint.initial_load_path.empty()) {
     load_initial_hf(c_, spec, *whole);
   }
+  trainable_params_ = 0;
+  for (const nn::Parameter* p : nn::trainable(whole->parameters())) trainable_params_ += p->data().numel();
   model_ = std::make_unique<parallel::Parallelized>(
       std::move(whole), spec, *mesh_,
       parallel::ParallelizeOptions{c_.parallelism.enable_sequence_parallel, c_.parallelism.fsdp_prefetch,
@@ -164,6 +177,12 @@ void Trainer::setup() {
                                                             c_.lr_scheduler.decay_ratio, c_.lr_scheduler.decay_type,
                                                             c_.lr_scheduler.min_lr_factor});
   flops_per_token_ = spec.flops_per_token(resolved_.config, T_);
+  if (c_.lora.rank > 0) {
+    // A frozen weight skips its gradient product (4 FLOPs per weight and token, not 6); the adapters
+    // train in full (their recomputed down-projection not counted).
+    flops_per_token_ += 6.0 * static_cast<double>(trainable_params_) -
+                        2.0 * static_cast<double>(models::matmul_params(resolved_.config));
+  }
   // MFU is against the peak of the precision the GEMMs run in.
   peak_ = device_peak_flops(c_.metrics.peak_tflops, parse_precision(c_.training.mixed_precision_param));
   memory_total_ = device_memory_bytes();
@@ -182,6 +201,13 @@ void Trainer::log_setup() const {
   log_info(str("data ", loader_config_.dataset.path, " | tokenizer ", c_.model.hf_assets_path, " (",
                tokenizer_->vocab_size(), " tokens) | global batch ", B_ * accumulation_ * dp_, " x ", T_,
                " tokens (local ", B_, ", accumulation ", accumulation_, ", data parallel ", dp_, ")"));
+  if (c_.lora.rank > 0) {
+    const size_t modules = nn::lora_linears(model_->model()).size();
+    log_info(str("[lora] rank ", c_.lora.rank, ", alpha ", c_.lora.alpha, " on ", modules, " projections: ",
+                 static_cast<double>(trainable_params_) / 1e6, "M trainable parameters (",
+                 100.0 * static_cast<double>(trainable_params_) / static_cast<double>(mc.num_params()), "% of ",
+                 params_m, "M); the base is frozen in ", c_.training.mixed_precision_param));
+  }
   if (model_->sharded()) {
     const double held = static_cast<double>(model_->shard_numel());
     const int64_t tp = model_->tp_degree();
@@ -233,6 +259,7 @@ TrainSummary Trainer::train() {
   }
   checkpointer_->finish();
   if (c_.checkpoint.last_save_in_hf) checkpointer_->export_hf();
+  if (!c_.lora.save_adapter.empty()) checkpointer_->export_adapter();
   summary.seconds = seconds_since(loop_start);
   metrics_->finish();
   summary.steps = metrics_->history();
@@ -327,6 +354,23 @@ StepMetrics Trainer::train_step(int64_t step) {
   m.comm_bytes = static_cast<double>(cs.all_gather_bytes + cs.reduce_scatter_bytes + cs.all_reduce_bytes);
   tokens_seen_ += m.tokens * dp_;
   return m;
+}
+
+plugins::LoraOptions lora_options(const config::JobConfig& config) {
+  plugins::LoraOptions o;
+  o.rank = config.lora.rank;
+  o.alpha = config.lora.alpha;
+  o.target_modules.clear();
+  std::string rest = config.lora.target_modules;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    std::string item = rest.substr(0, comma);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (!item.empty()) o.target_modules.push_back(item);
+    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+  }
+  return o;
 }
 
 TrainSummary run_training(const config::JobConfig& config, const std::string& config_name) {

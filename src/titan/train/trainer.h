@@ -27,6 +27,7 @@
 #include "titan/models/model_spec.h"
 #include "titan/nn/config_tree.h"
 #include "titan/parallel/parallelize.h"
+#include "titan/plugins/lora.h"
 #include "titan/train/checkpointer.h"
 #include "titan/train/lr_schedule.h"
 #include "titan/train/metrics.h"
@@ -46,6 +47,9 @@ struct TrainSummary {
 // training.seq_len; validated.
 models::ResolvedModel resolve_model(const config::JobConfig& config);
 inline nn::DecoderConfig model_config(const config::JobConfig& config) { return resolve_model(config).config; }
+
+// The LoRA options of a config (lora.*; target_modules split at commas).
+plugins::LoraOptions lora_options(const config::JobConfig& config);
 
 class Trainer {
  public:
@@ -92,6 +96,7 @@ class Trainer {
   PeakFlops peak_;
   std::vector<data::Batch> micro_;
   int64_t tokens_seen_ = 0;
+  int64_t trainable_params_ = 0;  // all of them, or the LoRA adapters
 };
 
 // Trainer(config, config_name): setup(), then train(). Throws titan::Error for bad input and for

@@ -152,8 +152,8 @@ TEST(TensorParallel, ShardsRoundTrip) {
   parallel::copy_tp_shard(plan, whole, r0, 0, 2);
   parallel::copy_tp_shard(plan, whole, r1, 1, 2);
   // wo is row-parallel: rank 1 holds the second half of its columns.
-  const Tensor& wo = dynamic_cast<nn::Attention&>(*whole.layers[0]->attention).wo.weight.value;
-  const Tensor& wo1 = dynamic_cast<nn::Attention&>(*r1.layers[0]->attention).wo.weight.value;
+  const Tensor& wo = dynamic_cast<nn::Linear&>(*dynamic_cast<nn::Attention&>(*whole.layers[0]->attention).wo).weight.value;
+  const Tensor& wo1 = dynamic_cast<nn::Linear&>(*dynamic_cast<nn::Attention&>(*r1.layers[0]->attention).wo).weight.value;
   EXPECT_EQ(wo1.data<float>()[0], wo.data<float>()[wo.size(1) / 2]);
   const Tensor& e1 = r1.tok_embeddings->table().value;
   EXPECT_EQ(e1.data<float>()[0], whole.tok_embeddings->table().value.data<float>()[128 * tiny().dim]);

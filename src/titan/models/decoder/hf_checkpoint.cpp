@@ -16,6 +16,7 @@
 #include "titan/models/decoder/hf_config.h"
 #include "titan/models/decoder/hf_names.h"
 #include "titan/models/decoder/weights.h"
+#include "titan/nn/lora.h"
 
 namespace titan::models {
 namespace {
@@ -109,10 +110,11 @@ void write_folder(const nn::Decoder& model, const std::string& dir, const HfExpo
   nlohmann::json config_json = config_to_hf(config, arch, options.dtype);
   const DType dtype = options.dtype == "bfloat16" ? DType::bf16 : DType::f32;
 
-  // parameters() only hands out pointers; nothing here writes through them.
+  // parameters() only hands out pointers; nothing here writes through them. LoRA adapters are
+  // merged into their base weights (a plain model's weights are its values).
   std::vector<std::pair<std::string, Tensor>> tensors;
-  for (nn::Parameter* p : const_cast<nn::Decoder&>(model).parameters()) {
-    for (const auto& [name, t] : to_hf_tensors(p->fqn, p->value)) tensors.emplace_back(name, t.to(dtype));
+  for (const auto& [fqn, value] : nn::merged_weights(const_cast<nn::Decoder&>(model))) {
+    for (const auto& [name, t] : to_hf_tensors(fqn, value)) tensors.emplace_back(name, t.to(dtype));
   }
   int64_t total = 0;
   for (const auto& [name, t] : tensors) total += static_cast<int64_t>(t.nbytes());
@@ -171,12 +173,8 @@ std::string hf_architecture(const std::string& dir) {
   return j["architectures"][0].get<std::string>();
 }
 
-void save_hf_folder(const nn::Decoder& model, const std::string& out_dir, const HfExportOptions& options) {
+void write_folder_atomic(const std::string& out_dir, const std::function<void(const std::string& tmp)>& write) {
   TITAN_CHECK(!out_dir.empty(), "[hf export] the output folder is empty. HINT: set a path");
-  TITAN_CHECK(options.dtype == "float32" || options.dtype == "bfloat16", "[hf export] dtype '", options.dtype,
-              "' is not float32 or bfloat16. HINT: checkpoint.export_dtype=float32|bfloat16");
-  TITAN_CHECK(options.max_shard_bytes > 0, "[hf export] max shard size ", options.max_shard_bytes,
-              " bytes must be > 0. HINT: checkpoint.max_shard_size=5GB");
   // "out/" and "out" are the same folder; the tmp name must sit beside it, not inside.
   std::string out = fs::path(out_dir).lexically_normal().string();
   while (out.size() > 1 && out.back() == '/') out.pop_back();
@@ -189,13 +187,21 @@ void save_hf_folder(const nn::Decoder& model, const std::string& out_dir, const 
               ec ? ec.message() : std::string("it already exists"), ". HINT: check that ", out,
               "'s parent folder is writable");
   try {
-    write_folder(model, tmp, options);
+    write(tmp);
     commit_folder(tmp, out);
   } catch (...) {
     fs::remove_all(tmp, ec);
     throw;
   }
-  log_info(str("[hf export] wrote ", out, " (", options.dtype, ")"));
+}
+
+void save_hf_folder(const nn::Decoder& model, const std::string& out_dir, const HfExportOptions& options) {
+  TITAN_CHECK(options.dtype == "float32" || options.dtype == "bfloat16", "[hf export] dtype '", options.dtype,
+              "' is not float32 or bfloat16. HINT: checkpoint.export_dtype=float32|bfloat16");
+  TITAN_CHECK(options.max_shard_bytes > 0, "[hf export] max shard size ", options.max_shard_bytes,
+              " bytes must be > 0. HINT: checkpoint.max_shard_size=5GB");
+  write_folder_atomic(out_dir, [&](const std::string& tmp) { write_folder(model, tmp, options); });
+  log_info(str("[hf export] wrote ", out_dir, " (", options.dtype, ")"));
 }
 
 }  // namespace titan::models

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "titan/models/model_spec.h"
@@ -27,5 +28,9 @@ std::string hf_architecture(const std::string& dir);
 // lm_head.weight. The folder is built under "<out_dir>.tmp.<pid>" and swapped in whole, so an
 // existing out_dir is replaced only once the new one is complete, and a failure leaves it as it was.
 void save_hf_folder(const nn::Decoder& model, const std::string& out_dir, const HfExportOptions& options = {});
+
+// The folder write save_hf_folder uses: `write(tmp)` fills "<out_dir>.tmp.<pid>", which then
+// replaces out_dir whole (or is removed when `write` throws, out_dir untouched).
+void write_folder_atomic(const std::string& out_dir, const std::function<void(const std::string& tmp)>& write);
 
 }  // namespace titan::models

@@ -11,6 +11,7 @@
 #include "titan/core/rng.h"
 #include "titan/models/decoder/hf_config.h"
 #include "titan/models/decoder/hf_names.h"
+#include "titan/nn/lora.h"
 
 namespace titan::models {
 
@@ -49,14 +50,23 @@ void init_weights(nn::Decoder& model, uint64_t seed) {
   for (nn::Parameter* p : params) {
     progress.advance();
     const std::string& f = p->fqn;
-    p->value.zero_();
+    // A frozen base stored in bf16 is drawn in f32 and rounded (the same numbers).
+    Tensor value = p->value.defined() ? p->value : Tensor::empty(p->data().shape());
+    value.zero_();
     if (p == &head) {
-      fill_trunc_normal(p->value, Rng(seed, stream(f)), head_std, -3 * head_std, 3 * head_std);
+      fill_trunc_normal(value, Rng(seed, stream(f)), head_std, -3 * head_std, 3 * head_std);
     } else if (f == "tok_embeddings.weight") {
-      Rng(seed, stream(f)).fill_normal(p->value.data<float>(), p->value.numel(), 0.0f, 1.0f);
+      Rng(seed, stream(f)).fill_normal(value.data<float>(), value.numel(), 0.0f, 1.0f);
     } else if (f.ends_with("norm.weight")) {
-      p->value.fill_(1.0f);
-    } else if (f.ends_with(".bias")) {
+      value.fill_(1.0f);
+    } else if (f.ends_with(".lora_A.weight")) {
+      // PEFT: kaiming_uniform_(a = sqrt(5)), i.e. U(-1/sqrt(in), 1/sqrt(in)); lora_B stays 0.
+      const float bound = 1.0f / std::sqrt(static_cast<float>(value.size(1)));
+      const Rng rng(seed, stream(f));
+      for (int64_t i = 0; i < value.numel(); ++i) {
+        value.data<float>()[i] = bound * (2.0f * rng.uniform(static_cast<uint64_t>(i)) - 1.0f);
+      }
+    } else if (f.ends_with(".bias") || f.ends_with(".lora_B.weight")) {
       // biases start at 0
     } else {
       const bool residual = f.ends_with(".wo.weight") || f.ends_with(".w2.weight") || f.ends_with(".w3.weight") ||
@@ -66,8 +76,9 @@ void init_weights(nn::Decoder& model, uint64_t seed) {
       TITAN_CHECK(residual || input, "[model] no initialization rule for parameter ", f,
                   ". HINT: a module must keep the built-in parameter names (nn/module.h)");
       const float std = residual ? depth_std(layer_of(f)) : 0.02f;
-      fill_trunc_normal(p->value, Rng(seed, stream(f)), std, -2.0f, 2.0f);
+      fill_trunc_normal(value, Rng(seed, stream(f)), std, -2.0f, 2.0f);
     }
+    if (!p->value.defined()) p->data().copy_from(value);
   }
   for (nn::Parameter* b : model.buffers()) b->value.zero_();  // the experts' selection bias starts at 0
 }
@@ -87,7 +98,8 @@ void load_hf_weights(nn::Decoder& model, const std::string& dir) {
   Progress progress("loading weights from " + dir, static_cast<int64_t>(params.size()), "tensors");
   for (nn::Parameter* p : params) {
     progress.advance();
-    for (auto& [hf, dst] : to_hf_tensors(p->fqn, p->value)) {
+    if (nn::is_lora_parameter(p->fqn)) continue;  // adapters are not in a base model's folder
+    for (auto& [hf, dst] : to_hf_tensors(p->fqn, p->data())) {
       const ckpt::TensorInfo* info = weights.find(hf);
       if (info == nullptr) {
         missing.push_back(hf);
@@ -105,8 +117,8 @@ void load_hf_weights(nn::Decoder& model, const std::string& dir) {
   }
   if (model.config().tie_embeddings && unused.count("lm_head.weight")) {
     // Some exports store the tied head anyway; accept it only if it really is the embedding.
-    const Tensor head = weights.get("lm_head.weight").to(DType::f32);
-    const Tensor& emb = model.tok_embeddings->table().value;
+    const Tensor& emb = model.tok_embeddings->table().data();  // f32, or bf16 for a frozen base
+    const Tensor head = weights.get("lm_head.weight").to(emb.dtype());
     TITAN_CHECK(head.shape() == emb.shape() &&
                     std::memcmp(head.raw_data(), emb.raw_data(), emb.nbytes()) == 0,
                 weights.file_of("lm_head.weight"), ": config.json ties the embeddings but lm_head.weight ",

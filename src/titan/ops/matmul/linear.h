@@ -1,7 +1,7 @@
 // Linear (the GEMM seam's three forms as an op):
 //   forward  y_NO  = x_NI w_OI^T (+ b_O)
 //   backward dx_NI = dy_NO w_OI            (skipped when dx_NI is undefined)
-//            dw_OI += dy_NO^T x_NI
+//            dw_OI += dy_NO^T x_NI           (skipped when dw_OI is undefined: a frozen weight)
 //            db_O  += sum_n dy_NO[n, :]    (when db_O is defined)
 // Shapes: N rows (x may have any leading dims; they are flattened to N), I inputs, O outputs.
 //   x_NI, w_OI, b_O (optional: an undefined Tensor{} means no bias) -> y_NO. Contiguous.
@@ -36,8 +36,8 @@ LinearImpl linear_impl_ref();
 LinearImpl linear_impl_cpu();
 
 namespace ref {
-// Scalar reference over raw row-major arrays; instantiated for float and double. b, dx and db
-// may be null (no bias / no input gradient / no bias gradient).
+// Scalar reference over raw row-major arrays; instantiated for float and double. b, dx, dw and db
+// may be null (no bias / no input gradient / a frozen weight / no bias gradient).
 template <class T>
 void linear_forward(int64_t n, int64_t in, int64_t out, const T* x, const T* w, const T* b, T* y);
 template <class T>

@@ -80,7 +80,7 @@ static void backward_products(const Tensor& dy, const Tensor& x, const Tensor& w
       product(false, n, in, out, dy_op, w, 0.0f, dx.data<float>());
     }
   }
-  if (n > 0) product(true, out, in, n, dy_op, x, 1.0f, dw.data<float>());
+  if (dw.defined() && n > 0) product(true, out, in, n, dy_op, x, 1.0f, dw.data<float>());
 }
 
 static void backward_cpu(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,

@@ -27,7 +27,7 @@ void linear_backward(int64_t n, int64_t in, int64_t out, const T* dy, const T* x
       }
     }
   }
-  for (int64_t o = 0; o < out; ++o) {  // dw[o, i] += sum_r dy[r, o] x[r, i]
+  for (int64_t o = 0; dw != nullptr && o < out; ++o) {  // dw[o, i] += sum_r dy[r, o] x[r, i]
     for (int64_t i = 0; i < in; ++i) {
       double acc = 0.0;
       for (int64_t r = 0; r < n; ++r) acc += static_cast<double>(dy[r * out + o]) * x[r * in + i];
@@ -68,7 +68,8 @@ static void backward_ref(const Tensor& dy, const Tensor& x, const Tensor& w, Ten
   const Tensor dy_products = w.dtype() == DType::bf16 ? dy.to(DType::bf16).to(DType::f32) : dy;
   const int64_t n = x.numel() / in;
   ref::linear_backward(n, in, out, dy_products.data<float>(), x32.data<float>(), w32.data<float>(),
-                       dx.defined() ? dx.data<float>() : nullptr, dw.data<float>(), static_cast<float*>(nullptr));
+                       dx.defined() ? dx.data<float>() : nullptr, dw.defined() ? dw.data<float>() : nullptr,
+                       static_cast<float*>(nullptr));
   // The bias gradient sums dy itself (f32; it is no product).
   if (db.defined()) {
     const float* dyp = dy.data<float>();

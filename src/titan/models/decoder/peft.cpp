@@ -1,0 +1,194 @@
+#include "titan/models/decoder/peft.h"
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "titan/checkpoint/atomic_file.h"
+#include "titan/checkpoint/json_file.h"
+#include "titan/checkpoint/safetensors.h"
+#include "titan/core/log.h"
+#include "titan/models/decoder/hf_checkpoint.h"
+#include "titan/models/decoder/hf_names.h"
+#include "titan/models/builtin.h"
+#include "titan/models/decoder/weights.h"
+#include "titan/nn/decoder.h"
+#include "titan/nn/lora.h"
+#include "titan/plugins/lora.h"
+
+namespace titan::models {
+
+namespace fs = std::filesystem;
+
+static constexpr const char* kPrefix = "base_model.model.";
+
+// "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight" -> ("model.layers.0.attention.wq",
+// 'A'); nullopt for anything else.
+static std::optional<std::pair<std::string, char>> adapter_target(const std::string& name) {
+  if (!name.starts_with(kPrefix)) return std::nullopt;
+  for (const char which : {'A', 'B'}) {
+    const std::string suffix = std::string(".lora_") + which + ".weight";
+    if (!name.ends_with(suffix)) continue;
+    const std::string module = name.substr(std::strlen(kPrefix), name.size() - std::strlen(kPrefix) - suffix.size());
+    const std::optional<std::string> fqn = from_hf_name(module + ".weight");
+    if (!fqn || !fqn->ends_with(".weight")) return std::nullopt;
+    const std::string path = "model." + fqn->substr(0, fqn->size() - std::string(".weight").size());
+    static const char* kLinears[] = {".attention.wq", ".attention.wk", ".attention.wv", ".attention.wo",
+                                     ".feed_forward.w1", ".feed_forward.w2", ".feed_forward.w3"};
+    for (const char* linear : kLinears) {
+      if (path.ends_with(linear)) return std::make_pair(path, which);
+    }
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+PeftAdapter read_peft_adapter(const std::string& dir) {
+  const std::string config_path = dir + "/adapter_config.json";
+  const std::string weights_path = dir + "/adapter_model.safetensors";
+  TITAN_CHECK(fs::is_regular_file(config_path), "[adapter] ", config_path, " does not exist. HINT: --adapter takes a "
+              "PEFT adapter folder (adapter_config.json + adapter_model.safetensors), e.g. what lora.save_adapter wrote");
+  TITAN_CHECK(fs::is_regular_file(weights_path), "[adapter] ", weights_path, " does not exist. HINT: save the "
+              "adapter with safetensors (PEFT's default); adapter_model.bin is not read");
+  const nlohmann::json c = ckpt::read_json_file(config_path);
+  const auto field = [&](const char* key) -> const nlohmann::json* {
+    const auto it = c.find(key);
+    return it == c.end() || it->is_null() ? nullptr : &*it;
+  };
+  const auto refuse = [&](const char* key, const std::string& why) {
+    TITAN_FAIL("[adapter] ", config_path, ": ", key, " ", why);
+  };
+  const nlohmann::json* type = field("peft_type");
+  if (type == nullptr || !type->is_string() || type->get<std::string>() != "LORA") {
+    refuse("peft_type", "is not \"LORA\"; only LoRA adapters are supported");
+  }
+  PeftAdapter a;
+  a.dir = dir;
+  const nlohmann::json* r = field("r");
+  if (r == nullptr || !r->is_number_integer() || r->get<int64_t>() < 1) refuse("r", "must be an integer >= 1");
+  a.rank = r->get<int64_t>();
+  const nlohmann::json* alpha = field("lora_alpha");
+  if (alpha == nullptr || !alpha->is_number() || !(alpha->get<double>() > 0)) refuse("lora_alpha", "must be a number > 0");
+  a.alpha = alpha->get<double>();
+  for (const char* flag : {"use_rslora", "use_dora", "fan_in_fan_out", "lora_bias", "use_qalora"}) {
+    const nlohmann::json* f = field(flag);
+    if (f != nullptr && f->is_boolean() && f->get<bool>()) refuse(flag, "is true; titan applies plain LoRA only");
+  }
+  for (const char* pattern : {"rank_pattern", "alpha_pattern"}) {
+    const nlohmann::json* f = field(pattern);
+    if (f != nullptr && !f->empty()) refuse(pattern, "is set; titan applies one rank and alpha to every module");
+  }
+  const nlohmann::json* bias = field("bias");
+  if (bias != nullptr && (!bias->is_string() || bias->get<std::string>() != "none")) {
+    refuse("bias", "is not \"none\"; trained biases are not supported");
+  }
+  for (const char* extra : {"modules_to_save", "target_parameters", "trainable_token_indices"}) {
+    const nlohmann::json* f = field(extra);
+    if (f != nullptr && !f->empty()) refuse(extra, "is set; only lora_A / lora_B tensors of projections are applied");
+  }
+
+  const ckpt::SafetensorsFile file = ckpt::SafetensorsFile::open(weights_path);
+  std::map<std::string, int> seen;  // path -> bit 1 (A), bit 2 (B)
+  for (const ckpt::TensorInfo& info : file.tensors()) {
+    const std::string& name = info.name;
+    const auto target = adapter_target(name);
+    TITAN_CHECK(target.has_value(), "[adapter] ", weights_path, ": tensor '", name, "' is not a lora_A / lora_B weight "
+                "of a Qwen3 projection (base_model.model.model.layers.<i>.self_attn.{q,k,v,o}_proj or "
+                "mlp.{gate,up,down}_proj)");
+    seen[target->first] |= target->second == 'A' ? 1 : 2;
+  }
+  TITAN_CHECK(!seen.empty(), "[adapter] ", weights_path, " holds no tensors");
+  for (const auto& [path, bits] : seen) {
+    TITAN_CHECK(bits == 3, "[adapter] ", weights_path, ": ", path, " has lora_", bits == 1 ? "A" : "B",
+                " but no lora_", bits == 1 ? "B" : "A");
+    a.modules.push_back(path);
+  }
+  return a;
+}
+
+void load_peft_weights(nn::Decoder& model, const PeftAdapter& adapter) {
+  const std::string weights_path = adapter.dir + "/adapter_model.safetensors";
+  const ckpt::SafetensorsFile file = ckpt::SafetensorsFile::open(weights_path);
+  const std::map<std::string, nn::LoraLinear*> lora = nn::lora_linears(model);
+  TITAN_CHECK(lora.size() == adapter.modules.size(), "[adapter] ", adapter.dir, " adapts ", adapter.modules.size(),
+              " modules but the model has ", lora.size(), " LoRA projections");
+  for (const auto& [base_fqn, linear] : lora) {
+    const std::string module = to_hf_name(base_fqn);
+    const std::string stem = kPrefix + module.substr(0, module.size() - std::string(".weight").size());
+    for (nn::Parameter* p : {&linear->lora_A, &linear->lora_B}) {
+      const std::string name = stem + (p == &linear->lora_A ? ".lora_A.weight" : ".lora_B.weight");
+      const ckpt::TensorInfo* info = file.find(name);
+      TITAN_CHECK(info != nullptr, "[adapter] ", weights_path, ": no tensor '", name, "'");
+      TITAN_CHECK(info->shape == p->value.shape(), "[adapter] ", weights_path, ": '", name, "' has shape ",
+                  shape_str(info->shape), " but the base model's ", module, " with r = ", adapter.rank, " needs ",
+                  shape_str(p->value.shape()), ". HINT: the adapter was trained on another base model; pass that "
+                  "model's folder");
+      TITAN_CHECK(info->dtype == DType::f32 || info->dtype == DType::bf16 || info->dtype == DType::f16, "[adapter] ",
+                  weights_path, ": '", name, "' has dtype ", dtype_name(info->dtype), "; expected F32, BF16 or F16");
+      p->value.copy_from(file.get(name));
+    }
+  }
+}
+
+std::unique_ptr<nn::Decoder> load_hf_model_with_adapter(const ModelSpec& spec, const std::string& dir,
+                                                         const std::string& adapter_dir) {
+  if (adapter_dir.empty()) return load_hf_model(spec, dir);
+  const PeftAdapter adapter = read_peft_adapter(adapter_dir);
+  const nn::DecoderConfig config = spec.hf.read_config(dir);
+  nn::ConfigTree tree = nn::decoder_config_tree(config);
+  for (const std::string& path : adapter.modules) {
+    TITAN_CHECK(tree.count(path) > 0, "[adapter] ", adapter_dir, " adapts ", path, ", which the model in ", dir,
+                " does not have (", config.num_layers, " layers", config.num_experts > 0 ? ", MoE" : "",
+                "). HINT: the adapter was trained on another base model");
+  }
+  plugins::LoraOptions options;
+  options.rank = adapter.rank;
+  options.alpha = adapter.alpha;
+  options.target_modules = adapter.modules;
+  plugins::apply_overrides(tree, {plugins::lora_override(options)});
+  std::unique_ptr<nn::Decoder> model = spec.build(config, tree);
+  spec.hf.load_weights(*model, dir);
+  load_peft_weights(*model, adapter);
+  log_info(str("[adapter] ", adapter_dir, ": LoRA r = ", adapter.rank, ", alpha ", adapter.alpha, " on ",
+               adapter.modules.size(), " projections"));
+  return model;
+}
+
+void save_peft_adapter(nn::Decoder& model, const std::string& dir, int64_t rank, double alpha,
+                       const std::string& base_model_name_or_path) {
+  const std::map<std::string, nn::LoraLinear*> lora = nn::lora_linears(model);
+  TITAN_CHECK(!lora.empty(), "[adapter] the model has no LoRA projections to save");
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  nlohmann::json targets = nlohmann::json::array();
+  for (const auto& [base_fqn, linear] : lora) {
+    const std::string module = to_hf_name(base_fqn);
+    const std::string stem = module.substr(0, module.size() - std::string(".weight").size());
+    targets.push_back(stem);
+    tensors.emplace_back(kPrefix + stem + ".lora_A.weight", linear->lora_A.value);
+    tensors.emplace_back(kPrefix + stem + ".lora_B.weight", linear->lora_B.value);
+  }
+  nlohmann::json c = {{"peft_type", "LORA"},
+                      {"task_type", "CAUSAL_LM"},
+                      {"base_model_name_or_path", base_model_name_or_path},
+                      {"r", rank},
+                      {"lora_alpha", alpha},
+                      {"lora_dropout", 0.0},
+                      {"target_modules", targets},
+                      {"bias", "none"},
+                      {"fan_in_fan_out", false},
+                      {"inference_mode", true},
+                      {"init_lora_weights", true},
+                      {"modules_to_save", nullptr},
+                      {"use_rslora", false},
+                      {"use_dora", false},
+                      {"rank_pattern", nlohmann::json::object()},
+                      {"alpha_pattern", nlohmann::json::object()}};
+  write_folder_atomic(dir, [&](const std::string& tmp) {
+    ckpt::write_safetensors(tmp + "/adapter_model.safetensors", tensors, {{"format", "pt"}});
+    ckpt::write_text_file_atomic(tmp + "/adapter_config.json", c.dump(2) + "\n");
+  });
+  log_info(str("[adapter] wrote ", dir, " (PEFT LoRA, r = ", rank, ", ", lora.size(), " projections)"));
+}
+
+}  // namespace titan::models

@@ -1,0 +1,111 @@
+#include "titan/nn/lora.h"
+
+#include "titan/nn/decoder.h"
+#include "titan/nn/feed_forward.h"
+#include "titan/ops/elementwise/elementwise.h"
+#include "titan/ops/matmul/linear.h"
+
+namespace titan::nn {
+
+LoraLinear::LoraLinear(const LoraLinearConfig& config, const std::string& fqn)
+    : Linear(config, fqn), rank_(config.rank), scale_(static_cast<float>(config.alpha / static_cast<double>(config.rank))) {
+  TITAN_CHECK(config.rank >= 1, "[lora] ", fqn, ": rank ", config.rank, " must be >= 1");
+  lora_A.init_trainable(fqn + ".lora_A.weight", {config.rank, config.in_features}, kParameterDevice);
+  lora_B.init_trainable(fqn + ".lora_B.weight", {config.out_features, config.rank}, kParameterDevice);
+}
+
+Tensor LoraLinear::down(const Tensor& x_NI) const {
+  const Tensor a_RI = lora_A.for_compute();
+  Tensor u_NR = Tensor::empty({x_NI.numel() / config().in_features, rank_}, DType::f32, x_NI.device());
+  ops::linear_forward(ops::cast_to(x_NI, a_RI.dtype()), a_RI, Tensor(), u_NR);
+  ops::scale(u_NR, scale_);
+  return u_NR;
+}
+
+Tensor LoraLinear::forward(const Tensor& x_NI, Saved& saved) const {
+  Tensor y_NO = Linear::forward(x_NI, saved);
+  const Tensor b_OR = lora_B.for_compute();
+  Tensor v_NO = Tensor::empty(y_NO.shape(), DType::f32, y_NO.device());
+  ops::linear_forward(ops::cast_to(down(saved.x_NI), b_OR.dtype()), b_OR, Tensor(), v_NO);
+  ops::accumulate(y_NO, v_NO);
+  return y_NO;
+}
+
+Tensor LoraLinear::backward(const Tensor& dy_NO, Saved& saved, bool need_dx) {
+  const Tensor x_NI = saved.x_NI.reshape({-1, config().in_features});
+  const Tensor a_RI = lora_A.for_compute(), b_OR = lora_B.for_compute();
+  const Tensor u_NR = ops::cast_to(down(x_NI), b_OR.dtype());
+  Tensor du_NR = Tensor::empty({x_NI.size(0), rank_}, DType::f32, x_NI.device()), no_bias;
+  ops::linear_backward(dy_NO, u_NR, b_OR, du_NR, lora_B.grad, no_bias);  // dB += dy^T u, du = dy B
+  ops::scale(du_NR, scale_);
+  Tensor dx_lora_NI = need_dx ? Tensor::empty(x_NI.shape(), DType::f32, x_NI.device()) : Tensor();
+  ops::linear_backward(du_NR, x_NI, a_RI, dx_lora_NI, lora_A.grad, no_bias);  // dA += du^T x, dx = du A
+  Tensor dx_NI = Linear::backward(dy_NO, saved, need_dx);
+  if (need_dx) add_inplace(dx_NI, dx_lora_NI.reshape(dx_NI.shape()));
+  return dx_NI;
+}
+
+void LoraLinear::collect(ParameterList& out) {
+  Linear::collect(out);
+  out.push_back(&lora_A);
+  out.push_back(&lora_B);
+}
+
+bool is_lora_parameter(const std::string& fqn) {
+  return fqn.ends_with(".lora_A.weight") || fqn.ends_with(".lora_B.weight");
+}
+
+std::string lora_base_weight(const std::string& fqn) {
+  TITAN_CHECK(is_lora_parameter(fqn), "[lora] ", fqn, " is not an adapter parameter");
+  return fqn.substr(0, fqn.size() - std::string(".lora_A.weight").size()) + ".weight";
+}
+
+std::map<std::string, LoraLinear*> lora_linears(Decoder& model) {
+  std::map<std::string, LoraLinear*> out;
+  const auto add = [&](const std::unique_ptr<LinearModule>& m) {
+    if (auto* lora = dynamic_cast<LoraLinear*>(m.get())) out[lora->weight.fqn] = lora;
+  };
+  for (auto& layer : model.layers) {
+    if (auto* attention = dynamic_cast<Attention*>(layer->attention.get())) {
+      for (const auto* m : {&attention->wq, &attention->wk, &attention->wv, &attention->wo}) add(*m);
+    }
+    if (auto* ffn = dynamic_cast<FeedForward*>(layer->feed_forward.get())) {
+      for (const auto* m : {&ffn->w1, &ffn->w2, &ffn->w3}) add(*m);
+    }
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> merged_weights(Decoder& model) {
+  const std::map<std::string, LoraLinear*> lora = lora_linears(model);
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (Parameter* p : model.parameters()) {
+    if (is_lora_parameter(p->fqn)) continue;
+    const auto it = lora.find(p->fqn);
+    if (it == lora.end()) {
+      out.emplace_back(p->fqn, p->data());
+    } else {
+      const LoraLinear& l = *it->second;
+      out.emplace_back(p->fqn, lora_merged(p->data(), l.lora_A.value, l.lora_B.value, l.scale()));
+    }
+  }
+  return out;
+}
+
+Tensor lora_merged(const Tensor& w_OI, const Tensor& a_RI, const Tensor& b_OR, float scale) {
+  // b a as the linear op's forward: y_OI = b_OR (a^T)_IR^T.
+  const Tensor a32 = a_RI.to(DType::f32), b32 = b_OR.to(DType::f32);
+  const int64_t r = a32.size(0), in = a32.size(1);
+  Tensor a_IR = Tensor::empty({in, r});
+  for (int64_t i = 0; i < in; ++i) {
+    for (int64_t k = 0; k < r; ++k) a_IR.data<float>()[i * r + k] = a32.data<float>()[k * in + i];
+  }
+  Tensor ba_OI = Tensor::empty({b32.size(0), in});
+  ops::linear_forward(b32, a_IR, Tensor(), ba_OI);
+  ops::scale(ba_OI, scale);
+  Tensor merged = w_OI.to(DType::f32).clone();
+  ops::accumulate(merged, ba_OI);
+  return merged;
+}
+
+}  // namespace titan::nn

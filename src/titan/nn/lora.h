@@ -1,0 +1,72 @@
+// LoRA (Hu et al., 2021, computed as Hugging Face PEFT does): a Linear node whose weight W is
+// frozen and gets a trainable low-rank update,
+//   y_NO = x_NI W_OI^T (+ b_O) + scale * (x_NI A_RI^T) B_OR^T,   scale = alpha / rank,
+// A [rank, in] starting as PEFT's kaiming-uniform (U(-1/sqrt(in), 1/sqrt(in))), B [out, rank] at 0,
+// so training starts from the base model exactly. Parameters: the base's <fqn>.weight (and
+// .bias) plus <fqn>.lora_A.weight and <fqn>.lora_B.weight (trainable, f32 masters, computing in
+// the model's compute dtype like every weight). Legend: N tokens, I in, O out, R rank.
+//   forward   u_NR = scale * x A^T,  y = x W^T + b + u B^T
+//   backward  dB += dy^T u,  du_NR = scale * dy B,  dA += du^T x,  dx = dy W + du A
+// Backward recomputes u from the saved input (N x I x R multiply-adds: small next to the base
+// product), so a LoraLinear saves exactly what a Linear saves and activation checkpointing treats
+// both alike.
+//
+// plugins/lora.h's override puts LoraLinear nodes into the config tree (the override registry's
+// in-tree user). The rest of the model is frozen by building it inside a FrozenParameterScope
+// (nn/parameter.h); the adapters are always trainable.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "titan/nn/linear.h"
+
+namespace titan::nn {
+
+class LoraLinearConfig : public LinearConfig {
+ public:
+  static constexpr const char* kType = "LoraLinear";
+  std::vector<std::string> type_chain() const override { return {kType, LinearConfig::kType}; }
+
+  int64_t rank = 0;
+  double alpha = 0.0;
+};
+
+class LoraLinear : public Linear {
+ public:
+  LoraLinear(const LoraLinearConfig& config, const std::string& fqn);
+
+  Tensor forward(const Tensor& x_NI, Saved& saved) const override;
+  Tensor backward(const Tensor& dy_NO, Saved& saved, bool need_dx = true) override;
+  void collect(ParameterList& out) override;  // weight, bias, lora_A, lora_B
+  std::string describe() const override { return "lora_linear (built-in)"; }
+
+  float scale() const { return scale_; }
+  Parameter lora_A;  // [rank, in]
+  Parameter lora_B;  // [out, rank]
+
+ private:
+  Tensor down(const Tensor& x_NI) const;  // u_NR = scale * x A^T, f32
+
+  int64_t rank_;
+  float scale_;
+};
+
+// True for an adapter parameter's FQN ("layers.0.attention.wq.lora_A.weight").
+bool is_lora_parameter(const std::string& fqn);
+// The FQN of the base weight an adapter parameter belongs to ("layers.0.attention.wq.weight").
+std::string lora_base_weight(const std::string& fqn);
+
+class Decoder;
+// Every LoraLinear of `model` (attention and feed-forward projections), by the FQN of its base
+// weight ("layers.0.attention.wq.weight").
+std::map<std::string, LoraLinear*> lora_linears(Decoder& model);
+// The weights an HF export writes, by FQN in parameters() order: every parameter but the
+// adapters, a LoRA base weight merged with its update (w + scale B A, f32), the others as stored.
+std::vector<std::pair<std::string, Tensor>> merged_weights(Decoder& model);
+
+// The base weight with its update merged, f32 [out, in]: w + scale * b a (a merged export).
+Tensor lora_merged(const Tensor& w_OI, const Tensor& a_RI, const Tensor& b_OR, float scale);
+
+}  // namespace titan::nn

@@ -1,0 +1,55 @@
+#include "titan/plugins/lora.h"
+
+#include <map>
+
+#include "titan/core/error.h"
+#include "titan/nn/lora.h"
+
+namespace titan::plugins {
+
+// PEFT's module names -> the Linear nodes they are in titan's tree.
+static const std::map<std::string, std::string>& peft_names() {
+  static const std::map<std::string, std::string> names = {
+      {"q_proj", "attention.wq"},     {"k_proj", "attention.wk"},      {"v_proj", "attention.wv"},
+      {"o_proj", "attention.wo"},     {"gate_proj", "feed_forward.w1"}, {"up_proj", "feed_forward.w3"},
+      {"down_proj", "feed_forward.w2"}};
+  return names;
+}
+
+std::vector<std::string> lora_target_patterns(const std::vector<std::string>& target_modules) {
+  TITAN_CHECK(!target_modules.empty(), "[lora] target_modules is empty. HINT: all-linear, or PEFT names such as q_proj,v_proj");
+  std::vector<std::string> patterns;
+  for (const std::string& t : target_modules) {
+    if (t == "all-linear") {
+      for (const auto& [peft, node] : peft_names()) patterns.push_back("model.layers.*." + node);
+    } else if (peft_names().count(t)) {
+      patterns.push_back("model.layers.*." + peft_names().at(t));
+    } else if (t.find_first_of(".*?[") != std::string::npos) {
+      patterns.push_back(t.starts_with("model.") ? t : "model." + t);
+    } else {
+      TITAN_FAIL("[lora] target module '", t, "' is not a PEFT name (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, ",
+                 "down_proj), all-linear, or a glob over config-tree paths such as model.layers.*.attention.wq");
+    }
+  }
+  return patterns;
+}
+
+Override lora_override(const LoraOptions& options) {
+  TITAN_CHECK(options.rank >= 1, "[lora] lora.rank ", options.rank, " must be >= 1");
+  TITAN_CHECK(options.alpha > 0.0, "[lora] lora.alpha ", options.alpha, " must be > 0");
+  Override o;
+  o.name = "lora";
+  o.target_type = nn::LinearConfig::kType;
+  o.exact = true;
+  o.fqn_patterns = lora_target_patterns(options.target_modules);
+  o.description = "LoRA adapters (rank " + std::to_string(options.rank) + ") on the selected projections";
+  o.factory = [rank = options.rank, alpha = options.alpha](const nn::NodeConfig& node) -> std::shared_ptr<const nn::NodeConfig> {
+    auto lora = derive<nn::LoraLinearConfig>(dynamic_cast<const nn::LinearConfig&>(node));
+    lora->rank = rank;
+    lora->alpha = alpha;
+    return lora;
+  };
+  return o;
+}
+
+}  // namespace titan::plugins

@@ -1,0 +1,27 @@
+// LoRA through the override registry: lora_override() replaces the Linear nodes that
+// `target_modules` selects with LoraLinear nodes (nn/lora.h), logged like any override.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "titan/plugins/override_registry.h"
+
+namespace titan::plugins {
+
+struct LoraOptions {
+  int64_t rank = 0;  // 0: no LoRA
+  double alpha = 16.0;
+  // PEFT module names (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj), "all-linear"
+  // (all seven), or globs over config-tree paths ("model.layers.*.attention.wq"; "model." may be
+  // left out).
+  std::vector<std::string> target_modules = {"all-linear"};
+};
+
+// The override that puts LoraLinear nodes at the selected Linear nodes. Throws a one-line error
+// for an unknown module name or a rank < 1.
+Override lora_override(const LoraOptions& options);
+// The config-tree globs `target_modules` stands for (each one a PEFT name, all-linear, or a glob).
+std::vector<std::string> lora_target_patterns(const std::vector<std::string>& target_modules);
+
+}  // namespace titan::plugins

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""LoRA adapter fixtures made by Hugging Face PEFT, for titan's adapter import (`titan forward
+--adapter`) and its PEFT export.
+
+Usage (from the repository root):
+
+    python3 tools/make_lora_fixtures.py [--out tests/fixtures/lora]
+
+For each case it loads a tiny base model from the HF fixtures (tests/fixtures/hf*/<case>, float32),
+wraps it with ``peft.get_peft_model(base, LoraConfig(r, lora_alpha, target_modules, lora_dropout=0))``,
+fills every lora_B with seeded random values (PEFT starts B at zero, which would make the adapter
+invisible), and writes into <out>/<name>/:
+
+  adapter/            ``PeftModel.save_pretrained``: adapter_config.json + adapter_model.safetensors
+  expected.safetensors
+    input_ids  I64 [B, T]   the base case's tokens
+    logits     F32 [B, T, V]  the PeftModel's logits (float64 run, rounded), eval mode, no grad
+    merged.<HF name> F32    ``merge_and_unload()``'s weight for every adapted module
+
+The base weights are read from the HF fixture folder named in README.md (not copied).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+
+import torch
+from safetensors.torch import load_file, save_file
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_env import setup_torch  # noqa: E402
+
+CASES = [
+    # name, base folder, r, alpha, target_modules
+    ("dense_all_linear", "tests/fixtures/hf/untied_gqa2", 4, 8.0,
+     ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]),
+    ("dense_qv_bias", "tests/fixtures/hf/attn_bias", 2, 5.0, ["q_proj", "v_proj"]),
+    ("moe_attention", "tests/fixtures/hf_moe/e8_top2_norm", 3, 3.0, ["q_proj", "k_proj", "v_proj", "o_proj"]),
+]
+
+
+def run_case(name: str, base_dir: str, r: int, alpha: float, targets: list[str], out: str) -> dict:
+    import peft
+    import transformers
+
+    kwargs = {"dtype": torch.float64}
+    cfg = json.load(open(os.path.join(base_dir, "config.json")))
+    if "Moe" in cfg["architectures"][0]:
+        kwargs["experts_implementation"] = "eager"
+    base = transformers.AutoModelForCausalLM.from_pretrained(base_dir, attn_implementation="eager", **kwargs)
+    base.eval()
+    config = peft.LoraConfig(r=r, lora_alpha=alpha, target_modules=targets, lora_dropout=0.0,
+                             task_type="CAUSAL_LM", bias="none")
+    model = peft.get_peft_model(base, config)
+    gen = torch.Generator().manual_seed(1234)
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if "lora_B" in n:
+                p.copy_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * 0.1)
+    case_dir = os.path.join(out, name)
+    os.makedirs(case_dir, exist_ok=True)
+    # Saved in float32, as a user's adapter is (the float64 run only sharpens the expected logits).
+    model_f32 = model.to(torch.float32)
+    model_f32.save_pretrained(os.path.join(case_dir, "adapter"))
+    os.remove(os.path.join(case_dir, "adapter", "README.md"))  # PEFT's model-card template
+    model = model_f32.to(torch.float64)
+    tokens = load_file(os.path.join(base_dir, "tokens.safetensors"))
+    ids = tokens["input_ids"].to(torch.int64)
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits
+    expected = {"input_ids": ids, "logits": logits.to(torch.float32).contiguous()}
+    merged = model.merge_and_unload()
+    for n, p in merged.named_parameters():
+        if any(n.endswith(t + ".weight") for t in targets):
+            expected["merged." + n] = p.detach().to(torch.float32).contiguous()
+    save_file(expected, os.path.join(case_dir, "expected.safetensors"))
+    return {"name": name, "base": base_dir, "r": r, "alpha": alpha, "targets": targets,
+            "merged": sum(1 for k in expected if k.startswith("merged."))}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="tests/fixtures/lora")
+    args = ap.parse_args()
+    setup_torch(1)
+    import peft
+    import transformers
+    rows = [run_case(*case, args.out) for case in CASES]
+    with open(os.path.join(args.out, "README.md"), "w") as f:
+        f.write("# LoRA adapter fixtures (made by Hugging Face PEFT)\n\n")
+        f.write("Made by `python3 tools/make_lora_fixtures.py` with torch %s, transformers %s, peft %s on %s.\n\n"
+                % (torch.__version__, transformers.__version__, peft.__version__, platform.processor() or platform.machine()))
+        f.write("| case | base model | r | lora_alpha | target_modules | merged weights |\n|---|---|---|---|---|---|\n")
+        for row in rows:
+            f.write("| %s | %s | %d | %g | %s | %d |\n" % (row["name"], row["base"], row["r"], row["alpha"],
+                                                       ",".join(row["targets"]), row["merged"]))
+    print("wrote", len(rows), "cases to", args.out)
+
+
+if __name__ == "__main__":
+    main()
