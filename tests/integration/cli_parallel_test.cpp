@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <tuple>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -199,6 +200,35 @@ TEST_F(CliParallel, Bf16MeshesMatchOneRankInBf16) {
 // single-rank losses.
 // Activation checkpointing replays the same kernels and the same collectives (TP regions gather
 // their inputs again): on a mesh too, every mode trains the layout's own losses bit for bit.
+// LoRA on a mesh: FSDP shards the adapters (the frozen base stays whole on each rank), 2 and 4
+// ranks (and HSDP) train the single-rank LoRA run's losses; tensor parallelism is refused.
+TEST_F(CliParallel, LoraMeshesMatchOneRank) {
+  const std::string lora = "--lora.rank 4 --lora.alpha 8 --optimizer.lr 1e-2 ";
+  const CommandResult one = run_titan(train_args("lora1", 4, lora));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const std::vector<nlohmann::json> base = read_jsonl(dir_ / "lora1" / "metrics.jsonl");
+  ASSERT_EQ(base.size(), 20u);
+  for (const auto& [name, ranks, local, extra] :
+       {std::tuple<const char*, int, int, const char*>{"lora_fsdp2", 2, 2, ""},
+        {"lora_hsdp", 4, 1, "--parallelism.data_parallel_replicate_degree 2"}}) {
+    const CommandResult r = run_mpi(ranks, train_args(name, local, lora + extra));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const std::vector<nlohmann::json> rows = read_jsonl(dir_ / name / "metrics.jsonl");
+    ASSERT_EQ(rows.size(), 20u) << name;
+    double worst = 0.0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const double rel = std::abs(rows[i]["loss"].get<double>() - base[i]["loss"].get<double>()) /
+                         base[i]["loss"].get<double>();
+      EXPECT_LT(rel, 1e-5) << name << " step " << i + 1;
+      worst = std::max(worst, rel);
+    }
+    std::printf("%s: worst loss relative difference to the single-rank LoRA run %.3g\n", name, worst);
+  }
+  const CommandResult tp = run_mpi(2, train_args("lora_tp2", 4, lora + "--parallelism.tensor_parallel_degree 2"));
+  EXPECT_EQ(tp.exit_code, 2) << tp.output;
+  EXPECT_NE(tp.output.find("LoRA is not tensor-parallel yet"), std::string::npos) << tp.output;
+}
+
 TEST_F(CliParallel, ActivationCheckpointingIsBitIdenticalOnAMesh) {
   struct Case {
     std::string name, layout, mode;

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "integration/cli_runner.h"
+#include "titan/checkpoint/safetensors.h"
 #include "titan/data/tokenizer/tokenizer.h"
 
 namespace titan {
@@ -171,6 +172,73 @@ TEST_F(CliTrain, Bf16TracksFloat32AndCheckpointsBitIdentically) {
       EXPECT_EQ(r[i]["grad_norm"].get<double>(), rn[i]["grad_norm"].get<double>()) << name << " step " << i + 1;
     }
   }
+}
+
+// LoRA end to end on an HF base folder: the run learns, the checkpoint holds the adapters only and
+// resumes bit for bit, and the two exports agree: `titan forward` of the merged HF folder equals
+// `titan forward --adapter` of the PEFT folder on the base (fp32 rounding of the merge apart).
+TEST_F(CliTrain, LoraTrainsResumesAndItsTwoExportsAgree) {
+  const std::string small = "--model.n_layers 2 --training.seq_len 64 --metrics.log_freq 1 --training.deterministic ";
+  const CommandResult base = train("lora_base", small + "--training.local_batch_size 2 --training.steps 2 "
+                                                        "--checkpoint.enable --checkpoint.last_save_in_hf");
+  ASSERT_EQ(base.exit_code, 0) << base.output;
+  const std::string base_hf = (dir_ / "lora_base" / "checkpoint" / "hf").string();
+  const std::string lora = small + "--training.local_batch_size 8 --training.steps 30 --lora.rank 4 --lora.alpha 8 "
+                           "--optimizer.lr 1e-2 --lr_scheduler.warmup_steps 1 --checkpoint.initial_load_path " +
+                           base_hf + " --checkpoint.initial_load_in_hf --checkpoint.enable --checkpoint.interval 10 ";
+  const CommandResult straight = train("lora", lora + "--checkpoint.last_save_in_hf --lora.save_adapter adapter");
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+  EXPECT_NE(straight.output.find("[Override] lora: model.layers.1.feed_forward.w2 Linear -> LoraLinear"),
+            std::string::npos) << straight.output;
+  EXPECT_NE(straight.output.find("Applied 14 override(s)"), std::string::npos) << straight.output;
+  const std::vector<nlohmann::json> a = read_jsonl(dir_ / "lora" / "metrics.jsonl");
+  ASSERT_EQ(a.size(), 30u);
+  double first = 0.0, last = 0.0;
+  for (size_t i = 0; i < 5; ++i) {
+    first += a[i]["loss"].get<double>() / 5.0;
+    last += a[25 + i]["loss"].get<double>() / 5.0;
+  }
+  EXPECT_LT(last, first - 0.3) << "the adapters must learn";
+
+  // The checkpoint holds the adapters (lora_A / lora_B) and nothing of the frozen base.
+  const ckpt::SafetensorsFile step10 =
+      ckpt::SafetensorsFile::open((dir_ / "lora/checkpoint/step-10/model.safetensors").string());
+  ASSERT_EQ(step10.tensors().size(), 28u);  // 2 layers x 7 projections x {A, B}
+  for (const ckpt::TensorInfo& t : step10.tensors()) EXPECT_NE(t.name.find(".lora_"), std::string::npos) << t.name;
+
+  // Resumed from step 20 (the base loaded again from its HF folder): steps 21..30 to the bit.
+  fs::create_directories(dir_ / "lora_resumed" / "checkpoint");
+  fs::copy(dir_ / "lora/checkpoint/step-20", dir_ / "lora_resumed/checkpoint/step-20", fs::copy_options::recursive);
+  const CommandResult resumed = train("lora_resumed", lora);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  const std::vector<nlohmann::json> b = read_jsonl(dir_ / "lora_resumed" / "metrics.jsonl");
+  ASSERT_EQ(b.size(), 10u);
+  for (size_t i = 0; i < b.size(); ++i) {
+    EXPECT_EQ(b[i]["loss"].get<double>(), a[20 + i]["loss"].get<double>()) << "step " << 21 + i;
+  }
+
+  Tensor ids = Tensor::empty({2, 16}, DType::i64);
+  for (int64_t i = 0; i < ids.numel(); ++i) ids.data<int64_t>()[i] = (i * 37 + 11) % 1000;
+  const std::string tokens = (dir_ / "lora_tokens.safetensors").string();
+  ckpt::write_safetensors(tokens, {{"input_ids", ids}});
+  const std::string merged_out = (dir_ / "lora_merged.safetensors").string(),
+                    adapter_out = (dir_ / "lora_adapter.safetensors").string();
+  const CommandResult m = run_titan(str_cat("forward --model ", (dir_ / "lora/checkpoint/hf").string(), " --tokens ",
+                                            tokens, " --out ", merged_out));
+  const CommandResult p = run_titan(str_cat("forward --model ", base_hf, " --adapter ", (dir_ / "lora/adapter").string(),
+                                            " --tokens ", tokens, " --out ", adapter_out));
+  ASSERT_EQ(m.exit_code, 0) << m.output;
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  const Tensor lm = ckpt::SafetensorsFile::open(merged_out).get("logits"),
+               lp = ckpt::SafetensorsFile::open(adapter_out).get("logits");
+  ASSERT_EQ(lm.shape(), lp.shape());
+  double err = 0.0, peak = 0.0;
+  for (int64_t i = 0; i < lm.numel(); ++i) {
+    err = std::max(err, static_cast<double>(std::fabs(lm.data<float>()[i] - lp.data<float>()[i])));
+    peak = std::max(peak, static_cast<double>(std::fabs(lp.data<float>()[i])));
+  }
+  std::printf("merged export vs base + adapter: logits max abs err %.2e (max |logit| %.2f)\n", err, peak);
+  EXPECT_LT(err, 1e-4 * std::max(1.0, peak));
 }
 
 // global_batch_size = 2 x local_batch_size (two micro-batches, loss normalised by the step's total

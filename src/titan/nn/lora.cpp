@@ -1,5 +1,9 @@
 #include "titan/nn/lora.h"
 
+#include <cmath>
+#include <functional>
+
+#include "titan/core/rng.h"
 #include "titan/nn/decoder.h"
 #include "titan/nn/feed_forward.h"
 #include "titan/ops/elementwise/elementwise.h"
@@ -60,6 +64,18 @@ std::string lora_base_weight(const std::string& fqn) {
   return fqn.substr(0, fqn.size() - std::string(".lora_A.weight").size()) + ".weight";
 }
 
+void init_lora_parameter(Parameter& p, uint64_t seed) {
+  TITAN_CHECK(is_lora_parameter(p.fqn), "[lora] ", p.fqn, " is not an adapter parameter");
+  Tensor& value = p.value;
+  value.zero_();
+  if (!p.fqn.ends_with(".lora_A.weight")) return;  // B starts at zero
+  const float bound = 1.0f / std::sqrt(static_cast<float>(value.size(1)));
+  const Rng rng(seed, std::hash<std::string>{}(p.fqn));
+  for (int64_t i = 0; i < value.numel(); ++i) {
+    value.data<float>()[i] = bound * (2.0f * rng.uniform(static_cast<uint64_t>(i)) - 1.0f);
+  }
+}
+
 std::map<std::string, LoraLinear*> lora_linears(Decoder& model) {
   std::map<std::string, LoraLinear*> out;
   const auto add = [&](const std::unique_ptr<LinearModule>& m) {
@@ -76,20 +92,18 @@ std::map<std::string, LoraLinear*> lora_linears(Decoder& model) {
   return out;
 }
 
-std::vector<std::pair<std::string, Tensor>> merged_weights(Decoder& model) {
+void for_each_merged_weight(Decoder& model, const std::function<void(const std::string& fqn, const Tensor& w)>& fn) {
   const std::map<std::string, LoraLinear*> lora = lora_linears(model);
-  std::vector<std::pair<std::string, Tensor>> out;
   for (Parameter* p : model.parameters()) {
     if (is_lora_parameter(p->fqn)) continue;
     const auto it = lora.find(p->fqn);
     if (it == lora.end()) {
-      out.emplace_back(p->fqn, p->data());
+      fn(p->fqn, p->data());
     } else {
       const LoraLinear& l = *it->second;
-      out.emplace_back(p->fqn, lora_merged(p->data(), l.lora_A.value, l.lora_B.value, l.scale()));
+      fn(p->fqn, lora_merged(p->data(), l.lora_A.value, l.lora_B.value, l.scale()));
     }
   }
-  return out;
 }
 
 Tensor lora_merged(const Tensor& w_OI, const Tensor& a_RI, const Tensor& b_OR, float scale) {

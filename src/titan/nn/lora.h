@@ -16,6 +16,7 @@
 // (nn/parameter.h); the adapters are always trainable.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -58,13 +59,19 @@ bool is_lora_parameter(const std::string& fqn);
 // The FQN of the base weight an adapter parameter belongs to ("layers.0.attention.wq.weight").
 std::string lora_base_weight(const std::string& fqn);
 
+// PEFT's initialization of one adapter parameter: lora_A kaiming-uniform (U(-1/sqrt(in),
+// 1/sqrt(in)), drawn from `seed` on a stream keyed by its FQN), lora_B zero.
+void init_lora_parameter(Parameter& p, uint64_t seed);
+
 class Decoder;
 // Every LoraLinear of `model` (attention and feed-forward projections), by the FQN of its base
 // weight ("layers.0.attention.wq.weight").
 std::map<std::string, LoraLinear*> lora_linears(Decoder& model);
-// The weights an HF export writes, by FQN in parameters() order: every parameter but the
-// adapters, a LoRA base weight merged with its update (w + scale B A, f32), the others as stored.
-std::vector<std::pair<std::string, Tensor>> merged_weights(Decoder& model);
+// The weights an HF export writes, by FQN in parameters() order, one at a time (a merged weight
+// exists only during its call, so an export converts it before the next is made): every parameter
+// but the adapters, a LoRA base weight merged with its update (w + scale B A, f32), the others as
+// stored.
+void for_each_merged_weight(Decoder& model, const std::function<void(const std::string& fqn, const Tensor& w)>& fn);
 
 // The base weight with its update merged, f32 [out, in]: w + scale * b a (a merged export).
 Tensor lora_merged(const Tensor& w_OI, const Tensor& a_RI, const Tensor& b_OR, float scale);

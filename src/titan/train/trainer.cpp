@@ -157,12 +157,21 @@ void Trainer::setup() {
   std::unique_ptr<nn::Decoder> whole = build_model();
   setup_data();
   const models::ModelSpec& spec = *resolved_.spec;
-  spec.init_weights(*whole, static_cast<uint64_t>(c_.training.seed));
   const std::optional<ckpt::CheckpointEntry> resume = find_resume_checkpoint(c_, world_->rank() == 0);
   // A LoRA checkpoint holds the adapters only: its frozen base comes from the same place every start.
-  const bool load_base = !resume || c_.lora.rank > 0;
-  if (load_base && c_.checkpoint.initial_load_in_hf && !c_.checkpoint.initial_load_path.empty()) {
+  const bool lora = c_.lora.rank > 0;
+  const bool base_from_hf =
+      (!resume || lora) && c_.checkpoint.initial_load_in_hf && !c_.checkpoint.initial_load_path.empty();
+  const uint64_t seed = static_cast<uint64_t>(c_.training.seed);
+  if (base_from_hf) {
+    // Every base weight comes from the folder (a random init first would only cost time: minutes
+    // for billions of weights); LoRA adapters start as PEFT's.
+    for (nn::Parameter* p : whole->parameters()) {
+      if (nn::is_lora_parameter(p->fqn)) nn::init_lora_parameter(*p, seed);
+    }
     load_initial_hf(c_, spec, *whole);
+  } else {
+    spec.init_weights(*whole, seed);
   }
   trainable_params_ = 0;
   for (const nn::Parameter* p : nn::trainable(whole->parameters())) trainable_params_ += p->data().numel();

@@ -113,9 +113,9 @@ void write_folder(const nn::Decoder& model, const std::string& dir, const HfExpo
   // parameters() only hands out pointers; nothing here writes through them. LoRA adapters are
   // merged into their base weights (a plain model's weights are its values).
   std::vector<std::pair<std::string, Tensor>> tensors;
-  for (const auto& [fqn, value] : nn::merged_weights(const_cast<nn::Decoder&>(model))) {
+  nn::for_each_merged_weight(const_cast<nn::Decoder&>(model), [&](const std::string& fqn, const Tensor& value) {
     for (const auto& [name, t] : to_hf_tensors(fqn, value)) tensors.emplace_back(name, t.to(dtype));
-  }
+  });
   int64_t total = 0;
   for (const auto& [name, t] : tensors) total += static_cast<int64_t>(t.nbytes());
 

@@ -40,7 +40,8 @@ static int64_t layer_of(const std::string& fqn) {
 // torchtitan's init, by parameter name (so any module holding the built-in FQNs inits the same;
 // each tensor has its own random stream, keyed by its FQN): projections N(0, 0.02) truncated at
 // +-2, the ones that write into the residual (wo, w2, w3; the experts' w2, w3) depth-scaled; norm
-// weights 1, biases 0; the head N(0, 1/sqrt(dim)) truncated at +-3 std, an untied embedding N(0, 1).
+// weights 1, biases 0; the head N(0, 1/sqrt(dim)) truncated at +-3 std, an untied embedding N(0, 1);
+// LoRA adapters as PEFT (nn::init_lora_parameter).
 void init_weights(nn::Decoder& model, uint64_t seed) {
   const auto stream = [](const std::string& fqn) { return std::hash<std::string>{}(fqn); };
   const nn::ParameterList params = model.parameters();
@@ -59,14 +60,10 @@ void init_weights(nn::Decoder& model, uint64_t seed) {
       Rng(seed, stream(f)).fill_normal(value.data<float>(), value.numel(), 0.0f, 1.0f);
     } else if (f.ends_with("norm.weight")) {
       value.fill_(1.0f);
-    } else if (f.ends_with(".lora_A.weight")) {
-      // PEFT: kaiming_uniform_(a = sqrt(5)), i.e. U(-1/sqrt(in), 1/sqrt(in)); lora_B stays 0.
-      const float bound = 1.0f / std::sqrt(static_cast<float>(value.size(1)));
-      const Rng rng(seed, stream(f));
-      for (int64_t i = 0; i < value.numel(); ++i) {
-        value.data<float>()[i] = bound * (2.0f * rng.uniform(static_cast<uint64_t>(i)) - 1.0f);
-      }
-    } else if (f.ends_with(".bias") || f.ends_with(".lora_B.weight")) {
+    } else if (nn::is_lora_parameter(f)) {
+      nn::init_lora_parameter(*p, seed);  // PEFT's: A kaiming-uniform, B zero
+      continue;
+    } else if (f.ends_with(".bias")) {
       // biases start at 0
     } else {
       const bool residual = f.ends_with(".wo.weight") || f.ends_with(".w2.weight") || f.ends_with(".w3.weight") ||

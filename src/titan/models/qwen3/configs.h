@@ -25,6 +25,7 @@ JobConfig qwen3_32b();
 JobConfig qwen3_30b_a3b_reduced();  // 4 layers, 64 experts, top-4
 // Fine-tuning published weights (the seed's flow): import an HF folder, checkpoint, export HF.
 JobConfig qwen3_4b_finetune();
+JobConfig qwen3_4b_lora();  // the same as LoRA: r 16, bf16 base, activation checkpointing
 JobConfig qwen3_debug_finetune();  // its reduced twin for tests: the debug model, 20 steps
 
 }  // namespace titan::qwen3
