@@ -205,6 +205,18 @@ TEST_F(CliTrain, LoraTrainsResumesAndItsTwoExportsAgree) {
       ckpt::SafetensorsFile::open((dir_ / "lora/checkpoint/step-10/model.safetensors").string());
   ASSERT_EQ(step10.tensors().size(), 28u);  // 2 layers x 7 projections x {A, B}
   for (const ckpt::TensorInfo& t : step10.tensors()) EXPECT_NE(t.name.find(".lora_"), std::string::npos) << t.name;
+  const CommandResult convert = run_titan(str_cat("convert --from ", (dir_ / "lora/checkpoint/step-10").string(),
+                                                  " --to ", (dir_ / "lora_converted").string(), " --to-hf"));
+  EXPECT_NE(convert.exit_code, 0) << convert.output;
+  EXPECT_NE(convert.output.find("is a LoRA checkpoint: it holds the adapters only"), std::string::npos) << convert.output;
+  EXPECT_FALSE(fs::exists(dir_ / "lora_converted"));
+
+  // Activation checkpointing replays LoRA projections like any linear: the same bits.
+  const CommandResult ac = train("lora_ac", lora + "--activation_checkpoint.mode full");
+  ASSERT_EQ(ac.exit_code, 0) << ac.output;
+  const std::vector<nlohmann::json> c = read_jsonl(dir_ / "lora_ac" / "metrics.jsonl");
+  ASSERT_EQ(c.size(), a.size());
+  for (size_t i = 0; i < c.size(); ++i) EXPECT_EQ(c[i]["loss"].get<double>(), a[i]["loss"].get<double>()) << i + 1;
 
   // Resumed from step 20 (the base loaded again from its HF folder): steps 21..30 to the bit.
   fs::create_directories(dir_ / "lora_resumed" / "checkpoint");

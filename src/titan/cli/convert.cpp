@@ -30,6 +30,10 @@ void native_to_hf(const std::string& from, const std::string& to, const models::
   const ckpt::TrainState state = ckpt::load_train_state(from, /*model_only=*/true);
   config::JobConfig c;
   config::apply_toml_text(c, state.config_toml, from + "/config.toml");
+  TITAN_CHECK(c.lora.rank == 0, "[convert] ", from, " is a LoRA checkpoint: it holds the adapters only (the frozen "
+              "base is ", c.checkpoint.initial_load_path.empty() ? std::string("the seeded init") : c.checkpoint.initial_load_path,
+              "). HINT: rerun the run with --checkpoint.last_save_in_hf (the merged model) or --lora.save_adapter DIR "
+              "(a PEFT adapter)");
   const models::ResolvedModel resolved = train::resolve_model(c);
   nn::Decoder model(resolved.config);
   train::restore_model(state, model.state(), from);

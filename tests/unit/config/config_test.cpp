@@ -86,7 +86,13 @@ JobConfig all_non_default() {
       case FieldType::boolean: set_field(c, f.path, f.default_value == "true" ? "false" : "true"); break;
       case FieldType::integer: set_field(c, f.path, std::to_string(1000003 * i + 7)); break;
       case FieldType::number: set_field(c, f.path, std::to_string(i) + ".123456789012345e-3"); break;
-      case FieldType::string: set_field(c, f.path, "v" + std::to_string(i) + " \"q\" \\ \t\n\x01 é ✓ ="); break;
+      case FieldType::string: {
+        std::string text = "v";  // appended piecewise: GCC 12 misreports a chain of + (-Wrestrict)
+        text += std::to_string(i);
+        text += " \"q\" \\ \t\n\x01 é ✓ =";
+        set_field(c, f.path, text);
+        break;
+      }
     }
   }
   return c;
@@ -108,7 +114,8 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
   [[maybe_unused]] const auto& [p1, p2, p3, p4, p5] = c.parallelism;
   [[maybe_unused]] const auto& [a1, a2] = c.activation_checkpoint;
   [[maybe_unused]] const auto& [ov1] = c.overrides;
-  [[maybe_unused]] const auto& [s1, s2, s3, s4, s5, s6, s7, s8, s9, s10] = c;
+  [[maybe_unused]] const auto& [r1, r2, r3, r4, r5] = c.lora;
+  [[maybe_unused]] const auto& [s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11] = c;
   EXPECT_EQ(count_in_section("job"), 3u);
   EXPECT_EQ(count_in_section("model"), 8u);
   EXPECT_EQ(count_in_section("training"), 11u);
@@ -119,13 +126,15 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
   EXPECT_EQ(count_in_section("parallelism"), 5u);
   EXPECT_EQ(count_in_section("activation_checkpoint"), 2u);
   EXPECT_EQ(count_in_section("override"), 1u);
-  EXPECT_EQ(job_config_fields().size(), 58u);
+  EXPECT_EQ(count_in_section("lora"), 5u);
+  EXPECT_EQ(job_config_fields().size(), 63u);
 
   // Every field reaches a distinct member: setting all of them changes every section.
   const JobConfig changed = all_non_default();
   EXPECT_NE(changed.job, c.job);
   EXPECT_NE(changed.parallelism, c.parallelism);
   EXPECT_NE(changed.overrides, c.overrides);
+  EXPECT_NE(changed.lora, c.lora);
   for (const Field& f : job_config_fields()) {
     EXPECT_NE(get_field(changed, f.path), f.default_value) << f.path;
   }
@@ -140,9 +149,9 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
 TEST(JobConfigFields, SectionOrderAndTypes) {
   const auto& fields = job_config_fields();
   EXPECT_EQ(fields.front().path, "job.dump_folder");
-  EXPECT_EQ(fields.back().path, "override.imports");
+  EXPECT_EQ(fields.back().path, "lora.save_adapter");
   const std::vector<std::string> order = {"job", "model", "training", "optimizer", "lr_scheduler", "metrics",
-                                          "checkpoint", "parallelism", "activation_checkpoint", "override"};
+                                          "checkpoint", "parallelism", "activation_checkpoint", "override", "lora"};
   std::vector<std::string> seen;
   for (const Field& f : fields) {
     const std::string section = f.path.substr(0, f.path.find('.'));
@@ -415,7 +424,7 @@ TEST(Resolve, PrecedenceFunctionThenFileThenFlags) {
 TEST(Resolve, Errors) {
   EXPECT_EQ(config_error_of([] { (void)resolve_config({"--training.steps", "3"}); }),
             "titan train: --config NAME is required; use one of qwen3_debug, qwen3_0_6b, qwen3_1_7b, qwen3_4b, "
-            "qwen3_8b, qwen3_14b, qwen3_32b, qwen3_30b_a3b_reduced, qwen3_4b_finetune, qwen3_debug_finetune");
+            "qwen3_8b, qwen3_14b, qwen3_32b, qwen3_30b_a3b_reduced, qwen3_4b_finetune, qwen3_4b_lora, qwen3_debug_finetune");
   EXPECT_NE(config_error_of([] { (void)resolve_config({"--config", "qwen3_debg"}); }).find("unknown config function 'qwen3_debg'"),
             std::string::npos);
   EXPECT_NE(config_error_of([] { (void)resolve_config({"--config"}); }).find("--config: missing value"), std::string::npos);
@@ -438,7 +447,7 @@ TEST(Registry, NamesAndLookup) {
                                              "qwen3_debug_finetune"}));
   EXPECT_EQ(config_error_of([] { (void)find_config("llama"); }),
             "--config: unknown config function 'llama'; use one of qwen3_debug, qwen3_0_6b, qwen3_1_7b, qwen3_4b, "
-            "qwen3_8b, qwen3_14b, qwen3_32b, qwen3_30b_a3b_reduced, qwen3_4b_finetune, qwen3_debug_finetune");
+            "qwen3_8b, qwen3_14b, qwen3_32b, qwen3_30b_a3b_reduced, qwen3_4b_finetune, qwen3_4b_lora, qwen3_debug_finetune");
   EXPECT_EQ(base_config(), JobConfig{});
 }
 
