@@ -444,7 +444,7 @@ TEST(Registry, NamesAndLookup) {
   }
   EXPECT_EQ(names, (std::vector<std::string>{"qwen3_debug", "qwen3_0_6b", "qwen3_1_7b", "qwen3_4b", "qwen3_8b",
                                              "qwen3_14b", "qwen3_32b", "qwen3_30b_a3b_reduced", "qwen3_4b_finetune",
-                                             "qwen3_debug_finetune"}));
+                                             "qwen3_4b_lora", "qwen3_debug_finetune"}));
   EXPECT_EQ(config_error_of([] { (void)find_config("llama"); }),
             "--config: unknown config function 'llama'; use one of qwen3_debug, qwen3_0_6b, qwen3_1_7b, qwen3_4b, "
             "qwen3_8b, qwen3_14b, qwen3_32b, qwen3_30b_a3b_reduced, qwen3_4b_finetune, qwen3_4b_lora, qwen3_debug_finetune");
