@@ -164,7 +164,7 @@ void Trainer::setup_validation() {
   validator_ = std::make_unique<Validator>(global, *tokenizer_, val_B_, dp_rank_, c_.validation.steps);
   validator_->check_set();
   log_info(str("validation ", path, " every ", c_.validation.freq, " steps and after the last: ",
-               c_.validation.steps < 0 ? std::string("the whole set") : str(c_.validation.steps, " batches"), " of ",
+               c_.validation.steps < 0 ? std::string("the whole set") : str(c_.validation.steps, " batches"), " in batches of ",
                val_B_ * dp_, " x ", val_T_, " tokens (local ", val_B_, ")"));
 }
 
