@@ -163,9 +163,9 @@ void Trainer::setup_validation() {
   global.seq_len = val_T_;
   validator_ = std::make_unique<Validator>(global, *tokenizer_, val_B_, dp_rank_, c_.validation.steps);
   validator_->check_set();
-  log_info(str("validation ", path, " every ", c_.validation.freq, " steps and after the last: ",
-               c_.validation.steps < 0 ? std::string("the whole set") : str(c_.validation.steps, " batches"), " in batches of ",
-               val_B_ * dp_, " x ", val_T_, " tokens (local ", val_B_, ")"));
+  const std::string amount = c_.validation.steps < 0 ? "the whole set" : str(c_.validation.steps, " batches");
+  log_info(str("validation ", path, " every ", c_.validation.freq, " steps and after the last: ", amount,
+               " in batches of ", val_B_ * dp_, " x ", val_T_, " tokens (local ", val_B_, ")"));
 }
 
 void Trainer::setup() {
