@@ -408,6 +408,8 @@ TEST_F(CliParallel, ValidationLossEqualsAcrossMeshes) {
     std::string flags;
   };
   for (const Layout& l : {Layout{"val_fsdp2", 2, 2, ""}, Layout{"val_tp2", 2, 4, "--parallelism.tensor_parallel_degree 2"},
+                          Layout{"val_tp2_nosp", 2, 4, "--parallelism.tensor_parallel_degree 2 "
+                                                       "--no-parallelism.enable_sequence_parallel"},
                           Layout{"val_fsdp2_tp2", 4, 2, "--parallelism.tensor_parallel_degree 2"},
                           Layout{"val_hsdp", 4, 1, "--parallelism.data_parallel_replicate_degree 2"}}) {
     const CommandResult r = run_mpi(l.ranks, train_args(l.name, l.local, l.flags + " " + flags));
