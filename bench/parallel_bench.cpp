@@ -90,6 +90,7 @@ int main(int argc, char** argv) {
     std::ifstream in(dump / "metrics.jsonl");
     for (std::string line; std::getline(in, line);) {
       const nlohmann::json row = nlohmann::json::parse(line);
+      if (row.contains("kind")) continue;  // a validation row, not a training step
       loss = row["loss"].get<double>();
       if (row["step"].get<int64_t>() == 1) continue;  // warm-up
       tps.push_back(row["tokens"].get<double>() * static_cast<double>(dp) / row["seconds"].get<double>());

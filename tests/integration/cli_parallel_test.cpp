@@ -403,5 +403,92 @@ TEST_F(CliParallel, BadMeshesAreOneLineErrors) {
       << launch.output;
 }
 
+// The validation loop on meshes. A held-out slice of the text; 4 steps, a pass after steps 2 and
+// 4 over the whole set. Every rank reads the validation stream and keeps its rows, and the sums are
+// all-reduced over the data-parallel ranks, so each layout's validation loss is the single-rank
+// one up to fp32 reduction order (bar 1e-6 relative).
+std::string validation_flags(const fs::path& dir) {
+  const std::string text = read_text(kShakespeare);
+  const fs::path val = dir / "val.txt";
+  if (!fs::exists(val)) std::ofstream(val, std::ios::binary) << text.substr(text.size() - 6000);
+  return "--training.steps 4 --validation.enable --validation.dataset_path " + val.string() + " --validation.freq 2";
+}
+
+std::vector<nlohmann::json> rows_of_kind(const fs::path& metrics, bool validation_rows) {
+  std::vector<nlohmann::json> out;
+  for (const nlohmann::json& row : read_jsonl(metrics)) {
+    if (row.contains("kind") == validation_rows) out.push_back(row);
+  }
+  return out;
+}
+
+TEST_F(CliParallel, ValidationLossEqualsAcrossMeshes) {
+  const std::string flags = validation_flags(dir_);
+  const CommandResult one = run_titan(train_args("val_one", 4, flags));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const std::vector<nlohmann::json> want = rows_of_kind(dir_ / "val_one" / "metrics.jsonl", true);
+  ASSERT_EQ(want.size(), 2u);
+  // Validation on does not change the single-rank training: the baseline's first 4 steps, bit for bit.
+  const std::vector<nlohmann::json> steps = rows_of_kind(dir_ / "val_one" / "metrics.jsonl", false);
+  ASSERT_EQ(steps.size(), 4u);
+  for (size_t i = 0; i < steps.size(); ++i) EXPECT_EQ(steps[i]["loss"], baseline()[i]["loss"]) << "step " << i + 1;
+  struct Layout {
+    std::string name;
+    int ranks, local;
+    std::string flags;
+  };
+  for (const Layout& l : {Layout{"val_fsdp2", 2, 2, ""}, Layout{"val_tp2", 2, 4, "--parallelism.tensor_parallel_degree 2"},
+                          Layout{"val_tp2_nosp", 2, 4, "--parallelism.tensor_parallel_degree 2 "
+                                                       "--no-parallelism.enable_sequence_parallel"},
+                          Layout{"val_fsdp2_tp2", 4, 2, "--parallelism.tensor_parallel_degree 2"},
+                          Layout{"val_hsdp", 4, 1, "--parallelism.data_parallel_replicate_degree 2"}}) {
+    const CommandResult r = run_mpi(l.ranks, train_args(l.name, l.local, l.flags + " " + flags));
+    ASSERT_EQ(r.exit_code, 0) << l.name << "\n" << r.output;
+    const std::vector<nlohmann::json> got = rows_of_kind(dir_ / l.name / "metrics.jsonl", true);
+    ASSERT_EQ(got.size(), want.size()) << l.name;
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i]["step"], want[i]["step"]);
+      EXPECT_EQ(got[i]["targets"], want[i]["targets"]) << l.name;
+      EXPECT_EQ(got[i]["batches"], want[i]["batches"]) << l.name;
+      const double a = got[i]["loss"].get<double>(), b = want[i]["loss"].get<double>();
+      EXPECT_LT(std::abs(a - b) / b, 1e-6) << l.name << " step " << got[i]["step"] << ": " << a << " vs " << b;
+      std::printf("%s step %d: validation loss %.9f vs one rank %.9f (rel %.3g)\n", l.name.c_str(),
+                  got[i]["step"].get<int>(), a, b, std::abs(a - b) / b);
+    }
+  }
+}
+
+// bf16 compute and full activation checkpointing on FSDP x TP: the mesh trains the same bits with
+// and without validation (forward-only FSDP gathers and TP collectives in between change nothing),
+// and its validation loss is one rank's in bf16 within bf16's bar (as Bf16MeshesMatchOneRankInBf16).
+TEST_F(CliParallel, ValidationBf16CheckpointedMeshLeavesTrainingUnchanged) {
+  const std::string mixed = " --training.mixed_precision_param bfloat16 --activation_checkpoint.mode full "
+                            "--parallelism.tensor_parallel_degree 2 --training.steps 4";
+  CommandResult r = run_mpi(4, train_args("val_bf16_off", 2, mixed));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_mpi(4, train_args("val_bf16_on", 2, mixed + " " + validation_flags(dir_)));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<nlohmann::json> off = rows_of_kind(dir_ / "val_bf16_off" / "metrics.jsonl", false);
+  const std::vector<nlohmann::json> on = rows_of_kind(dir_ / "val_bf16_on" / "metrics.jsonl", false);
+  ASSERT_EQ(off.size(), 4u);
+  ASSERT_EQ(on.size(), 4u);
+  for (size_t i = 0; i < off.size(); ++i) {
+    EXPECT_EQ(off[i]["loss"], on[i]["loss"]) << "step " << i + 1;
+    EXPECT_EQ(off[i]["grad_norm"], on[i]["grad_norm"]) << "step " << i + 1;
+  }
+  const CommandResult one = run_titan(train_args("val_bf16_one", 4, "--training.mixed_precision_param bfloat16 "
+                                                                    "--activation_checkpoint.mode full " +
+                                                                    validation_flags(dir_)));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const std::vector<nlohmann::json> want = rows_of_kind(dir_ / "val_bf16_one" / "metrics.jsonl", true);
+  const std::vector<nlohmann::json> got = rows_of_kind(dir_ / "val_bf16_on" / "metrics.jsonl", true);
+  ASSERT_EQ(got.size(), 2u);
+  ASSERT_EQ(want.size(), 2u);
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double a = got[i]["loss"].get<double>(), b = want[i]["loss"].get<double>();
+    EXPECT_LT(std::abs(a - b) / b, 1e-3) << "step " << got[i]["step"] << ": " << a << " vs " << b;
+  }
+}
+
 }  // namespace
 }  // namespace titan

@@ -85,6 +85,19 @@ struct MetricsSection {
   bool operator==(const MetricsSection&) const = default;
 };
 
+// torchtitan's [validation]: a forward-only pass over a held-out set every `freq` steps and after
+// the last step. 0 for local_batch_size / seq_len means the training value.
+struct ValidationSection {
+  bool enable = false;
+  std::string dataset_path = "";
+  int64_t freq = 500;
+  int64_t steps = -1;  // batches per pass; -1 = the whole set
+  int64_t local_batch_size = 0;
+  int64_t seq_len = 0;
+
+  bool operator==(const ValidationSection&) const = default;
+};
+
 struct CheckpointSection {
   bool enable = false;
   std::string folder = "checkpoint";
@@ -145,6 +158,7 @@ struct JobConfig {
   OptimizerSection optimizer;
   LrSchedulerSection lr_scheduler;
   MetricsSection metrics;
+  ValidationSection validation;
   CheckpointSection checkpoint;
   ParallelismSection parallelism;
   ActivationCheckpointSection activation_checkpoint;
@@ -222,6 +236,18 @@ void visit_fields(Config& c, V&& v) {
   v("metrics.enable_jsonl", metrics.enable_jsonl, "write one JSON line of metrics per logged step");
   v("metrics.save_tb_folder", metrics.save_tb_folder, "TensorBoard folder, inside job.dump_folder");
   v("metrics.peak_tflops", metrics.peak_tflops, "device peak for MFU; 0 = measure (cached when the machine is quiet)");
+
+  auto& validation = c.validation;
+  v("validation.enable", validation.enable,
+    "run a forward-only validation pass every validation.freq steps and after the last step");
+  v("validation.dataset_path", validation.dataset_path,
+    "the held-out set: a .txt/.jsonl(.zst) file or a folder of them, read like training.dataset_path");
+  v("validation.freq", validation.freq, "validate every N steps (and after the last step)");
+  v("validation.steps", validation.steps,
+    "batches per validation pass, from the start of the set each time; -1 = the whole set");
+  v("validation.local_batch_size", validation.local_batch_size,
+    "sequences per data-parallel rank in one validation batch; 0 = training.local_batch_size");
+  v("validation.seq_len", validation.seq_len, "tokens per validation sequence; 0 = training.seq_len");
 
   auto& checkpoint = c.checkpoint;
   v("checkpoint.enable", checkpoint.enable, "save checkpoints");

@@ -133,6 +133,23 @@ void validate(const JobConfig& c, int64_t data_parallel_degree) {
     config_fail("metrics.peak_tflops=", shown(m.peak_tflops), " must be >= 0 (0 = measure, cached when the machine is quiet)");
   }
 
+  const ValidationSection& val = c.validation;
+  if (val.enable && val.dataset_path.empty()) {
+    config_fail("validation.enable is set but validation.dataset_path is empty; set it to a held-out "
+                ".txt/.jsonl(.zst) file or folder, or drop --validation.enable");
+  }
+  if (val.freq < 1) config_fail("validation.freq=", val.freq, " must be >= 1 (validate every N steps)");
+  if (val.steps != -1 && val.steps < 1) {
+    config_fail("validation.steps=", val.steps, " must be >= 1 batches, or -1 for the whole validation set");
+  }
+  if (val.local_batch_size < 0) {
+    config_fail("validation.local_batch_size=", val.local_batch_size, " must be >= 1, or 0 for training.local_batch_size");
+  }
+  if (val.seq_len != 0 && val.seq_len < 2) {
+    config_fail("validation.seq_len=", val.seq_len, " must be >= 2 (an input token and its label), or 0 for "
+                "training.seq_len");
+  }
+
   const CheckpointSection& k = c.checkpoint;
   if (k.interval < 1) config_fail("checkpoint.interval=", k.interval, " must be >= 1 (save every N steps)");
   if (k.keep_latest_k < 0) config_fail("checkpoint.keep_latest_k=", k.keep_latest_k, " must be >= 0 (0 keeps all)");

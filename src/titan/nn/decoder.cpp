@@ -191,13 +191,19 @@ LossResult Decoder::forward_backward(const Tensor& ids_BT, const Tensor& targets
 }
 
 LossResult Decoder::forward_loss(const Tensor& ids_BT, const Tensor& targets_BT) {
-  TITAN_CHECK(tp_ == nullptr, "[model] forward_loss is not tensor-parallel; use forward_backward");
+  TITAN_CHECK(targets_BT.shape() == ids_BT.shape(), "[model] targets ", targets_BT.describe(),
+              " must have the shape of the input ids ", ids_BT.describe());
   Activations acts;
   const Tensor hn_ND = forward_hidden(ids_BT, acts, false);
   LossResult result;
   if (config_.load_balance == LoadBalance::aux_loss) result.aux_loss = aux_loss(acts.router, config_.num_experts, nullptr);
-  Tensor no_grad;
-  const ops::LmHeadXentResult xent = output->loss(hn_ND, targets_BT, 1.0f, no_grad);
+  Tensor no_dx, no_dw;
+  // Under TP the vocabulary-parallel head (forward only: no dx, no dw) gives every rank the loss of
+  // all N tokens, as forward_backward's does.
+  const ops::LmHeadXentResult xent =
+      tp_ ? tp_->head_xent(tp_->enter(hn_ND), head_weight().for_compute(), vocab_start_, targets_BT.reshape({-1}),
+                           1.0f, no_dx, no_dw)
+          : output->loss(hn_ND, targets_BT, 1.0f, no_dx);
   result.loss_sum = xent.loss_sum;
   result.num_targets = xent.num_targets;
   if (xent.num_targets > 0) result.loss = xent.loss_sum / static_cast<double>(xent.num_targets);

@@ -141,7 +141,8 @@ class Decoder {
   // differentiated (aux_scale: 1 / micro-batches when accumulating).
   LossResult forward_backward(const Tensor& ids_BT, const Tensor& targets_BT,
                               float grad_scale = 0.0f, float aux_scale = 1.0f);
-  // Forward-only mean cross-entropy (no gradients, no saved activations).
+  // Forward-only mean cross-entropy (no gradients, no saved activations); under tensor
+  // parallelism through the vocabulary-parallel head (a collective: every tp rank calls it).
   LossResult forward_loss(const Tensor& ids_BT, const Tensor& targets_BT);
   // Inference forward: logits f32 [B, T, V] (materialized: this is the output).
   Tensor forward_logits(const Tensor& ids_BT);
@@ -164,7 +165,8 @@ class Decoder {
   void set_unit_hooks(UnitHooks* hooks) { hooks_ = hooks; }
   // Tensor parallel (not owned): this decoder was built with one rank's share (heads, kv heads,
   // FFN width and vocabulary divided by tp->degree(); config() says so), its table and head hold
-  // vocabulary rows [vocab_start, vocab_start + config().vocab_size). forward_backward only.
+  // vocabulary rows [vocab_start, vocab_start + config().vocab_size). forward_backward and
+  // forward_loss (forward_logits is not tensor-parallel).
   void set_tensor_parallel(TensorParallelOps* tp, int64_t vocab_start);
 
   // Non-trainable state saved with the model (the experts' selection biases; no gradient).

@@ -140,68 +140,114 @@ std::string svg_axes(const Frame& f, const std::string& title) {
   return s;
 }
 
-// The raw curve, or (with smoothing) the raw one faded under the smoothed one and a legend.
+// "x,y x,y ..." of the points in pixels.
+std::string svg_points(const Frame& f, const std::vector<double>& xs, const std::vector<double>& ys) {
+  std::string p;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (i) p.push_back(' ');
+    p += fmt("%.2f,%.2f", f.px(xs[i]), f.py(ys[i]));
+  }
+  return p;
+}
+
+constexpr const char* kSecondColor = "#ff7f0e";
+
+// The raw curve, or (with smoothing) the raw one faded under the smoothed one; then the second
+// series with a marker per point; a legend when there is more than one line.
 std::string svg_curves(const Frame& f, const std::vector<double>& xs, const std::vector<double>& ys,
-                       const std::vector<double>& smooth, double ema) {
-  auto polyline = [&](const char* cls, const std::vector<double>& vals, const char* style) {
-    std::string p = std::string("<polyline class=\"") + cls + "\" fill=\"none\" " + style +
-                    " stroke-linejoin=\"round\" stroke-linecap=\"round\" points=\"";
-    for (size_t i = 0; i < xs.size(); ++i) {
-      if (i) p.push_back(' ');
-      p += fmt("%.2f,%.2f", f.px(xs[i]), f.py(vals[i]));
-    }
-    return p + "\"/>\n";
+                       const std::vector<double>& smooth, double ema, const std::vector<double>& xs2,
+                       const std::vector<double>& ys2, const std::string& label2) {
+  auto polyline = [&](const char* cls, const std::vector<double>& px, const std::vector<double>& vals,
+                      const char* style) {
+    return std::string("<polyline class=\"") + cls + "\" fill=\"none\" " + style +
+           " stroke-linejoin=\"round\" stroke-linecap=\"round\" points=\"" + svg_points(f, px, vals) + "\"/>\n";
   };
-  if (xs.empty()) {
+  if (xs.empty() && xs2.empty()) {
     return fmt("<text class=\"label\" x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\">"
                "no finite loss values</text>\n", f.left + f.pw / 2, f.top + f.ph / 2);
   }
-  if (smooth.empty()) return polyline("raw", ys, "stroke=\"#1f77b4\" stroke-width=\"1.8\"");
-  std::string s = polyline("raw", ys, "stroke=\"#1f77b4\" stroke-opacity=\"0.3\" stroke-width=\"1.2\"");
-  s += polyline("smooth", smooth, "stroke=\"#1f77b4\" stroke-width=\"2.2\"");
+  struct Entry {
+    std::string style, text;
+  };
+  std::vector<Entry> legend;
+  std::string s;
+  if (!xs.empty() && smooth.empty()) {
+    s += polyline("raw", xs, ys, "stroke=\"#1f77b4\" stroke-width=\"1.8\"");
+    legend.push_back({"stroke=\"#1f77b4\" stroke-width=\"1.8\"", "train"});
+  } else if (!xs.empty()) {
+    s += polyline("raw", xs, ys, "stroke=\"#1f77b4\" stroke-opacity=\"0.3\" stroke-width=\"1.2\"");
+    s += polyline("smooth", xs, smooth, "stroke=\"#1f77b4\" stroke-width=\"2.2\"");
+    legend.push_back({"stroke=\"#1f77b4\" stroke-opacity=\"0.3\" stroke-width=\"1.2\"", "raw"});
+    legend.push_back({"stroke=\"#1f77b4\" stroke-width=\"2.2\"", "EMA " + fmt("%.2f", ema)});
+  }
+  if (!xs2.empty()) {
+    const std::string style = std::string("stroke=\"") + kSecondColor + "\" stroke-width=\"2\"";
+    s += polyline("validation", xs2, ys2, style.c_str());
+    for (size_t i = 0; i < xs2.size(); ++i) {
+      s += fmt("<circle cx=\"%.2f\" cy=\"%.2f\" r=\"3\" ", f.px(xs2[i]), f.py(ys2[i])) + "fill=\"" + kSecondColor +
+           "\"/>\n";
+    }
+    legend.push_back({style, label2});
+  }
+  if (legend.size() < 2) return s;
   const double lx = f.left + f.pw - 150, ly = f.top + 12;
-  s += fmt("<rect x=\"%.2f\" y=\"%.2f\" width=\"140\" height=\"42\" fill=\"#ffffff\" "
-           "fill-opacity=\"0.85\" stroke=\"#ddd\"/>\n", lx, ly);
-  s += fmt("<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#1f77b4\" "
-           "stroke-opacity=\"0.3\" stroke-width=\"1.2\"/>\n", lx + 10, ly + 14, lx + 34, ly + 14);
-  s += fmt("<text class=\"tick\" x=\"%.2f\" y=\"%.2f\">raw</text>\n", lx + 42, ly + 18);
-  s += fmt("<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#1f77b4\" "
-           "stroke-width=\"2.2\"/>\n", lx + 10, ly + 30, lx + 34, ly + 30);
-  s += fmt("<text class=\"tick\" x=\"%.2f\" y=\"%.2f\">EMA ", lx + 42, ly + 34) + fmt("%.2f", ema) +
-       "</text>\n";
+  s += fmt("<rect x=\"%.2f\" y=\"%.2f\" width=\"140\" height=\"%.0f\" fill=\"#ffffff\" "
+           "fill-opacity=\"0.85\" stroke=\"#ddd\"/>\n", lx, ly, 10.0 + 16.0 * static_cast<double>(legend.size()));
+  for (size_t i = 0; i < legend.size(); ++i) {
+    const double y = ly + 14 + 16.0 * static_cast<double>(i);
+    s += fmt("<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" ", lx + 10, y, lx + 34, y) + legend[i].style +
+         "/>\n";
+    s += fmt("<text class=\"tick\" x=\"%.2f\" y=\"%.2f\">", lx + 42, y + 4) + xml_escape(legend[i].text) +
+         "</text>\n";
+  }
   return s;
 }
 
-}  // namespace
-
-std::string loss_plot_svg(const std::vector<int64_t>& steps, const std::vector<double>& losses,
-                          const std::string& title, const LossPlotOptions& options) {
-  TITAN_CHECK(steps.size() == losses.size(), "[loss_plot] ", steps.size(), " steps but ",
-              losses.size(), " losses. HINT: pass one step per loss value");
-  TITAN_CHECK(options.width >= 200 && options.height >= 150, "[loss_plot] size ", options.width,
-              "x", options.height, " is too small. HINT: use at least 200x150");
-  TITAN_CHECK(options.ema >= 0.0 && options.ema < 1.0, "[loss_plot] ema = ", options.ema,
-              " is outside [0, 1). HINT: 0 turns smoothing off, 0.9 is TensorBoard-like");
-  std::vector<double> xs, ys;  // finite points only
+// The finite points of a series, as doubles.
+void finite_points(const std::vector<int64_t>& steps, const std::vector<double>& losses, std::vector<double>& xs,
+                   std::vector<double>& ys) {
   for (size_t i = 0; i < losses.size(); ++i) {
     if (!std::isfinite(losses[i])) continue;
     xs.push_back(static_cast<double>(steps[i]));
     ys.push_back(losses[i]);
   }
+}
+
+}  // namespace
+
+std::string loss_plot_svg(const std::vector<int64_t>& steps, const std::vector<double>& losses,
+                          const std::string& title, const LossPlotOptions& options, const LossSeries& second) {
+  TITAN_CHECK(steps.size() == losses.size(), "[loss_plot] ", steps.size(), " steps but ",
+              losses.size(), " losses. HINT: pass one step per loss value");
+  TITAN_CHECK(second.steps.size() == second.losses.size(), "[loss_plot] series '", second.label, "': ",
+              second.steps.size(), " steps but ", second.losses.size(), " losses. HINT: pass one step per loss value");
+  TITAN_CHECK(options.width >= 200 && options.height >= 150, "[loss_plot] size ", options.width,
+              "x", options.height, " is too small. HINT: use at least 200x150");
+  TITAN_CHECK(options.ema >= 0.0 && options.ema < 1.0, "[loss_plot] ema = ", options.ema,
+              " is outside [0, 1). HINT: 0 turns smoothing off, 0.9 is TensorBoard-like");
+  std::vector<double> xs, ys, xs2, ys2;  // finite points only
+  finite_points(steps, losses, xs, ys);
+  finite_points(second.steps, second.losses, xs2, ys2);
+  std::vector<double> all_x = xs, all_y = ys;
+  all_x.insert(all_x.end(), xs2.begin(), xs2.end());
+  all_y.insert(all_y.end(), ys2.begin(), ys2.end());
   const double w = options.width, h = options.height;
   const double left = 72, right = 24, top = 44, bottom = 56;
   Frame f{w, h, left, top, w - left - right, h - top - bottom, Axis{0, 1, 0.2}, Axis{0, 1, 0.2}};
-  if (!xs.empty()) {
-    f.ax = nice_axis(*std::min_element(xs.begin(), xs.end()), *std::max_element(xs.begin(), xs.end()), 8, true);
-    f.ay = nice_axis(*std::min_element(ys.begin(), ys.end()), *std::max_element(ys.begin(), ys.end()), 6, false);
+  if (!all_x.empty()) {
+    f.ax = nice_axis(*std::min_element(all_x.begin(), all_x.end()), *std::max_element(all_x.begin(), all_x.end()), 8,
+                     true);
+    f.ay = nice_axis(*std::min_element(all_y.begin(), all_y.end()), *std::max_element(all_y.begin(), all_y.end()), 6,
+                     false);
   }
-  return svg_axes(f, title) + svg_curves(f, xs, ys, debiased_ema(ys, options.ema), options.ema) + "</svg>\n";
+  return svg_axes(f, title) +
+         svg_curves(f, xs, ys, debiased_ema(ys, options.ema), options.ema, xs2, ys2, second.label) + "</svg>\n";
 }
 
 void write_loss_plot_svg(const std::string& path, const std::vector<int64_t>& steps,
                          const std::vector<double>& losses, const std::string& title,
-                         const LossPlotOptions& options) {
-  ckpt::write_text_file_atomic(path, loss_plot_svg(steps, losses, title, options));
+                         const LossPlotOptions& options, const LossSeries& second) {
+  ckpt::write_text_file_atomic(path, loss_plot_svg(steps, losses, title, options, second));
 }
 
 }  // namespace titan::train

@@ -105,6 +105,37 @@ void MetricsLogger::record(const StepMetrics& m) {
   }
 }
 
+std::string MetricsLogger::format_validation_line(const ValidationMetrics& v) {
+  char line[320];
+  const int used = std::snprintf(line, sizeof line,
+                                 "validate: step %5lld  loss: %8.4f  perplexity: %.4g  tokens: %s (%lld batches)  "
+                                 "time: %.2fs",
+                                 static_cast<long long>(v.step), v.loss, v.perplexity,
+                                 with_commas(static_cast<double>(v.targets)).c_str(),
+                                 static_cast<long long>(v.batches), v.seconds);
+  return used > 0 ? line : "";
+}
+
+void MetricsLogger::record_validation(const ValidationMetrics& v) {
+  validations_.push_back(v);
+  const std::string line = format_validation_line(v);
+  const std::string text = log_rank_tag().empty() ? line : log_rank_tag() + " " + line;
+  if (options_.console) {
+    std::printf("%s\n", text.c_str());
+    std::fflush(stdout);
+  }
+  log_tee_line(text);
+  if (jsonl_) {
+    jsonl_->write(nlohmann::ordered_json{{"kind", "validation"}, {"step", v.step}, {"loss", v.loss},
+                                         {"perplexity", v.perplexity}, {"targets", v.targets},
+                                         {"batches", v.batches}, {"seconds", v.seconds}});
+  }
+  if (tensorboard_) {
+    tensorboard_->add_scalars({{"validation/loss", v.loss}, {"validation/perplexity", v.perplexity}}, v.step);
+    tensorboard_->flush();
+  }
+}
+
 void MetricsLogger::finish() {
   if (history_.empty() || !options_.files) return;
   std::vector<int64_t> steps;
@@ -113,8 +144,13 @@ void MetricsLogger::finish() {
     steps.push_back(m.step);
     losses.push_back(m.loss);
   }
+  LossSeries validation{"validation", {}, {}};
+  for (const ValidationMetrics& v : validations_) {
+    validation.steps.push_back(v.step);
+    validation.losses.push_back(v.loss);
+  }
   write_loss_plot_svg((std::filesystem::path(options_.dump_folder) / "loss.svg").string(), steps, losses,
-                      options_.run_name);
+                      options_.run_name, {}, validation);
   if (tensorboard_) tensorboard_->flush();
 }
 

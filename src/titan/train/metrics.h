@@ -1,5 +1,7 @@
 // Per-step metrics and where they go: one console line (torchtitan's layout), a JSONL file and
 // TensorBoard event files at the logged steps, and a loss-curve SVG over every step at the end.
+// Validation passes go to the same places (metrics.jsonl rows with "kind": "validation"; rows
+// without "kind" are training steps).
 //
 //   tps     tokens per second per rank (this rank's tokens of the step / step wall time)
 //   tflops  tps x training FLOPs per token (flops.h) / 1e12
@@ -41,6 +43,18 @@ struct StepMetrics {
   double comm_seconds = 0.0;
 };
 
+// One validation pass (train/validator.h), written as a "validate" line, a metrics.jsonl row of
+// "kind": "validation", the TensorBoard scalars validation/loss and validation/perplexity, and a
+// second series on loss.svg.
+struct ValidationMetrics {
+  int64_t step = 0;         // the training step the model has finished
+  double loss = 0.0;        // mean cross-entropy (nats per target token; no MoE aux loss)
+  double perplexity = 0.0;  // exp(loss)
+  int64_t targets = 0;      // target tokens of the pass, all data-parallel ranks
+  int64_t batches = 0;      // global batches of the pass
+  double seconds = 0.0;     // wall time of the pass (loading included)
+};
+
 struct MetricsOptions {
   std::string dump_folder;
   int64_t log_freq = 10;
@@ -64,17 +78,23 @@ class MetricsLogger {
 
   // Prints and writes when the step is 1, a multiple of log_freq, or the last; remembers every step.
   void record(const StepMetrics& m);
-  // Writes loss.svg (every step) into the dump folder and flushes the writers.
+  // Prints and writes every validation pass; remembers it for the plot.
+  void record_validation(const ValidationMetrics& v);
+  // Writes loss.svg (every step, and the validation passes as a second series) into the dump
+  // folder and flushes the writers.
   void finish();
 
   const std::vector<StepMetrics>& history() const { return history_; }
+  const std::vector<ValidationMetrics>& validations() const { return validations_; }
   static std::string format_line(const StepMetrics& m);
+  static std::string format_validation_line(const ValidationMetrics& v);
 
  private:
   MetricsOptions options_;
   std::unique_ptr<JsonlWriter> jsonl_;
   std::unique_ptr<TensorBoardWriter> tensorboard_;
   std::vector<StepMetrics> history_;
+  std::vector<ValidationMetrics> validations_;
 };
 
 }  // namespace titan::train

@@ -50,6 +50,7 @@ models::ResolvedModel resolve_model(const config::JobConfig& c) {
   models::ResolvedModel r = models::resolve_model(c.model.name, c.model.hf_assets_path, c.model.n_layers);
   nn::DecoderConfig& m = r.config;
   if (m.max_seq_len < c.training.seq_len) m.max_seq_len = c.training.seq_len;
+  if (c.validation.enable && m.max_seq_len < c.validation.seq_len) m.max_seq_len = c.validation.seq_len;
   const config::ModelSection& o = c.model;
   const bool moe_set = o.num_experts != 0 || o.top_k != 0 || !o.load_balance.empty() || o.router_aux_loss_coef >= 0;
   TITAN_CHECK(!moe_set || m.num_experts > 0, "[model] model.num_experts / top_k / load_balance / "
@@ -84,6 +85,8 @@ void Trainer::setup_mesh() {
   accumulation_ = config::accumulation_steps(c_, dp_);
   B_ = c_.training.local_batch_size;
   T_ = c_.training.seq_len;
+  val_B_ = c_.validation.local_batch_size > 0 ? c_.validation.local_batch_size : B_;
+  val_T_ = c_.validation.seq_len > 0 ? c_.validation.seq_len : T_;
 }
 
 // Everything about the model that can fail on bad input, before any long work: its config, the
@@ -97,6 +100,9 @@ void Trainer::check_model() {
   TITAN_CHECK(!sequence_parallel || (B_ * T_) % tp == 0, "[parallel] sequence parallel splits a micro-batch's ",
               B_ * T_, " tokens over tensor_parallel_degree = ", tp, ", which does not divide them. HINT: change "
               "training.local_batch_size / seq_len, or --no-parallelism.enable_sequence_parallel");
+  TITAN_CHECK(!sequence_parallel || !c_.validation.enable || (val_B_ * val_T_) % tp == 0, "[parallel] sequence "
+              "parallel splits a validation batch's ", val_B_ * val_T_, " tokens over tensor_parallel_degree = ", tp,
+              ", which does not divide them. HINT: change validation.local_batch_size / seq_len");
   const config::ActivationCheckpointSection& ac = c_.activation_checkpoint;
   recompute_ = nn::recompute_per_layer(ac.mode, ac.selective_ac_option, resolved_.config.num_layers);
   const plugins::LoadedPlugins loaded = plugins::load_plugins(plugins::split_imports(c_.overrides.imports));
@@ -117,6 +123,7 @@ std::unique_ptr<nn::Decoder> Trainer::build_model() {
   if (c_.lora.rank > 0) frozen.emplace(compute_dtype(parse_precision(c_.training.mixed_precision_param)));
   std::unique_ptr<nn::Decoder> whole = resolved_.spec->build(resolved_.config, tree_);
   whole->check_shapes(B_, T_);
+  if (c_.validation.enable) whole->check_shapes(val_B_, val_T_);
   whole->set_recompute(recompute_);
   parallel::Parallelized::check(*whole, *mesh_);
   return whole;
@@ -151,11 +158,31 @@ void Trainer::setup_data() {
   loader_ = std::make_unique<data::PrefetchLoader>(loader_config_, *tokenizer_);
 }
 
+// The validation set, read exactly as the training set (a copy of the training loader's config:
+// tokenizer, bos/eot, packing and any dataset option it carries) with the validation path and
+// batch; checked to hold one whole batch before step 1.
+void Trainer::setup_validation() {
+  if (!c_.validation.enable) return;
+  const std::string& path = c_.validation.dataset_path;
+  TITAN_CHECK(std::filesystem::exists(path), "[validation] validation.dataset_path ", path, " does not exist. HINT: "
+              "set it to a held-out .txt/.jsonl(.zst) file or folder");
+  data::LoaderConfig global = loader_config_;
+  global.dataset.path = path;
+  global.batch_size = val_B_ * dp_;
+  global.seq_len = val_T_;
+  validator_ = std::make_unique<Validator>(global, *tokenizer_, val_B_, dp_rank_, c_.validation.steps);
+  validator_->check_set();
+  const std::string amount = c_.validation.steps < 0 ? "the whole set" : str(c_.validation.steps, " batches");
+  log_info(str("validation ", path, " every ", c_.validation.freq, " steps and after the last: ", amount,
+               " in batches of ", val_B_ * dp_, " x ", val_T_, " tokens (local ", val_B_, ")"));
+}
+
 void Trainer::setup() {
   setup_mesh();
   check_model();
   std::unique_ptr<nn::Decoder> whole = build_model();
   setup_data();
+  setup_validation();
   const models::ModelSpec& spec = *resolved_.spec;
   const std::optional<ckpt::CheckpointEntry> resume = find_resume_checkpoint(c_, world_->rank() == 0);
   // A LoRA checkpoint holds the adapters only: its frozen base comes from the same place every start.
@@ -264,6 +291,9 @@ TrainSummary Trainer::train() {
   micro_.resize(static_cast<size_t>(accumulation_));
   for (int64_t step = start_.step + 1; step <= c_.training.steps; ++step) {
     metrics_->record(train_step(step));
+    if (validator_ && (step % c_.validation.freq == 0 || step == c_.training.steps)) {
+      metrics_->record_validation(validator_->run(*model_, step));
+    }
     if (checkpointer_->due(step)) checkpointer_->save(step, tokens_seen_);
   }
   checkpointer_->finish();
@@ -272,6 +302,7 @@ TrainSummary Trainer::train() {
   summary.seconds = seconds_since(loop_start);
   metrics_->finish();
   summary.steps = metrics_->history();
+  summary.validations = metrics_->validations();
   log_info(str("done: ", c_.training.steps, " steps in ", summary.seconds,
                " s; metrics, config.toml and loss.svg in ", c_.job.dump_folder));
   return summary;
@@ -285,12 +316,7 @@ int64_t Trainer::next_micro_batches(int64_t step) {
     std::optional<data::Batch> next = loader_->next();
     TITAN_CHECK(next.has_value(), "[train] the data loader ended at step ", step);
     targets += ops::count_targets(next->labels_BT);  // labels of -100 would not count
-    b = std::move(*next);
-    if (dp_ > 1) {
-      b.inputs_BT = b.inputs_BT.narrow(0, dp_rank_ * B_, B_).clone();
-      b.labels_BT = b.labels_BT.narrow(0, dp_rank_ * B_, B_).clone();
-      b.positions_BT = b.positions_BT.narrow(0, dp_rank_ * B_, B_).clone();
-    }
+    b = data_parallel_rows(*next, dp_rank_, B_);
   }
   TITAN_CHECK(targets > 0, "[train] step ", step, " has no target tokens. HINT: check the dataset");
   return targets;

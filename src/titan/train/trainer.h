@@ -9,7 +9,9 @@
 //   train_step(step)    the step's micro-batches (local_batch_size x seq_len each), forward_backward
 //                       on each, gradients made global (parallelize), clipping (the logged
 //                       grad_norm is the norm before clipping), lr = optimizer.lr x schedule(step),
-//                       AdamW, MoE balancing, the metric line, a checkpoint when due.
+//                       AdamW, MoE balancing, the metric line, a validation pass when due
+//                       (train/validator.h: every validation.freq steps and after the last),
+//                       a checkpoint when due.
 //   forward_backward()  one micro-batch: gradients scaled by 1 / (target tokens of the whole step),
 //                       so the step's gradient is that of the mean loss over the global batch.
 //
@@ -33,18 +35,20 @@
 #include "titan/train/metrics.h"
 #include "titan/train/optimizer.h"
 #include "titan/train/peak_flops.h"
+#include "titan/train/validator.h"
 
 namespace titan::train {
 
 struct TrainSummary {
   std::vector<StepMetrics> steps;  // every step, in order
+  std::vector<ValidationMetrics> validations;  // every validation pass, in order
   double seconds = 0.0;            // wall time of the loop (setup excluded)
 };
 
 // The model a run trains and its family: the named size model.name (or model.hf_assets_path/
 // config.json when empty), cut to model.n_layers, with the model.* mixture-of-experts fields
 // overriding the spec's where set (torchtitan's moe_args), max_seq_len raised to
-// training.seq_len; validated.
+// training.seq_len (and validation.seq_len when validation is on); validated.
 models::ResolvedModel resolve_model(const config::JobConfig& config);
 inline nn::DecoderConfig model_config(const config::JobConfig& config) { return resolve_model(config).config; }
 
@@ -71,6 +75,7 @@ class Trainer {
   void check_model();                        // the config tree, overrides, every shape constraint
   std::unique_ptr<nn::Decoder> build_model();  // the whole model from the tree, shapes checked
   void setup_data();
+  void setup_validation();  // the validation set checked before step 1 (no-op when disabled)
   void log_setup() const;
   int64_t next_micro_batches(int64_t step);  // fills micro_; returns the step's target count
   void check_finite(int64_t step, double loss, double grad_norm) const;
@@ -86,6 +91,8 @@ class Trainer {
   std::unique_ptr<data::Tokenizer> tokenizer_;
   data::LoaderConfig loader_config_;
   std::unique_ptr<data::PrefetchLoader> loader_;
+  std::unique_ptr<Validator> validator_;  // null unless validation.enable
+  int64_t val_B_ = 0, val_T_ = 0;         // validation batch rows per rank and sequence length
   std::unique_ptr<parallel::Parallelized> model_;
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;

@@ -110,24 +110,26 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
   [[maybe_unused]] const auto& [o1, o2, o3, o4, o5, o6] = c.optimizer;
   [[maybe_unused]] const auto& [l1, l2, l3, l4] = c.lr_scheduler;
   [[maybe_unused]] const auto& [x1, x2, x3, x4, x5] = c.metrics;
+  [[maybe_unused]] const auto& [v1, v2, v3, v4, v5, v6] = c.validation;
   [[maybe_unused]] const auto& [k1, k2, k3, k4, k5, k6, k7, k8, k9, k10, k11, k12, k13] = c.checkpoint;
   [[maybe_unused]] const auto& [p1, p2, p3, p4, p5] = c.parallelism;
   [[maybe_unused]] const auto& [a1, a2] = c.activation_checkpoint;
   [[maybe_unused]] const auto& [ov1] = c.overrides;
   [[maybe_unused]] const auto& [r1, r2, r3, r4, r5] = c.lora;
-  [[maybe_unused]] const auto& [s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11] = c;
+  [[maybe_unused]] const auto& [s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12] = c;
   EXPECT_EQ(count_in_section("job"), 3u);
   EXPECT_EQ(count_in_section("model"), 8u);
   EXPECT_EQ(count_in_section("training"), 11u);
   EXPECT_EQ(count_in_section("optimizer"), 6u);
   EXPECT_EQ(count_in_section("lr_scheduler"), 4u);
   EXPECT_EQ(count_in_section("metrics"), 5u);
+  EXPECT_EQ(count_in_section("validation"), 6u);
   EXPECT_EQ(count_in_section("checkpoint"), 13u);
   EXPECT_EQ(count_in_section("parallelism"), 5u);
   EXPECT_EQ(count_in_section("activation_checkpoint"), 2u);
   EXPECT_EQ(count_in_section("override"), 1u);
   EXPECT_EQ(count_in_section("lora"), 5u);
-  EXPECT_EQ(job_config_fields().size(), 63u);
+  EXPECT_EQ(job_config_fields().size(), 69u);
 
   // Every field reaches a distinct member: setting all of them changes every section.
   const JobConfig changed = all_non_default();
@@ -151,7 +153,8 @@ TEST(JobConfigFields, SectionOrderAndTypes) {
   EXPECT_EQ(fields.front().path, "job.dump_folder");
   EXPECT_EQ(fields.back().path, "lora.save_adapter");
   const std::vector<std::string> order = {"job", "model", "training", "optimizer", "lr_scheduler", "metrics",
-                                          "checkpoint", "parallelism", "activation_checkpoint", "override", "lora"};
+                                          "validation", "checkpoint", "parallelism", "activation_checkpoint", "override",
+                                          "lora"};
   std::vector<std::string> seen;
   for (const Field& f : fields) {
     const std::string section = f.path.substr(0, f.path.find('.'));
@@ -552,6 +555,11 @@ TEST(Validate, EachImpossibleValueIsOneClearError) {
       {[](JobConfig& c) { c.metrics.peak_tflops = -1; }, "metrics.peak_tflops=-1 must be >= 0"},
       {[](JobConfig& c) { c.model.n_layers = -2; }, "model.n_layers=-2 must be >= 0"},
       {[](JobConfig& c) { c.model.name = ""; }, "model.name and model.hf_assets_path are both empty"},
+      {[](JobConfig& c) { c.validation.enable = true; }, "validation.enable is set but validation.dataset_path is empty"},
+      {[](JobConfig& c) { c.validation.freq = 0; }, "validation.freq=0 must be >= 1"},
+      {[](JobConfig& c) { c.validation.steps = 0; }, "validation.steps=0 must be >= 1 batches, or -1"},
+      {[](JobConfig& c) { c.validation.local_batch_size = -1; }, "validation.local_batch_size=-1 must be >= 1"},
+      {[](JobConfig& c) { c.validation.seq_len = 1; }, "validation.seq_len=1 must be >= 2"},
       {[](JobConfig& c) { c.checkpoint.interval = 0; }, "checkpoint.interval=0 must be >= 1"},
       {[](JobConfig& c) { c.checkpoint.keep_latest_k = -1; }, "checkpoint.keep_latest_k=-1 must be >= 0"},
       {[](JobConfig& c) { c.checkpoint.export_dtype = "fp8"; }, "checkpoint.export_dtype='fp8' is not float32"},

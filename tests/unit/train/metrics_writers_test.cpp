@@ -20,6 +20,7 @@
 #include "titan/core/crc32c.h"
 #include "titan/train/jsonl_writer.h"
 #include "titan/train/loss_plot.h"
+#include "titan/train/metrics.h"
 #include "titan/train/tensorboard.h"
 
 namespace fs = std::filesystem;
@@ -457,4 +458,81 @@ TEST(LossPlot, DegenerateInputs) {
     for (const auto& [x, y] : *raw) EXPECT_TRUE(std::isfinite(x) && std::isfinite(y));
   }
   EXPECT_THROW(loss_plot_svg({1, 2}, {1.0}, "t"), titan::Error);
+}
+
+TEST(LossPlot, SecondSeriesSharesTheAxesAndIsLabelled) {
+  using titan::train::loss_plot_svg;
+  // Validation points at steps and losses the training curve also has land on the same pixels;
+  // one outside the training range widens the axes (it stays inside the plot).
+  const std::vector<int64_t> steps = {1, 2, 3, 4};
+  const std::vector<double> losses = {4.0, 3.0, 2.5, 2.0};
+  const std::string svg =
+      loss_plot_svg(steps, losses, "t", {.ema = 0.0}, {"validation", {2, 4}, {3.0, 2.0}});
+  const auto raw = polyline_points(svg, "raw");
+  const auto val = polyline_points(svg, "validation");
+  ASSERT_TRUE(raw && val);
+  ASSERT_EQ(val->size(), 2u);
+  EXPECT_EQ((*val)[0], (*raw)[1]);
+  EXPECT_EQ((*val)[1], (*raw)[3]);
+  EXPECT_NE(svg.find(">validation</text>"), std::string::npos);
+  EXPECT_NE(svg.find(">train</text>"), std::string::npos);
+  EXPECT_EQ(std::count(svg.begin(), svg.end(), '<'), std::count(svg.begin(), svg.end(), '>'));
+  const std::string wide = loss_plot_svg(steps, losses, "t", {.ema = 0.0}, {"validation", {8}, {9.0}});
+  const auto p = polyline_points(wide, "validation");
+  ASSERT_TRUE(p);
+  const auto [x, y] = p->front();
+  EXPECT_GT(x, polyline_points(wide, "raw")->back().first);
+  EXPECT_GE(y, 0.0);
+  EXPECT_LT(y, polyline_points(wide, "raw")->front().second);  // higher than every training point
+  // No second series: no validation polyline, no legend.
+  EXPECT_FALSE(polyline_points(loss_plot_svg(steps, losses, "t", {.ema = 0.0}), "validation"));
+  EXPECT_THROW(loss_plot_svg(steps, losses, "t", {}, {"v", {1, 2}, {1.0}}), titan::Error);
+}
+
+// A validation pass reaches the console line, metrics.jsonl (its own row kind), TensorBoard
+// (validation/loss and validation/perplexity at its step) and loss.svg.
+TEST(MetricsLogger, ValidationGoesToEveryWriter) {
+  TempDir dir("validation");
+  titan::train::MetricsOptions o;
+  o.dump_folder = dir.path().string();
+  o.log_freq = 1;
+  o.total_steps = 2;
+  o.enable_tensorboard = true;
+  o.tb_folder = "tb";
+  o.console = false;
+  {
+    titan::train::MetricsLogger logger(o);
+    titan::train::StepMetrics m;
+    m.step = 1;
+    m.loss = 5.0;
+    logger.record(m);
+    m.step = 2;
+    m.loss = 4.0;
+    logger.record(m);
+    logger.record_validation({2, 4.5, std::exp(4.5), 1024, 4, 0.25});
+    logger.finish();
+  }
+  std::ifstream in(dir.path() / "metrics.jsonl");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0].find("kind"), std::string::npos);  // training rows keep their layout
+  EXPECT_EQ(lines[2].rfind("{\"kind\":\"validation\",\"step\":2,\"loss\":4.5,", 0), 0u) << lines[2];
+  EXPECT_NE(lines[2].find("\"targets\":1024,\"batches\":4,\"seconds\":0.25"), std::string::npos) << lines[2];
+
+  const std::vector<Scalar> s = scalars_of(read_records(read_file(only_event_file(dir.path() / "tb"))));
+  std::vector<Scalar> val;
+  for (const Scalar& x : s) {
+    if (x.tag.rfind("validation/", 0) == 0) val.push_back(x);
+  }
+  ASSERT_EQ(val.size(), 2u);
+  EXPECT_EQ(val[0].tag, "validation/loss");
+  EXPECT_EQ(val[0].value, 4.5f);
+  EXPECT_EQ(val[0].step, 2);
+  EXPECT_EQ(val[1].tag, "validation/perplexity");
+  EXPECT_EQ(val[1].value, static_cast<float>(std::exp(4.5)));
+
+  EXPECT_TRUE(polyline_points(read_file(dir.path() / "loss.svg"), "validation"));
+  EXPECT_EQ(titan::train::MetricsLogger::format_validation_line({2, 4.5, std::exp(4.5), 1024, 4, 0.25}),
+            "validate: step     2  loss:   4.5000  perplexity: 90.02  tokens: 1,024 (4 batches)  time: 0.25s");
 }
