@@ -113,4 +113,6 @@ Tensor HfWeights::get(const std::string& name) const { return shard_for(name).ge
 
 std::string HfWeights::file_of(const std::string& name) const { return shard_for(name).path(); }
 
+void HfWeights::release(const std::string& name) const { shard_for(name).release(name); }
+
 }  // namespace titan::ckpt

@@ -22,6 +22,7 @@ class HfWeights {
   const TensorInfo* find(const std::string& name) const;
   Tensor get(const std::string& name) const;  // view in the file's dtype, from the right shard
   std::string file_of(const std::string& name) const;  // path of the file that holds `name`
+  void release(const std::string& name) const;         // SafetensorsFile::release in its shard
 
  private:
   const SafetensorsFile& shard_for(const std::string& name) const;

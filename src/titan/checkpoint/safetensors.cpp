@@ -235,6 +235,17 @@ Tensor SafetensorsFile::get(const std::string& name) const {
   return t;
 }
 
+void SafetensorsFile::release(const std::string& name) const {
+  const TensorInfo* info = find(name);
+  if (info == nullptr || info->end == info->begin) return;
+  // Clean pages of a read-only mapping: dropping them loses nothing (a later read faults them in
+  // from the file again), and a neighbour sharing an edge page is re-read the same way.
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data_ + info->begin) / page * page;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(data_ + info->end);
+  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 void write_safetensors(const std::string& path,
                        const std::vector<std::pair<std::string, Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata) {

@@ -52,6 +52,10 @@ class SafetensorsFile {
   // that is not a multiple of 8, from other writers). Throws naming file and key if absent.
   Tensor get(const std::string& name) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  // Drops `name`'s pages from this process's memory once its data has been copied out (a later
+  // get() reads them from the file again): a loader that releases each tensor after its copy holds
+  // about one tensor of a many-GB file resident, not all of it.
+  void release(const std::string& name) const;
 
  private:
   struct Mapping;

@@ -109,6 +109,7 @@ void load_hf_weights(nn::Decoder& model, const std::string& dir) {
                   weights.file_of(hf), ": tensor '", hf, "' has dtype ", dtype_name(info->dtype),
                   "; weights must be F32, BF16 or F16");
       dst.copy_from(weights.get(hf));  // dst is a view: an expert's slice of a stacked weight
+      weights.release(hf);             // its file pages are not needed again
       unused.erase(hf);
     }
   }
