@@ -99,7 +99,8 @@ TEST_F(CliHfInterop, ConvertBothWays) {
   EXPECT_EQ(read_text(dir_ / "conv_hf" / "model.safetensors"), read_text(export_dir() / "model.safetensors"));
   r = run_titan("convert --to-native --from " + (dir_ / "conv_hf").string() + " --to " + (dir_ / "conv_native").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = run_titan("convert --from " + (dir_ / "conv_native" / "step-0").string() + " --to " +
+  // The folder --to-native wrote (holding one step folder) is accepted as --from.
+  r = run_titan("convert --from " + (dir_ / "conv_native").string() + " --to " +
                 (dir_ / "conv_back").string() + " --tokenizer " + (dir_ / "tok").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(read_text(dir_ / "conv_back" / "model.safetensors"), read_text(export_dir() / "model.safetensors"));
@@ -128,6 +129,34 @@ TEST_F(CliHfInterop, ConvertErrors) {
   r = run_titan("convert --from " + export_dir().string() + " --to " + (dir_ / "x").string() + " --dtype fp8");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_FALSE(fs::exists(dir_ / "x"));
+}
+
+// convert never destroys what it did not write: a folder of the user's files, the source itself, a
+// folder inside the source. A previous output of the same direction is replaced; --overwrite forces.
+TEST_F(CliHfInterop, ConvertKeepsTheDestinationsFiles) {
+  const fs::path step = dir_ / "base" / "checkpoint" / "step-40";
+  fs::create_directories(dir_ / "mine");
+  { std::ofstream(dir_ / "mine" / "notes.txt") << "my notes"; }
+  CommandResult r = run_titan("convert --from " + step.string() + " --to " + (dir_ / "mine").string() + " --to-hf");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("is not empty and is not a Hugging Face model folder"), std::string::npos) << r.output;
+  EXPECT_EQ(read_text(dir_ / "mine" / "notes.txt"), "my notes");
+  r = run_titan("convert --from " + step.string() + " --to " + step.string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("is --from itself"), std::string::npos) << r.output;
+  r = run_titan("convert --from " + step.string() + " --to " + (step / "hf").string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("inside --from"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(step / "manifest.json"));
+  EXPECT_FALSE(fs::exists(step / "hf"));
+  // An earlier HF output is replaced (the same command twice works).
+  for (int i = 0; i < 2; ++i) {
+    r = run_titan("convert --from " + step.string() + " --to " + (dir_ / "again").string());
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  r = run_titan("convert --from " + step.string() + " --to " + (dir_ / "mine").string() + " --overwrite");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(dir_ / "mine" / "config.json"));
 }
 
 // Importing into a model of another shape names the tensor and both shapes.

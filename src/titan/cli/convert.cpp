@@ -8,7 +8,10 @@
 //                     listed) and saved as a model-only checkpoint <to>/step-0, ready for
 //                     --checkpoint.initial_load_path <to>/step-0.
 // The direction follows --from (a folder with manifest.json is native, one with config.json is HF);
-// --to-hf / --to-native make it explicit and are checked against it.
+// --to-hf / --to-native make it explicit and are checked against it. A folder holding exactly one
+// step folder (what --to-native writes) stands for it.
+// Data safety: --to may not be --from or inside it, and a non-empty --to must be a previous output
+// of the same direction (an HF folder; a folder of step-<N> folders) unless --overwrite.
 #include <cstdio>
 #include <filesystem>
 
@@ -61,6 +64,68 @@ void hf_to_native(const std::string& from, const std::string& to) {
                " (model only; use --checkpoint.initial_load_path ", dir, ")"));
 }
 
+// Whether `dir` is what a convert of this direction writes: an HF folder (config.json and
+// safetensors, the tokenizer files beside them) for native -> HF; a checkpoint folder (step-<N>
+// folders only) for HF -> native.
+bool is_previous_output(const fs::path& dir, bool to_hf) {
+  std::error_code ec;
+  bool any_safetensors = false;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (to_hf) {
+      const bool weights = name.ends_with(".safetensors") || name == "model.safetensors.index.json";
+      any_safetensors = any_safetensors || name.ends_with(".safetensors");
+      const bool known = weights || name == "config.json" || name == "generation_config.json" ||
+                         name.starts_with("tokenizer") || name == "special_tokens_map.json" ||
+                         name == "vocab.json" || name == "merges.txt";
+      if (!known || e.is_directory()) return false;
+    } else if (!e.is_directory() || !name.starts_with("step-")) {
+      return false;
+    }
+  }
+  return !to_hf || (any_safetensors && fs::exists(dir / "config.json"));
+}
+
+// Data safety before any work: --to is not --from nor inside it, and a non-empty --to is replaced
+// only when it is a previous output of this direction, or with --overwrite.
+void check_destination(const fs::path& from, const fs::path& to, bool to_hf, bool overwrite) {
+  const fs::path f = fs::weakly_canonical(from), t = fs::weakly_canonical(to);
+  const std::string fs_ = f.string() + "/", ts = t.string() + "/";
+  if (ts.starts_with(fs_)) {
+    throw UsageError(str("titan convert: --to ", to.string(), " is ", f == t ? "--from itself" : "inside --from ",
+                         f == t ? "" : from.string(), "; converting would destroy the source. Choose another --to"));
+  }
+  if (fs_.starts_with(ts)) {
+    throw UsageError(str("titan convert: --from ", from.string(), " is inside --to ", to.string(),
+                         "; replacing --to would destroy the source. Choose another --to"));
+  }
+  std::error_code ec;
+  if (!fs::exists(t, ec)) return;
+  if (!fs::is_directory(t, ec)) {
+    throw UsageError(str("titan convert: --to ", to.string(), " is a file, not a folder. Choose another --to"));
+  }
+  if (fs::is_empty(t, ec) || overwrite || is_previous_output(t, to_hf)) return;
+  throw UsageError(str("titan convert: --to ", to.string(), " is not empty and is not ",
+                       to_hf ? "a Hugging Face model folder" : "a checkpoint folder of step-<N> folders",
+                       "; converting would delete what is there. Choose an empty or new folder, or pass --overwrite"));
+}
+
+// A checkpoint folder holding exactly one step folder stands for that step (what --to-native
+// writes: DIR/step-0).
+fs::path resolve_from(const fs::path& from) {
+  if (fs::exists(from / "manifest.json") || fs::exists(from / "config.json")) return from;
+  std::vector<fs::path> steps;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(from, ec)) {
+    if (e.is_directory() && e.path().filename().string().starts_with("step-") && fs::exists(e.path() / "manifest.json")) {
+      steps.push_back(e.path());
+    }
+  }
+  if (steps.size() != 1) return from;
+  log_info(str("[convert] ", from.string(), " holds one checkpoint: converting ", steps[0].string()));
+  return steps[0];
+}
+
 }  // namespace
 
 int run_convert(int argc, char** argv) {
@@ -71,15 +136,17 @@ int run_convert(int argc, char** argv) {
                    {"to-native", "convert a Hugging Face folder to a native checkpoint", "", true},
                    {"dtype", "HF export dtype: float32 or bfloat16", "float32"},
                    {"max-shard-size", "largest safetensors shard of the HF export (5GB, 500MB, ...)", "5GB"},
-                   {"tokenizer", "folder whose tokenizer files go into the HF export (default: the run's)", ""}},
+                   {"tokenizer", "folder whose tokenizer files go into the HF export (default: the run's)", ""},
+                   {"overwrite", "replace a non-empty --to that is not a previous output of this direction", "", true}},
                   argc, argv, 2);
   if (args.help_requested()) {
     std::fputs(args.usage().c_str(), stdout);
     return 0;
   }
-  const std::string from = args.get("from"), to = args.get("to");
-  TITAN_CHECK(fs::is_directory(from), "[convert] --from ", from, " is not a folder. HINT: pass a step-<N> folder "
-              "or a Hugging Face model folder");
+  const std::string to = args.get("to");
+  TITAN_CHECK(fs::is_directory(args.get("from")), "[convert] --from ", args.get("from"), " is not a folder. HINT: pass "
+              "a step-<N> folder (or a checkpoint folder holding one) or a Hugging Face model folder");
+  const std::string from = resolve_from(args.get("from")).string();
   const bool is_native = fs::exists(fs::path(from) / "manifest.json");
   const bool is_hf = fs::exists(fs::path(from) / "config.json");
   if (!is_native && !is_hf) {
@@ -103,6 +170,7 @@ int run_convert(int argc, char** argv) {
     throw UsageError(str("titan convert: --max-shard-size ", args.get("max-shard-size"), " is not a size (e.g. 5GB)"));
   }
   options.tokenizer_dir = args.get("tokenizer");
+  check_destination(from, to, is_native, args.get_bool("overwrite"));
   if (is_native) {
     native_to_hf(from, to, options);
   } else {
