@@ -132,6 +132,25 @@ TEST(HfErrors, MissingUnexpectedAndMisshapenWeightsAreListed) {
   EXPECT_ERROR_CONTAINS(load_hf_model(m.dir()), "tensor 'model.norm.weight' has shape [63], the model expects [64]");
 }
 
+// A NaN or infinity in a checkpoint is named at load, not found at step 1.
+TEST(HfErrors, NonFiniteWeightsAreNamed) {
+  ScratchModel m("nonfinite");
+  m.edit_weights([](auto& t) {
+    for (auto& [name, tensor] : t) {
+      if (name == "model.layers.1.mlp.up_proj.weight") tensor.template data<float>()[5] = std::nanf("");
+    }
+  });
+  EXPECT_ERROR_CONTAINS(load_hf_model(m.dir()), "tensor 'model.layers.1.mlp.up_proj.weight' holds nan at flat index 5");
+  m.edit_weights([](auto& t) {
+    for (auto& [name, tensor] : t) {
+      if (name == "model.layers.1.mlp.up_proj.weight") tensor.template data<float>()[5] = 0.5f;
+      if (name == "model.norm.weight") tensor = tensor.to(DType::bf16);
+      if (name == "model.norm.weight") tensor.template data<uint16_t>()[3] = 0xff80;  // -inf
+    }
+  });
+  EXPECT_ERROR_CONTAINS(load_hf_model(m.dir()), "tensor 'model.norm.weight' holds -inf at flat index 3");
+}
+
 TEST(HfErrors, Bf16WeightsLoadConverted) {
   ScratchModel m("bf16");
   m.edit_weights([](auto& t) {

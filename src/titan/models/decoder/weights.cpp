@@ -85,6 +85,23 @@ nn::DecoderConfig load_hf_config(const std::string& dir) {
   return config_from_hf(ckpt::read_json_file(path), path);
 }
 
+// The flat index of `t`'s first NaN or infinity (f32 or bf16), or -1.
+static int64_t first_nonfinite(const Tensor& t) {
+  const int64_t n = t.numel();
+  if (t.dtype() == DType::bf16) {
+    const uint16_t* p = t.data<uint16_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      if ((p[i] & 0x7f80u) == 0x7f80u) return i;  // exponent all ones: inf or NaN
+    }
+    return -1;
+  }
+  const float* p = t.data<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(p[i])) return i;
+  }
+  return -1;
+}
+
 void load_hf_weights(nn::Decoder& model, const std::string& dir) {
   const ckpt::HfWeights weights = ckpt::HfWeights::open(dir);
   std::set<std::string> unused;
@@ -110,6 +127,12 @@ void load_hf_weights(nn::Decoder& model, const std::string& dir) {
                   "; weights must be F32, BF16 or F16");
       dst.copy_from(weights.get(hf));  // dst is a view: an expert's slice of a stacked weight
       weights.release(hf);             // its file pages are not needed again
+      const int64_t bad = first_nonfinite(dst);
+      if (bad >= 0) {
+        const float v = dst.dtype() == DType::bf16 ? bf16_to_f32(dst.data<uint16_t>()[bad]) : dst.data<float>()[bad];
+        TITAN_FAIL(weights.file_of(hf), ": tensor '", hf, "' holds ", v, " at flat index ", bad,
+                   ". HINT: the checkpoint is corrupt or was saved after training diverged; use another one");
+      }
       unused.erase(hf);
     }
   }
