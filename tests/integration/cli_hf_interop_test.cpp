@@ -71,6 +71,7 @@ TEST_F(CliHfInterop, ImportContinuesFromTheExportedWeights) {
                                      " --job.dump_folder " + (dir_ / "ft").string() + common);
   ASSERT_EQ(ft.exit_code, 0) << ft.output;
   EXPECT_NE(ft.output.find("initial load from the HF folder"), std::string::npos) << ft.output;
+  EXPECT_NE(ft.output.find("the model of " + hf + "/config.json: "), std::string::npos) << ft.output;  // not "model :"
   const CommandResult fresh = run_titan("train --config qwen3_debug --model.hf_assets_path " + (dir_ / "tok").string() +
                                         " --model.n_layers 2 --job.dump_folder " + (dir_ / "fresh").string() + common);
   ASSERT_EQ(fresh.exit_code, 0) << fresh.output;

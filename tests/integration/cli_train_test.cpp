@@ -350,6 +350,11 @@ TEST(CliTrainConfig, ErrorsAreOneLineWithExitCode2) {
       {"train --config qwen3_debug --activation_checkpoint.mode partial", "activation_checkpoint.mode"},
       {"train --config qwen3_debug --activation_checkpoint.mode selective --activation_checkpoint.selective_ac_option "
        "ops", "activation_checkpoint.selective_ac_option"},
+      {"train --config qwen3_debug --lora.rank 4 --lora.dropout 0.1", "lora.dropout=0.1 is not supported yet"},
+      {"train --config qwen3_debug --lora.rank -1", "lora.rank=-1 must be >= 0"},
+      {"train --config qwen3_debug --lora.save_adapter a", "needs lora.rank > 0"},
+      {"train --config qwen3_debug --lora.rank 4 --parallelism.tensor_parallel_degree 2",
+       "LoRA is not tensor-parallel yet"},
   };
   for (const Case& c : cases) {
     const CommandResult r = run_titan(c.args);
@@ -360,6 +365,24 @@ TEST(CliTrainConfig, ErrorsAreOneLineWithExitCode2) {
 }
 
 // MoE settings the model cannot take fail before any work, in one line.
+// A tokenizer larger than the named model, in a folder that has a config.json (the fine-tune flow
+// with model.name left at the config function's): the hint says --model.name= builds the folder's model.
+TEST(CliTrainConfig, TokenizerLargerThanTheModelHintsTheFoldersModel) {
+  const fs::path dir = scratch_dir("tok_hint");
+  const fs::path qwen = fs::path(TITAN_SOURCE_DIR) / "../shared/assets/qwen3-tokenizer";
+  ASSERT_TRUE(fs::exists(qwen / "tokenizer.json"));
+  fs::copy_file(qwen / "tokenizer.json", dir / "tokenizer.json");
+  fs::copy_file(qwen / "tokenizer_config.json", dir / "tokenizer_config.json");
+  fs::copy_file(fs::path(TITAN_SOURCE_DIR) / "tests/fixtures/hf/untied_gqa2/config.json", dir / "config.json");
+  const CommandResult r = run_titan("train --config qwen3_debug --training.steps 1 --model.hf_assets_path " +
+                                    dir.string() + " --job.dump_folder " + (dir / "out").string() +
+                                    " --training.dataset_path " + kShakespeare.string());
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("tokens but model 'debug' has vocab_size 2048. HINT: to train the model of that folder "
+                          "(its config.json), pass --model.name= (empty)"), std::string::npos) << r.output;
+  fs::remove_all(dir);
+}
+
 TEST(CliTrainConfig, BadMixtureOfExpertsSettingsAreOneLineErrors) {
   struct Case {
     std::string args, expect;

@@ -89,6 +89,11 @@ void Trainer::setup_mesh() {
   val_T_ = c_.validation.seq_len > 0 ? c_.validation.seq_len : T_;
 }
 
+// "model 'debug'", or "the model of DIR/config.json" (an empty model.name).
+static std::string model_label(const config::JobConfig& c) {
+  return c.model.name.empty() ? "the model of " + c.model.hf_assets_path + "/config.json" : "model '" + c.model.name + "'";
+}
+
 // Everything about the model that can fail on bad input, before any long work: its config, the
 // TP split, plugins and overrides (the config tree with its replaced nodes), and every module's
 // shape constraint.
@@ -136,10 +141,13 @@ std::unique_ptr<nn::Decoder> Trainer::build_model() {
 void Trainer::setup_data() {
   tokenizer_ = std::make_unique<data::Tokenizer>(load_tokenizer(c_));
   const nn::DecoderConfig& mc = resolved_.config;
+  const bool folder_model = std::filesystem::exists(std::filesystem::path(c_.model.hf_assets_path) / "config.json");
   TITAN_CHECK(tokenizer_->vocab_size() <= mc.vocab_size, "[train] the tokenizer in ", c_.model.hf_assets_path,
-              " has ", tokenizer_->vocab_size(), " tokens but model '", c_.model.name, "' has vocab_size ",
-              mc.vocab_size, ". HINT: train a tokenizer with --vocab-size <= ", mc.vocab_size,
-              " or pick a larger model.name");
+              " has ", tokenizer_->vocab_size(), " tokens but ", model_label(c_), " has vocab_size ", mc.vocab_size,
+              ". HINT: ", !c_.model.name.empty() && folder_model
+                  ? "to train the model of that folder (its config.json), pass --model.name= (empty); or "
+                  : "",
+              "train a tokenizer with --vocab-size <= ", mc.vocab_size, " or pick a larger model.name");
   const data::DocumentTokens doc_tokens = data::document_tokens_from_folder(c_.model.hf_assets_path, *tokenizer_);
   std::error_code ec;
   std::filesystem::create_directories(c_.job.dump_folder, ec);
@@ -231,7 +239,7 @@ void Trainer::setup() {
 void Trainer::log_setup() const {
   const nn::DecoderConfig& mc = resolved_.config;
   const double params_m = static_cast<double>(mc.num_params()) / 1e6;
-  log_info(str("model ", c_.model.name, ": ", mc.num_layers, " layers, dim ", mc.dim, ", ", mc.num_heads, "/",
+  log_info(str(model_label(c_), ": ", mc.num_layers, " layers, dim ", mc.dim, ", ", mc.num_heads, "/",
                mc.num_kv_heads, " heads, vocab ", mc.vocab_size, ", ", params_m, "M parameters; ",
                flops_per_token_ / 1e6, " MFLOP/token"));
   log_info(str("data ", loader_config_.dataset.path, " | tokenizer ", c_.model.hf_assets_path, " (",
