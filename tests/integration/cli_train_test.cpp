@@ -383,6 +383,23 @@ TEST(CliTrainConfig, TokenizerLargerThanTheModelHintsTheFoldersModel) {
   fs::remove_all(dir);
 }
 
+// A dump folder another process holds (here flock(1), as a running titan train holds it) is
+// refused with exit 2 before anything is written into it.
+TEST(CliTrainConfig, ABusyDumpFolderIsRefused) {
+  const fs::path dir = scratch_dir("busy");
+  fs::create_directories(dir / "run");
+  const std::string lock = (dir / "run" / ".titan.lock").string();
+  testing::run_command("flock " + lock + " sh -c '" + std::string(TITAN_BINARY) +
+                                                  " train --config qwen3_debug --training.steps 1 --job.dump_folder " +
+                                                  (dir / "run").string() + " > " + (dir / "out.txt").string() +
+                                                  " 2>&1; echo $? > " + (dir / "code.txt").string() + "'");
+  EXPECT_EQ(read_text(dir / "code.txt"), "2\n") << read_text(dir / "out.txt");
+  EXPECT_NE(read_text(dir / "out.txt").find("is in use by another titan train"), std::string::npos)
+      << read_text(dir / "out.txt");
+  EXPECT_FALSE(fs::exists(dir / "run" / "config.toml"));
+  fs::remove_all(dir);
+}
+
 TEST(CliTrainConfig, BadMixtureOfExpertsSettingsAreOneLineErrors) {
   struct Case {
     std::string args, expect;

@@ -187,6 +187,14 @@ void Trainer::setup_validation() {
 
 void Trainer::setup() {
   setup_mesh();
+  if (world_->rank() == 0) {  // this run owns job.dump_folder before anything in it is read or written
+    std::error_code ec;
+    std::filesystem::create_directories(c_.job.dump_folder, ec);
+    TITAN_CHECK(!ec && std::filesystem::is_directory(c_.job.dump_folder), "[train] cannot create job.dump_folder ",
+                c_.job.dump_folder, ": ", ec ? ec.message() : "a file is in the way",
+                ". HINT: set --job.dump_folder to a writable folder");
+    run_lock_ = std::make_unique<RunLock>(c_.job.dump_folder);
+  }
   check_model();
   std::unique_ptr<nn::Decoder> whole = build_model();
   setup_data();

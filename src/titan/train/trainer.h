@@ -35,6 +35,7 @@
 #include "titan/train/metrics.h"
 #include "titan/train/optimizer.h"
 #include "titan/train/peak_flops.h"
+#include "titan/train/run_lock.h"
 #include "titan/train/validator.h"
 
 namespace titan::train {
@@ -88,6 +89,7 @@ class Trainer {
   models::ResolvedModel resolved_;
   std::vector<nn::Recompute> recompute_;  // activation checkpointing, per layer
   nn::ConfigTree tree_;  // the model's config tree, override replacements applied (outlives the model)
+  std::unique_ptr<RunLock> run_lock_;  // rank 0: this run owns job.dump_folder
   std::unique_ptr<data::Tokenizer> tokenizer_;
   data::LoaderConfig loader_config_;
   std::unique_ptr<data::PrefetchLoader> loader_;

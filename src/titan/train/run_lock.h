@@ -1,0 +1,23 @@
+// One run per dump folder. RunLock takes an exclusive lock (flock) on <dump_folder>/.titan.lock
+// for the run's life and writes the holder's pid and host into it. A second `titan train` on the
+// same folder gets a one-line ConfigError (exit 2) naming the holder, before it writes anything
+// (config.toml, metrics, checkpoints). The OS releases the lock when the holder exits or dies, so a
+// killed run leaves no stale lock (the file stays; its content is only a label).
+#pragma once
+
+#include <string>
+
+namespace titan::train {
+
+class RunLock {
+ public:
+  explicit RunLock(const std::string& dump_folder);
+  ~RunLock();
+  RunLock(const RunLock&) = delete;
+  RunLock& operator=(const RunLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace titan::train
