@@ -1,0 +1,170 @@
+// Chat templates: titan's Jinja subset renders every fixture conversation exactly as Transformers'
+// apply_chat_template did (tests/fixtures/chat/chat_templates.json, tools/make_chat_fixtures.py),
+// the Qwen3 ids equal HF's, the assistant mask is the hand-checked one, and constructs outside the
+// subset are one-line errors naming them.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "unit/data/data_test_util.h"
+#include "titan/core/error.h"
+#include "titan/data/chat_template.h"
+#include "titan/data/jinja.h"
+
+namespace titan::data {
+namespace {
+
+using nlohmann::ordered_json;
+
+const std::string kQwen3Dir = titan::testing::source_path("../shared/assets/qwen3-tokenizer");
+
+ordered_json fixtures() {
+  std::ifstream in(titan::testing::source_path("tests/fixtures/chat/chat_templates.json"));
+  EXPECT_TRUE(in.good()) << "tests/fixtures/chat/chat_templates.json is missing";
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return ordered_json::parse(buf.str());
+}
+
+// The options of a fixture case as template variables (apply_chat_template's **kwargs).
+ordered_json case_variables(const ordered_json& options) {
+  ordered_json vars = options.value("variables", ordered_json::object());
+  if (options.contains("enable_thinking")) vars["enable_thinking"] = options["enable_thinking"];
+  return vars;
+}
+
+std::string render_jinja(const std::string& source, const ordered_json& vars = ordered_json::object()) {
+  return jinja::Template(source, "test").render(jinja::Value::from_json(vars));
+}
+
+std::string error_of(const std::string& source, const ordered_json& vars = ordered_json::object()) {
+  try {
+    render_jinja(source, vars);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(ChatTemplate, RendersEveryFixtureConversationAsTransformers) {
+  const ordered_json f = fixtures();
+  const Tokenizer qwen3 = Tokenizer::from_file(kQwen3Dir);
+  size_t checked = 0;
+  for (const auto& [name, t] : f["templates"].items()) {
+    const ChatTemplate chat(t["template"].get<std::string>(), name);
+    for (const auto& c : t["cases"]) {
+      const ordered_json& opts = c["options"];
+      const std::string got = chat.render(c["messages"], opts["add_generation_prompt"].get<bool>(), case_variables(opts));
+      ASSERT_EQ(got, c["text"].get<std::string>()) << name << " / " << c["name"] << " " << opts.dump();
+      if (c.contains("ids")) {
+        ASSERT_EQ(qwen3.encode(got), c["ids"].get<std::vector<int32_t>>()) << name << " / " << c["name"];
+      }
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 143u);  // 52 qwen3 + 26 qwen2_5 + 39 llama3_1 + 26 chatml
+}
+
+TEST(ChatTemplate, FromFolderReadsQwen3AndItsTokens) {
+  const ChatTemplate chat = ChatTemplate::from_folder(kQwen3Dir);
+  const ordered_json msgs = ordered_json::parse(R"([{"role":"user","content":"Hi"},{"role":"assistant","content":"Yo"}])");
+  EXPECT_EQ(chat.render(msgs, false), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nYo<|im_end|>\n");
+  EXPECT_EQ(chat.end_of_turn(), "<|im_end|>");
+}
+
+// [user, assistant (thinking, dropped: before the last query), user, assistant] with Qwen3; ids
+// from HF (fixture case thinking_earlier_only); kept tokens read off HF's ids by hand: 16..24 are
+// "2 + 3 = 5.<|im_end|>", 39..57 are "<think>\n\n</think>\n\n(2 + 3) x 4 = 20.<|im_end|>".
+TEST(ChatTemplate, AssistantMaskIsTheHandCheckedOne) {
+  const ordered_json f = fixtures();
+  const ChatTemplate chat = ChatTemplate::from_folder(kQwen3Dir);
+  const Tokenizer tok = Tokenizer::from_file(kQwen3Dir);
+  const ordered_json* found = nullptr;
+  for (const auto& c : f["templates"]["qwen3"]["cases"]) {
+    if (c["name"] == "thinking_earlier_only" && c["options"] == ordered_json{{"add_generation_prompt", false}}) found = &c;
+  }
+  ASSERT_NE(found, nullptr);
+  const ChatTokens ct = encode_chat(chat, tok, (*found)["messages"], true);
+  ASSERT_EQ(ct.ids, (*found)["ids"].get<std::vector<int32_t>>());
+  std::vector<uint8_t> want(59, 0);
+  for (int k = 16; k <= 24; ++k) want[k] = 1;
+  for (int k = 39; k <= 57; ++k) want[k] = 1;
+  EXPECT_EQ(ct.mask, want);
+  EXPECT_EQ(ct.ids[24], 151645);  // <|im_end|> kept, the "\n" after it (25) not
+  EXPECT_EQ(ct.ids[57], 151645);
+  const ChatTokens all = encode_chat(chat, tok, (*found)["messages"], false);
+  EXPECT_EQ(all.mask, std::vector<uint8_t>(59, 1));
+}
+
+TEST(ChatTemplate, AssistantSpansForLlamaAndChatml) {
+  const ordered_json f = fixtures();
+  const ordered_json msgs = ordered_json::parse(
+      R"([{"role":"system","content":"S"},{"role":"user","content":"U"},{"role":"assistant","content":" A1 "},
+          {"role":"user","content":"V"},{"role":"assistant","content":"A2"}])");
+  const ChatTemplate llama(f["templates"]["llama3_1"]["template"].get<std::string>(), "llama",
+                           ordered_json{{"bos_token", "<|begin_of_text|>"}});
+  const std::string text = llama.render(msgs, false);
+  const auto spans = llama.assistant_spans(msgs, text);
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_EQ(text.substr(spans[0].first, spans[0].second - spans[0].first), "A1<|eot_id|>");  // content|trim
+  EXPECT_EQ(text.substr(spans[1].first, spans[1].second - spans[1].first), "A2<|eot_id|>");
+  const ChatTemplate chatml(f["templates"]["chatml"]["template"].get<std::string>(), "chatml");
+  const std::string t2 = chatml.render(msgs, false);
+  const auto s2 = chatml.assistant_spans(msgs, t2);
+  ASSERT_EQ(s2.size(), 2u);
+  EXPECT_EQ(t2.substr(s2[0].first, s2[0].second - s2[0].first), " A1 <|im_end|>");
+  EXPECT_EQ(t2.substr(s2[1].first), "A2<|im_end|>\n");
+  EXPECT_EQ(s2[1].second, t2.size() - 1);
+}
+
+// Jinja semantics the templates lean on (scopes, slices, whitespace control, filters, tests): each
+// snippet as Transformers' compiled environment rendered it (fixture "snippets").
+TEST(ChatJinja, SubsetSemanticsAsTransformers) {
+  const ordered_json f = fixtures();
+  ASSERT_GE(f["snippets"].size(), 17u);
+  for (const auto& s : f["snippets"]) {
+    ASSERT_TRUE(s["text"].is_string()) << s["template"];
+    EXPECT_EQ(render_jinja(s["template"].get<std::string>(), s["variables"]), s["text"].get<std::string>())
+        << s["template"];
+  }
+}
+
+TEST(ChatJinja, ConstructsOutsideTheSubsetAreOneLineErrors) {
+  EXPECT_NE(error_of("a\n{% macro f() %}{% endmacro %}").find("test line 2: statement '{% macro %}' is outside"), std::string::npos)
+      << error_of("a\n{% macro f() %}{% endmacro %}");
+  EXPECT_NE(error_of("{{ 'x' | wordcount }}").find("the filter 'wordcount' is outside the supported Jinja subset"), std::string::npos);
+  EXPECT_NE(error_of("{{ 'x'.zfill(3) }}").find("the method 'zfill' on a string"), std::string::npos);
+  EXPECT_NE(error_of("{{ x is odd }}").find("the test 'odd'"), std::string::npos);
+  EXPECT_NE(error_of("{{ [1] }}").find("printing a list"), std::string::npos);
+  EXPECT_NE(error_of("{% include 'x' %}").find("'{% include %}' is outside"), std::string::npos);
+  EXPECT_NE(error_of("{% if true %}x").find("expected '{% endif %}'"), std::string::npos);
+  EXPECT_NE(error_of("{{ raise_exception('bad roles') }}").find("the template raised: bad roles"), std::string::npos);
+  EXPECT_NE(error_of("{{ x.y }}").find("'y' of an undefined value"), std::string::npos);
+  for (const char* src : {"{% macro f() %}{% endmacro %}", "{{ 'x' | wordcount }}", "{{ [1] }}"}) {
+    EXPECT_EQ(error_of(src).find('\n'), std::string::npos) << src;
+  }
+}
+
+TEST(ChatTemplate, FolderWithoutTemplateAndBadMessages) {
+  testing::TempDir dir;
+  testing::write_file(dir.file("tokenizer_config.json"), R"({"bos_token": null})");
+  try {
+    ChatTemplate::from_folder(dir.path());
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tokenizer_config.json has no \"chat_template\". HINT:"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(check_messages(ordered_json::parse(R"([{"role":"user","content":"x"}])")), "");
+  EXPECT_EQ(check_messages(ordered_json::parse(R"({"role":"user"})")),
+            "\"messages\" must be a list of {role, content}, got a JSON object");
+  EXPECT_EQ(check_messages(ordered_json::parse(R"([{"role":"robot","content":"x"}])")),
+            "messages[0] has the unknown role \"robot\" (expected system, user, assistant or tool)");
+  EXPECT_EQ(check_messages(ordered_json::parse(R"([{"role":"user","content":["x"]}])")),
+            "messages[0] (user): \"content\" must be a string, got a JSON array");
+  EXPECT_EQ(check_messages(ordered_json::parse(R"([{"role":"user"}])")), "messages[0] (user) has no \"content\"");
+}
+
+}  // namespace
+}  // namespace titan::data
