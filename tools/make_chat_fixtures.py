@@ -149,6 +149,13 @@ def conversations():
     a2 = {"role": "assistant", "content": "(2 + 3) x 4 = 20."}
     t1 = {"role": "assistant", "content": "<think>\nAdd them: 2 + 3.\n</think>\n\n2 + 3 = 5."}
     t2 = {"role": "assistant", "content": "<think>\nMultiply 5 by 4.\n</think>\n\n20."}
+    w_user = {"role": "user", "content": "Weather in Paris?"}
+    call = {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}}
+    w_call = {"role": "assistant", "content": "", "tool_calls": [call]}
+    w_two_calls = {"role": "assistant", "content": "<think>\nTwo cities.\n</think>\n\nChecking.", "tool_calls": [
+        call, {"type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Lyon\"}"}}]}
+    w_result = {"role": "tool", "content": "{\"temp\": 21, \"sky\": \"clear\"}"}
+    w_answer = {"role": "assistant", "content": "It is 21 \u00b0C and clear."}
     return [
         ("single_user", [u1]),
         ("system_user", [SYS, u1]),
@@ -167,11 +174,27 @@ def conversations():
                         {"role": "user", "content": "\n\nleading newlines"},
                         {"role": "assistant", "content": "\ntrailing\n\n"}]),
         ("system_mid", [u1, a1, {"role": "system", "content": "Be brief."}, u2]),
+        ("tool_call", [SYS, w_user, w_call, w_result, w_answer]),
+        ("tool_call_no_system", [w_user, w_call, w_result, w_answer]),
+        ("two_tool_calls", [w_user, w_two_calls, w_result, w_result, w_answer]),
     ]
 
 
-def option_sets(name):
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather of a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {
+        "type": "string", "enum": ["celsius", "fahrenheit"]}}, "required": ["city"]}}}]
+
+
+def option_sets(name, conv_name):
     sets = [{"add_generation_prompt": False}, {"add_generation_prompt": True}]
+    if conv_name.startswith("tool") or conv_name.startswith("two_tool"):
+        sets = [{"add_generation_prompt": False}, {"add_generation_prompt": False, "variables": {"tools": TOOLS}}]
+        if name == "llama3_1":
+            sets = [dict(s, variables=dict(s.get("variables", {}), bos_token="<|begin_of_text|>")) for s in sets]
+            sets.append({"add_generation_prompt": True, "variables": {
+                "bos_token": "<|begin_of_text|>", "tools": TOOLS, "tools_in_user_message": False}})
+        return sets
     if name == "qwen3":
         sets.append({"add_generation_prompt": True, "enable_thinking": False})
         sets.append({"add_generation_prompt": False, "enable_thinking": True})
@@ -220,13 +243,17 @@ def main():
     for name, text in templates.items():
         cases = []
         for conv_name, messages in conversations():
-            for opts in option_sets(name):
+            for opts in option_sets(name, conv_name):
                 kwargs = dict(opts.get("variables", {}))
                 if "enable_thinking" in opts:
                     kwargs["enable_thinking"] = opts["enable_thinking"]
                 agp = opts["add_generation_prompt"]
-                rendered = tok.apply_chat_template(messages, chat_template=text, tokenize=False,
-                                                   add_generation_prompt=agp, **kwargs)
+                try:
+                    rendered = tok.apply_chat_template(messages, chat_template=text, tokenize=False,
+                                                       add_generation_prompt=agp, **kwargs)
+                except Exception as e:  # noqa: BLE001 - the template's raise_exception: titan must raise too
+                    cases.append({"name": conv_name, "messages": messages, "options": opts, "error": str(e)})
+                    continue
                 case = {"name": conv_name, "messages": messages, "options": opts, "text": rendered}
                 if name == "qwen3":
                     ids = tok.apply_chat_template(messages, chat_template=text, tokenize=True,

@@ -81,14 +81,15 @@ const std::string& ChatTemplate::end_of_turn() const {
 }
 
 std::vector<std::pair<size_t, size_t>> ChatTemplate::assistant_spans(const ordered_json& messages,
-                                                                     const std::string& rendered) const {
+                                                                     const std::string& rendered,
+                                                                     const ordered_json& options) const {
   std::vector<std::pair<size_t, size_t>> spans;
   const std::string& marker = end_of_turn();
   for (size_t i = 0; i < messages.size(); ++i) {
     if (messages[i].value("role", "") != "assistant") continue;
     ordered_json prefix = ordered_json::array();
     for (size_t k = 0; k < i; ++k) prefix.push_back(messages[k]);
-    const std::string head = render(prefix, true);
+    const std::string head = render(prefix, true, options);
     TITAN_CHECK(rendered.compare(0, head.size(), head) == 0, "[chat] ", where_, ": message ", i,
                 " (assistant): the conversation up to it, rendered with add_generation_prompt, is not a prefix of the "
                 "whole conversation, so its tokens cannot be found. HINT: set training.mask_non_assistant false");

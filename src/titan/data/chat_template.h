@@ -46,9 +46,11 @@ class ChatTemplate {
   std::string render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
                      const nlohmann::ordered_json& options = nlohmann::ordered_json::object()) const;
 
-  // Byte ranges [begin, end) of the assistant spans of render(messages, false) (see the top).
-  std::vector<std::pair<size_t, size_t>> assistant_spans(const nlohmann::ordered_json& messages,
-                                                         const std::string& rendered) const;
+  // Byte ranges [begin, end) of the assistant spans of rendered = render(messages, false, options)
+  // (see the top; the prefixes are rendered with the same options).
+  std::vector<std::pair<size_t, size_t>> assistant_spans(
+      const nlohmann::ordered_json& messages, const std::string& rendered,
+      const nlohmann::ordered_json& options = nlohmann::ordered_json::object()) const;
   // The end-of-turn marker (found by a probe render on first use; throws when there is none).
   const std::string& end_of_turn() const;
 

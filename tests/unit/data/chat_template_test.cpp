@@ -56,7 +56,19 @@ TEST(ChatTemplate, RendersEveryFixtureConversationAsTransformers) {
     const ChatTemplate chat(t["template"].get<std::string>(), name);
     for (const auto& c : t["cases"]) {
       const ordered_json& opts = c["options"];
-      const std::string got = chat.render(c["messages"], opts["add_generation_prompt"].get<bool>(), case_variables(opts));
+      const bool agp = opts["add_generation_prompt"].get<bool>();
+      if (c.contains("error")) {  // the template's raise_exception under Transformers: titan raises it too
+        try {
+          chat.render(c["messages"], agp, case_variables(opts));
+          ADD_FAILURE() << name << " / " << c["name"] << ": no error, Transformers raised " << c["error"];
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("the template raised: " + c["error"].get<std::string>()), std::string::npos)
+              << e.what();
+        }
+        ++checked;
+        continue;
+      }
+      const std::string got = chat.render(c["messages"], agp, case_variables(opts));
       ASSERT_EQ(got, c["text"].get<std::string>()) << name << " / " << c["name"] << " " << opts.dump();
       if (c.contains("ids")) {
         ASSERT_EQ(qwen3.encode(got), c["ids"].get<std::vector<int32_t>>()) << name << " / " << c["name"];
@@ -64,7 +76,7 @@ TEST(ChatTemplate, RendersEveryFixtureConversationAsTransformers) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 143u);  // 52 qwen3 + 26 qwen2_5 + 39 llama3_1 + 26 chatml
+  EXPECT_EQ(checked, 170u);  // 58 qwen3 + 32 qwen2_5 + 48 llama3_1 (3 of them errors) + 32 chatml
 }
 
 TEST(ChatTemplate, FromFolderReadsQwen3AndItsTokens) {
@@ -117,6 +129,40 @@ TEST(ChatTemplate, AssistantSpansForLlamaAndChatml) {
   EXPECT_EQ(t2.substr(s2[0].first, s2[0].second - s2[0].first), " A1 <|im_end|>");
   EXPECT_EQ(t2.substr(s2[1].first), "A2<|im_end|>\n");
   EXPECT_EQ(s2[1].second, t2.size() - 1);
+}
+
+// Every fixture conversation of every template: one span per assistant message, each ending with
+// the template's end-of-turn marker and holding the message's (trimmed) answer text.
+TEST(ChatTemplate, AssistantSpansOnEveryFixtureConversation) {
+  const ordered_json f = fixtures();
+  size_t spans_checked = 0;
+  for (const auto& [name, t] : f["templates"].items()) {
+    const ChatTemplate chat(t["template"].get<std::string>(), name);
+    for (const auto& c : t["cases"]) {
+      if (c.contains("error") || c["options"]["add_generation_prompt"].get<bool>()) continue;
+      const std::string text = c["text"].get<std::string>();
+      ASSERT_EQ(chat.render(c["messages"], false, case_variables(c["options"])), text);
+      const auto spans = chat.assistant_spans(c["messages"], text, case_variables(c["options"]));
+      std::vector<std::string> answers;
+      for (const auto& m : c["messages"]) {
+        if (m["role"] != "assistant") continue;
+        std::string a = m["content"].get<std::string>();
+        const size_t think = a.rfind("</think>");
+        if (think != std::string::npos) a = a.substr(think + 8);
+        const size_t b = a.find_first_not_of(" \t\n"), e = a.find_last_not_of(" \t\n");
+        answers.push_back(b == std::string::npos ? "" : a.substr(b, e - b + 1));
+      }
+      ASSERT_EQ(spans.size(), answers.size()) << name << " / " << c["name"];
+      for (size_t k = 0; k < spans.size(); ++k) {
+        const std::string span = text.substr(spans[k].first, spans[k].second - spans[k].first);
+        EXPECT_TRUE(span.ends_with(chat.end_of_turn())) << name << " / " << c["name"] << ": " << span;
+        EXPECT_NE(span.find(answers[k]), std::string::npos) << name << " / " << c["name"] << ": " << span;
+        EXPECT_EQ(span.find(chat.end_of_turn()), span.size() - chat.end_of_turn().size()) << span;
+        ++spans_checked;
+      }
+    }
+  }
+  EXPECT_GT(spans_checked, 60u);
 }
 
 // Jinja semantics the templates lean on (scopes, slices, whitespace control, filters, tests): each
