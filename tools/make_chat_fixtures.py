@@ -227,6 +227,8 @@ SNIPPETS = [
     ("{% if a %}1{% elif b %}2{% else %}3{% endif %}{{ 'yes' if not a and b else 'no' }}", {"a": False, "b": True}),
     ("{{ ' a  b '.split() | join('|') }}{{ 'a,b,,c'.split(',') | length }}{{ none }}{{ true }}{{ 1.0 }}{{ 2.5 * 2 }}",
      {}),
+    ("{{ '\u00a0 x\u3000\n'|trim }}|{{ '\u2003a\u00a0b c'.split()|join(',') }}|{{ 'a\u00e9\u00e9'.rstrip('\u00e9') }}", {}),
+    ("{{ strftime_now is defined }}{{ raise_exception is defined }}{{ namespace is defined }}{{ nope is defined }}", {}),
 ]
 
 

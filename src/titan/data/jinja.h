@@ -38,7 +38,9 @@ using Array = std::vector<Value>;
 using Object = std::vector<std::pair<std::string, Value>>;  // insertion order, as Python dicts
 
 struct Value {
-  enum class Kind { undefined, none, boolean, integer, floating, string, array, object };
+  // function: a built-in global (namespace, raise_exception, range, strftime_now) named by s, so
+  // that `strftime_now is defined` is true as under Transformers.
+  enum class Kind { undefined, none, boolean, integer, floating, string, array, object, function };
   Kind kind = Kind::undefined;
   bool b = false;
   int64_t i = 0;
@@ -60,6 +62,7 @@ struct Value {
   static Value object(Object o = {}) {
     Value v; v.kind = Kind::object; v.obj = std::make_shared<Object>(std::move(o)); return v;
   }
+  static Value function(std::string name) { Value v; v.kind = Kind::function; v.s = std::move(name); return v; }
   static Value from_json(const nlohmann::ordered_json& j);
 
   const Value* find(const std::string& key) const;  // object member or nullptr

@@ -1,5 +1,6 @@
 // Jinja subset: values, the evaluator, filters, tests and methods (see jinja.h for the list).
 // Semantics are Python's / jinja2's for what the subset holds; anything else is an error naming it.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -61,6 +62,7 @@ const char* kind_name(const Value& v) {
     case Kind::string: return "string";
     case Kind::array: return "list";
     case Kind::object: return v.is_namespace ? "namespace" : "dict";
+    case Kind::function: return "function";
   }
   return "?";
 }
@@ -75,6 +77,7 @@ bool truthy(const Value& v) {
     case Kind::string: return !v.s.empty();
     case Kind::array: return !v.arr->empty();
     case Kind::object: return v.is_namespace || !v.obj->empty();
+    case Kind::function: return true;
   }
   return false;
 }
@@ -90,7 +93,8 @@ bool equal(const Value& a, const Value& b) {
   switch (a.kind) {
     case Kind::undefined:
     case Kind::none: return true;
-    case Kind::string: return a.s == b.s;
+    case Kind::string:
+    case Kind::function: return a.s == b.s;
     case Kind::array: {
       if (a.arr->size() != b.arr->size()) return false;
       for (size_t k = 0; k < a.arr->size(); ++k) {
@@ -190,37 +194,68 @@ void to_json(const Value& v, int indent, int depth, std::string& out, const std:
       out += is_array ? ']' : '}';
       return;
     }
+    case Kind::function:
+      TITAN_FAIL("[chat] ", where, ": tojson of the function ", v.s, ". HINT: call it");
     case Kind::undefined:
       TITAN_FAIL("[chat] ", where, ": tojson of an undefined value. HINT: check the message fields the template reads");
   }
 }
 
-bool py_space(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f); }
+// UTF-8 code point at byte k (its byte count in *len); the text is valid UTF-8 (checked on input).
+uint32_t code_point_at(const std::string& s, size_t k, size_t* len) {
+  const auto c = static_cast<unsigned char>(s[k]);
+  const size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : 4;
+  uint32_t cp = n == 1 ? c : n == 2 ? c & 0x1F : n == 3 ? c & 0x0F : c & 0x07;
+  for (size_t i = 1; i < n && k + i < s.size(); ++i) cp = (cp << 6) | (static_cast<unsigned char>(s[k + i]) & 0x3F);
+  *len = std::min(n, s.size() - k);
+  return cp;
+}
+size_t code_point_before(const std::string& s, size_t end) {  // start of the code point ending at `end`
+  size_t k = end - 1;
+  while (k > 0 && (static_cast<unsigned char>(s[k]) & 0xC0) == 0x80) --k;
+  return k;
+}
 
+// Python's str.isspace(), which strip() / split() without arguments use.
+bool py_space(uint32_t c) {
+  return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f) || c == 0x85 || c == 0xa0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
+}
+
+// Python's strip / lstrip / rstrip: `chars` (a string) is a set of code points, else whitespace.
 std::string strip(const std::string& s, const Value* chars, bool left, bool right) {
-  auto drop = [&](unsigned char c) {
-    return chars && chars->kind == Kind::string ? chars->s.find(static_cast<char>(c)) != std::string::npos
-                                                : py_space(c);
+  const bool custom = chars && chars->kind == Kind::string;
+  auto drop = [&](uint32_t cp) {
+    if (!custom) return py_space(cp);
+    for (size_t k = 0, n = 0; k < chars->s.size(); k += n) {
+      if (code_point_at(chars->s, k, &n) == cp) return true;
+    }
+    return false;
   };
-  size_t b = 0, e = s.size();
-  if (left) while (b < e && drop(static_cast<unsigned char>(s[b]))) ++b;
-  if (right) while (e > b && drop(static_cast<unsigned char>(s[e - 1]))) --e;
+  size_t b = 0, e = s.size(), n = 0;
+  if (left) while (b < e && drop(code_point_at(s, b, &n))) b += n;
+  if (right) {
+    while (e > b) {
+      const size_t k = code_point_before(s, e);
+      if (!drop(code_point_at(s, k, &n))) break;
+      e = k;
+    }
+  }
   return s.substr(b, e - b);
 }
 
 Value split(const std::string& s, const Value* sep, int64_t maxsplit) {
   Array parts;
   if (!sep || sep->kind == Kind::none) {  // runs of whitespace, no empty parts
-    size_t k = 0;
+    size_t k = 0, n = 0;
     while (k < s.size()) {
-      while (k < s.size() && py_space(static_cast<unsigned char>(s[k]))) ++k;
+      while (k < s.size() && py_space(code_point_at(s, k, &n))) k += n;
       if (k >= s.size()) break;
       size_t e = k;
       if (maxsplit >= 0 && static_cast<int64_t>(parts.size()) == maxsplit) {
-        e = s.size();
-        while (e > k && py_space(static_cast<unsigned char>(s[e - 1]))) --e;
+        e = k + strip(s.substr(k), nullptr, false, true).size();
       } else {
-        while (e < s.size() && !py_space(static_cast<unsigned char>(s[e]))) ++e;
+        while (e < s.size() && !py_space(code_point_at(s, e, &n))) e += n;
       }
       parts.push_back(Value::string(s.substr(k, e - k)));
       k = e;
@@ -266,6 +301,10 @@ class Evaluator {
   [[noreturn]] void unsupported(size_t pos, const std::string& what) const {
     fail(pos, what + " is outside the supported Jinja subset. HINT: titan renders Qwen3, Qwen2.5, Llama 3 and "
                      "ChatML templates; simplify the template or extend data/jinja_eval.cpp");
+  }
+
+  static bool is_builtin_function(const std::string& name) {
+    return name == "namespace" || name == "raise_exception" || name == "range" || name == "strftime_now";
   }
 
   // ---- scopes ----
@@ -376,7 +415,11 @@ class Evaluator {
   Value eval(const Expr& e) {
     switch (e.op) {
       case Expr::Op::literal: return e.value;
-      case Expr::Op::name: return lookup(e.name);
+      case Expr::Op::name: {
+        Value v = lookup(e.name);
+        if (v.kind == Kind::undefined && is_builtin_function(e.name)) return Value::function(e.name);
+        return v;
+      }
       case Expr::Op::attr: return attribute(eval(*e.args[0]), e.name, e.pos);
       case Expr::Op::index: return subscript(eval(*e.args[0]), eval(*e.args[1]), e.pos);
       case Expr::Op::slice: return slice(e);
