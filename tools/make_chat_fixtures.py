@@ -138,6 +138,15 @@ LLAMA3_1 = r'''{{- bos_token }}
 CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
           "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
 
+# ChatML with HF's {% generation %} markers around what an assistant turn trains on (content and
+# <|im_end|>, not the header nor the newline after): Transformers' return_assistant_tokens_mask
+# then gives the mask titan must find without markers.
+CHATML_GENERATION = (
+    "{% for message in messages %}{% if message['role'] == 'assistant' %}"
+    "{{ '<|im_start|>assistant\n' }}{% generation %}{{ message['content'] + '<|im_end|>' }}{% endgeneration %}"
+    "{{ '\n' }}{% else %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}"
+    "{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+
 SYS = {"role": "system", "content": "You are a careful assistant."}
 
 
@@ -240,7 +249,8 @@ def main():
     transformers.logging.set_verbosity_error()
     tok = AutoTokenizer.from_pretrained(args.tokenizer)
     qwen3 = json.load(open(f"{args.tokenizer}/tokenizer_config.json", encoding="utf-8"))["chat_template"]
-    templates = {"qwen3": qwen3, "qwen2_5": QWEN2_5, "llama3_1": LLAMA3_1, "chatml": CHATML}
+    templates = {"qwen3": qwen3, "qwen2_5": QWEN2_5, "llama3_1": LLAMA3_1, "chatml": CHATML,
+                 "chatml_generation": CHATML_GENERATION}
     out = {"transformers": transformers.__version__, "templates": {}}
     for name, text in templates.items():
         cases = []
@@ -257,6 +267,11 @@ def main():
                     cases.append({"name": conv_name, "messages": messages, "options": opts, "error": str(e)})
                     continue
                 case = {"name": conv_name, "messages": messages, "options": opts, "text": rendered}
+                if name == "chatml_generation" and not agp:
+                    enc = tok.apply_chat_template(messages, chat_template=text, tokenize=True, return_dict=True,
+                                                  return_assistant_tokens_mask=True, **kwargs)
+                    case["ids"] = list(map(int, enc["input_ids"]))
+                    case["assistant_mask"] = list(map(int, enc["assistant_masks"]))
                 if name == "qwen3":
                     ids = tok.apply_chat_template(messages, chat_template=text, tokenize=True,
                                                   add_generation_prompt=agp, return_dict=False, **kwargs)

@@ -113,9 +113,12 @@ ChatTokens encode_chat(const ChatTemplate& chat, const Tokenizer& tokenizer, con
   const auto spans = chat.assistant_spans(messages, text);
   size_t offset = 0, s = 0;
   for (size_t k = 0; k < out.ids.size(); ++k) {
+    const size_t end = offset + tokenizer.decode(std::span<const int32_t>(&out.ids[k], 1)).size();
     while (s < spans.size() && offset >= spans[s].second) ++s;
-    if (s < spans.size() && offset >= spans[s].first) out.mask[k] = 1;
-    offset += tokenizer.decode(std::span<const int32_t>(&out.ids[k], 1)).size();
+    // any overlap, as HF's char_to_token marking does (a "\n\n" token across the header's newline and
+    // a content that starts with one is kept)
+    if (s < spans.size() && end > spans[s].first && offset < spans[s].second) out.mask[k] = 1;
+    offset = end;
   }
   TITAN_CHECK(offset == text.size(), "[chat] the tokens of a rendered conversation decode to ", offset,
               " bytes, the text has ", text.size(), ". HINT: the tokenizer does not round-trip this text");

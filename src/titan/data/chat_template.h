@@ -16,8 +16,10 @@
 //           template writes after an assistant message's text, trailing whitespace removed, found
 //           once by rendering [user "PROBE_U", assistant "PROBE_A"].
 // A template for which either step fails is an error naming the step, never a guessed mask.
-// Token k is kept when its first byte lies inside a span (ids come from encoding F whole, so they
-// equal HF's apply_chat_template(tokenize=True)).
+// Token k is kept when any of its bytes lies inside a span, as Transformers marks tokens for
+// return_assistant_tokens_mask (ids come from encoding F whole, so they equal HF's
+// apply_chat_template(tokenize=True)); tests check the mask against HF's on a ChatML template with
+// {% generation %} markers.
 #pragma once
 
 #include <cstdint>

@@ -76,7 +76,7 @@ TEST(ChatTemplate, RendersEveryFixtureConversationAsTransformers) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 170u);  // 58 qwen3 + 32 qwen2_5 + 48 llama3_1 (3 of them errors) + 32 chatml
+  EXPECT_EQ(checked, 202u);  // 58 qwen3 + 32 qwen2_5 + 48 llama3_1 (3 of them errors) + 32 chatml + 32 chatml_generation
 }
 
 TEST(ChatTemplate, FromFolderReadsQwen3AndItsTokens) {
@@ -129,6 +129,28 @@ TEST(ChatTemplate, AssistantSpansForLlamaAndChatml) {
   EXPECT_EQ(t2.substr(s2[0].first, s2[0].second - s2[0].first), " A1 <|im_end|>");
   EXPECT_EQ(t2.substr(s2[1].first), "A2<|im_end|>\n");
   EXPECT_EQ(s2[1].second, t2.size() - 1);
+}
+
+// Outside truth for the mask rule: a ChatML template with HF's {% generation %} markers around an
+// assistant's content + <|im_end|>, whose assistant_masks Transformers computed
+// (return_assistant_tokens_mask); titan, reading no markers, finds the same tokens on every case.
+TEST(ChatTemplate, MaskEqualsTransformersGenerationMask) {
+  const ordered_json f = fixtures();
+  const Tokenizer tok = Tokenizer::from_file(kQwen3Dir);
+  const ordered_json& t = f["templates"]["chatml_generation"];
+  const ChatTemplate chat(t["template"].get<std::string>(), "chatml_generation");
+  size_t checked = 0, kept = 0;
+  for (const auto& c : t["cases"]) {
+    if (!c.contains("assistant_mask")) continue;
+    const ChatTokens ct = encode_chat(chat, tok, c["messages"], true);
+    ASSERT_EQ(ct.ids, c["ids"].get<std::vector<int32_t>>()) << c["name"];
+    const std::vector<int> want = c["assistant_mask"].get<std::vector<int>>();
+    EXPECT_EQ(std::vector<int>(ct.mask.begin(), ct.mask.end()), want) << c["name"];
+    for (int m : want) kept += static_cast<size_t>(m);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 19u);  // the 16 conversations without generation prompt, the tool ones also with tools
+  EXPECT_GT(kept, 100u);
 }
 
 // Every fixture conversation of every template: one span per assistant message, each ending with
