@@ -1,4 +1,4 @@
-// The Jinja subset's syntax tree (private to jinja_parse.cpp and jinja_eval.cpp). Every node keeps
+// The Jinja subset's syntax tree and value helpers (private to the jinja_*.cpp files). Every node keeps
 // its byte offset in the template source, so errors name the template line.
 #pragma once
 
@@ -52,5 +52,19 @@ struct Node {
 std::string where_in(const std::string& where, const std::string& source, size_t pos);
 
 std::unique_ptr<Node> parse_template(const std::string& source, const std::string& where);
+
+// Python / jinja2 semantics on values (jinja_value.cpp).
+const char* kind_name(const Value& v);                  // "string", "list", "dict", ...
+bool truthy(const Value& v);                            // Python's bool()
+bool is_number(const Value& v);                         // int, float or bool
+double as_double(const Value& v);
+bool equal(const Value& a, const Value& b);             // Python's ==
+std::vector<size_t> code_points(const std::string& s);  // first byte of each code point, then size()
+std::string format_float(double d);                     // Python's repr of a float
+// json.dumps(v, ensure_ascii=False, indent=indent or None) as HF's tojson; `where` names errors.
+void to_json(const Value& v, int indent, int depth, std::string& out, const std::string& where);
+std::string strip(const std::string& s, const Value* chars, bool left, bool right);  // str.strip family
+Value split(const std::string& s, const Value* sep, int64_t maxsplit);             // str.split
+std::string replace_all(std::string s, const std::string& from, const std::string& to);
 
 }  // namespace titan::data::jinja
