@@ -15,8 +15,10 @@
 //   default list reverse replace. Tests: defined undefined none string number integer float boolean
 //   true false mapping iterable sequence equalto eq.
 //   Methods: str.startswith endswith split strip lstrip rstrip lower upper replace; dict.items keys
-//   values get. Functions: namespace(...), raise_exception(msg), range(...), strftime_now(fmt).
-// Anything else (macros, includes, a filter or method not listed, printing a list) is a titan::Error
+//   values get. Functions: namespace(...), raise_exception(msg), range(...), strftime_now(fmt) (and
+//   `dict` is defined, as in HF, but not callable).
+// Anything else (macros, includes, break/continue, loop filters, tojson options other than indent,
+// a filter or method not listed, printing a list) is a titan::Error
 // "[chat] template line L: ..." naming the construct: never a silently different rendering.
 //
 // Undefined follows jinja2's default: printing it gives "", it is false, it compares unequal, and

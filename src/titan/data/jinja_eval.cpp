@@ -37,7 +37,8 @@ class Evaluator {
   }
 
   static bool is_builtin_function(const std::string& name) {
-    return name == "namespace" || name == "raise_exception" || name == "range" || name == "strftime_now";
+    return name == "namespace" || name == "raise_exception" || name == "range" || name == "strftime_now" ||
+           name == "dict";  // HF's globals (dict() itself is outside the subset)
   }
 
   // ---- scopes ----
@@ -440,8 +441,11 @@ class Evaluator {
       if (v.kind == Kind::object) return Value::integer(static_cast<int64_t>(v.obj->size()));
       fail(e.pos, str("'length' of a ", kind_name(v)));
     }
-    if (f == "tojson") {
-      const Value* indent = a.at(0, "indent");
+    if (f == "tojson") {  // HF's tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
+      if (!a.pos.empty() || a.kw.size() > (a.kw.count("indent") ? 1u : 0u)) {
+        unsupported(e.pos, "tojson with arguments other than indent=");
+      }
+      const Value* indent = a.at(1000, "indent");
       std::string out;
       to_json(v, indent && indent->kind == Kind::integer ? static_cast<int>(indent->i) : -1, 0, out,
               where_in(where_, src_, e.pos));

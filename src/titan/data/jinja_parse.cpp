@@ -180,6 +180,8 @@ class ExprParser {
       : t_(std::move(toks)), src_(src), where_(where) {}
 
   std::unique_ptr<Expr> expression() { return ternary(); }
+  // Without the `x if c else y` level: a for loop's iterable, where `if` starts a loop filter.
+  std::unique_ptr<Expr> expression_no_ternary() { return or_(); }
   const Tok& peek() const { return t_[k_]; }
   bool at_end() const { return t_[k_].kind == Tok::Kind::end; }
   bool accept_name(const char* n) {
@@ -572,10 +574,13 @@ class StmtParser {
     TITAN_CHECK(n->targets.size() <= 2, "[chat] ", where_in(where_, src_, first.pos),
                 ": a for loop unpacks at most 2 names in the subset");
     TITAN_CHECK(p.accept_name("in"), "[chat] ", where_in(where_, src_, first.pos), ": expected 'in' in the for loop");
-    n->expr = p.expression();
+    n->expr = p.expression_no_ternary();
+    TITAN_CHECK(!p.accept_name("if"), "[chat] ", where_in(where_, src_, first.pos),
+                ": loop filters ('for x in y if c') are outside the supported Jinja subset. HINT: put an "
+                "{% if %} inside the loop (loop.* then counts every item)");
     TITAN_CHECK(!p.accept_name("recursive"), "[chat] ", where_in(where_, src_, first.pos),
                 ": recursive loops are outside the supported Jinja subset");
-    p.expect_end("the for loop (loop filters 'if' are outside the subset)");
+    p.expect_end("the for loop");
     std::string stop;
     n->branches.push_back(block({"else", "endfor"}, &stop));
     ++i_;

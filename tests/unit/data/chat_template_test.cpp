@@ -210,8 +210,25 @@ TEST(ChatJinja, ConstructsOutsideTheSubsetAreOneLineErrors) {
   EXPECT_NE(error_of("{% if true %}x").find("expected '{% endif %}'"), std::string::npos);
   EXPECT_NE(error_of("{{ raise_exception('bad roles') }}").find("the template raised: bad roles"), std::string::npos);
   EXPECT_NE(error_of("{{ x.y }}").find("'y' of an undefined value"), std::string::npos);
+  EXPECT_NE(error_of("{{ [1] | tojson(sort_keys=true) }}").find("tojson with arguments other than indent="), std::string::npos);
+  EXPECT_NE(error_of("{{ [1] | tojson(4) }}").find("tojson with arguments other than indent="), std::string::npos);
+  EXPECT_NE(error_of("{% for x in [1] %}{% break %}{% endfor %}").find("'{% break %}' is outside"), std::string::npos);
   for (const char* src : {"{% macro f() %}{% endmacro %}", "{{ 'x' | wordcount }}", "{{ [1] }}"}) {
     EXPECT_EQ(error_of(src).find('\n'), std::string::npos) << src;
+  }
+}
+
+// Malformed templates: each a titan::Error of one line naming the template line, never a crash.
+TEST(ChatJinja, MalformedTemplatesAreOneLineErrors) {
+  for (const char* src : {"{{", "{%", "{#", "{{ }}", "{{ a[ }}", "{{ 'abc }}", "{% for %}", "{% for x %}{% endfor %}",
+                          "{% if %}{% endif %}", "{% endif %}", "{% else %}", "{% if a %}{% else %}{% else %}{% endif %}",
+                          "{{ a. }}", "{{ (1 }}", "{{ [1, }}", "{{ {'a' 1} }}", "{{ a | }}", "{{ a is }}", "{{ 1 +}}",
+                          "{% set %}", "{% set x %}{% endset %}", "{{ 'x' 'y' ) }}", "{{ a[1:2:3:4] }}", "{{ f(a=) }}",
+                          "{{ 'a' \\ }}", "{% for a, b, c in x %}{% endfor %}", "{{ x if }}", "{{ 1 ** 2 }}",
+                          "{{ (1, 2) }}", "{% for x in y if x %}{% endfor %}", "{{ '\\q' }}", "{{ @ }}"}) {
+    const std::string e = error_of(src, ordered_json{{"a", 1}, {"x", {1}}, {"y", {1}}});
+    EXPECT_EQ(e.rfind("[chat] test", 0), 0u) << src << " -> " << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << src << " -> " << e;
   }
 }
 
