@@ -3,6 +3,7 @@
 // Semantics are Python's / jinja2's for what the subset holds; anything else is an error naming it.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <ctime>
 #include <map>
@@ -381,7 +382,18 @@ class Evaluator {
     return method(self, callee.name, a, e.pos);
   }
 
+  // The most arguments each method takes here (Python's optional start/end/count are not).
+  static size_t max_args(const std::string& m) {
+    if (m == "startswith" || m == "endswith" || m == "strip" || m == "lstrip" || m == "rstrip") return 1;
+    if (m == "split" || m == "replace" || m == "get") return 2;
+    if (m == "lower" || m == "upper" || m == "items" || m == "keys" || m == "values") return 0;
+    return SIZE_MAX;  // not a method here: named by the error below
+  }
+
   Value method(const Value& self, const std::string& m, const Args& a, size_t pos) {
+    if (a.pos.size() + a.kw.size() > max_args(m)) {
+      unsupported(pos, str("'", m, "' with more than ", max_args(m), " argument(s)"));
+    }
     if (self.kind == Kind::string) {
       const std::string& s = self.s;
       if (m == "startswith" || m == "endswith") {
@@ -401,6 +413,9 @@ class Evaluator {
         return split(s, sep, maxsplit && maxsplit->kind == Kind::integer ? maxsplit->i : -1);
       }
       if (m == "lower" || m == "upper") {
+        for (char c : s) {
+          if (static_cast<unsigned char>(c) >= 0x80) unsupported(pos, str("'", m, "' of non-ASCII text (Unicode case mapping)"));
+        }
         std::string r = s;
         for (char& c : r) c = static_cast<char>(m == "lower" ? std::tolower(static_cast<unsigned char>(c))
                                                                : std::toupper(static_cast<unsigned char>(c)));

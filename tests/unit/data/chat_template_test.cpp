@@ -211,6 +211,8 @@ TEST(ChatJinja, ConstructsOutsideTheSubsetAreOneLineErrors) {
   EXPECT_NE(error_of("{{ raise_exception('bad roles') }}").find("the template raised: bad roles"), std::string::npos);
   EXPECT_NE(error_of("{{ x.y }}").find("'y' of an undefined value"), std::string::npos);
   EXPECT_NE(error_of("{{ [1] | tojson(sort_keys=true) }}").find("tojson with arguments other than indent="), std::string::npos);
+  EXPECT_NE(error_of("{{ 'abc'.startswith('b', 1) }}").find("'startswith' with more than 1 argument(s)"), std::string::npos);
+  EXPECT_NE(error_of("{{ 'É'.lower() }}").find("'lower' of non-ASCII text"), std::string::npos);
   EXPECT_NE(error_of("{{ [1] | tojson(4) }}").find("tojson with arguments other than indent="), std::string::npos);
   EXPECT_NE(error_of("{% for x in [1] %}{% break %}{% endfor %}").find("'{% break %}' is outside"), std::string::npos);
   for (const char* src : {"{% macro f() %}{% endmacro %}", "{{ 'x' | wordcount }}", "{{ [1] }}"}) {
