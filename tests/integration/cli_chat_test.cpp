@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -88,6 +89,34 @@ TEST(CliChat, TrainsOnAssistantTokensAndTheLossFalls) {
   EXPECT_NEAR(first, std::log(151936.0), 1.0) << r.output;
   std::printf("chat loss %.4f at step 1, %.4f over steps 14-16\n", first, last);
   EXPECT_LT(last, first - 3.0) << "loss " << first << " at step 1, " << last << " over the last 3 steps\n" << r.output;
+  fs::remove_all(dir);
+}
+
+// The data cursor in a checkpoint carries the mask: a run resumed from step 3 trains steps 4..6
+// with the same losses, to the bit, as the uninterrupted run.
+TEST(CliChat, ResumeContinuesTheLossSequenceToTheBit) {
+  const fs::path dir = scratch_dir("chat_resume");
+  const fs::path model = make_model_dir(dir / "model", true);
+  write(dir / "chat.jsonl", chat_jsonl(24));
+  const std::string flags = "--training.steps 6 --training.local_batch_size 2 --training.seq_len 48 "
+                            "--metrics.log_freq 1 --training.deterministic --checkpoint.enable --checkpoint.interval 3 "
+                            "--lr_scheduler.warmup_steps 2";
+  const CommandResult a = run_titan(train_args(model, dir / "chat.jsonl", dir / "a", flags));
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  fs::create_directories(dir / "b" / "checkpoint");
+  fs::copy(dir / "a" / "checkpoint" / "step-3", dir / "b" / "checkpoint" / "step-3", fs::copy_options::recursive);
+  const CommandResult b = run_titan(train_args(model, dir / "chat.jsonl", dir / "b", flags));
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  std::map<int, double> want;
+  for (const auto& row : read_jsonl(dir / "a" / "metrics.jsonl")) want[row["step"].get<int>()] = row["loss"].get<double>();
+  int resumed = 0;
+  for (const auto& row : read_jsonl(dir / "b" / "metrics.jsonl")) {
+    const int step = row["step"].get<int>();
+    EXPECT_GE(step, 4) << b.output;
+    EXPECT_EQ(row["loss"].get<double>(), want[step]) << "step " << step;
+    ++resumed;
+  }
+  EXPECT_EQ(resumed, 3) << b.output;
   fs::remove_all(dir);
 }
 
