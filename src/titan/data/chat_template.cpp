@@ -1,3 +1,5 @@
+// Chat templates: loading from a tokenizer folder, rendering, assistant spans and the masked
+// encoding (contract in chat_template.h).
 #include "titan/data/chat_template.h"
 
 #include <filesystem>
@@ -13,6 +15,7 @@ using nlohmann::ordered_json;
 ChatTemplate::ChatTemplate(std::string source, std::string where, ordered_json variables)
     : template_(std::move(source), where), where_(std::move(where)), variables_(std::move(variables)) {
   TITAN_CHECK(variables_.is_object(), "[chat] ", where_, ": template variables must be a JSON object");
+  probe_end_of_turn();
 }
 
 ChatTemplate ChatTemplate::from_folder(const std::string& dir) {
@@ -63,21 +66,28 @@ std::string ChatTemplate::render(const ordered_json& messages, bool add_generati
 }
 
 const std::string& ChatTemplate::end_of_turn() const {
-  if (!end_of_turn_.empty()) return end_of_turn_;
-  const std::string probe = "PROBE_A";
-  const ordered_json conv = ordered_json::array({{{"role", "user"}, {"content", "PROBE_U"}},
-                                                 {{"role", "assistant"}, {"content", probe}}});
-  const std::string text = render(conv, false);
-  const size_t at = text.rfind(probe);
-  TITAN_CHECK(at != std::string::npos, "[chat] ", where_, ": the template does not print an assistant message's "
-              "content, so assistant tokens cannot be found. HINT: set training.mask_non_assistant false");
-  std::string marker = text.substr(at + probe.size());
-  while (!marker.empty() && (marker.back() == '\n' || marker.back() == ' ')) marker.pop_back();
-  TITAN_CHECK(!marker.empty(), "[chat] ", where_, ": the template writes nothing after an assistant message (no "
-              "end-of-turn marker such as <|im_end|>), so the end of an assistant turn cannot be found. HINT: set "
-              "training.mask_non_assistant false");
-  end_of_turn_ = marker;
+  if (end_of_turn_.empty()) throw Error(end_of_turn_error_);
   return end_of_turn_;
+}
+
+void ChatTemplate::probe_end_of_turn() {
+  try {
+    const std::string probe = "PROBE_A";
+    const ordered_json conv = ordered_json::array({{{"role", "user"}, {"content", "PROBE_U"}},
+                                                   {{"role", "assistant"}, {"content", probe}}});
+    const std::string text = render(conv, false);
+    const size_t at = text.rfind(probe);
+    TITAN_CHECK(at != std::string::npos, "[chat] ", where_, ": the template does not print an assistant message's "
+                "content, so assistant tokens cannot be found. HINT: set training.mask_non_assistant false");
+    std::string marker = text.substr(at + probe.size());
+    while (!marker.empty() && (marker.back() == '\n' || marker.back() == ' ')) marker.pop_back();
+    TITAN_CHECK(!marker.empty(), "[chat] ", where_, ": the template writes nothing after an assistant message (no "
+                "end-of-turn marker such as <|im_end|>), so the end of an assistant turn cannot be found. HINT: set "
+                "training.mask_non_assistant false");
+    end_of_turn_ = marker;
+  } catch (const Error& e) {  // kept for end_of_turn(): a template may render well and still have no marker
+    end_of_turn_error_ = e.what();
+  }
 }
 
 std::vector<std::pair<size_t, size_t>> ChatTemplate::assistant_spans(const ordered_json& messages,

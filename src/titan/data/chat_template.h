@@ -53,15 +53,19 @@ class ChatTemplate {
   std::vector<std::pair<size_t, size_t>> assistant_spans(
       const nlohmann::ordered_json& messages, const std::string& rendered,
       const nlohmann::ordered_json& options = nlohmann::ordered_json::object()) const;
-  // The end-of-turn marker (found by a probe render on first use; throws when there is none).
+  // The end-of-turn marker (found by a probe render at construction; throws, naming why, when the
+  // template has none: only masking needs it).
   const std::string& end_of_turn() const;
 
  private:
   jinja::Template template_;
   std::string where_;
   nlohmann::ordered_json variables_;
-  mutable std::string end_of_turn_;  // "" until probed
+  std::string end_of_turn_;  // "" when the probe failed; then end_of_turn_error_ says why
+  std::string end_of_turn_error_;
+  void probe_end_of_turn();
 };
+// A ChatTemplate is immutable after construction: one may be shared by loaders on several threads.
 
 struct ChatTokens {
   std::vector<int32_t> ids;

@@ -243,6 +243,15 @@ TEST(ChatTemplate, FolderWithoutTemplateAndBadMessages) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("tokenizer_config.json has no \"chat_template\". HINT:"), std::string::npos) << e.what();
   }
+  // A template without an end-of-turn marker renders, but cannot mask.
+  const ChatTemplate bare("{% for m in messages %}{{ m.content }}{% endfor %}", "bare");
+  EXPECT_EQ(bare.render(ordered_json::parse(R"([{"role":"user","content":"a"},{"role":"assistant","content":"b"}])"), false), "ab");
+  try {
+    bare.end_of_turn();
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("writes nothing after an assistant message"), std::string::npos) << e.what();
+  }
   EXPECT_EQ(check_messages(ordered_json::parse(R"([{"role":"user","content":"x"}])")), "");
   EXPECT_EQ(check_messages(ordered_json::parse(R"({"role":"user"})")),
             "\"messages\" must be a list of {role, content}, got a JSON object");
