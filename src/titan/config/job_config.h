@@ -51,6 +51,8 @@ struct TrainingSection {
   std::string dataset_path = "";
   std::string mixed_precision_param = "float32";   // float32 | bfloat16: the dtype modules compute with
   std::string mixed_precision_reduce = "float32";  // float32 | bfloat16: FSDP's gradient reduce-scatter
+  std::string dataset_format = "text";  // text | chat (JSONL {"messages": [...]}, rendered by the chat_template)
+  bool mask_non_assistant = true;       // chat: loss only on assistant tokens
 
   bool operator==(const TrainingSection&) const = default;
 };
@@ -214,6 +216,12 @@ void visit_fields(Config& c, V&& v) {
     "gradients and AdamW state; checkpoints and exports unchanged)");
   v("training.mixed_precision_reduce", training.mixed_precision_reduce,
     "dtype of FSDP's gradient reduce-scatter: float32 or bfloat16 (half the traffic)");
+  v("training.dataset_format", training.dataset_format,
+    "text: documents (JSONL 'text' field, .txt); chat: JSONL lines {\"messages\": [{\"role\", \"content\"}, ...]} "
+    "rendered with model.hf_assets_path's tokenizer_config.json chat_template");
+  v("training.mask_non_assistant", training.mask_non_assistant,
+    "chat data: labels -100 except on assistant tokens (their content and end-of-turn marker); false trains on "
+    "every token");
 
   auto& optimizer = c.optimizer;
   v("optimizer.name", optimizer.name, "optimizer; only AdamW for now");

@@ -99,6 +99,13 @@ void validate(const JobConfig& c, int64_t data_parallel_degree) {
     }
   }
 
+  if (t.dataset_format != "text" && t.dataset_format != "chat") {
+    config_fail("training.dataset_format='", t.dataset_format, "' is not text or chat");
+  }
+  if (t.dataset_format == "chat" && t.dataset_path.empty()) {
+    config_fail("training.dataset_format=chat needs training.dataset_path (a .jsonl(.zst) file or folder of "
+                "{\"messages\": [...]} lines); the built-in dataset is text");
+  }
   if (t.dataset_path.empty() && t.dataset != "quickstart") {
     config_fail("training.dataset='", t.dataset, "' is not a built-in dataset (known: quickstart); use quickstart ",
                 "or set training.dataset_path to a .txt/.jsonl(.zst) file or folder");

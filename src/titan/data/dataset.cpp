@@ -6,6 +6,7 @@
 
 #include "titan/core/error.h"
 #include "titan/core/log.h"
+#include "titan/data/chat_template.h"
 #include "titan/data/line_reader.h"
 
 namespace titan::data {
@@ -80,7 +81,13 @@ DocumentSource::DocumentSource(DatasetConfig config) : config_(std::move(config)
                 ": unknown file type. HINT: use .jsonl, .json or .txt (optionally with .zst).");
     files_.push_back(path);
   }
-  for (const auto& f : files_) formats_.push_back(format_of(f) == 0 ? Format::jsonl : Format::text);
+  TITAN_CHECK(config_.format == "text" || config_.format == "chat", "[data] dataset format '", config_.format,
+              "' is not text or chat");
+  for (const auto& f : files_) {
+    formats_.push_back(format_of(f) == 0 ? Format::jsonl : Format::text);
+    TITAN_CHECK(config_.format != "chat" || formats_.back() == Format::jsonl, "[data] ", f, ": chat data must be "
+                "JSONL ({\"messages\": [...]} per line), not .txt. HINT: convert it, or set training.dataset_format text");
+  }
 }
 
 DocumentSource::~DocumentSource() = default;
@@ -150,6 +157,22 @@ std::optional<std::string> DocumentSource::read_jsonl() {
     if (j.is_discarded() || !j.is_object()) {
       bad_line(ln, "malformed JSON (expected one JSON object per line)");
       continue;
+    }
+    if (config_.format == "chat") {
+      // ordered: tojson of tool arguments keeps the line's key order, as Python's json does
+      const nlohmann::ordered_json oj = nlohmann::ordered_json::parse(line);
+      auto m = oj.find("messages");
+      if (m == oj.end()) {
+        bad_line(ln, "no field \"messages\" (a chat line is {\"messages\": [{\"role\": ..., \"content\": ...}, ...]}; "
+                     "for {\"text\": ...} lines set training.dataset_format text)");
+        continue;
+      }
+      const std::string what = check_messages(*m);
+      if (!what.empty()) {
+        bad_line(ln, what);
+        continue;
+      }
+      return m->dump();
     }
     auto it = j.find(config_.text_field);
     if (it == j.end()) {

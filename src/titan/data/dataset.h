@@ -1,7 +1,7 @@
 // DocumentSource: streams text documents, one at a time, from a file or a folder of files. Nothing
 // holds more than one document (plus a read buffer), so corpora of any size work.
 //
-// Formats, by file name (a trailing ".zst" means zstd-compressed, decompressed as a stream):
+// Formats (chat: see DatasetConfig::format), by file name (a trailing ".zst" means zstd-compressed, decompressed as a stream):
 //   .jsonl / .json  one JSON object per line; the document is the string field `text_field`
 //                   (the C4 layout: {"text": ..., "timestamp": ..., "url": ...}).
 //   .txt            the whole file is one document, or, with `split_blank_lines`, each run of
@@ -29,6 +29,9 @@ struct DatasetConfig {
   std::string text_field = "text";  // JSONL: the field holding the document
   bool split_blank_lines = false;   // .txt: one document per blank-line-separated block
   bool skip_bad_lines = false;      // count and skip bad input instead of throwing
+  // "text": documents as above. "chat": JSONL only; each line's "messages" list (checked by
+  // check_messages in chat_template.h) is the document, as compact JSON text.
+  std::string format = "text";
 };
 
 struct SourcePosition {

@@ -11,6 +11,8 @@ namespace titan::data {
 using nlohmann::json;
 
 std::string LoaderState::to_json() const {
+  std::string mask_text(carry_mask.size(), '1');
+  for (size_t k = 0; k < carry_mask.size(); ++k) mask_text[k] = carry_mask[k] ? '1' : '0';
   json j = {{"epoch", epoch},
             {"file_index", position.file_index},
             {"byte_offset", position.byte_offset},
@@ -18,6 +20,7 @@ std::string LoaderState::to_json() const {
             {"doc_index", doc_index},
             {"documents_seen", documents_seen},
             {"carry", carry},
+            {"carry_mask", mask_text},
             {"rank", rank},
             {"world", world}};
   return j.dump();
@@ -47,6 +50,16 @@ LoaderState LoaderState::from_json(std::string_view text) {
     TITAN_CHECK(id.is_number_integer(), "[data] loader state: \"carry\" holds a non-integer");
     s.carry.push_back(id.get<int32_t>());
   }
+  auto mask = j.find("carry_mask");  // absent in states written before chat data: every label counts
+  if (mask == j.end()) {
+    s.carry_mask.assign(s.carry.size(), 1);
+    return s;
+  }
+  TITAN_CHECK(mask->is_string() && mask->get<std::string>().size() == s.carry.size() &&
+                  mask->get<std::string>().find_first_not_of("01") == std::string::npos,
+              "[data] loader state: \"carry_mask\" must be a string of ", s.carry.size(),
+              " '0'/'1' characters (one per carried token). HINT: pass what LoaderState::to_json wrote.");
+  for (char c : mask->get<std::string>()) s.carry_mask.push_back(c == '1');
   return s;
 }
 
@@ -62,6 +75,8 @@ Loader::Loader(LoaderConfig config, const Tokenizer& tokenizer)
               c.bos_id.value_or(0), " is not a token id (vocabulary ", vocab, ")");
   TITAN_CHECK(c.world >= 1 && c.rank >= 0 && c.rank < c.world, "[data] loader: rank ", c.rank,
               " of world ", c.world, " is out of range");
+  TITAN_CHECK((c.dataset.format == "chat") == (c.chat != nullptr), "[data] loader: dataset format '", c.dataset.format,
+              "' ", c.chat ? "with" : "without", " a chat template. HINT: chat data needs LoaderConfig::chat, text data none");
 }
 
 bool Loader::fill(size_t want) {
@@ -82,13 +97,33 @@ bool Loader::fill(size_t want) {
     }
     const int64_t index = doc_index_++;
     if (index % config_.world != config_.rank) continue;
-    if (config_.bos_id) carry_.push_back(*config_.bos_id);
-    const std::vector<int32_t> ids = tokenizer_->encode(*doc);
-    carry_.insert(carry_.end(), ids.begin(), ids.end());
+    if (config_.chat) {
+      append_chat(*doc);
+    } else {
+      if (config_.bos_id) carry_.push_back(*config_.bos_id);
+      const std::vector<int32_t> ids = tokenizer_->encode(*doc);
+      carry_.insert(carry_.end(), ids.begin(), ids.end());
+      carry_mask_.resize(carry_.size(), 1);
+    }
     carry_.push_back(config_.eot_id);
+    carry_mask_.push_back(config_.chat && config_.mask_non_assistant ? 0 : 1);
     ++documents_seen_;
   }
   return true;
+}
+
+void Loader::append_chat(const std::string& messages_json) {
+  ChatTokens ct;
+  try {
+    ct = encode_chat(*config_.chat, *tokenizer_, nlohmann::ordered_json::parse(messages_json), config_.mask_non_assistant);
+  } catch (const Error& e) {  // a template's raise_exception, say: name the line it came from
+    const SourcePosition p = source_.position();
+    const size_t f = static_cast<size_t>(p.file_index);
+    TITAN_FAIL("[data] ", f < source_.files().size() ? source_.files()[f] : config_.dataset.path, ":", p.line, ": ",
+               e.what());
+  }
+  carry_.insert(carry_.end(), ct.ids.begin(), ct.ids.end());
+  carry_mask_.insert(carry_mask_.end(), ct.mask.begin(), ct.mask.end());
 }
 
 std::optional<Batch> Loader::next() {
@@ -106,23 +141,25 @@ std::optional<Batch> Loader::next() {
   int64_t* positions = batch.positions_BT.data<int64_t>();
   for (int64_t b = 0; b < B; ++b) {
     const int32_t* row = carry_.data() + b * (T + 1);  // T+1 tokens: inputs and labels overlap by T
+    const uint8_t* row_mask = carry_mask_.data() + b * (T + 1);
     int64_t pos = 0;
     for (int64_t t = 0; t < T; ++t) {
       if (t > 0) pos = row[t - 1] == config_.eot_id ? 0 : pos + 1;
       inputs[b * T + t] = row[t];
-      labels[b * T + t] = row[t + 1];
+      labels[b * T + t] = row_mask[t + 1] ? row[t + 1] : kIgnoreLabel;
       positions[b * T + t] = pos;
     }
   }
   carry_.erase(carry_.begin(), carry_.begin() + static_cast<std::ptrdiff_t>(want));
+  carry_mask_.erase(carry_mask_.begin(), carry_mask_.begin() + static_cast<std::ptrdiff_t>(want));
   tokens_emitted_ += B * T;
   seconds_in_next_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return batch;
 }
 
 LoaderState Loader::state() const {
-  return LoaderState{epoch_, source_.position(), doc_index_, documents_seen_, carry_, config_.rank,
-                     config_.world};
+  return LoaderState{epoch_,  source_.position(), doc_index_, documents_seen_, carry_, carry_mask_,
+                     config_.rank, config_.world};
 }
 
 void Loader::restore(const LoaderState& state) {
@@ -133,7 +170,10 @@ void Loader::restore(const LoaderState& state) {
   epoch_ = state.epoch;
   doc_index_ = state.doc_index;
   documents_seen_ = state.documents_seen;
+  TITAN_CHECK(state.carry_mask.size() == state.carry.size(), "[data] loader state: ", state.carry_mask.size(),
+              " mask bits for ", state.carry.size(), " carried tokens. HINT: pass what LoaderState::to_json wrote.");
   carry_ = state.carry;
+  carry_mask_ = state.carry_mask;
 }
 
 double Loader::tokens_per_second() const {

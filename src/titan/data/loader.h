@@ -4,11 +4,18 @@
 //
 // Shape legend: B = batch_size rows, T = seq_len tokens per row.
 //   inputs_BT    i64  row[:-1]
-//   labels_BT    i64  row[1:]  (the next token of each input)
+//   labels_BT    i64  row[1:]  (the next token of each input; -100 where masked, see chat data)
 //   positions_BT i64  0 at the start of each row and at each token that follows an eot, else
 //                     previous + 1: each document's tokens count from 0, for document-causal use.
 //                     (Read from the row alone, so no extra state; a document whose text holds a
 //                     literal "<|endoftext|>" encodes to eot there and restarts too.)
+//
+// Chat data (config.chat set, dataset.format "chat"): a document is a conversation, rendered by the
+// chat template and encoded whole (encode_chat, chat_template.h), no bos (the template writes its
+// own), then eot. Each token carries a mask bit: 1 for text documents, for chat tokens inside
+// assistant spans (or every token when !mask_non_assistant); the appended eot is 0 under the mask.
+// labels_BT is -100 where the label token's bit is 0, so the loss (and its target count) only
+// sees assistant tokens. The mask travels with the carried tokens and in the state.
 //
 // Sharding: the documents of an epoch are numbered 0, 1, 2, ... in DocumentSource order; rank r of
 // w takes those with index % w == r. Every rank reads every document (cheap next to tokenizing) but
@@ -22,12 +29,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "titan/core/tensor.h"
+#include "titan/data/chat_template.h"
 #include "titan/data/dataset.h"
 #include "titan/data/tokenizer/tokenizer.h"
 
@@ -42,7 +51,11 @@ struct LoaderConfig {
   int rank = 0;                   // data-parallel rank and world size
   int world = 1;
   bool infinite = true;           // false: next() returns nullopt when the data runs out
+  std::shared_ptr<const ChatTemplate> chat;  // set for chat data (dataset.format "chat")
+  bool mask_non_assistant = true;            // chat: labels -100 outside assistant spans
 };
+
+inline constexpr int64_t kIgnoreLabel = -100;  // a label the loss skips (ops::count_targets' ignore_index)
 
 struct Batch {
   Tensor inputs_BT;
@@ -56,6 +69,7 @@ struct LoaderState {
   int64_t doc_index = 0;       // global index (all ranks) of that document within the epoch
   int64_t documents_seen = 0;  // documents this rank has tokenized, all epochs
   std::vector<int32_t> carry;  // tokens packed but not yet emitted
+  std::vector<uint8_t> carry_mask;  // one bit per carried token: 1 = a counted label (JSON "0101..."; absent = all 1)
   int rank = 0;                // checked on restore: a cursor belongs to one shard
   int world = 1;
 
@@ -79,6 +93,7 @@ class Loader {
 
  private:
   bool fill(size_t want);  // tokenizes documents until carry_ holds `want` tokens; false at end
+  void append_chat(const std::string& messages_json);  // encode_chat into carry_ / carry_mask_
 
   LoaderConfig config_;
   const Tokenizer* tokenizer_;
@@ -87,6 +102,7 @@ class Loader {
   int64_t doc_index_ = 0;
   int64_t documents_seen_ = 0;
   std::vector<int32_t> carry_;
+  std::vector<uint8_t> carry_mask_;  // same size as carry_
   int64_t tokens_emitted_ = 0;
   double seconds_in_next_ = 0.0;
 };

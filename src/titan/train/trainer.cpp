@@ -163,6 +163,11 @@ void Trainer::setup_data() {
   loader_config_.seq_len = T_;
   loader_config_.eot_id = doc_tokens.eot_id;
   loader_config_.bos_id = doc_tokens.bos_id;
+  loader_config_.dataset.format = c_.training.dataset_format;
+  if (c_.training.dataset_format == "chat") {  // the tokenizer folder's chat_template renders each line
+    loader_config_.chat = std::make_shared<const data::ChatTemplate>(data::ChatTemplate::from_folder(c_.model.hf_assets_path));
+    loader_config_.mask_non_assistant = c_.training.mask_non_assistant;
+  }
   loader_ = std::make_unique<data::PrefetchLoader>(loader_config_, *tokenizer_);
 }
 

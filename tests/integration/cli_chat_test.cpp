@@ -1,0 +1,148 @@
+// `titan train` on chat data: a small chat JSONL written here, the Qwen3 tokenizer folder from
+// ../shared (its own chat_template) beside a tiny Qwen3 config.json (vocab 151,936), loss only on
+// assistant tokens; the loss falls, and bad chat input is one line and a non-zero exit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "integration/cli_runner.h"
+
+namespace titan {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::CommandResult;
+using testing::read_jsonl;
+using testing::run_titan;
+using testing::scratch_dir;
+
+const fs::path kQwen3Tokenizer = fs::path(TITAN_SOURCE_DIR) / "../shared/assets/qwen3-tokenizer";
+
+void write(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  ASSERT_TRUE(out.good()) << path;
+}
+
+// A tiny Qwen3 (2 layers, dim 64) over the real Qwen3 vocabulary, with the real tokenizer folder's
+// files: the model Transformers would build from this config.json.
+fs::path make_model_dir(const fs::path& dir, bool with_template) {
+  fs::create_directories(dir);
+  fs::copy_file(kQwen3Tokenizer / "tokenizer.json", dir / "tokenizer.json");
+  if (with_template) {
+    fs::copy_file(kQwen3Tokenizer / "tokenizer_config.json", dir / "tokenizer_config.json");
+  } else {
+    write(dir / "tokenizer_config.json", R"({"eos_token": "<|im_end|>"})");
+  }
+  const nlohmann::json config = {
+      {"architectures", {"Qwen3ForCausalLM"}}, {"model_type", "qwen3"}, {"hidden_size", 64},
+      {"intermediate_size", 128}, {"num_hidden_layers", 2}, {"num_attention_heads", 4},
+      {"num_key_value_heads", 2}, {"head_dim", 16}, {"hidden_act", "silu"}, {"max_position_embeddings", 256},
+      {"rms_norm_eps", 1e-6}, {"rope_theta", 1000000.0}, {"tie_word_embeddings", true},
+      {"attention_bias", false}, {"vocab_size", 151936}, {"torch_dtype", "float32"}};
+  write(dir / "config.json", config.dump(2));
+  return dir;
+}
+
+// Short arithmetic conversations: the assistant's answers follow one pattern a model learns fast.
+std::string chat_jsonl(int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) {
+    const int a = i % 7 + 1, b = i % 5 + 2;
+    nlohmann::json messages = nlohmann::json::array();
+    if (i % 2 == 0) messages.push_back({{"role", "system"}, {"content", "You add numbers."}});
+    messages.push_back({{"role", "user"}, {"content", "What is " + std::to_string(a) + " plus " + std::to_string(b) + "?"}});
+    messages.push_back({{"role", "assistant"},
+                        {"content", std::to_string(a) + " plus " + std::to_string(b) + " is " + std::to_string(a + b) + "."}});
+    out += nlohmann::json{{"messages", messages}}.dump() + "\n";
+  }
+  return out;
+}
+
+std::string train_args(const fs::path& model, const fs::path& data, const fs::path& out, const std::string& extra) {
+  return "train --config qwen3_debug --model.name= --model.hf_assets_path " + model.string() +
+         " --training.dataset_path " + data.string() + " --training.dataset_format chat --job.dump_folder " +
+         out.string() + " --metrics.peak_tflops 1 " + extra;
+}
+
+TEST(CliChat, TrainsOnAssistantTokensAndTheLossFalls) {
+  ASSERT_TRUE(fs::exists(kQwen3Tokenizer / "tokenizer_config.json")) << kQwen3Tokenizer;
+  const fs::path dir = scratch_dir("chat");
+  const fs::path model = make_model_dir(dir / "model", true);
+  write(dir / "chat.jsonl", chat_jsonl(64));
+  const CommandResult r = run_titan(train_args(model, dir / "chat.jsonl", dir / "run",
+                                               "--training.steps 16 --training.local_batch_size 4 --training.seq_len 64 "
+                                               "--lr_scheduler.warmup_steps 2 --optimizer.lr 3e-3 --metrics.log_freq 1"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<nlohmann::json> rows = read_jsonl(dir / "run" / "metrics.jsonl");
+  ASSERT_EQ(rows.size(), 16u) << r.output;
+  const double first = rows.front()["loss"].get<double>();
+  double last = 0.0;
+  for (size_t i = rows.size() - 3; i < rows.size(); ++i) last += rows[i]["loss"].get<double>() / 3.0;
+  // Untrained: about ln(151936) = 11.93 nats on every counted token.
+  EXPECT_NEAR(first, std::log(151936.0), 1.0) << r.output;
+  std::printf("chat loss %.4f at step 1, %.4f over steps 14-16\n", first, last);
+  EXPECT_LT(last, first - 3.0) << "loss " << first << " at step 1, " << last << " over the last 3 steps\n" << r.output;
+  fs::remove_all(dir);
+}
+
+// The data cursor in a checkpoint carries the mask: a run resumed from step 3 trains steps 4..6
+// with the same losses, to the bit, as the uninterrupted run.
+TEST(CliChat, ResumeContinuesTheLossSequenceToTheBit) {
+  const fs::path dir = scratch_dir("chat_resume");
+  const fs::path model = make_model_dir(dir / "model", true);
+  write(dir / "chat.jsonl", chat_jsonl(24));
+  const std::string flags = "--training.steps 6 --training.local_batch_size 2 --training.seq_len 48 "
+                            "--metrics.log_freq 1 --training.deterministic --checkpoint.enable --checkpoint.interval 3 "
+                            "--lr_scheduler.warmup_steps 2";
+  const CommandResult a = run_titan(train_args(model, dir / "chat.jsonl", dir / "a", flags));
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  fs::create_directories(dir / "b" / "checkpoint");
+  fs::copy(dir / "a" / "checkpoint" / "step-3", dir / "b" / "checkpoint" / "step-3", fs::copy_options::recursive);
+  const CommandResult b = run_titan(train_args(model, dir / "chat.jsonl", dir / "b", flags));
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  std::map<int, double> want;
+  for (const auto& row : read_jsonl(dir / "a" / "metrics.jsonl")) want[row["step"].get<int>()] = row["loss"].get<double>();
+  int resumed = 0;
+  for (const auto& row : read_jsonl(dir / "b" / "metrics.jsonl")) {
+    const int step = row["step"].get<int>();
+    EXPECT_GE(step, 4) << b.output;
+    EXPECT_EQ(row["loss"].get<double>(), want[step]) << "step " << step;
+    ++resumed;
+  }
+  EXPECT_EQ(resumed, 3) << b.output;
+  fs::remove_all(dir);
+}
+
+TEST(CliChat, BadChatInputIsOneLineAndNonZeroExit) {
+  const fs::path dir = scratch_dir("chat_bad");
+  const fs::path plain = make_model_dir(dir / "plain", false);
+  const fs::path model = make_model_dir(dir / "model", true);
+  write(dir / "chat.jsonl", chat_jsonl(4));
+  const std::string small = "--training.steps 1 --training.local_batch_size 1 --training.seq_len 32";
+
+  CommandResult r = run_titan(train_args(plain, dir / "chat.jsonl", dir / "r1", small));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("tokenizer_config.json has no \"chat_template\". HINT:"), std::string::npos) << r.output;
+
+  write(dir / "bad.jsonl", "\n{\"messages\": [{\"role\": \"robot\", \"content\": \"hi\"}]}\n" + chat_jsonl(1));
+  r = run_titan(train_args(model, dir / "bad.jsonl", dir / "r2", small));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find((dir / "bad.jsonl").string() + ":2: messages[0] has the unknown role \"robot\""),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("HINT:"), std::string::npos) << r.output;
+
+  r = run_titan("train --config qwen3_debug --training.dataset_format chatml --training.steps 1", true);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("training.dataset_format='chatml' is not text or chat"), std::string::npos) << r.output;
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace titan
