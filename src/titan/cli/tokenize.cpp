@@ -10,6 +10,7 @@
 
 #include "titan/cli/args.h"
 #include "titan/cli/commands.h"
+#include "titan/core/log.h"
 #include "titan/data/tokenizer/tokenizer.h"
 
 namespace titan::cli {
@@ -45,7 +46,7 @@ std::string encode_line(const data::Tokenizer& tok, const json& record, const st
   return out;
 }
 
-std::string decode_line(const data::Tokenizer& tok, const json& record, const std::string& where) {
+std::string decode_line(const data::Tokenizer& tok, const json& record, const std::string& where, int64_t& skipped) {
   TITAN_CHECK(record.is_object(), where, ": expected a JSON object {\"ids\": [...]}");
   const auto it = record.find("ids");
   TITAN_CHECK(it != record.end() && it->is_array(), where, ": expected an \"ids\" array of token ids");
@@ -56,7 +57,7 @@ std::string decode_line(const data::Tokenizer& tok, const json& record, const st
                 ": \"ids\" holds ", v.dump(), "; expected non-negative integer ids");
     ids.push_back(static_cast<int32_t>(v.get<int64_t>()));
   }
-  const json out = {{"text", tok.decode(ids)}};
+  const json out = {{"text", tok.decode(ids, &skipped)}};
   return out.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
@@ -85,14 +86,14 @@ int run_tokenize(int argc, char** argv) {
   const bool decode = args.get_bool("decode");
   const std::string field = args.get("field");
   std::string line;
-  int64_t line_number = 0;
+  int64_t line_number = 0, skipped = 0;
   while (std::getline(in, line)) {
     ++line_number;
     const std::string where = str("[tokenize] ", name, ":", line_number);
     const json record = parse_line(line, where);
     std::string out;
     try {
-      out = decode ? decode_line(tok, record, where) : encode_line(tok, record, field, where);
+      out = decode ? decode_line(tok, record, where, skipped) : encode_line(tok, record, field, where);
     } catch (const Error& e) {
       const std::string msg = e.what();
       if (msg.rfind(where, 0) == 0) throw;
@@ -102,6 +103,10 @@ int run_tokenize(int argc, char** argv) {
   }
   TITAN_CHECK(!in.bad(), "[tokenize] cannot read ", name);
   TITAN_CHECK(std::fflush(stdout) == 0, "[tokenize] cannot write the output");
+  if (skipped > 0) {
+    log_warn(str("[tokenize] skipped ", skipped, " id(s) the tokenizer does not know (its vocabulary has ",
+                 tok.vocab_size(), " ids; a model's may be padded past it), as HF's decode does"));
+  }
   return 0;
 }
 

@@ -396,11 +396,13 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
   return ids;
 }
 
-std::string Tokenizer::decode(std::span<const int32_t> ids) const {
+std::string Tokenizer::decode(std::span<const int32_t> ids, int64_t* skipped) const {
   std::string out;
   for (const int32_t id : ids) {
-    TITAN_CHECK(id >= 0 && static_cast<size_t>(id) < impl_->id_known.size() && impl_->id_known[id],
-                "[tokenizer] decode: id ", id, " is not in the vocabulary (size ", vocab_size(), ")");
+    if (id < 0 || static_cast<size_t>(id) >= impl_->id_known.size() || !impl_->id_known[id]) {
+      if (skipped != nullptr) ++*skipped;
+      continue;
+    }
     out += impl_->id_bytes[id];
   }
   return out;

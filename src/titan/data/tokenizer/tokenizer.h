@@ -32,8 +32,10 @@ class Tokenizer {
 
   // Ids of `text` (valid UTF-8, may contain NUL); throws titan::Error for invalid UTF-8.
   std::vector<int32_t> encode(std::string_view text) const;
-  // Bytes of `ids`; throws titan::Error for an id that is not in the vocabulary.
-  std::string decode(std::span<const int32_t> ids) const;
+  // Bytes of `ids`. An id the tokenizer does not know (a model's vocabulary is often padded past
+  // the tokenizer's: Qwen3's ids 151,669..151,935) is skipped, as HF's decode skips it, and counted
+  // in `*skipped` when given.
+  std::string decode(std::span<const int32_t> ids, int64_t* skipped = nullptr) const;
 
   // One past the largest id (BPE vocabulary and added tokens): 151,669 for Qwen3.
   int64_t vocab_size() const;

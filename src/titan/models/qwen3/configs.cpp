@@ -106,8 +106,10 @@ JobConfig qwen3_4b_finetune() {
 
 // The seed's 4B fine-tune as LoRA, what fits a 24 GiB CPU server (a full fine-tune needs 64 GB):
 // rank 16 on every projection (alpha 32), the base frozen in bf16 (8 GB, no gradient or optimizer
-// state), activation checkpointing, batch 1 x 2048 tokens, a LoRA-sized lr. Checkpoints hold the
-// adapters; the end writes the merged model (bf16 HF folder) and the PEFT adapter.
+// state), activation checkpointing, batch 1 x 2048 tokens, a LoRA-sized lr, on chat conversations
+// (./assets/data/chat.jsonl, rendered by the model folder's chat template, loss on the assistant's
+// tokens). Checkpoints hold the adapters; the end writes the merged model (bf16 HF folder) and the
+// PEFT adapter.
 JobConfig qwen3_4b_lora() {
   JobConfig c = qwen3_4b_finetune();
   c.job.dump_folder = "./outputs/qwen3_4b_lora";
@@ -116,6 +118,8 @@ JobConfig qwen3_4b_lora() {
   c.lora.target_modules = "all-linear";
   c.lora.save_adapter = "adapter";
   c.training.mixed_precision_param = "bfloat16";
+  c.training.dataset_format = "chat";
+  c.training.dataset_path = "./assets/data/chat.jsonl";
   c.activation_checkpoint.mode = "full";
   c.training.local_batch_size = 1;
   c.training.seq_len = 2048;
