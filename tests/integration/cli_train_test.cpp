@@ -253,6 +253,37 @@ TEST_F(CliTrain, LoraTrainsResumesAndItsTwoExportsAgree) {
   EXPECT_LT(err, 1e-4 * std::max(1.0, peak));
 }
 
+// The data hints name real fields: training.dataset_text_field picks the JSONL field,
+// training.dataset_skip_bad_lines counts and skips a bad line.
+TEST_F(CliTrain, DatasetFieldAndSkipBadLinesAreConfigFields) {
+  const std::string text = read_text(kShakespeare).substr(0, 20000);
+  {
+    std::ofstream out(dir_ / "body.jsonl");
+    std::ofstream good(dir_ / "body_good.jsonl");
+    out << "{not json\n";  // first, so that step 1 reads it
+    for (size_t i = 0; i < text.size(); i += 2000) {
+      out << nlohmann::json{{"body", text.substr(i, 2000)}}.dump() << "\n";
+      good << nlohmann::json{{"body", text.substr(i, 2000)}}.dump() << "\n";
+    }
+  }
+  const std::string common = "--training.steps 1 --training.local_batch_size 2 --training.seq_len 64 "
+                             "--model.n_layers 2 --training.dataset_path " + (dir_ / "body.jsonl").string();
+  const CommandResult missing = run_titan(str_cat("train --config qwen3_debug --job.dump_folder ", (dir_ / "field1").string(),
+                                                  " --model.hf_assets_path ", (dir_ / "tok").string(), " ", common,
+                                                  " --training.dataset_path ", (dir_ / "body_good.jsonl").string()));
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.output.find("no field \"text\" (training.dataset_text_field"), std::string::npos) << missing.output;
+  const CommandResult bad = run_titan(str_cat("train --config qwen3_debug --job.dump_folder ", (dir_ / "field2").string(),
+                                              " --model.hf_assets_path ", (dir_ / "tok").string(), " ", common,
+                                              " --training.dataset_text_field body"));
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("set training.dataset_skip_bad_lines to count and skip"), std::string::npos) << bad.output;
+  const CommandResult ok = run_titan(str_cat("train --config qwen3_debug --job.dump_folder ", (dir_ / "field3").string(),
+                                             " --model.hf_assets_path ", (dir_ / "tok").string(), " ", common,
+                                             " --training.dataset_text_field body --training.dataset_skip_bad_lines"));
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+}
+
 // global_batch_size = 2 x local_batch_size (two micro-batches, loss normalised by the step's total
 // target count) equals one batch of twice the rows: same tokens, same mean loss and gradient.
 TEST_F(CliTrain, AccumulationEqualsTheLargerBatch) {

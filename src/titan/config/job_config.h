@@ -53,6 +53,8 @@ struct TrainingSection {
   std::string mixed_precision_reduce = "float32";  // float32 | bfloat16: FSDP's gradient reduce-scatter
   std::string dataset_format = "text";  // text | chat (JSONL {"messages": [...]}, rendered by the chat_template)
   bool mask_non_assistant = true;       // chat: loss only on assistant tokens
+  std::string dataset_text_field = "text";  // JSONL text data: the field holding each document
+  bool dataset_skip_bad_lines = false;      // count and skip bad input lines instead of stopping
 
   bool operator==(const TrainingSection&) const = default;
 };
@@ -222,6 +224,10 @@ void visit_fields(Config& c, V&& v) {
   v("training.mask_non_assistant", training.mask_non_assistant,
     "chat data: labels -100 except on assistant tokens (their content and end-of-turn marker); false trains on "
     "every token");
+  v("training.dataset_text_field", training.dataset_text_field,
+    "JSONL text data: the string field holding each document (C4: text)");
+  v("training.dataset_skip_bad_lines", training.dataset_skip_bad_lines,
+    "count and skip bad input lines (malformed JSON, invalid UTF-8, a missing field) instead of stopping at the first");
 
   auto& optimizer = c.optimizer;
   v("optimizer.name", optimizer.name, "optimizer; only AdamW for now");

@@ -107,7 +107,7 @@ void DocumentSource::seek(const SourcePosition& position) {
 void DocumentSource::bad_line(int64_t line, const std::string& what) {
   std::string where = str(files_[static_cast<size_t>(pos_.file_index)], ":", line, ": ", what);
   TITAN_CHECK(config_.skip_bad_lines, "[data] ", where,
-              ". HINT: fix the input, or set skip_bad_lines to count and skip such lines.");
+              ". HINT: fix the input, or set training.dataset_skip_bad_lines to count and skip such lines");
   ++num_bad_lines_;
   if (num_bad_lines_pass_++ == 0) first_bad_ = where;
 }
@@ -176,7 +176,8 @@ std::optional<std::string> DocumentSource::read_jsonl() {
     }
     auto it = j.find(config_.text_field);
     if (it == j.end()) {
-      bad_line(ln, str("no field \"", config_.text_field, "\" (set text_field to the document field)"));
+      bad_line(ln, str("no field \"", config_.text_field, "\" (training.dataset_text_field, or titan tokenize --field, "
+                       "names the document's field)"));
       continue;
     }
     if (!it->is_string()) {

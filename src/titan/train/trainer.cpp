@@ -164,6 +164,8 @@ void Trainer::setup_data() {
   loader_config_.eot_id = doc_tokens.eot_id;
   loader_config_.bos_id = doc_tokens.bos_id;
   loader_config_.dataset.format = c_.training.dataset_format;
+  loader_config_.dataset.text_field = c_.training.dataset_text_field;
+  loader_config_.dataset.skip_bad_lines = c_.training.dataset_skip_bad_lines;
   if (c_.training.dataset_format == "chat") {  // the tokenizer folder's chat_template renders each line
     loader_config_.chat = std::make_shared<const data::ChatTemplate>(data::ChatTemplate::from_folder(c_.model.hf_assets_path));
     loader_config_.mask_non_assistant = c_.training.mask_non_assistant;
