@@ -253,6 +253,34 @@ TEST_F(CliTrain, LoraTrainsResumesAndItsTwoExportsAgree) {
   EXPECT_LT(err, 1e-4 * std::max(1.0, peak));
 }
 
+// Config edges that used to be silent or late: a job file naming another job file, a checkpoint
+// folder that is a file (found before step 1, not at the first save), an HF load pointed at a
+// native checkpoint.
+TEST_F(CliTrain, ConfigEdgesAreOneLineErrorsBeforeStep1) {
+  {
+    std::ofstream(dir_ / "inner.toml") << "[training]\nsteps = 2\n";
+    std::ofstream(dir_ / "outer.toml") << "[job]\nconfig_file = \"" << (dir_ / "inner.toml").string() << "\"\n";
+  }
+  const CommandResult nested = train("edge1", "--job.config_file " + (dir_ / "outer.toml").string());
+  EXPECT_EQ(nested.exit_code, 2) << nested.output;
+  EXPECT_NE(nested.output.find("names another job file, which would not be read"), std::string::npos) << nested.output;
+  fs::create_directories(dir_ / "edge2");
+  { std::ofstream(dir_ / "edge2" / "checkpoint") << "a file"; }
+  const CommandResult file = train("edge2", "--training.steps 1 --checkpoint.enable");
+  EXPECT_EQ(file.exit_code, 2) << file.output;
+  EXPECT_NE(file.output.find("is a file, so no checkpoint could be saved there"), std::string::npos) << file.output;
+  EXPECT_EQ(file.output.find("step:"), std::string::npos) << file.output;
+  const CommandResult saved = train("edge3", "--training.steps 1 --model.n_layers 2 --training.seq_len 64 "
+                                             "--training.local_batch_size 2 --checkpoint.enable");
+  ASSERT_EQ(saved.exit_code, 0) << saved.output;
+  const CommandResult native = train("edge4", "--training.steps 1 --model.n_layers 2 --checkpoint.initial_load_path " +
+                                                  (dir_ / "edge3" / "checkpoint" / "step-1").string() +
+                                                  " --checkpoint.initial_load_in_hf");
+  EXPECT_EQ(native.exit_code, 2) << native.output;
+  EXPECT_NE(native.output.find("is a native titan checkpoint (manifest.json), not a Hugging Face folder"),
+            std::string::npos) << native.output;
+}
+
 // The data hints name real fields: training.dataset_text_field picks the JSONL field,
 // training.dataset_skip_bad_lines counts and skips a bad line.
 TEST_F(CliTrain, DatasetFieldAndSkipBadLinesAreConfigFields) {
@@ -382,6 +410,10 @@ TEST(CliTrainConfig, ErrorsAreOneLineWithExitCode2) {
       {"train --config qwen3_debug --activation_checkpoint.mode selective --activation_checkpoint.selective_ac_option "
        "ops", "activation_checkpoint.selective_ac_option"},
       {"train --config qwen3_debug --lora.rank 4 --lora.dropout 0.1", "lora.dropout=0.1 is not supported yet"},
+      {"train --config qwen3_debug --model.name debug_moe --model.router_aux_loss_coef nan", "'nan' is not a finite number"},
+      {"train --config qwen3_debug --model.name debug_moe --model.router_aux_loss_coef 1e39",
+       "does not fit the float32 the model computes with"},
+      {"train --config qwen3_debug --training.steps 99999999999999999999", "out of range for a 64-bit integer"},
       {"train --config qwen3_debug --lora.rank -1", "lora.rank=-1 must be >= 0"},
       {"train --config qwen3_debug --lora.save_adapter a", "needs lora.rank > 0"},
       {"train --config qwen3_debug --lora.rank 4 --parallelism.tensor_parallel_degree 2",

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <system_error>
@@ -181,11 +182,17 @@ void set_field(JobConfig& config, const std::string& path, const std::string& te
       value = *parsed;
     } else if constexpr (std::is_same_v<T, int64_t>) {
       const auto parsed = parse_int(text);
+      const bool digits = text.find_first_not_of("+-0123456789") == std::string::npos &&
+                          text.find_first_of("0123456789") != std::string::npos;
+      if (!parsed && digits) {
+        config_fail(path, ": '", text, "' is out of range for a 64-bit integer (at most 9223372036854775807 in size)");
+      }
       if (!parsed) config_fail(path, ": '", text, "' is not an integer; use a whole number such as 10 or -1");
       value = *parsed;
     } else if constexpr (std::is_same_v<T, double>) {
       const auto parsed = parse_double(text);
       if (!parsed) config_fail(path, ": '", text, "' is not a number; use e.g. 0.5, 8e-4 or 1");
+      if (!std::isfinite(*parsed)) config_fail(path, ": '", text, "' is not a finite number; use e.g. 0.5, 8e-4 or 1");
       value = *parsed;
     } else {
       value = text;

@@ -234,7 +234,15 @@ ResolveResult resolve_config(const std::vector<std::string>& args) {
   const std::string config_file = result.config.job.config_file;
   if (!config_file.empty()) {
     apply_toml_file(result.config, config_file);
-    result.config.job.config_file = config_file;  // no includes: the file read is the one recorded
+    // No includes: a job file naming another job file would be ignored, so it is an error; naming
+    // itself (what --print-config writes after reading it) is fine.
+    const std::string named = result.config.job.config_file;
+    std::error_code ec;
+    if (!named.empty() && named != config_file && !std::filesystem::equivalent(named, config_file, ec)) {
+      config_fail(config_file, ": config_file = '", named, "' names another job file, which would not be read (job "
+                  "files do not include others); remove that line, or merge that file's fields into this one");
+    }
+    result.config.job.config_file = config_file;  // the file read is the one recorded
   }
   for (const FieldFlag& flag : parsed.fields) set_field(result.config, flag.path, flag.value);
   return result;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -197,6 +198,13 @@ void validate(const JobConfig& c, int64_t data_parallel_degree) {
   if (option != "op" && !block_count) {
     config_fail("activation_checkpoint.selective_ac_option='", option, "' is neither 'op' nor a block count; 'op' "
                 "recomputes the cheap ops of every block, an integer N fully checkpoints every N-th block");
+  }
+
+  for (const auto& [name, v] : {std::pair<const char*, double>{"model.router_aux_loss_coef", c.model.router_aux_loss_coef},
+                                {"model.load_balance_coeff", c.model.load_balance_coeff}}) {
+    if (std::fabs(v) > std::numeric_limits<float>::max()) {
+      config_fail(name, "=", v, " does not fit the float32 the model computes with (at most ~3.4e38 in size)");
+    }
   }
 
   const LoraSection& lora = c.lora;

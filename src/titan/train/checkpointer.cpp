@@ -73,6 +73,11 @@ std::string checkpoint_folder(const config::JobConfig& c) {
 std::optional<ckpt::CheckpointEntry> find_resume_checkpoint(const config::JobConfig& c, bool primary) {
   if (!c.checkpoint.enable) return std::nullopt;
   const std::string folder = checkpoint_folder(c);
+  std::error_code ec;
+  if (fs::exists(folder, ec) && !fs::is_directory(folder, ec)) {
+    config::config_fail("checkpoint.folder: ", folder, " is a file, so no checkpoint could be saved there; set "
+                        "--checkpoint.folder (relative to job.dump_folder) to a folder");
+  }
   if (primary) ckpt::remove_stale_checkpoint_dirs(folder);
   std::optional<ckpt::CheckpointEntry> e = ckpt::find_checkpoint(folder, c.checkpoint.load_step, false);
   // A model-only checkpoint (a final save) ends a run; continuing past it needs the newest full one.
@@ -86,6 +91,11 @@ std::optional<ckpt::CheckpointEntry> find_resume_checkpoint(const config::JobCon
 
 void load_initial_hf(const config::JobConfig& c, const models::ModelSpec& spec, nn::Decoder& model) {
   const auto t0 = Clock::now();
+  const fs::path from(c.checkpoint.initial_load_path);
+  if (fs::exists(from / "manifest.json") && !fs::exists(from / "config.json")) {
+    config::config_fail("checkpoint.initial_load_path: ", from.string(), " is a native titan checkpoint (manifest.json), "
+                        "not a Hugging Face folder; drop --checkpoint.initial_load_in_hf to load it as one");
+  }
   spec.hf.load_weights(model, c.checkpoint.initial_load_path);
   log_info(str("initial load from the HF folder ", c.checkpoint.initial_load_path, " (weights) in ",
                seconds_since(t0), " s"));

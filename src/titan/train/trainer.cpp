@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 
 #include "titan/checkpoint/atomic_file.h"
 #include "titan/config/overrides.h"
