@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstdlib>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -182,8 +184,8 @@ void set_field(JobConfig& config, const std::string& path, const std::string& te
       value = *parsed;
     } else if constexpr (std::is_same_v<T, int64_t>) {
       const auto parsed = parse_int(text);
-      const bool digits = text.find_first_not_of("+-0123456789") == std::string::npos &&
-                          text.find_first_of("0123456789") != std::string::npos;
+      const size_t sign = !text.empty() && (text[0] == '+' || text[0] == '-') ? 1 : 0;
+      const bool digits = text.size() > sign && text.find_first_not_of("0123456789", sign) == std::string::npos;
       if (!parsed && digits) {
         config_fail(path, ": '", text, "' is out of range for a 64-bit integer (at most 9223372036854775807 in size)");
       }
@@ -191,7 +193,15 @@ void set_field(JobConfig& config, const std::string& path, const std::string& te
       value = *parsed;
     } else if constexpr (std::is_same_v<T, double>) {
       const auto parsed = parse_double(text);
-      if (!parsed) config_fail(path, ": '", text, "' is not a number; use e.g. 0.5, 8e-4 or 1");
+      if (!parsed) {
+        char* end = nullptr;
+        errno = 0;
+        (void)std::strtod(text.c_str(), &end);
+        if (errno == ERANGE && end == text.c_str() + text.size() && !text.empty()) {
+          config_fail(path, ": '", text, "' is out of range for a double (at most ~1.8e308 in size)");
+        }
+        config_fail(path, ": '", text, "' is not a number; use e.g. 0.5, 8e-4 or 1");
+      }
       if (!std::isfinite(*parsed)) config_fail(path, ": '", text, "' is not a finite number; use e.g. 0.5, 8e-4 or 1");
       value = *parsed;
     } else {

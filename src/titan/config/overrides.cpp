@@ -237,8 +237,10 @@ ResolveResult resolve_config(const std::vector<std::string>& args) {
     // No includes: a job file naming another job file would be ignored, so it is an error; naming
     // itself (what --print-config writes after reading it) is fine.
     const std::string named = result.config.job.config_file;
+    std::filesystem::path named_path(named);  // relative to the job file's folder
+    if (named_path.is_relative()) named_path = std::filesystem::path(config_file).parent_path() / named_path;
     std::error_code ec;
-    if (!named.empty() && named != config_file && !std::filesystem::equivalent(named, config_file, ec)) {
+    if (!named.empty() && named != config_file && !std::filesystem::equivalent(named_path, config_file, ec)) {
       config_fail(config_file, ": config_file = '", named, "' names another job file, which would not be read (job "
                   "files do not include others); remove that line, or merge that file's fields into this one");
     }
