@@ -5,7 +5,7 @@
 // precision, side by side in one invocation (titan first, in this process; then the peer).
 //
 //   build/bench/generate_bench [--layers 28] [--prompt 32] [--new 64] [--repeats 3]
-//                              [--precision bf16|fp32] [--no-peer]
+//                              [--precision bf16|fp32] [--no-peer] [--profile]
 //
 // Decode tokens/s = (new - 1) / (time of the last step - time of the first step): the prefill is
 // excluded on both sides. Median over --repeats runs after one warm-up run. Threads: OMP_NUM_THREADS
@@ -23,6 +23,7 @@
 #include "titan/models/builtin.h"
 #include "titan/models/decoder/weights.h"
 #include "titan/nn/generate.h"
+#include "titan/ops/registry.h"
 
 using namespace titan;
 
@@ -33,6 +34,7 @@ struct Options {
   int repeats = 3;
   std::string precision = "bf16";
   bool peer = true;
+  bool profile = false;  // per-op wall time of the timed titan runs
 };
 
 Options parse(int argc, char** argv) {
@@ -49,6 +51,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--repeats") o.repeats = std::stoi(next());
     else if (a == "--precision") o.precision = next();
     else if (a == "--no-peer") o.peer = false;
+    else if (a == "--profile") o.profile = true;
     else throw Error("generate_bench: unknown flag " + a);
   }
   if (o.precision != "bf16" && o.precision != "fp32") throw Error("generate_bench: --precision bf16 or fp32");
@@ -86,11 +89,18 @@ int main(int argc, char** argv) try {
       return std::pair<double, double>(first - t0, static_cast<double>(n - 1) / (last - first));
     };
     run(4);  // warm-up
+    if (opt.profile) ops::set_op_profiling(true);
     std::vector<double> prefill, tok_s;
     for (int r = 0; r < opt.repeats; ++r) {
       const auto [p, t] = run(opt.new_tokens);
       prefill.push_back(p);
       tok_s.push_back(t);
+    }
+    if (opt.profile) {
+      for (const ops::OpProfileEntry& e : ops::op_profile()) {
+        std::printf("  %-28s %8.3f s %8ld calls\n", e.name.c_str(), e.seconds, static_cast<long>(e.calls));
+      }
+      ops::set_op_profiling(false);
     }
     titan_prefill_s = bench::median(prefill);
     titan_tok_s = bench::median(tok_s);
