@@ -110,6 +110,27 @@ TEST(CliGenerate, PromptsAreTokenizedAndCompletionsPrinted) {
   fs::remove_all(tmp);
 }
 
+// A checkpoint step folder generates what the same run's HF export generates (the model rebuilt
+// from the step's config.toml, the tokenizer from the run's model.hf_assets_path). The debug
+// model's 2,048 rows exceed the 300-token tokenizer: ids it lacks print no text, as in HF.
+TEST(CliGenerate, CheckpointStepFolderEqualsItsHfExport) {
+  const fs::path tmp = scratch_dir("generate_step");
+  CommandResult run = run_titan("train-tokenizer --dataset quickstart --vocab-size 300 --out " + (tmp / "tok").string());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  run = run_titan("train --config qwen3_debug --job.dump_folder " + (tmp / "run").string() + " --model.hf_assets_path " +
+                  (tmp / "tok").string() + " --training.steps 2 --training.local_batch_size 1 --training.seq_len 32"
+                  " --model.n_layers 1 --checkpoint.enable --checkpoint.interval 2 --checkpoint.last_save_in_hf"
+                  " --metrics.peak_tflops 1");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  for (const char* what : {"step-2", "hf"}) {
+    run = run_titan("generate --model " + (tmp / "run" / "checkpoint" / what).string() + " --prompt 'The model'" +
+                    " --prompt 'a longer prompt' --max-new-tokens 8 --out " + (tmp / (std::string(what) + ".st")).string());
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+  }
+  EXPECT_EQ(ids_in(tmp / "step-2.st"), ids_in(tmp / "hf.st"));
+  fs::remove_all(tmp);
+}
+
 TEST(CliGenerate, BadInputsAreOneLineErrors) {
   const fs::path tmp = scratch_dir("generate_errors");
   const fs::path dir = model_folder(tmp, "hf/untied_gqa2", "untied_gqa2");

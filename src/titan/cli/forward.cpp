@@ -16,7 +16,7 @@ namespace titan::cli {
 
 int run_forward(int argc, char** argv) {
   const Args args("forward",
-                  {{"model", "Hugging Face model folder (config.json + *.safetensors)", "", false, true},
+                  {{"model", "Hugging Face model folder (config.json + *.safetensors) or a checkpoint step-<N> folder", "", false, true},
                    {"tokens", "safetensors file with input_ids [B, T] (I64/I32) and optional labels", "", false, true},
                    {"out", "output safetensors file", "", false, true},
                    {"adapter", "PEFT LoRA adapter folder to apply on the model (adapter_config.json + "

@@ -82,6 +82,7 @@ class TextStream {
       done_ = true;
       return;
     }
+    if (id >= tok_.vocab_size()) return;  // a padded vocabulary row the tokenizer lacks: no text (as HF)
     ids_.push_back(static_cast<int32_t>(id));
     const std::string text = tok_.decode(ids_);
     std::fwrite(text.data() + printed_, 1, text.size() - printed_, stdout);
@@ -226,7 +227,7 @@ int run_generate(int argc, char** argv) {
       for (int64_t s = 0; s < steps; ++s) {
         const int64_t id = out_BL.data<int64_t>()[b * (T + steps) + T + s];
         if (std::find(options.eos_ids.begin(), options.eos_ids.end(), id) != options.eos_ids.end()) break;
-        ids.push_back(static_cast<int32_t>(id));
+        if (id < tokenizer->vocab_size()) ids.push_back(static_cast<int32_t>(id));  // as TextStream
       }
       std::printf("[%ld] %s%s\n", static_cast<long>(b), prompts[static_cast<size_t>(b)].c_str(), tokenizer->decode(ids).c_str());
     }
