@@ -35,6 +35,7 @@ static void forward_cpu(const KvAttentionArgs& args, const Tensor& q_BSHK, const
   float* out = out_BSHK.data<float>();
   parallel_for(B * S * G, 1, [&](int64_t first, int64_t last) {
     std::vector<float> score(static_cast<size_t>(R * end));  // [R, end]
+    std::vector<float> max(static_cast<size_t>(R)), sum(static_cast<size_t>(R));
     for (int64_t task = first; task < last; ++task) {
       const int64_t g = task % G, s = (task / G) % S, b = task / (G * S);
       const int64_t begin = begin_of[b], p = end - S + s;
@@ -43,7 +44,7 @@ static void forward_cpu(const KvAttentionArgs& args, const Tensor& q_BSHK, const
         std::fill(o0, o0 + R * K, 0.0f);
         continue;
       }
-      std::vector<float> max(static_cast<size_t>(R), -INFINITY);
+      std::fill(max.begin(), max.end(), -INFINITY);
       for (int64_t j = begin; j <= p; ++j) {
         const float* kj = key + ((b * C + j) * G + g) * K;
         for (int64_t r = 0; r < R; ++r) {
@@ -52,7 +53,7 @@ static void forward_cpu(const KvAttentionArgs& args, const Tensor& q_BSHK, const
           max[r] = std::max(max[r], x);
         }
       }
-      std::vector<float> sum(static_cast<size_t>(R), 0.0f);
+      std::fill(sum.begin(), sum.end(), 0.0f);
       std::fill(o0, o0 + R * K, 0.0f);
       for (int64_t j = begin; j <= p; ++j) {
         const float* vj = val + ((b * C + j) * G + g) * K;
