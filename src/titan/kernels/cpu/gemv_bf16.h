@@ -1,10 +1,10 @@
 // Matrix-vector products on bf16 operands for few rows (decode: one token per sequence):
 //   y[M, N] = x[M, K] w[N, K]^T (+ y when accumulate), M small (<= kGemvMaxRows), f32 y.
-// Decode is bound by reading w once per token, so this streams w row block by row block (4 rows
-// of w at a time against every row of x, the x rows staying in L1) with AVX-512-BF16 dot
-// products (vdpbf16ps: bf16 pairs multiplied exactly and accumulated in f32, as oneDNN's bf16
-// matmul does), threads splitting N. oneDNN's matmul at M = 1 reached ~60% of this path's
-// bandwidth on Zen 5 (docs/performance.md, the generate section).
+// Decode is bound by reading w once per token, so this streams w strictly in memory order (one
+// row of w at a time against every row of x, the x rows staying in L1; a software prefetch 4 KiB
+// ahead) with AVX-512-BF16 dot products (vdpbf16ps: bf16 pairs multiplied exactly and accumulated
+// in f32, as oneDNN's bf16 matmul does), threads splitting N. oneDNN's matmul at M = 1 read the
+// tied head at about half this kernel's bandwidth on Zen 5 (docs/performance.md (l)).
 #pragma once
 
 #include <cstdint>
