@@ -17,6 +17,7 @@
 #include "titan/models/decoder/hf_names.h"
 #include "titan/models/decoder/peft.h"
 #include "titan/models/decoder/weights.h"
+#include "titan/nn/generate.h"
 #include "titan/nn/lora.h"
 #include "titan/plugins/lora.h"
 
@@ -253,6 +254,24 @@ TEST(Lora, MergedExportEqualsBasePlusScaledBA) {
     }
     EXPECT_GT(checked, 0) << c.name;
   }
+}
+
+// Greedy generation through the adapter (the KV-cache path runs LoraLinear like any linear)
+// equals greedy generation of the merged export, token for token.
+TEST(Lora, GenerationWithAnAdapterEqualsTheMergedModel) {
+  const Case& c = cases()[0];
+  std::unique_ptr<nn::Decoder> lora = load(c);
+  TempDir dir("generate");
+  models::save_hf_folder(*lora, dir / "hf");
+  std::unique_ptr<nn::Decoder> merged = models::load_hf_model(models::family_of_hf_folder(dir / "hf"), dir / "hf");
+  const Tensor ids = expected(c).get("input_ids").clone();
+  nn::GenerateOptions options;
+  options.max_new_tokens = 10;
+  options.sampling.temperature = 0.0f;
+  const std::vector<int64_t> begin(static_cast<size_t>(ids.size(0)), 0);
+  const Tensor a = nn::generate(*lora, ids, begin, options), b = nn::generate(*merged, ids, begin, options);
+  ASSERT_EQ(a.shape(), b.shape());
+  EXPECT_EQ(testing::to_doubles(a), testing::to_doubles(b));
 }
 
 // titan's PEFT folder: PEFT's tensor names and values, r / lora_alpha, and exactly the adapted

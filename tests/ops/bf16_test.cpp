@@ -71,7 +71,10 @@ TEST(Bf16, LinearKernelsMatchTheReference) {
     int64_t n, in, out;
     bool bias;
   };
-  for (const Case& c : {Case{1, 1, 1, false}, Case{5, 33, 17, true}, Case{64, 128, 96, false}, Case{33, 129, 257, true}}) {
+  // n <= 4: the decode GEMV (kernels/cpu/gemv_bf16.h) where the CPU has AVX-512-BF16; K off the
+  // 32-pair vector, N off its 4-row block.
+  for (const Case& c : {Case{1, 1, 1, false}, Case{5, 33, 17, true}, Case{64, 128, 96, false}, Case{33, 129, 257, true},
+                        Case{1, 1024, 67, true}, Case{3, 70, 5, false}, Case{4, 31, 9, true}, Case{2, 2048, 1030, false}}) {
     const Tensor x = bf16_of(random_f32({c.n, c.in}, 1)), w = bf16_of(random_f32({c.out, c.in}, 2, 0.5f));
     const Tensor b = c.bias ? random_f32({c.out}, 3) : Tensor(), dy = random_f32({c.n, c.out}, 4);
     Outputs want;

@@ -6,6 +6,7 @@ namespace titan::cli {
 
 int run_demo(int argc, char** argv);
 int run_forward(int argc, char** argv);
+int run_generate(int argc, char** argv);
 int run_tokenize(int argc, char** argv);
 int run_train_tokenizer(int argc, char** argv);
 int run_train(int argc, char** argv);

@@ -7,31 +7,16 @@
 #include "titan/checkpoint/safetensors.h"
 #include "titan/cli/args.h"
 #include "titan/cli/commands.h"
+#include "titan/cli/model_source.h"
 #include "titan/models/builtin.h"
-#include "titan/models/decoder/peft.h"
 #include "titan/nn/lora.h"
 #include "titan/train/precision.h"
 
 namespace titan::cli {
 
-// input_ids / labels as i64 [B, T]; I32 is widened.
-static Tensor read_ids(const ckpt::SafetensorsFile& file, const std::string& name) {
-  const ckpt::TensorInfo* info = file.find(name);
-  TITAN_CHECK(info != nullptr, file.path(), ": no tensor '", name, "'. HINT: the tokens file needs input_ids [B, T]");
-  TITAN_CHECK(info->dtype == DType::i64 || info->dtype == DType::i32, file.path(), ": tensor '", name,
-              "' has dtype ", dtype_name(info->dtype), "; expected I64 or I32");
-  TITAN_CHECK(info->shape.size() == 2 && info->shape[0] > 0 && info->shape[1] > 0, file.path(),
-              ": tensor '", name, "' has shape ", shape_str(info->shape), "; expected [B, T] with B, T > 0");
-  const Tensor raw = file.get(name);
-  if (info->dtype == DType::i64) return raw.clone();
-  Tensor out = Tensor::empty(info->shape, DType::i64);
-  for (int64_t i = 0; i < raw.numel(); ++i) out.data<int64_t>()[i] = raw.data<int32_t>()[i];
-  return out;
-}
-
 int run_forward(int argc, char** argv) {
   const Args args("forward",
-                  {{"model", "Hugging Face model folder (config.json + *.safetensors)", "", false, true},
+                  {{"model", "Hugging Face model folder (config.json + *.safetensors) or a checkpoint step-<N> folder", "", false, true},
                    {"tokens", "safetensors file with input_ids [B, T] (I64/I32) and optional labels", "", false, true},
                    {"out", "output safetensors file", "", false, true},
                    {"adapter", "PEFT LoRA adapter folder to apply on the model (adapter_config.json + "
@@ -46,17 +31,18 @@ int run_forward(int argc, char** argv) {
   }
   log_startup();
   const auto tokens = ckpt::SafetensorsFile::open(args.get("tokens"));
-  const Tensor ids = read_ids(tokens, "input_ids");
-  const Tensor labels = tokens.find("labels") ? read_ids(tokens, "labels") : ids;
+  const Tensor ids = read_token_ids(tokens, "input_ids");
+  const Tensor labels = tokens.find("labels") ? read_token_ids(tokens, "labels") : ids;
   TITAN_CHECK(labels.shape() == ids.shape(), tokens.path(), ": labels ", labels.describe(),
               " must have the shape of input_ids ", ids.describe());
 
-  const models::ModelSpec& spec = models::family_of_hf_folder(args.get("model"));
   const std::string precision = args.get("mixed-precision");
   if (precision != "float32" && precision != "bfloat16") {
     throw UsageError(str("titan forward: --mixed-precision ", precision, " is not float32 or bfloat16"));
   }
-  std::unique_ptr<nn::Decoder> model = models::load_hf_model_with_adapter(spec, args.get("model"), args.get("adapter"));
+  LoadedModel loaded = load_inference_model(args.get("model"), args.get("adapter"));
+  std::unique_ptr<nn::Decoder>& model = loaded.model;
+  const models::ModelSpec& spec = *loaded.spec;
   model->set_compute_dtype(train::compute_dtype(train::parse_precision(precision)));
   const int64_t B = ids.size(0), T = ids.size(1), V = model->config().vocab_size;
   for (int64_t i = 0; i < ids.numel(); ++i) {

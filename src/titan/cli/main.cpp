@@ -23,6 +23,7 @@ const char* kUsage =
     "  demo      forward+backward of a model spec on random weights and tokens; prints loss,\n"
     "            gradient norm, tokens/s and the kernels in use\n"
     "  forward   run a Hugging Face model folder on given tokens; write logits, loss, gradients\n"
+    "  generate  continue prompts (text or token ids) with a KV cache: greedy or sampled\n"
     "  tokenize  encode JSONL text (or decode ids) with a Hugging Face tokenizer.json\n"
     "  launch    start a multi-rank job through mpirun (torchrun-like): titan launch --nproc-per-node N -- train ...\n"
     "  plan      per-rank memory and communication of each (dp_shard, tp) layout; recommends one\n"
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
     if (command == "check-kernels") return titan::cli::run_check_kernels(argc, argv);
     if (command == "demo") return titan::cli::run_demo(argc, argv);
     if (command == "forward") return titan::cli::run_forward(argc, argv);
+    if (command == "generate") return titan::cli::run_generate(argc, argv);
     if (command == "tokenize") return titan::cli::run_tokenize(argc, argv);
     if (command == "train-tokenizer") return titan::cli::run_train_tokenizer(argc, argv);
     if (command == "version" || command == "--version") {

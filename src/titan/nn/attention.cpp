@@ -1,5 +1,9 @@
 #include "titan/nn/attention.h"
 
+#include <cstring>
+
+#include "titan/ops/kv_attention/kv_attention.h"
+
 namespace titan::nn {
 
 // The attention op computes in the projections' precision: bf16 tiles when wq runs in bf16
@@ -12,6 +16,11 @@ static ops::AttentionArgs attention_args(const LinearModule& wq) {
 
 void AttentionModule::drop_recomputable(std::any&) const {}
 void AttentionModule::recompute(const StepContext&, const Tensor&, std::any&) const {}
+
+Tensor AttentionModule::forward_cached(const StepContext&, const Tensor&, KvCache&, int64_t) const {
+  throw Error(str("[attention] ", describe(), " has no cached (generation) forward. HINT: generate with the "
+                  "built-in attention, or give the plugin module a forward_cached"));
+}
 
 Attention::Attention(const AttentionConfig& config, const ModuleBuild& build)
     : wq(build.child<LinearModule>("wq")),
@@ -47,6 +56,42 @@ Tensor Attention::forward(const StepContext& ctx, const Tensor& x_ND, std::any& 
   s.o_BTHK = Tensor::empty({B, T, H, K}, DType::f32, q.device());
   ops::attention_forward(attention_args(*wq), s.q_BTHK, s.k_BTGK, s.v_BTGK, s.o_BTHK, s.attention);
   return wo->forward(s.o_BTHK.reshape({B * T, H * K}), s.wo);
+}
+
+// Writes rows [start, start + S) of each batch row of cache_BCGK from x_BSGK.
+static void append_to_cache(const Tensor& x_BSGK, int64_t start, Tensor& cache_BCGK) {
+  const int64_t B = x_BSGK.size(0), S = x_BSGK.size(1), row = x_BSGK.size(2) * x_BSGK.size(3);
+  const int64_t C = cache_BCGK.size(1);
+  for (int64_t b = 0; b < B; ++b) {
+    std::memcpy(cache_BCGK.data<float>() + (b * C + start) * row, x_BSGK.data<float>() + b * S * row,
+                static_cast<size_t>(S * row) * sizeof(float));
+  }
+}
+
+Tensor Attention::forward_cached(const StepContext& ctx, const Tensor& x_ND, KvCache& cache, int64_t layer) const {
+  const int64_t B = ctx.batch, S = ctx.seq, H = config_.num_heads, G = config_.num_kv_heads, K = config_.head_dim;
+  const int64_t start = cache.length;
+  TITAN_CHECK(start + S <= cache.capacity(), "[attention] kv cache of ", cache.capacity(), " slots cannot take ",
+              S, " more tokens after ", start, ". HINT: size the cache for prompt + new tokens");
+  LinearModule::Saved scratch;  // nothing is kept for a backward
+  const Tensor x_in = wq->compute_input(x_ND);
+  Tensor q = wq->forward(x_in, scratch).reshape({B, S, H, K});
+  Tensor k = wk->forward(x_in, scratch).reshape({B, S, G, K});
+  const Tensor v = wv->forward(x_in, scratch).reshape({B, S, G, K});
+  if (q_norm) {
+    std::any norm_scratch;
+    q = q_norm->forward(q, norm_scratch);
+    k = k_norm->forward(k, norm_scratch);
+  }
+  rope->forward(ctx, q);
+  rope->forward(ctx, k);
+  Tensor& k_cache = cache.k_BCGK[static_cast<size_t>(layer)];
+  Tensor& v_cache = cache.v_BCGK[static_cast<size_t>(layer)];
+  append_to_cache(k, start, k_cache);
+  append_to_cache(v, start, v_cache);
+  Tensor o_BSHK = Tensor::empty({B, S, H, K}, DType::f32, q.device());
+  ops::kv_attention_forward({}, q, k_cache, v_cache, cache.begin_B, start + S, o_BSHK);
+  return wo->forward(o_BSHK.reshape({B * S, H * K}), scratch);
 }
 
 Tensor Attention::backward(const StepContext& ctx, const Tensor& dy_ND, std::any& saved) {

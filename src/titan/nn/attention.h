@@ -4,11 +4,14 @@
 // Legend: N = B*T tokens, D model dim, H query heads, G kv heads, K head_dim.
 //   q_NHK = rope(q_norm(x wq^T)), k_NGK = rope(k_norm(x wk^T)), v_NGK = x wv^T
 //   o_NHK = attention(q, k, v) (causal), y_ND = o wo^T
+// forward_cached (generation): the same q, k, v for the new tokens only; k and v appended to the
+// layer's cache (nn/kv_cache.h), o = kv_attention(q, cached k, cached v) (ops/kv_attention).
 #pragma once
 
 #include <any>
 
 #include "titan/nn/context.h"
+#include "titan/nn/kv_cache.h"
 #include "titan/nn/linear.h"
 #include "titan/nn/rms_norm.h"
 #include "titan/nn/rope.h"
@@ -43,6 +46,12 @@ class AttentionModule : public Module {
   virtual void recompute(const StepContext& ctx, const Tensor& x_ND, std::any& saved) const;
   // The RoPE it applies (check_shapes asks it about the head counts).
   virtual const RopeModule& rope_module() const = 0;
+  // Inference with a KV cache (generation): x_ND holds ctx.seq new tokens per row, whose
+  // positions ctx carries; their keys and values are written into cache.k_BCGK[layer] /
+  // v_BCGK[layer] at slots [cache.length, cache.length + ctx.seq) and the queries attend over
+  // the filled slots. Saves nothing. The default throws: a module without a cached path cannot
+  // generate.
+  virtual Tensor forward_cached(const StepContext& ctx, const Tensor& x_ND, KvCache& cache, int64_t layer) const;
 };
 
 class Attention : public AttentionModule {
@@ -69,6 +78,7 @@ class Attention : public AttentionModule {
   void drop_recomputable(std::any& saved) const override;
   void recompute(const StepContext& ctx, const Tensor& x_ND, std::any& saved) const override;
   const RopeModule& rope_module() const override { return *rope; }
+  Tensor forward_cached(const StepContext& ctx, const Tensor& x_ND, KvCache& cache, int64_t layer) const override;
   std::string describe() const override { return "attention (built-in)"; }
 
   std::unique_ptr<LinearModule> wq, wk, wv, wo;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "titan/ops/elementwise/elementwise.h"
 #include "titan/ops/matmul/linear.h"
 #include "titan/ops/softmax_xent/softmax_xent.h"
 
@@ -219,6 +220,70 @@ Tensor Decoder::forward_logits(const Tensor& ids_BT) {
   const Tensor logits_NV = output->logits(hn_ND);
   if (hooks_) hooks_->after_forward(UnitHooks::kRoot);
   return logits_NV.reshape({acts.ctx.batch, acts.ctx.seq, config_.vocab_size});
+}
+
+KvCache Decoder::make_kv_cache(const std::vector<int64_t>& begin_B, int64_t capacity) const {
+  TITAN_CHECK(!begin_B.empty() && capacity > 0, "[model] kv cache: ", begin_B.size(), " rows of ", capacity, " slots");
+  KvCache cache;
+  const auto B = static_cast<int64_t>(begin_B.size());
+  cache.begin_B = Tensor::empty({B}, DType::i64);
+  for (int64_t b = 0; b < B; ++b) cache.begin_B.data<int64_t>()[b] = begin_B[static_cast<size_t>(b)];
+  for (size_t i = 0; i < layers.size(); ++i) {
+    cache.k_BCGK.push_back(Tensor::zeros({B, capacity, config_.num_kv_heads, config_.head_dim}, DType::f32));
+    cache.v_BCGK.push_back(Tensor::zeros({B, capacity, config_.num_kv_heads, config_.head_dim}, DType::f32));
+  }
+  return cache;
+}
+
+// Positions of slots [cache.length, cache.length + seq): slot - begin_B[b] (0 on left padding).
+StepContext Decoder::make_cached_context(int64_t batch, int64_t seq, const KvCache& cache) const {
+  StepContext ctx;
+  ctx.batch = batch;
+  ctx.seq = seq;
+  ctx.positions_N = Tensor::empty({batch * seq}, DType::i64, Device::cpu);
+  int64_t* pos = ctx.positions_N.data<int64_t>();
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t s = 0; s < seq; ++s) {
+      pos[b * seq + s] = std::max<int64_t>(0, cache.length + s - cache.begin_B.data<int64_t>()[b]);
+    }
+  }
+  ctx.rope = ops::rope_tables({config_.rope_theta}, ctx.positions_N, config_.head_dim);
+  return ctx;
+}
+
+Tensor Decoder::forward_cached(const Tensor& ids_BS, KvCache& cache, bool last_only) {
+  TITAN_CHECK(tp_ == nullptr && hooks_ == nullptr, "[model] generation runs on one rank, without FSDP hooks");
+  TITAN_CHECK(ids_BS.ndim() == 2 && ids_BS.size(0) == cache.batch() && ids_BS.size(1) > 0,
+              "[model] generation ids: expected [", cache.batch(), ", S], got ", ids_BS.describe());
+  const int64_t B = ids_BS.size(0), S = ids_BS.size(1);
+  const StepContext ctx = make_cached_context(B, S, cache);
+  std::any scratch;
+  Tensor h_ND = tok_embeddings->forward(ids_BS, scratch);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    h_ND = layers[i]->forward_cached(ctx, h_ND, cache, static_cast<int64_t>(i));
+  }
+  cache.length += S;
+  if (last_only && S > 1) {  // the head on each row's last token only
+    Tensor last_BD = Tensor::empty({B, config_.dim}, DType::f32, h_ND.device());
+    for (int64_t b = 0; b < B; ++b) {
+      std::copy_n(h_ND.data<float>() + ((b + 1) * S - 1) * config_.dim, config_.dim,
+                  last_BD.data<float>() + b * config_.dim);
+    }
+    h_ND = last_BD;
+  }
+  const Tensor logits_NV = output->logits(norm->forward(h_ND, scratch));
+  return logits_NV.reshape({B, last_only ? 1 : S, config_.vocab_size});
+}
+
+void Decoder::prepare_inference(DType compute) {
+  set_compute_dtype(compute);
+  for (Parameter* p : state()) {
+    p->grad = Tensor();
+    if (p->compute_dtype == DType::bf16 && p->value.defined()) {
+      p->compute = ops::cast_to(p->value, DType::bf16);
+      p->value = Tensor();
+    }
+  }
 }
 
 ParameterList Decoder::buffers() {

@@ -147,6 +147,18 @@ class Decoder {
   // Inference forward: logits f32 [B, T, V] (materialized: this is the output).
   Tensor forward_logits(const Tensor& ids_BT);
 
+  // Generation with a KV cache (nn/kv_cache.h). An empty cache of `capacity` slots for
+  // begin_B.size() rows, row b's first token in slot begin_B[b] (left padding).
+  KvCache make_kv_cache(const std::vector<int64_t>& begin_B, int64_t capacity) const;
+  // ids_BS: i64 [B, S], the tokens of slots [cache.length, cache.length + S) (the prompt at
+  // prefill, then one per step); appends their keys/values and advances cache.length by S.
+  // Returns f32 logits [B, S, V], or [B, 1, V] for the last slot only with last_only. Equals
+  // forward_logits of the whole sequence to f32 rounding.
+  Tensor forward_cached(const Tensor& ids_BS, KvCache& cache, bool last_only);
+  // Inference only from here on: gradients are freed and, for bf16, every weight is converted to
+  // its bf16 copy once (the f32 master dropped), so no step casts a weight.
+  void prepare_inference(DType compute);
+
   std::unique_ptr<EmbeddingModule> tok_embeddings;
   std::vector<std::unique_ptr<TransformerBlock>> layers;
   std::unique_ptr<RmsNormModule> norm;
@@ -180,6 +192,7 @@ class Decoder {
 
  private:
   StepContext make_context(const Tensor& ids_BT) const;
+  StepContext make_cached_context(int64_t batch, int64_t seq, const KvCache& cache) const;
   // Embedding, blocks and final norm; fills `acts` (keep = false: an inference forward, each
   // block's saved tensors dropped as soon as it is done, only the routing statistics kept).
   Tensor forward_hidden(const Tensor& ids_BT, Activations& acts, bool keep);

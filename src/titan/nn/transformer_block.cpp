@@ -48,6 +48,17 @@ Tensor TransformerBlock::run(const StepContext& ctx, const Tensor& x_ND, Saved& 
   return y_ND;
 }
 
+Tensor TransformerBlock::forward_cached(const StepContext& ctx, const Tensor& x_ND, KvCache& cache, int64_t layer) {
+  TITAN_CHECK(tp_ == nullptr, "[model] generation is not tensor-parallel");
+  std::any scratch;  // each module's saved state, dropped
+  Tensor h_ND = attention->forward_cached(ctx, attention_norm->forward(x_ND, scratch), cache, layer);
+  add_inplace(h_ND, x_ND);
+  const Tensor hn_ND = ffn_norm->forward(h_ND, scratch);
+  Tensor y_ND = moe ? moe->forward(hn_ND, scratch, nullptr) : feed_forward->forward(hn_ND, scratch);
+  add_inplace(y_ND, h_ND);
+  return y_ND;
+}
+
 Tensor TransformerBlock::forward(const StepContext& ctx, const Tensor& x_ND, Saved& saved, Recompute recompute,
                                  RouterTotals* totals) {
   saved = {};

@@ -56,6 +56,9 @@ class TransformerBlock {
   Tensor forward(const StepContext& ctx, const Tensor& x_ND, Saved& saved, Recompute recompute,
                  RouterTotals* totals);
   Tensor backward(const StepContext& ctx, const Tensor& dy_ND, Saved& saved);  // returns dx_ND
+  // Inference with a KV cache (see AttentionModule::forward_cached): the block on ctx.seq new
+  // tokens per row, layer `layer`'s cache appended to; nothing saved, no routing statistics.
+  Tensor forward_cached(const StepContext& ctx, const Tensor& x_ND, KvCache& cache, int64_t layer);
   void collect(ParameterList& out);
   void collect_buffers(ParameterList& out);
   // Every child's shape constraints (plugin modules declare theirs); throws the first violation.

@@ -12,7 +12,8 @@ std::vector<std::pair<std::string, std::string>> selected_kernels(Device device)
           entry(rope_table()),      entry(attention_table()), entry(swiglu_table()),
           entry(lm_head_xent_table()), entry(adamw_table()), entry(moe_router_table()),
           entry(moe_dispatch_table()), entry(moe_experts_table()), entry(moe_combine_table()),
-          entry(accumulate_table()), entry(scale_table()), entry(sum_squares_table()), entry(cast_table())};
+          entry(accumulate_table()), entry(scale_table()), entry(sum_squares_table()), entry(cast_table()),
+          entry(kv_attention_table())};
 }
 
 // The table an implementation type belongs to (one overload per op).
@@ -32,6 +33,7 @@ static OpTable<AccumulateImpl>& table_of(const AccumulateImpl&) { return accumul
 static OpTable<ScaleImpl>& table_of(const ScaleImpl&) { return scale_table(); }
 static OpTable<SumSquaresImpl>& table_of(const SumSquaresImpl&) { return sum_squares_table(); }
 static OpTable<CastImpl>& table_of(const CastImpl&) { return cast_table(); }
+static OpTable<KvAttentionImpl>& table_of(const KvAttentionImpl&) { return kv_attention_table(); }
 
 static std::vector<AddedKernel>& added() {
   static std::vector<AddedKernel> list;
@@ -81,6 +83,11 @@ void register_builtin_rope(OpTable<RopeImpl>& table) {
 void register_builtin_attention(OpTable<AttentionImpl>& table) {
   table.add(attention_impl_ref());
   table.add(attention_impl_cpu());
+}
+
+void register_builtin_kv_attention(OpTable<KvAttentionImpl>& table) {
+  table.add(kv_attention_impl_ref());
+  table.add(kv_attention_impl_cpu());
 }
 void register_builtin_linear(OpTable<LinearImpl>& table) {
   table.add(linear_impl_ref());

@@ -11,6 +11,7 @@
 #include "titan/ops/attention/attention.h"
 #include "titan/ops/elementwise/elementwise.h"
 #include "titan/ops/embedding/embedding.h"
+#include "titan/ops/kv_attention/kv_attention.h"
 #include "titan/ops/matmul/linear.h"
 #include "titan/ops/moe_combine/moe_combine.h"
 #include "titan/ops/moe_dispatch/moe_dispatch.h"
@@ -29,7 +30,7 @@ std::vector<std::pair<std::string, std::string>> selected_kernels(Device device)
 // An implementation of any op: the op is its type (the variant's alternatives are distinct).
 using Kernel = std::variant<EmbeddingImpl, RmsNormImpl, LinearImpl, RopeImpl, AttentionImpl, SwigluImpl,
                             LmHeadXentImpl, AdamWImpl, MoeRouterImpl, MoeDispatchImpl, MoeExpertsImpl, MoeCombineImpl,
-                            AccumulateImpl, ScaleImpl, SumSquaresImpl, CastImpl>;
+                            AccumulateImpl, ScaleImpl, SumSquaresImpl, CastImpl, KvAttentionImpl>;
 // Adds `kernel` to the table of op `op` ("rms_norm", ...) after the implementations already
 // there, so dispatch prefers it on its device wherever its `supports` accepts the case (a plugin's
 // kernel; origin names the plugin). A one-line error when `op` is not the kernel's op, the kernel
@@ -47,6 +48,7 @@ void register_builtin_embedding(OpTable<EmbeddingImpl>& table);
 void register_builtin_swiglu(OpTable<SwigluImpl>& table);
 void register_builtin_rope(OpTable<RopeImpl>& table);
 void register_builtin_attention(OpTable<AttentionImpl>& table);
+void register_builtin_kv_attention(OpTable<KvAttentionImpl>& table);
 void register_builtin_linear(OpTable<LinearImpl>& table);
 void register_builtin_lm_head_xent(OpTable<LmHeadXentImpl>& table);
 void register_builtin_adamw(OpTable<AdamWImpl>& table);

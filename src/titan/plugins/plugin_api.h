@@ -38,7 +38,9 @@
 // embedding ops may receive bf16 operands (a kernel's `supports` must check dtypes).
 // 4: attention's and the feed-forward's projections are Linear nodes (nn/linear.h: LinearModule),
 // built as children through ModuleBuild; a Parameter may be frozen (no gradient: a LoRA base).
-#define TITAN_PLUGIN_API_VERSION 4
+// 5: AttentionModule has a virtual forward_cached (generation with a KV cache; the default
+// throws), and ops::Kernel a kv_attention alternative (KvAttentionImpl).
+#define TITAN_PLUGIN_API_VERSION 5
 
 namespace titan::plugins {
 

@@ -5,6 +5,7 @@
 
 #include "titan/core/parallel.h"
 #include "titan/kernels/cpu/gemm.h"
+#include "titan/kernels/cpu/gemv_bf16.h"
 #include "titan/kernels/cpu/simd.h"
 #include "titan/ops/elementwise/elementwise.h"
 #include "titan/ops/matmul/linear.h"
@@ -49,8 +50,11 @@ static void forward_cpu(const Tensor& x, const Tensor& w, const Tensor& b, Tenso
     parallel_for(n, 64, [&](int64_t rb, int64_t re) { broadcast_rows(rb, re, out, bp, yp); });
     beta = 1.0f;
   }
-  // y_NO = x_NI w_OI^T: M = N, N = O, K = I.
-  if (w.dtype() == DType::bf16) {
+  // y_NO = x_NI w_OI^T: M = N, N = O, K = I. A few rows on bf16 (decode) stream w through the
+  // GEMV kernel; everything else is a GEMM.
+  if (w.dtype() == DType::bf16 && n <= kGemvMaxRows && gemv_bf16_supported()) {
+    gemv_bf16(n, out, in, x.data<uint16_t>(), w.data<uint16_t>(), beta != 0.0f, yp);
+  } else if (w.dtype() == DType::bf16) {
     gemm_bf16(false, true, n, out, in, 1.0f, x.data<uint16_t>(), in, w.data<uint16_t>(), in, beta, yp, out);
   } else {
     gemm(false, true, n, out, in, 1.0f, x.data<float>(), in, w.data<float>(), in, beta, yp, out);

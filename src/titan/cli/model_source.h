@@ -1,0 +1,41 @@
+// Loading a model for inference (titan forward, titan generate) from either kind of folder:
+//   a Hugging Face folder (config.json + *.safetensors [+ tokenizer.json, generation_config.json]),
+//   optionally with a PEFT LoRA adapter folder on top; or
+//   a native checkpoint step folder of a run (step-<N>/ with manifest.json): the model is rebuilt
+//   from the run's config.toml saved in it and its weights restored; the run's
+//   model.hf_assets_path is where its tokenizer.json / config.json live.
+// One function, so an option that changes how a model is loaded serves both commands.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "titan/checkpoint/safetensors.h"
+#include "titan/models/model_spec.h"
+#include "titan/nn/decoder.h"
+
+namespace titan::cli {
+
+struct LoadedModel {
+  std::unique_ptr<nn::Decoder> model;
+  const models::ModelSpec* spec = nullptr;
+  std::string assets_dir;  // tokenizer.json / generation_config.json / config.json; may be empty
+};
+
+// `adapter_dir` (empty: none) applies to Hugging Face folders only. Throws a one-line
+// titan::Error naming the folder when it is neither kind or cannot be read.
+LoadedModel load_inference_model(const std::string& dir, const std::string& adapter_dir = "");
+
+// Tensor `name` of a tokens file (input_ids, labels, attention_mask) as i64 [B, T]; I32 is widened.
+// Throws naming the file when it is missing or not a non-empty [B, T] I64/I32 tensor.
+Tensor read_token_ids(const ckpt::SafetensorsFile& file, const std::string& name);
+
+// The end-of-sequence ids of a model folder, as HF generate takes them: generation_config.json's
+// eos_token_id, else config.json's (an integer or a list; absent or null: none).
+std::vector<int64_t> read_eos_ids(const std::string& assets_dir);
+// The padding id of finished rows: generation_config.json's pad_token_id, else config.json's, else
+// the first eos id (what HF generate falls back to), else 0.
+int64_t read_pad_id(const std::string& assets_dir, const std::vector<int64_t>& eos_ids);
+
+}  // namespace titan::cli
