@@ -51,6 +51,32 @@ TEST_P(CliForwardParity, WritesLogitsLossAndGradsMatchingTransformers) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, CliForwardParity,
                          ::testing::Values("hf/untied_gqa2", "hf_moe/e8_top2_nonorm_aux"));
 
+// Loss semantics as Transformers' causal LM: without labels the loss is model(input_ids,
+// labels=input_ids)'s; with every label -100 it is the mean over no targets, nan (not 0).
+TEST(CliForward, LossWithoutLabelsAndWithNoTargets) {
+  const std::string dir = testing::source_path("tests/fixtures/hf/untied_gqa2");
+  const fs::path tmp = scratch_dir("loss_semantics");
+  const ckpt::SafetensorsFile tokens = ckpt::SafetensorsFile::open(dir + "/tokens.safetensors");
+  const Tensor ids = tokens.get("input_ids").clone();
+  Tensor ignored = Tensor::empty(ids.shape(), DType::i64);
+  for (int64_t i = 0; i < ignored.numel(); ++i) ignored.data<int64_t>()[i] = -100;
+  ckpt::write_safetensors((tmp / "ids.safetensors").string(), {{"input_ids", ids}});
+  ckpt::write_safetensors((tmp / "same.safetensors").string(), {{"input_ids", ids}, {"labels", ids}});
+  ckpt::write_safetensors((tmp / "none.safetensors").string(), {{"input_ids", ids}, {"labels", ignored}});
+  float loss[3];
+  int k = 0;
+  for (const char* name : {"ids", "same", "none"}) {
+    const std::string out = (tmp / (std::string(name) + "_out.safetensors")).string();
+    const CommandResult run = run_titan("forward --model " + dir + " --tokens " + (tmp / (std::string(name) + ".safetensors")).string() +
+                                        " --out " + out);
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    loss[k++] = ckpt::SafetensorsFile::open(out).get("loss").data<float>()[0];
+  }
+  EXPECT_EQ(loss[0], loss[1]);
+  EXPECT_TRUE(std::isnan(loss[2])) << loss[2];
+  fs::remove_all(tmp);
+}
+
 TEST(CliForward, BadInputsAreOneLineErrors) {
   const std::string dir = testing::source_path("tests/fixtures/hf/untied_gqa2");
   const fs::path tmp = scratch_dir("errors");

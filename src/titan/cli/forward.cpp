@@ -3,6 +3,7 @@
 // for a mixture-of-experts config with output_router_logits, as Qwen3MoeForCausalLM adds it) and (with --grads) every parameter's gradient under its
 // HF name, so any checkpoint can be compared against Transformers.
 #include <cstdio>
+#include <limits>
 
 #include "titan/checkpoint/safetensors.h"
 #include "titan/cli/args.h"
@@ -17,7 +18,9 @@ namespace titan::cli {
 int run_forward(int argc, char** argv) {
   const Args args("forward",
                   {{"model", "Hugging Face model folder (config.json + *.safetensors) or a checkpoint step-<N> folder", "", false, true},
-                   {"tokens", "safetensors file with input_ids [B, T] (I64/I32) and optional labels", "", false, true},
+                   {"tokens", "safetensors file with input_ids [B, T] (I64/I32) and optional labels [B, T] (-100: "
+                    "ignored). Without labels the loss is Transformers' model(input_ids, labels=input_ids); with "
+                    "every label -100 it is nan, as in Transformers", "", false, true},
                    {"out", "output safetensors file", "", false, true},
                    {"adapter", "PEFT LoRA adapter folder to apply on the model (adapter_config.json + "
                     "adapter_model.safetensors)", ""},
@@ -67,6 +70,8 @@ int run_forward(int argc, char** argv) {
   } else {
     loss = model->forward_loss(ids, targets);
   }
+  // No target at all: the mean over zero targets, nan, as Transformers' cross-entropy gives.
+  if (loss.num_targets == 0) loss.loss = std::numeric_limits<double>::quiet_NaN();
   Tensor loss_t = Tensor::empty({});
   loss_t.data<float>()[0] = static_cast<float>(loss.loss);
   out.emplace_back("loss", loss_t);
