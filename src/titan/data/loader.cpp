@@ -1,7 +1,12 @@
 #include "titan/data/loader.h"
 
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
+
+#include "titan/core/crc32c.h"
 
 #include "titan/core/error.h"
 #include "titan/core/log.h"
@@ -22,7 +27,9 @@ std::string LoaderState::to_json() const {
             {"carry", carry},
             {"carry_mask", mask_text},
             {"rank", rank},
-            {"world", world}};
+            {"world", world},
+            {"dataset", dataset},
+            {"geometry", geometry}};
   return j.dump();
 }
 
@@ -49,6 +56,13 @@ LoaderState LoaderState::from_json(std::string_view text) {
   for (const auto& id : *carry) {
     TITAN_CHECK(id.is_number_integer(), "[data] loader state: \"carry\" holds a non-integer");
     s.carry.push_back(id.get<int32_t>());
+  }
+  for (auto [field, target] : {std::pair<const char*, std::string*>{"dataset", &s.dataset}, {"geometry", &s.geometry}}) {
+    auto it = j.find(field);  // absent in states written before the check: not checked
+    if (it == j.end()) continue;
+    TITAN_CHECK(it->is_string(), "[data] loader state: field \"", field, "\" is not a string. HINT: pass what "
+                "LoaderState::to_json wrote.");
+    *target = it->get<std::string>();
   }
   auto mask = j.find("carry_mask");  // absent in states written before chat data: every label counts
   if (mask == j.end()) {
@@ -77,6 +91,26 @@ Loader::Loader(LoaderConfig config, const Tokenizer& tokenizer)
               " of world ", c.world, " is out of range");
   TITAN_CHECK((c.dataset.format == "chat") == (c.chat != nullptr), "[data] loader: dataset format '", c.dataset.format,
               "' ", c.chat ? "with" : "without", " a chat template. HINT: chat data needs LoaderConfig::chat, text data none");
+  identity_ = dataset_identity(source_.files(), c.dataset.format);
+}
+
+// The files, their sizes and a CRC of each one's first 64 KiB: cheap, and it tells a dataset
+// swapped under a checkpoint from the one it was reading (an append keeps the head but not the size).
+std::string dataset_identity(const std::vector<std::string>& files, const std::string& format) {
+  uint32_t crc = 0;
+  int64_t bytes = 0;
+  std::vector<char> head(64 * 1024);
+  for (const std::string& f : files) {
+    std::error_code ec;
+    bytes += static_cast<int64_t>(std::filesystem::file_size(f, ec));
+    std::ifstream in(f, std::ios::binary);
+    in.read(head.data(), static_cast<std::streamsize>(head.size()));
+    crc = crc32c(f.data(), f.size(), crc32c(head.data(), static_cast<size_t>(in.gcount()), crc));
+  }
+  char hex[16];
+  std::snprintf(hex, sizeof(hex), "%08x", crc);
+  return str(files.size(), " file(s) from ", files.empty() ? std::string("-") : files.front(), ", ", bytes,
+             " bytes, ", format, ", head crc ", hex);
 }
 
 bool Loader::fill(size_t want) {
@@ -159,13 +193,25 @@ std::optional<Batch> Loader::next() {
 
 LoaderState Loader::state() const {
   return LoaderState{epoch_,  source_.position(), doc_index_, documents_seen_, carry_, carry_mask_,
-                     config_.rank, config_.world};
+                     config_.rank, config_.world, identity_, geometry()};
 }
+
+std::string Loader::geometry() const { return str("batch ", config_.batch_size, " x ", config_.seq_len); }
 
 void Loader::restore(const LoaderState& state) {
   TITAN_CHECK(state.rank == config_.rank && state.world == config_.world, "[data] loader state: saved by "
               "rank ", state.rank, " of ", state.world, ", restored on rank ", config_.rank, " of ",
               config_.world, ". HINT: resume with the same data-parallel layout.");
+  if (!state.dataset.empty() && state.dataset != identity_) {
+    log_warn(str("[data] the checkpoint was reading another dataset (", state.dataset, "; now ", identity_,
+                 "): this one starts from its beginning, and the old one's buffered tokens are dropped"));
+    documents_seen_ = state.documents_seen;
+    return;  // a fresh cursor: epoch 0, the first document, nothing carried
+  }
+  if (!state.geometry.empty() && state.geometry != geometry()) {
+    log_warn(str("[data] the batch geometry changed since the checkpoint (", state.geometry, " -> ", geometry(),
+                 "): the data continues where it stopped, but the batches differ from an uninterrupted run"));
+  }
   source_.seek(state.position);
   epoch_ = state.epoch;
   doc_index_ = state.doc_index;

@@ -72,10 +72,19 @@ struct LoaderState {
   std::vector<uint8_t> carry_mask;  // one bit per carried token: 1 = a counted label (JSON "0101..."; absent = all 1)
   int rank = 0;                // checked on restore: a cursor belongs to one shard
   int world = 1;
+  // What the cursor points into, checked on restore ("" in states written before: not checked):
+  // the dataset's identity (its files, their sizes and a CRC of each one's first 64 KiB) and the
+  // stream's geometry ("batch B x T"). Another dataset starts from its beginning with a warning
+  // (a cursor into other files means nothing); another geometry continues with a warning.
+  std::string dataset;
+  std::string geometry;
 
   std::string to_json() const;
   static LoaderState from_json(std::string_view text);  // throws titan::Error naming the bad field
 };
+
+// LoaderState::dataset of `files` (DocumentSource::files()) read as `format`.
+std::string dataset_identity(const std::vector<std::string>& files, const std::string& format);
 
 class Loader {
  public:
@@ -93,6 +102,7 @@ class Loader {
 
  private:
   bool fill(size_t want);  // tokenizes documents until carry_ holds `want` tokens; false at end
+  std::string geometry() const;  // LoaderState::geometry of this loader
   void append_chat(const std::string& messages_json);  // encode_chat into carry_ / carry_mask_
 
   LoaderConfig config_;
@@ -103,6 +113,7 @@ class Loader {
   int64_t documents_seen_ = 0;
   std::vector<int32_t> carry_;
   std::vector<uint8_t> carry_mask_;  // same size as carry_
+  std::string identity_;             // LoaderState::dataset of this loader's files
   int64_t tokens_emitted_ = 0;
   double seconds_in_next_ = 0.0;
 };

@@ -105,7 +105,7 @@ void PrefetchLoader::restore(const LoaderState& state) {
   stop();
   try {
     loader_.restore(state);
-    consumed_ = state;
+    consumed_ = loader_.state();  // the restored cursor (a fresh one when the dataset changed)
   } catch (...) {
     // Stay usable: resume from the last consumed batch, as if restore had not been called.
     loader_.restore(consumed_);

@@ -205,6 +205,36 @@ TEST(Loader, ResumeYieldsTheSameBatches) {
   EXPECT_THROW(wrong.restore(s), Error);
 }
 
+// A cursor saved on one dataset and restored on another (the same path rewritten with other
+// text) does not seek into it: the new dataset starts from its beginning, batch for batch what a
+// fresh loader gives. An older state without the identity resumes as before.
+TEST(Loader, ADatasetChangedUnderACheckpointStartsFromItsBeginning) {
+  set_log_level(LogLevel::error);
+  TempDir dir;
+  const auto docs = shakespeare(24);
+  write_file(dir.file("s.jsonl"), jsonl(std::vector<std::string>(docs.begin(), docs.begin() + 12)));
+  const LoaderConfig c = config_for(dir.file("s.jsonl"), 2, 32);
+  Loader first(c, qwen3());
+  first.next();
+  first.next();
+  const LoaderState s = first.state();
+  EXPECT_NE(s.dataset.find("1 file(s) from " + dir.file("s.jsonl")), std::string::npos) << s.dataset;
+  EXPECT_EQ(s.geometry, "batch 2 x 32");
+  LoaderState old = s;  // as written before the identity existed
+  old.dataset.clear();
+  old.geometry.clear();
+  Loader same(c, qwen3());
+  same.restore(LoaderState::from_json(old.to_json()));
+  EXPECT_EQ(values(same.next()->inputs_BT), values(first.next()->inputs_BT));
+
+  write_file(dir.file("s.jsonl"), jsonl(std::vector<std::string>(docs.begin() + 12, docs.end())));
+  Loader fresh(c, qwen3()), resumed(c, qwen3());
+  resumed.restore(LoaderState::from_json(s.to_json()));
+  EXPECT_NE(resumed.state().dataset, s.dataset);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(values(resumed.next()->inputs_BT), values(fresh.next()->inputs_BT)) << i;
+  set_log_level(LogLevel::info);
+}
+
 TEST(Loader, FiniteStopsInfiniteWraps) {
   set_log_level(LogLevel::warn);
   TempDir dir;
