@@ -202,12 +202,17 @@ TEST_F(CliParallel, Bf16MeshesMatchOneRankInBf16) {
 // their inputs again): on a mesh too, every mode trains the layout's own losses bit for bit.
 // LoRA on a mesh: FSDP shards the adapters (the frozen base stays whole on each rank), 2 and 4
 // ranks (and HSDP) train the single-rank LoRA run's losses; tensor parallelism is refused.
+// The learning rate keeps the run stable (the loss falls 8.03 -> 7.40): at 1e-2 the loss climbs
+// again after step 11 and a last-bit difference in a gradient sum grows ~10x per step from there
+// (2.7e-6 relative at step 20 on a Zen 5, 1.4e-5 at step 18 on another CPU), which tests the
+// run's stability rather than the layouts' equality.
 TEST_F(CliParallel, LoraMeshesMatchOneRank) {
-  const std::string lora = "--lora.rank 4 --lora.alpha 8 --optimizer.lr 1e-2 ";
+  const std::string lora = "--lora.rank 4 --lora.alpha 8 --optimizer.lr 3e-3 ";
   const CommandResult one = run_titan(train_args("lora1", 4, lora));
   ASSERT_EQ(one.exit_code, 0) << one.output;
   const std::vector<nlohmann::json> base = read_jsonl(dir_ / "lora1" / "metrics.jsonl");
   ASSERT_EQ(base.size(), 20u);
+  EXPECT_LT(base[19]["loss"].get<double>(), base[0]["loss"].get<double>() - 0.3) << "the adapters must learn";
   for (const auto& [name, ranks, local, extra] :
        {std::tuple<const char*, int, int, const char*>{"lora_fsdp2", 2, 2, ""},
         {"lora_hsdp", 4, 1, "--parallelism.data_parallel_replicate_degree 2"}}) {
