@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "titan/checkpoint/atomic_file.h"
+#include "titan/config/config_error.h"
 #include "titan/config/overrides.h"
 #include "titan/config/validate.h"
 #include "titan/core/allocator.h"
@@ -50,8 +51,16 @@ std::string dataset_path(const config::JobConfig& c) {
 models::ResolvedModel resolve_model(const config::JobConfig& c) {
   models::ResolvedModel r = models::resolve_model(c.model.name, c.model.hf_assets_path, c.model.n_layers);
   nn::DecoderConfig& m = r.config;
-  if (m.max_seq_len < c.training.seq_len) m.max_seq_len = c.training.seq_len;
-  if (c.validation.enable && m.max_seq_len < c.validation.seq_len) m.max_seq_len = c.validation.seq_len;
+  // Positions past max_position_embeddings were never trained (and RoPE scaling is not
+  // implemented): a longer sequence is refused here, before anything is allocated.
+  const std::string model_name = c.model.name.empty() ? c.model.hf_assets_path + "/config.json" : c.model.name;
+  for (const auto& [field, len] : {std::pair<const char*, int64_t>{"training.seq_len", c.training.seq_len},
+                                   {"validation.seq_len", c.validation.enable ? c.validation.seq_len : 0}}) {
+    if (len > m.max_seq_len) {
+      config::config_fail(field, "=", len, " is longer than the ", m.max_seq_len, " positions of model '", model_name,
+                          "' (max_position_embeddings). HINT: ", field, " <= ", m.max_seq_len);
+    }
+  }
   const config::ModelSection& o = c.model;
   const bool moe_set = o.num_experts != 0 || o.top_k != 0 || !o.load_balance.empty() || o.router_aux_loss_coef >= 0;
   TITAN_CHECK(!moe_set || m.num_experts > 0, "[model] model.num_experts / top_k / load_balance / "
