@@ -144,6 +144,38 @@ TEST_F(CliCheckpoint, ResumeIsBitIdenticalAndAsyncEqualsSync) {
   EXPECT_NE(missing.output.find("there: 6, 3"), std::string::npos) << missing.output;
 }
 
+// keep_latest_k counts resumable checkpoints: with k = 1 the final model-only save keeps the last
+// full one, and a rerun with more steps continues from it (saying which) to the losses of a run
+// that went the whole way. Without LR decay the schedule does not depend on training.steps.
+TEST_F(CliCheckpoint, AFinishedRunContinuesWithMoreSteps) {
+  const std::string flags =
+      kSixSteps + "--checkpoint.keep_latest_k 1 --lr_scheduler.warmup_steps 2 --lr_scheduler.decay_ratio 0 ";
+  const CommandResult six = train("cont", flags);
+  ASSERT_EQ(six.exit_code, 0) << six.output;
+  const fs::path ckpt = dir_ / "cont" / "checkpoint";
+  EXPECT_EQ(ckpt::check_checkpoint((ckpt / "step-3").string()), "") << "the final save must not prune it";
+  EXPECT_TRUE(ckpt::checkpoint_is_model_only((ckpt / "step-6").string()));
+  const CommandResult nine = train("cont", flags + "--training.steps 9");
+  ASSERT_EQ(nine.exit_code, 0) << nine.output;
+  EXPECT_NE(nine.output.find("resuming from " + (ckpt / "step-3").string() + " (step 3"), std::string::npos)
+      << nine.output;
+  const CommandResult through = train("cont_ref", flags + "--training.steps 9");
+  ASSERT_EQ(through.exit_code, 0) << through.output;
+  const std::vector<nlohmann::json> want = read_jsonl(dir_ / "cont_ref" / "metrics.jsonl");
+  const std::vector<nlohmann::json> got = read_jsonl(dir_ / "cont" / "metrics.jsonl");
+  ASSERT_EQ(want.size(), 9u);
+  ASSERT_EQ(got.size(), 12u) << "steps 1..6, then 4..9";
+  for (size_t i = 6; i < 12; ++i) {
+    EXPECT_EQ(got[i]["step"], want[i - 3]["step"]);
+    EXPECT_EQ(got[i]["loss"].get<double>(), want[i - 3]["loss"].get<double>()) << "step " << want[i - 3]["step"];
+  }
+  // k = 1: the newest full checkpoint (step 6, saved again with its optimizer state) and the final
+  // model-only step 9 remain.
+  EXPECT_FALSE(fs::exists(ckpt / "step-3"));
+  EXPECT_FALSE(ckpt::checkpoint_is_model_only((ckpt / "step-6").string()));
+  EXPECT_TRUE(ckpt::checkpoint_is_model_only((ckpt / "step-9").string()));
+}
+
 // A mixture of experts with bias balancing: the selection bias is state (checkpointed with the
 // weights under layers.<i>.moe.expert_bias), so a resume from step 3 still equals the run through.
 TEST_F(CliCheckpoint, MoeWithBiasBalancingResumesBitIdentically) {
