@@ -471,6 +471,33 @@ TEST(CliTrainConfig, TokenizerLargerThanTheModelHintsTheFoldersModel) {
   fs::remove_all(dir);
 }
 
+// Sizes no machine here holds are refused before anything is allocated (exit 2, the error the
+// last line), naming the field to lower; a config.json with a vocabulary of 1e12 names the vocabulary.
+TEST(CliTrainConfig, ImpossibleSizesAreRefusedBeforeAllocating) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--model.n_layers 1000000", "HINT: lower model.n_layers"},
+      {"--model.name 32B", "pick a smaller model.name"},
+      {"--model.name debug_moe --model.num_experts 100000", "HINT: lower model.num_experts"},
+      {"--training.local_batch_size 100000000", "HINT: lower training.local_batch_size"}};
+  for (const auto& [args, hint] : cases) {
+    const CommandResult r = run_titan("train --config qwen3_debug --training.steps 1 " + args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
+    const size_t error = r.output.find("titan: error: [memory] ");
+    EXPECT_NE(error, std::string::npos) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(hint, error), std::string::npos) << args << "\n" << r.output;
+    EXPECT_EQ(r.output.find('\n', error), r.output.size() - 1) << "the error is the last line\n" << r.output;
+  }
+  const fs::path dir = scratch_dir("vocab");
+  nlohmann::json config = nlohmann::json::parse(read_text(fs::path(TITAN_SOURCE_DIR) / "tests/fixtures/hf/untied_gqa2/config.json"));
+  config["vocab_size"] = 1000000000000LL;
+  { std::ofstream(dir / "config.json") << config.dump(2); }
+  const CommandResult r = run_titan("train --config qwen3_debug --training.steps 1 --training.seq_len 64 --model.name= "
+                                    "--model.hf_assets_path " + dir.string() + " --job.dump_folder " + (dir / "out").string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("HINT: the vocabulary holds most of it"), std::string::npos) << r.output;
+  fs::remove_all(dir);
+}
+
 // A dump folder another process holds (here flock(1), as a running titan train holds it) is
 // refused with exit 2 before anything is written into it.
 TEST(CliTrainConfig, ABusyDumpFolderIsRefused) {

@@ -21,6 +21,7 @@
 #include "titan/plugins/lora.h"
 #include "titan/plugins/plugin_loader.h"
 #include "titan/train/clip.h"
+#include "titan/train/memory_check.h"
 #include "titan/train/precision.h"
 
 namespace titan::train {
@@ -120,6 +121,7 @@ void Trainer::check_model() {
               ", which does not divide them. HINT: change validation.local_batch_size / seq_len");
   const config::ActivationCheckpointSection& ac = c_.activation_checkpoint;
   recompute_ = nn::recompute_per_layer(ac.mode, ac.selective_ac_option, resolved_.config.num_layers);
+  check_memory();
   const plugins::LoadedPlugins loaded = plugins::load_plugins(plugins::split_imports(c_.overrides.imports));
   TITAN_CHECK(tp == 1 || loaded.files.empty(), "[parallel] plugin overrides are not tensor-parallel yet. HINT: "
               "use them with data_parallel_shard_degree, or drop override.imports");
@@ -127,6 +129,21 @@ void Trainer::check_model() {
   if (c_.lora.rank > 0) overrides.push_back(plugins::lora_override(lora_options(c_)));
   tree_ = nn::decoder_config_tree(resolved_.config);
   if (!overrides.empty()) plugins::apply_overrides(tree_, overrides);
+}
+
+// Before the config tree or any weight exists: the least this rank needs against what it has.
+void Trainer::check_memory() const {
+  MemoryFloorInput in;
+  in.model = resolved_.config;
+  in.world = world_->size();
+  in.dp_shard = mesh_->degrees().dp_shard;
+  in.tp = mesh_->degrees().tp;
+  in.local_batch = std::max(B_, c_.validation.enable ? val_B_ : 0);
+  in.seq_len = std::max(T_, c_.validation.enable ? val_T_ : 0);
+  in.recompute = recompute_;
+  in.bf16 = parse_precision(c_.training.mixed_precision_param) == Precision::bfloat16;
+  in.frozen_base = c_.lora.rank > 0;
+  check_memory_floor(memory_floor(in), available_memory_per_rank(), model_label(c_));
 }
 
 // The whole model, built from the tree by its family, every shape constraint checked (setup then
