@@ -316,11 +316,49 @@ TEST_F(CliCheckpoint, KilledAtRandomMomentsAlwaysResumes) {
   EXPECT_NE(done.output.find("resuming from " + newest->path), std::string::npos) << done.output;
   EXPECT_EQ(ckpt::find_checkpoint(folder.string())->step, end);
   EXPECT_EQ(ckpt::check_checkpoint((folder / ckpt::step_dir_name(end)).string()), "");
-  // The stale tmp folders of the killed runs are gone, and keep_latest_k held.
+  // The stale tmp folders of the killed runs are gone, and keep_latest_k held: 3 full checkpoints
+  // and the final model-only save, which is not counted.
   for (const auto& e : fs::directory_iterator(folder)) {
     EXPECT_NE(e.path().filename().string()[0], '.') << "left behind: " << e.path();
   }
-  EXPECT_LE(ckpt::list_checkpoints(folder.string()).size(), 3u);
+  EXPECT_LE(ckpt::list_checkpoints(folder.string()).size(), 4u);
+}
+
+// SIGTERM / SIGINT stop a run after the step in progress: the in-flight async save completes, the
+// metrics end with whole rows, the exit code is 128 + the signal, and the rerun resumes from the
+// newest checkpoint. (A second signal would end the process at once: the handler is one-shot.)
+TEST_F(CliCheckpoint, SigtermAndSigintStopCleanly) {
+  const std::string flags = "--training.steps 100000 --training.local_batch_size 2 --training.seq_len 32 "
+                            "--model.n_layers 1 --metrics.log_freq 1 --checkpoint.interval 2 "
+                            "--checkpoint.async_mode async ";
+  for (const int signal : {SIGTERM, SIGINT}) {
+    const std::string name = signal == SIGTERM ? "sigterm" : "sigint";
+    const fs::path log = dir_ / (name + ".log");
+    const pid_t pid = spawn_titan(train_args(name, flags), log);
+    ASSERT_GT(pid, 0);
+    const fs::path metrics = dir_ / name / "metrics.jsonl";
+    for (int i = 0; i < 600 && (!fs::exists(metrics) || read_jsonl(metrics).size() < 5); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    kill(pid, signal);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    const std::string out = read_text(log);
+    ASSERT_TRUE(WIFEXITED(status)) << out;
+    EXPECT_EQ(WEXITSTATUS(status), 128 + signal) << out;
+    const size_t stop = out.find(std::string("titan: stopped by ") + (signal == SIGTERM ? "SIGTERM" : "SIGINT"));
+    ASSERT_NE(stop, std::string::npos) << out;
+    const std::vector<nlohmann::json> rows = read_jsonl(metrics);  // throws on a torn row
+    ASSERT_GE(rows.size(), 5u);
+    EXPECT_NE(out.find(titan::str("after step ", rows.back()["step"].get<int64_t>(), " of 100000"), stop), std::string::npos)
+        << out;
+    const std::optional<ckpt::CheckpointEntry> newest = ckpt::find_checkpoint((dir_ / name / "checkpoint").string());
+    ASSERT_TRUE(newest.has_value());
+    EXPECT_EQ(newest->step, rows.back()["step"].get<int64_t>() / 2 * 2) << "the last due save was written";
+    const CommandResult again = train(name, flags + "--training.steps " + std::to_string(newest->step + 1));
+    ASSERT_EQ(again.exit_code, 0) << again.output;
+    EXPECT_NE(again.output.find("resuming from " + newest->path), std::string::npos) << again.output;
+  }
 }
 
 }  // namespace

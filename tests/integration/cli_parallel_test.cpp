@@ -234,6 +234,29 @@ TEST_F(CliParallel, LoraMeshesMatchOneRank) {
   EXPECT_NE(tp.output.find("LoRA is not tensor-parallel yet"), std::string::npos) << tp.output;
 }
 
+// SIGTERM to one rank of two: both stop after the same step (they agree on it once per step),
+// the job exits 143 without an MPI abort, and the metrics end with whole rows.
+TEST_F(CliParallel, SigtermToOneRankStopsTheJobAtOneStep) {
+  const fs::path run = dir_ / "sigterm";
+  const std::string cmd = std::string(TITAN_MPIRUN) + " -np 2 --oversubscribe" +
+                          (::geteuid() == 0 ? " --allow-run-as-root" : "") + " --bind-to none -x OMP_NUM_THREADS=1 " +
+                          TITAN_BINARY + " " + train_args("sigterm", 2, "--training.steps 100000") + " > " +
+                          (dir_ / "sigterm.log").string() + " 2>&1 & mpirun=$!; " +
+                          "for i in $(seq 600); do [ $(cat " + (run / "metrics.jsonl").string() +
+                          " 2>/dev/null | wc -l) -ge 3 ] && break; sleep 0.1; done; " +
+                          "pkill -TERM -n -P $mpirun; wait $mpirun; echo $?";
+  const testing::CommandResult r = testing::run_command(cmd);
+  const std::string out = testing::read_text(dir_ / "sigterm.log");
+  EXPECT_EQ(r.output, "143\n") << out;
+  const std::vector<nlohmann::json> rows = read_jsonl(run / "metrics.jsonl");
+  ASSERT_GE(rows.size(), 3u) << out;
+  const std::string last = std::to_string(rows.back()["step"].get<int64_t>());
+  EXPECT_NE(out.find("titan: stopped by SIGTERM after step " + last + " of 100000"), std::string::npos) << out;
+  EXPECT_NE(out.find("[rank1] step:" + std::string(6 - last.size(), ' ') + last), std::string::npos)
+      << "rank 1 trained the same last step\n" << out;
+  EXPECT_EQ(out.find("MPI_ABORT"), std::string::npos) << out;
+}
+
 TEST_F(CliParallel, ActivationCheckpointingIsBitIdenticalOnAMesh) {
   struct Case {
     std::string name, layout, mode;
@@ -379,7 +402,7 @@ TEST_F(CliParallel, DeadRankEndsTheJobAndTheRunResumes) {
 
 TEST_F(CliParallel, BadMeshesAreOneLineErrors) {
   const CommandResult alone = run_titan(train_args("bad1", 4, "--parallelism.data_parallel_shard_degree 2"));
-  EXPECT_EQ(alone.exit_code, 1);
+  EXPECT_EQ(alone.exit_code, 2);
   EXPECT_NE(alone.output.find("titan: error: [parallel] the mesh dp_replicate=1 dp_shard=2 tp=1 holds 2 ranks but "
                               "the job has 1"),
             std::string::npos)
@@ -402,6 +425,13 @@ TEST_F(CliParallel, BadMeshesAreOneLineErrors) {
                                                             "--training.seq_len 63"));
   EXPECT_NE(sp.exit_code, 0);
   EXPECT_NE(sp.output.find("sequence parallel splits a micro-batch's 63 tokens"), std::string::npos) << sp.output;
+  // Under titan launch a mesh error exits 2, and its line is the last one (after mpirun's report).
+  const CommandResult launched = run_titan("launch --nproc-per-node 2 -- " +
+                                           train_args("bad6", 2, "--parallelism.tensor_parallel_degree 3"));
+  EXPECT_EQ(launched.exit_code, 2) << launched.output;
+  const size_t last = launched.output.rfind('\n', launched.output.size() - 2);
+  EXPECT_NE(launched.output.find("titan: error: [rank 0 of 2] [parallel] 2 ranks do not split", last), std::string::npos)
+      << launched.output;
   const CommandResult launch = run_titan("launch --nproc-per-node 0 -- train");
   EXPECT_EQ(launch.exit_code, 2);
   EXPECT_NE(launch.output.find("--nproc-per-node '0' is not a positive rank count"), std::string::npos)

@@ -23,6 +23,7 @@
 #include "titan/train/clip.h"
 #include "titan/train/memory_check.h"
 #include "titan/train/precision.h"
+#include "titan/train/stop_signal.h"
 
 namespace titan::train {
 namespace {
@@ -83,12 +84,27 @@ Trainer::Trainer(const config::JobConfig& config, std::string config_name)
 
 Trainer::~Trainer() = default;
 
+// `f()`, its titan::Error rethrown as a config error (exit 2): the mesh and the TP split are the
+// job config's mistakes, whichever layer finds them.
+template <class F>
+static auto as_config_error(F&& f) {
+  try {
+    return f();
+  } catch (const config::ConfigError&) {
+    throw;
+  } catch (const Error& e) {
+    throw config::ConfigError(e.what());
+  }
+}
+
 // The job's ranks and their mesh first: every later check knows the data-parallel degree.
 void Trainer::setup_mesh() {
   world_ = &parallel::world_comm();
   const config::ParallelismSection& ps = c_.parallelism;
-  const parallel::MeshDegrees degrees = parallel::resolve_mesh(
-      {ps.data_parallel_replicate_degree, ps.data_parallel_shard_degree, ps.tensor_parallel_degree}, world_->size());
+  const parallel::MeshDegrees degrees = as_config_error([&] {
+    return parallel::resolve_mesh(
+        {ps.data_parallel_replicate_degree, ps.data_parallel_shard_degree, ps.tensor_parallel_degree}, world_->size());
+  });
   mesh_ = std::make_unique<parallel::DeviceMesh>(*world_, degrees);
   dp_ = degrees.dp();
   dp_rank_ = mesh_->dp_rank();
@@ -112,13 +128,18 @@ void Trainer::check_model() {
   resolved_ = resolve_model(c_);
   const int64_t tp = mesh_->degrees().tp;
   const bool sequence_parallel = tp > 1 && c_.parallelism.enable_sequence_parallel;
-  (void)resolved_.spec->parallel_plan.tp_local_config(resolved_.config, tp);  // throws naming what does not divide
-  TITAN_CHECK(!sequence_parallel || (B_ * T_) % tp == 0, "[parallel] sequence parallel splits a micro-batch's ",
-              B_ * T_, " tokens over tensor_parallel_degree = ", tp, ", which does not divide them. HINT: change "
-              "training.local_batch_size / seq_len, or --no-parallelism.enable_sequence_parallel");
-  TITAN_CHECK(!sequence_parallel || !c_.validation.enable || (val_B_ * val_T_) % tp == 0, "[parallel] sequence "
-              "parallel splits a validation batch's ", val_B_ * val_T_, " tokens over tensor_parallel_degree = ", tp,
-              ", which does not divide them. HINT: change validation.local_batch_size / seq_len");
+  // throws naming what does not divide
+  as_config_error([&] { return resolved_.spec->parallel_plan.tp_local_config(resolved_.config, tp); });
+  if (sequence_parallel && (B_ * T_) % tp != 0) {
+    config::config_fail("[parallel] sequence parallel splits a micro-batch's ", B_ * T_,
+                        " tokens over tensor_parallel_degree = ", tp, ", which does not divide them. HINT: change "
+                        "training.local_batch_size / seq_len, or --no-parallelism.enable_sequence_parallel");
+  }
+  if (sequence_parallel && c_.validation.enable && (val_B_ * val_T_) % tp != 0) {
+    config::config_fail("[parallel] sequence parallel splits a validation batch's ", val_B_ * val_T_,
+                        " tokens over tensor_parallel_degree = ", tp,
+                        ", which does not divide them. HINT: change validation.local_batch_size / seq_len");
+  }
   const config::ActivationCheckpointSection& ac = c_.activation_checkpoint;
   recompute_ = nn::recompute_per_layer(ac.mode, ac.selective_ac_option, resolved_.config.num_layers);
   check_memory();
@@ -339,12 +360,26 @@ TrainSummary Trainer::train() {
   metrics_ = std::make_unique<MetricsLogger>(mo);
   const auto loop_start = Clock::now();
   micro_.resize(static_cast<size_t>(accumulation_));
-  for (int64_t step = start_.step + 1; step <= c_.training.steps; ++step) {
-    metrics_->record(train_step(step));
-    if (validator_ && (step % c_.validation.freq == 0 || step == c_.training.steps)) {
-      metrics_->record_validation(validator_->run(*model_, step));
+  int stop_signal = 0;
+  int64_t last_step = start_.step;
+  {
+    const StopSignals signals;
+    for (int64_t step = start_.step + 1; step <= c_.training.steps && stop_signal == 0; ++step) {
+      metrics_->record(train_step(step));
+      if (validator_ && (step % c_.validation.freq == 0 || step == c_.training.steps)) {
+        metrics_->record_validation(validator_->run(*model_, step));
+      }
+      if (checkpointer_->due(step)) checkpointer_->save(step, tokens_seen_);
+      last_step = step;
+      stop_signal = agreed_stop_signal();
     }
-    if (checkpointer_->due(step)) checkpointer_->save(step, tokens_seen_);
+  }
+  if (stop_signal != 0) {
+    checkpointer_->finish();  // the in-flight write completes: a checkpoint is never left half-done
+    metrics_->finish();
+    throw Interrupted(stop_signal, str("stopped by ", signal_name(stop_signal), " after step ", last_step, " of ",
+                                       c_.training.steps, "; metrics are flushed and every checkpoint written is "
+                                       "complete. HINT: rerun the same command to resume from the newest one"));
   }
   checkpointer_->finish();
   if (c_.checkpoint.last_save_in_hf) checkpointer_->export_hf();
@@ -356,6 +391,14 @@ TrainSummary Trainer::train() {
   log_info(str("done: ", c_.training.steps, " steps in ", summary.seconds,
                " s; metrics, config.toml and loss.svg in ", c_.job.dump_folder));
   return summary;
+}
+
+// The stop signal every rank acts on after this step: the largest any rank received (a signal
+// reaches the ranks of a job at different moments, so they agree here, once per step).
+int Trainer::agreed_stop_signal() const {
+  double signal = StopSignals::pending();
+  if (world_->size() > 1) world_->all_reduce_max(&signal, 1);
+  return static_cast<int>(signal);
 }
 
 // The whole step's micro-batches first: the loss is normalised by their total target count (of
