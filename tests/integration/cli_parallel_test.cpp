@@ -257,6 +257,28 @@ TEST_F(CliParallel, SigtermToOneRankStopsTheJobAtOneStep) {
   EXPECT_EQ(out.find("MPI_ABORT"), std::string::npos) << out;
 }
 
+// A rank stopped (SIGSTOP) mid-run: the other waits in a collective until comm.timeout_seconds,
+// then names the call and its ranks and ends the job, in seconds rather than never.
+TEST_F(CliParallel, AStalledRankEndsTheJobAfterTheCommTimeout) {
+  const fs::path run = dir_ / "stall";
+  const std::string cmd = std::string(TITAN_MPIRUN) + " -np 2 --oversubscribe" +
+                          (::geteuid() == 0 ? " --allow-run-as-root" : "") + " --bind-to none -x OMP_NUM_THREADS=1 " +
+                          TITAN_BINARY + " " + train_args("stall", 2, "--training.steps 100000 --comm.timeout_seconds 2") +
+                          " > " + (dir_ / "stall.log").string() + " 2>&1 & mpirun=$!; " +
+                          "for i in $(seq 600); do [ $(cat " + (run / "metrics.jsonl").string() +
+                          " 2>/dev/null | wc -l) -ge 3 ] && break; sleep 0.1; done; " +
+                          "rank=$(pgrep -n -P $mpirun); kill -STOP $rank; start=$(date +%s); wait $mpirun; code=$?; " +
+                          "echo $code $(( $(date +%s) - start )); kill -KILL $rank 2>/dev/null";
+  const testing::CommandResult r = testing::run_command(cmd);
+  const std::string out = read_text(dir_ / "stall.log");
+  int code = 0, seconds = 0;
+  ASSERT_EQ(std::sscanf(r.output.c_str(), "%d %d", &code, &seconds), 2) << r.output << out;
+  EXPECT_NE(code, 0) << out;
+  EXPECT_LT(seconds, 30) << "the job must end a few seconds after the 2 s timeout\n" << out;
+  EXPECT_NE(out.find("among world ranks 0,1 has waited"), std::string::npos) << out;
+  EXPECT_NE(out.find("past comm.timeout_seconds = 2: another rank of it stopped answering"), std::string::npos) << out;
+}
+
 TEST_F(CliParallel, ActivationCheckpointingIsBitIdenticalOnAMesh) {
   struct Case {
     std::string name, layout, mode;

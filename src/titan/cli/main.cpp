@@ -1,6 +1,5 @@
 // titan: the command-line entry point. Only this layer prints errors and exits.
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -43,12 +42,7 @@ int fail(int code, const char* kind, const char* what) {
   if (launch.world > 1) {
     const std::string line = titan::str("titan: ", kind, ": [rank ", launch.rank, " of ", launch.world, "] ", what);
     std::fprintf(stderr, "%s\n", line.c_str());
-    if (const char* dir = std::getenv("TITAN_LAUNCH_ERRORS")) {
-      if (std::FILE* f = std::fopen(titan::str(dir, "/rank", launch.rank, ".error").c_str(), "w")) {
-        std::fprintf(f, "%d\n%s\n", code, line.c_str());
-        std::fclose(f);
-      }
-    }
+    titan::parallel::record_launch_error(launch.rank, code, line);
     titan::parallel::abort_world(code);
   } else {
     std::fprintf(stderr, "titan: %s: %s\n", kind, what);

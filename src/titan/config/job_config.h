@@ -155,6 +155,15 @@ struct LoraSection {
   bool operator==(const LoraSection&) const = default;
 };
 
+// Collectives (parallel/comm.h): one that waits longer than timeout_seconds for the other ranks
+// ends the job, naming the call and its ranks (NCCL's watchdog; torchtitan's
+// comm.train_timeout_seconds). 0 waits forever.
+struct CommSection {
+  int64_t timeout_seconds = 600;
+
+  bool operator==(const CommSection&) const = default;
+};
+
 struct JobConfig {
   JobSection job;
   ModelSection model;
@@ -168,6 +177,7 @@ struct JobConfig {
   ActivationCheckpointSection activation_checkpoint;
   OverrideSection overrides;  // [override]
   LoraSection lora;
+  CommSection comm;
 
   bool operator==(const JobConfig&) const = default;
 };
@@ -321,6 +331,11 @@ void visit_fields(Config& c, V&& v) {
   v("lora.save_adapter", lora.save_adapter,
     "at the end, write a PEFT adapter folder (adapter_config.json + adapter_model.safetensors) here; relative paths "
     "are inside job.dump_folder; empty: none");
+
+  auto& comm = c.comm;
+  v("comm.timeout_seconds", comm.timeout_seconds,
+    "a collective waiting longer than this for the other ranks (one stalled, stopped or dead) ends the job, naming "
+    "the call and its ranks; 0: wait forever");
 }
 
 enum class FieldType { boolean, integer, number, string };

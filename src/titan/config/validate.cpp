@@ -209,6 +209,9 @@ void validate(const JobConfig& c, int64_t data_parallel_degree) {
 
   const LoraSection& lora = c.lora;
   if (lora.rank < 0) config_fail("lora.rank=", lora.rank, " must be >= 0 (0: no LoRA)");
+  if (c.comm.timeout_seconds < 0) {
+    config_fail("comm.timeout_seconds=", c.comm.timeout_seconds, " must be >= 0 (0: wait forever)");
+  }
   if (lora.rank > 0) {
     if (!(lora.alpha > 0.0) || !std::isfinite(lora.alpha)) config_fail("lora.alpha=", lora.alpha, " must be > 0");
     if (lora.dropout != 0.0) {

@@ -1,6 +1,7 @@
 #include "titan/parallel/comm.h"
 
 #include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -215,6 +216,15 @@ LaunchInfo launch_info() {
     return info;
   }
   return info;
+}
+
+void record_launch_error(int rank, int code, const std::string& line) {
+  const char* dir = std::getenv("TITAN_LAUNCH_ERRORS");
+  if (dir == nullptr) return;
+  if (std::FILE* f = std::fopen(str(dir, "/rank", rank, ".error").c_str(), "w")) {
+    std::fprintf(f, "%d\n%s\n", code, line.c_str());
+    std::fclose(f);
+  }
 }
 
 }  // namespace titan::parallel

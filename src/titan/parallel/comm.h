@@ -109,4 +109,15 @@ bool mpi_available();  // this build has the MPI communicator
 // collective). No-op in a single-process run.
 void abort_world(int code);
 
+// The collective watchdog of the MPI communicators (comm.timeout_seconds): a call that waits on
+// other ranks (a collective, a barrier, a send or receive) for longer than `seconds` prints the
+// call, its communicator's world ranks and the wait as this rank's error line, and ends this
+// process with exit code 1, so that mpirun takes the job down. 0 turns it off (the default). A
+// thread checks once a second; it never calls MPI (MPI_THREAD_FUNNELED).
+void set_collective_timeout(double seconds);
+
+// A rank's fatal line for titan launch, which repeats it as its own last line: written to
+// $TITAN_LAUNCH_ERRORS/rank<r>.error ("<code>\n<line>\n") when that is set; else nothing.
+void record_launch_error(int rank, int code, const std::string& line);
+
 }  // namespace titan::parallel

@@ -3,9 +3,16 @@
 // training thread calls MPI (the data loader's thread never does).
 #include <mpi.h>
 
+#include <atomic>
+#include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "titan/core/dtype.h"
 #include "titan/core/error.h"
@@ -34,6 +41,24 @@ void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
   for (int i = 0; i < *len; ++i) b[i] = f32_to_bf16(bf16_to_f32(a[i]) + bf16_to_f32(b[i]));
 }
 
+// "0,1,2": the MPI_COMM_WORLD ranks of `comm`'s members, in its rank order.
+std::string world_ranks(MPI_Comm comm, int size) {
+  MPI_Group group = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+  MPI_Comm_group(comm, &group);
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  std::vector<int> mine(static_cast<size_t>(size)), theirs(static_cast<size_t>(size));
+  for (int i = 0; i < size; ++i) mine[static_cast<size_t>(i)] = i;
+  MPI_Group_translate_ranks(group, size, mine.data(), world, theirs.data());
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
+  std::string out;
+  for (int r : theirs) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(r);
+  }
+  return out;
+}
+
 MPI_Op bf16_sum_op() {
   static MPI_Op op = [] {
     MPI_Op created = MPI_OP_NULL;
@@ -57,13 +82,88 @@ MPI_Datatype mpi_type(DType dtype) {
   return MPI_BYTE;
 }
 
+// The collective watchdog (set_collective_timeout). The training thread marks each waiting MPI
+// call (Watched); the watchdog thread reads the mark once a second and ends the process when one
+// has waited past the limit. Only the training thread calls MPI, so one mark is enough.
+class Watchdog {
+ public:
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  void set_timeout(double seconds) {
+    timeout_ns_.store(static_cast<int64_t>(seconds * 1e9));
+    if (seconds > 0 && !thread_.joinable()) thread_ = std::thread([this] { run(); });
+  }
+  void enter(const char* call, const std::string* ranks) {
+    call_ = call;
+    ranks_ = ranks;
+    since_ns_.store(now_ns());
+  }
+  void leave() { since_ns_.store(0); }
+
+ private:
+  static int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  void run() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!wake_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; })) {
+      const int64_t since = since_ns_.load(), limit = timeout_ns_.load();
+      if (since == 0 || limit <= 0 || now_ns() - since <= limit) continue;
+      const LaunchInfo me = launch_info();
+      const std::string line =
+          str("titan: error: [rank ", me.rank, " of ", me.world, "] [comm] ", call_.load(), " among world ranks ",
+              *ranks_.load(), " has waited ", (now_ns() - since) / 1000000000, " s, past comm.timeout_seconds = ",
+              limit / 1000000000, ": another rank of it stopped answering (stalled, stopped or dead). HINT: look "
+              "for the rank that did not reach this call; raise comm.timeout_seconds if a slow step is expected");
+      std::fprintf(stderr, "%s\n", line.c_str());
+      std::fflush(stderr);
+      std::fflush(stdout);
+      record_launch_error(me.rank, 1, line);
+      std::_Exit(1);  // MPI is busy on the training thread: end the process; mpirun ends the job
+    }
+  }
+
+  std::atomic<int64_t> timeout_ns_{0}, since_ns_{0};
+  std::atomic<const char*> call_{""};
+  std::atomic<const std::string*> ranks_{nullptr};
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+Watchdog& watchdog() {
+  static Watchdog w;
+  return w;
+}
+
+// A waiting MPI call, for the watchdog's whole duration of it.
+class Watched {
+ public:
+  Watched(const char* call, const std::string& ranks) { watchdog().enter(call, &ranks); }
+  ~Watched() { watchdog().leave(); }
+  Watched(const Watched&) = delete;
+  Watched& operator=(const Watched&) = delete;
+};
+
 class MpiPending final : public Pending {
  public:
   MPI_Request request = MPI_REQUEST_NULL;
+  const std::string* ranks = nullptr;
   ~MpiPending() override {
     if (request != MPI_REQUEST_NULL) MPI_Wait(&request, MPI_STATUS_IGNORE);
   }
-  void wait() override { check(MPI_Wait(&request, MPI_STATUS_IGNORE), "MPI_Wait"); }
+  void wait() override {
+    const Watched w("MPI_Iallgather (wait)", *ranks);
+    check(MPI_Wait(&request, MPI_STATUS_IGNORE), "MPI_Wait");
+  }
 };
 
 class MpiComm final : public Comm {
@@ -75,6 +175,7 @@ class MpiComm final : public Comm {
     int found = 0;
     MPI_Comm_get_attr(comm_, MPI_TAG_UB, &tag_ub, &found);
     if (found) tag_ub_ = *static_cast<int*>(tag_ub);
+    ranks_ = world_ranks(comm_, size_);
   }
   ~MpiComm() override {
     int finalized = 0;
@@ -91,28 +192,37 @@ class MpiComm final : public Comm {
   void all_reduce_max(double* data, int64_t n) override { reduce(data, n, MPI_DOUBLE, MPI_MAX); }
   void all_gather(const float* in, float* out, int64_t n) override {
     const int c = count(n, "all_gather");
+    const Watched w("MPI_Allgather", ranks_);
     check(MPI_Allgather(in, c, MPI_FLOAT, out, c, MPI_FLOAT, comm_), "MPI_Allgather");
   }
   std::unique_ptr<Pending> start_all_gather(const float* in, float* out, int64_t n) override {
     const int c = count(n, "all_gather");
     auto p = std::make_unique<MpiPending>();
+    p->ranks = &ranks_;
     check(MPI_Iallgather(in, c, MPI_FLOAT, out, c, MPI_FLOAT, comm_, &p->request), "MPI_Iallgather");
     return p;
   }
   void reduce_scatter_sum(const float* in, float* out, int64_t n) override {
     const int c = count(n, "reduce_scatter");
+    const Watched w("MPI_Reduce_scatter_block", ranks_);
     check(MPI_Reduce_scatter_block(in, out, c, MPI_FLOAT, MPI_SUM, comm_), "MPI_Reduce_scatter_block");
   }
   void reduce_scatter_sum(const uint16_t* in, uint16_t* out, int64_t n) override {
     const int c = count(n, "reduce_scatter");
+    const Watched w("MPI_Reduce_scatter_block", ranks_);
     check(MPI_Reduce_scatter_block(in, out, c, MPI_UINT16_T, bf16_sum_op(), comm_), "MPI_Reduce_scatter_block");
   }
   void broadcast(void* data, int64_t bytes, int root) override {
+    const Watched w("MPI_Bcast", ranks_);
     check(MPI_Bcast(data, count(bytes, "broadcast"), MPI_BYTE, root, comm_), "MPI_Bcast");
   }
-  void barrier() override { check(MPI_Barrier(comm_), "MPI_Barrier"); }
+  void barrier() override {
+    const Watched w("MPI_Barrier", ranks_);
+    check(MPI_Barrier(comm_), "MPI_Barrier");
+  }
   std::unique_ptr<Comm> split(int color, int key) override {
     MPI_Comm sub = MPI_COMM_NULL;
+    const Watched w("MPI_Comm_split", ranks_);
     check(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split");
     return std::make_unique<MpiComm>(sub, true);
   }
@@ -121,6 +231,7 @@ class MpiComm final : public Comm {
     check_point_to_point("send", t, dst, tag);
     check_tag("send", " to rank ", dst, tag);
     const int c = count(t.numel(), "send");
+    const Watched w("MPI_Send", ranks_);
     check(MPI_Send(t.raw_data(), c, mpi_type(t.dtype()), dst, tag, comm_), "MPI_Send");
   }
 
@@ -133,6 +244,7 @@ class MpiComm final : public Comm {
     const int c = count(t.numel(), "recv");
     const MPI_Datatype type = mpi_type(t.dtype());
     MPI_Status status;
+    const Watched w("MPI_Probe / MPI_Recv", ranks_);
     check(MPI_Probe(src, tag, comm_, &status), "MPI_Probe");
     int got = 0, bytes = 0;
     check(MPI_Get_count(&status, type, &got), "MPI_Get_count");
@@ -152,6 +264,7 @@ class MpiComm final : public Comm {
  private:
   void reduce(void* data, int64_t n, MPI_Datatype type, MPI_Op op) {
     if (n == 0) return;
+    const Watched w("MPI_Allreduce", ranks_);
     check(MPI_Allreduce(MPI_IN_PLACE, data, count(n, "all_reduce"), type, op, comm_), "MPI_Allreduce");
   }
   void check_tag(const char* call, const char* dir, int peer, int tag) const {
@@ -163,6 +276,7 @@ class MpiComm final : public Comm {
   int rank_ = 0;
   int size_ = 1;
   int tag_ub_ = 32767;  // the least MPI_TAG_UB the standard allows
+  std::string ranks_;   // "0,1": this communicator's ranks in MPI_COMM_WORLD, for the watchdog
 };
 
 // MPI_Finalize at exit, after every communicator is gone.
@@ -201,6 +315,8 @@ Comm& world_comm() {
   s.world = std::make_unique<MpiComm>(MPI_COMM_WORLD, false);
   return *s.world;
 }
+
+void set_collective_timeout(double seconds) { watchdog().set_timeout(seconds); }
 
 void abort_world(int code) {
   int initialized = 0, finalized = 0;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "titan/config/config_error.h"
+#include "titan/parallel/comm.h"
 #include "titan/train/planner.h"
 
 namespace titan::train {
@@ -86,9 +87,7 @@ double available_memory_per_rank() {
   const double used = read_bytes_file("/sys/fs/cgroup/memory.current");
   if (limit > 0 && used >= 0) available = available < 0 ? limit - used : std::min(available, limit - used);
   if (available < 0) return -1.0;  // unknown: the check is skipped
-  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  const int ranks = local ? std::max(1, std::atoi(local)) : 1;
-  return available / ranks;
+  return available / std::max(1, parallel::launch_info().local_world);
 }
 
 void check_memory_floor(const MemoryFloor& floor, double available, const std::string& model_label) {

@@ -41,7 +41,7 @@ struct MemoryFloor {
 MemoryFloor memory_floor(const MemoryFloorInput& in);
 
 // Bytes this process may still use: /proc/meminfo's MemAvailable, or less where a cgroup limit
-// says so, shared by the ranks on this node (Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE).
+// says so, shared by the ranks on this node (parallel::launch_info().local_world).
 double available_memory_per_rank();
 
 // Throws config::ConfigError when `floor` exceeds `available`: the figures, and a hint naming

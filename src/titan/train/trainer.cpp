@@ -100,6 +100,7 @@ static auto as_config_error(F&& f) {
 // The job's ranks and their mesh first: every later check knows the data-parallel degree.
 void Trainer::setup_mesh() {
   world_ = &parallel::world_comm();
+  parallel::set_collective_timeout(static_cast<double>(c_.comm.timeout_seconds));
   const config::ParallelismSection& ps = c_.parallelism;
   const parallel::MeshDegrees degrees = as_config_error([&] {
     return parallel::resolve_mesh(

@@ -116,7 +116,8 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
   [[maybe_unused]] const auto& [a1, a2] = c.activation_checkpoint;
   [[maybe_unused]] const auto& [ov1] = c.overrides;
   [[maybe_unused]] const auto& [r1, r2, r3, r4, r5] = c.lora;
-  [[maybe_unused]] const auto& [s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12] = c;
+  [[maybe_unused]] const auto& [c1] = c.comm;
+  [[maybe_unused]] const auto& [s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13] = c;
   EXPECT_EQ(count_in_section("job"), 3u);
   EXPECT_EQ(count_in_section("model"), 8u);
   EXPECT_EQ(count_in_section("training"), 15u);
@@ -129,7 +130,8 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
   EXPECT_EQ(count_in_section("activation_checkpoint"), 2u);
   EXPECT_EQ(count_in_section("override"), 1u);
   EXPECT_EQ(count_in_section("lora"), 5u);
-  EXPECT_EQ(job_config_fields().size(), 73u);
+  EXPECT_EQ(count_in_section("comm"), 1u);
+  EXPECT_EQ(job_config_fields().size(), 74u);
 
   // Every field reaches a distinct member: setting all of them changes every section.
   const JobConfig changed = all_non_default();
@@ -137,6 +139,7 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
   EXPECT_NE(changed.parallelism, c.parallelism);
   EXPECT_NE(changed.overrides, c.overrides);
   EXPECT_NE(changed.lora, c.lora);
+  EXPECT_NE(changed.comm, c.comm);
   for (const Field& f : job_config_fields()) {
     EXPECT_NE(get_field(changed, f.path), f.default_value) << f.path;
   }
@@ -151,10 +154,10 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
 TEST(JobConfigFields, SectionOrderAndTypes) {
   const auto& fields = job_config_fields();
   EXPECT_EQ(fields.front().path, "job.dump_folder");
-  EXPECT_EQ(fields.back().path, "lora.save_adapter");
+  EXPECT_EQ(fields.back().path, "comm.timeout_seconds");
   const std::vector<std::string> order = {"job", "model", "training", "optimizer", "lr_scheduler", "metrics",
                                           "validation", "checkpoint", "parallelism", "activation_checkpoint", "override",
-                                          "lora"};
+                                          "lora", "comm"};
   std::vector<std::string> seen;
   for (const Field& f : fields) {
     const std::string section = f.path.substr(0, f.path.find('.'));
