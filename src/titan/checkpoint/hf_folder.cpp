@@ -4,6 +4,7 @@
 
 #include "titan/checkpoint/json_file.h"
 #include "titan/core/error.h"
+#include "titan/core/path_check.h"
 
 namespace titan::ckpt {
 namespace {
@@ -38,6 +39,11 @@ HfWeights HfWeights::open(const std::string& dir) {
     w.shards_.push_back(SafetensorsFile::open(single));
     for (const auto& t : w.shards_[0].tensors()) w.shard_of_[t.name] = 0;
     return w;
+  }
+  for (const std::string& f : {single, index}) {  // a link loop or a dangling link is not "no weights"
+    const std::string problem = path_problem(f);
+    TITAN_CHECK(problem.empty() || problem == "does not exist", "[hf_folder] ", f, " ", problem,
+                ". HINT: point it at the real file");
   }
   TITAN_CHECK(fs::exists(index, ec), "[hf_folder] ", dir, ": no weights: neither ", kSingleFile,
               " nor ", kIndexFile, " exists. HINT: download the *.safetensors files too");

@@ -13,6 +13,7 @@
 
 #include "titan/config/registry.h"
 #include "titan/config/value_text.h"
+#include "titan/core/path_check.h"
 
 namespace titan::config {
 
@@ -252,8 +253,8 @@ ResolveResult resolve_config(const std::vector<std::string>& args) {
 
 void apply_toml_file(JobConfig& config, const std::string& path) {
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) {
-    config_fail("job.config_file: '", path, "' does not exist; pass a TOML file (--print-config writes one)");
+  if (const std::string problem = path_problem(path); !problem.empty()) {
+    config_fail("job.config_file: '", path, "' ", problem, "; pass a TOML file (--print-config writes one)");
   }
   if (std::filesystem::is_directory(path, ec)) {
     config_fail("job.config_file: '", path, "' is a folder; pass a TOML file (--print-config writes one)");

@@ -6,6 +6,7 @@
 
 #include "titan/core/error.h"
 #include "titan/core/log.h"
+#include "titan/core/path_check.h"
 #include "titan/data/chat_template.h"
 #include "titan/data/line_reader.h"
 
@@ -63,9 +64,9 @@ bool valid_utf8(const std::string& bytes, size_t* bad_at) {
 DocumentSource::DocumentSource(DatasetConfig config) : config_(std::move(config)) {
   const std::string& path = config_.path;
   std::error_code ec;
-  TITAN_CHECK(!path.empty() && fs::exists(path, ec), "[data] ", path.empty() ? "(empty path)" : path,
-              ": no such file or folder. HINT: set the dataset path to a .jsonl/.json/.txt file or a "
-              "folder of them.");
+  const std::string problem = path.empty() ? "is empty" : path_problem(path);
+  TITAN_CHECK(problem.empty(), "[data] dataset path '", path, "' ", problem,
+              ". HINT: set the dataset path to a .jsonl/.json/.txt file or a folder of them.");
   if (fs::is_directory(path, ec)) {
     for (const auto& entry : fs::directory_iterator(path)) {
       if (entry.is_regular_file() && format_of(entry.path().filename().string()) >= 0) {

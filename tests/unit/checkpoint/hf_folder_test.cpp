@@ -80,6 +80,10 @@ TEST(HfWeights, MissingFolderOrWeights) {
   EXPECT_TRUE(throws_error([&] { HfWeights::open(dir.file("nope")); }, {dir.file("nope"), "not a directory"}));
   EXPECT_TRUE(throws_error([&] { HfWeights::open(dir.path()); },
                            {dir.path(), "model.safetensors nor model.safetensors.index.json"}));
+  // A link loop where the weights should be says so, not "no weights".
+  std::filesystem::create_symlink("model.safetensors.loop", dir.file("model.safetensors"));
+  std::filesystem::create_symlink("model.safetensors", dir.file("model.safetensors.loop"));
+  EXPECT_TRUE(throws_error([&] { HfWeights::open(dir.path()); }, {"model.safetensors is a symbolic link loop"}));
 }
 
 // Index and shard problems. Each case builds a folder, then open() must fail naming these parts.

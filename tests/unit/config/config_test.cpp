@@ -343,6 +343,14 @@ TEST(Toml, ErrorsNameFileLineAndFix) {
   const std::string missing = "/nonexistent/titan/job.toml";
   m = config_error_of([&] { apply_toml_file(c, missing); });
   EXPECT_NE(m.find("'" + missing + "' does not exist"), std::string::npos) << m;
+  TempDir dir;
+  const std::string a = dir.write("a.toml", ""), b = dir.write("b.toml", "");
+  fs::remove(a);
+  fs::remove(b);
+  fs::create_symlink("b.toml", a);
+  fs::create_symlink("a.toml", b);
+  m = config_error_of([&] { apply_toml_file(c, a); });
+  EXPECT_NE(m.find("a.toml' is a symbolic link loop"), std::string::npos) << m;
 }
 
 TEST(Toml, FileRoundTrip) {

@@ -181,7 +181,15 @@ TEST(Dataset, DocumentsPastTheLimitAreRefused) {
 
 TEST(Dataset, MissingPathAndEmptyFolder) {
   TempDir dir;
-  EXPECT_NE(read_error(DatasetConfig{dir.file("nope.jsonl")}).find("nope.jsonl: no such file"),
+  EXPECT_NE(read_error(DatasetConfig{dir.file("nope.jsonl")}).find("nope.jsonl' does not exist"),
+            std::string::npos);
+  // A symbolic link loop and a dangling link say so (not "does not exist").
+  std::filesystem::create_symlink("loop_b.jsonl", dir.file("loop_a.jsonl"));
+  std::filesystem::create_symlink("loop_a.jsonl", dir.file("loop_b.jsonl"));
+  std::filesystem::create_symlink("gone.jsonl", dir.file("dangling.jsonl"));
+  EXPECT_NE(read_error(DatasetConfig{dir.file("loop_a.jsonl")}).find("loop_a.jsonl' is a symbolic link loop"),
+            std::string::npos);
+  EXPECT_NE(read_error(DatasetConfig{dir.file("dangling.jsonl")}).find("is a symbolic link to a missing target"),
             std::string::npos);
   std::filesystem::create_directories(dir.file("empty"));
   write_file(dir.file("empty/readme.md"), "x");
