@@ -16,20 +16,30 @@ namespace titan::data {
 using nlohmann::json;
 
 std::string LoaderState::to_json() const {
-  std::string mask_text(carry_mask.size(), '1');
-  for (size_t k = 0; k < carry_mask.size(); ++k) mask_text[k] = carry_mask[k] ? '1' : '0';
   json j = {{"epoch", epoch},
             {"file_index", position.file_index},
             {"byte_offset", position.byte_offset},
             {"line", position.line},
             {"doc_index", doc_index},
             {"documents_seen", documents_seen},
-            {"carry", carry},
-            {"carry_mask", mask_text},
+            {"carry_tokens", carry_tokens},
             {"rank", rank},
             {"world", world},
             {"dataset", dataset},
             {"geometry", geometry}};
+  if (replay_from) {
+    const StreamCursor& r = *replay_from;
+    j["replay"] = {{"file_index", r.position.file_index}, {"byte_offset", r.position.byte_offset},
+                   {"line", r.position.line},           {"epoch", r.epoch},
+                   {"doc_index", r.doc_index},          {"documents_seen", r.documents_seen},
+                   {"skip", replay_skip}};
+  }
+  if (!carry.empty()) {  // tokens of an old-format state, still carried
+    std::string mask_text(carry_mask.size(), '1');
+    for (size_t k = 0; k < carry_mask.size(); ++k) mask_text[k] = carry_mask[k] ? '1' : '0';
+    j["carry"] = carry;
+    j["carry_mask"] = mask_text;
+  }
   return j.dump();
 }
 
@@ -50,13 +60,33 @@ LoaderState LoaderState::from_json(std::string_view text) {
   s.documents_seen = integer("documents_seen");
   s.rank = static_cast<int>(integer("rank"));
   s.world = static_cast<int>(integer("world"));
-  auto carry = j.find("carry");
-  TITAN_CHECK(carry != j.end() && carry->is_array(), "[data] loader state: field \"carry\" is missing "
-              "or not an array. HINT: pass what LoaderState::to_json wrote.");
-  for (const auto& id : *carry) {
-    TITAN_CHECK(id.is_number_integer(), "[data] loader state: \"carry\" holds a non-integer");
-    s.carry.push_back(id.get<int32_t>());
+  auto replay = j.find("replay");
+  if (replay != j.end()) {
+    TITAN_CHECK(replay->is_object(), "[data] loader state: field \"replay\" is not an object. HINT: pass what "
+                "LoaderState::to_json wrote.");
+    auto field = [&](const char* name) -> int64_t {
+      auto it = replay->find(name);
+      TITAN_CHECK(it != replay->end() && it->is_number_integer() && it->get<int64_t>() >= 0, "[data] loader state: "
+                  "\"replay\" field \"", name, "\" is missing or not a non-negative integer. HINT: pass what "
+                  "LoaderState::to_json wrote.");
+      return it->get<int64_t>();
+    };
+    s.replay_from = StreamCursor{SourcePosition{field("file_index"), field("byte_offset"), field("line")},
+                                 field("epoch"), field("doc_index"), field("documents_seen")};
+    s.replay_skip = field("skip");
   }
+  auto carry = j.find("carry");
+  TITAN_CHECK(carry != j.end() || replay != j.end() || j.contains("carry_tokens"), "[data] loader state: neither "
+              "\"replay\" nor \"carry\" is there. HINT: pass what LoaderState::to_json wrote.");
+  if (carry != j.end()) {
+    TITAN_CHECK(carry->is_array(), "[data] loader state: field \"carry\" is not an array. HINT: pass what "
+                "LoaderState::to_json wrote.");
+    for (const auto& id : *carry) {
+      TITAN_CHECK(id.is_number_integer(), "[data] loader state: \"carry\" holds a non-integer");
+      s.carry.push_back(id.get<int32_t>());
+    }
+  }
+  s.carry_tokens = j.contains("carry_tokens") ? integer("carry_tokens") : static_cast<int64_t>(s.carry.size());
   for (auto [field, target] : {std::pair<const char*, std::string*>{"dataset", &s.dataset}, {"geometry", &s.geometry}}) {
     auto it = j.find(field);  // absent in states written before the check: not checked
     if (it == j.end()) continue;
@@ -113,6 +143,40 @@ std::string dataset_identity(const std::vector<std::string>& files, const std::s
              " bytes, ", format, ", head crc ", hex);
 }
 
+Loader::Step Loader::advance(bool quiet) {
+  const StreamCursor before = cursor();
+  std::optional<std::string> doc = source_.next();
+  if (!doc) {
+    if (!config_.infinite) return Step::end;
+    // Each document adds at least its eot, so an epoch that gives this rank one document ends
+    // any fill; one that gives it none would spin forever.
+    TITAN_CHECK(doc_index_ > config_.rank, "[data] ", config_.dataset.path, ": an epoch holds ",
+                doc_index_, " documents, none for rank ", config_.rank, " of ", config_.world,
+                ". HINT: use more data or fewer data-parallel ranks.");
+    ++epoch_;
+    doc_index_ = 0;
+    source_.rewind();
+    if (!quiet) log_info(str("[data] epoch ", epoch_ + 1));
+    return Step::new_epoch;
+  }
+  const int64_t index = doc_index_++;
+  if (index % config_.world != config_.rank) return Step::skipped;
+  const size_t carried = carry_.size();
+  if (config_.chat) {
+    append_chat(*doc);
+  } else {
+    if (config_.bos_id) carry_.push_back(*config_.bos_id);
+    const std::vector<int32_t> ids = tokenizer_->encode(*doc);
+    carry_.insert(carry_.end(), ids.begin(), ids.end());
+    carry_mask_.resize(carry_.size(), 1);
+  }
+  carry_.push_back(config_.eot_id);
+  carry_mask_.push_back(config_.chat && config_.mask_non_assistant ? 0 : 1);
+  ++documents_seen_;
+  carried_docs_.push_back({before, static_cast<int64_t>(carry_.size() - carried)});
+  return Step::document;
+}
+
 bool Loader::fill(size_t want) {
   // Epochs started inside this call, and the carry's size at the first: a batch larger than an
   // epoch repeats the dataset, which overfitting a few lines may want; thousands of repeats a batch
@@ -121,50 +185,36 @@ bool Loader::fill(size_t want) {
   int wraps = 0;
   size_t at_first_wrap = 0;
   while (carry_.size() < want) {
-    std::optional<std::string> doc = source_.next();
-    if (!doc) {
-      if (!config_.infinite) return false;
-      // Each document adds at least its eot, so an epoch that gives this rank one document ends
-      // the loop; one that gives it none would spin forever.
-      TITAN_CHECK(doc_index_ > config_.rank, "[data] ", config_.dataset.path, ": an epoch holds ",
-                  doc_index_, " documents, none for rank ", config_.rank, " of ", config_.world,
-                  ". HINT: use more data or fewer data-parallel ranks.");
-      if (++wraps == 1) {
-        at_first_wrap = carry_.size();
-      } else {
-        const size_t per_epoch = (carry_.size() - at_first_wrap) / static_cast<size_t>(wraps - 1);
-        if (wraps == 2 && !warned_small_epoch_) {
-          warned_small_epoch_ = true;
-          log_warn(str("[data] ", config_.dataset.path, ": an epoch gives this rank ", per_epoch,
-                       " tokens, fewer than one batch (", want, "): every batch repeats the dataset"));
-        }
-        TITAN_CHECK(wraps <= kMaxEpochsPerBatch, "[data] ", config_.dataset.path, ": an epoch gives this rank ",
-                    per_epoch, " tokens and one batch needs ", want, " (", config_.batch_size, " x ",
-                    config_.seq_len + 1, "): more than ", kMaxEpochsPerBatch,
-                    " passes over the dataset per batch. HINT: lower training.local_batch_size or "
-                    "training.seq_len, or use more data");
-      }
-      ++epoch_;
-      doc_index_ = 0;
-      source_.rewind();
-      log_info(str("[data] epoch ", epoch_ + 1));
+    const Step step = advance();
+    if (step == Step::end) return false;
+    if (step != Step::new_epoch) continue;
+    if (++wraps == 1) {
+      at_first_wrap = carry_.size();
       continue;
     }
-    const int64_t index = doc_index_++;
-    if (index % config_.world != config_.rank) continue;
-    if (config_.chat) {
-      append_chat(*doc);
-    } else {
-      if (config_.bos_id) carry_.push_back(*config_.bos_id);
-      const std::vector<int32_t> ids = tokenizer_->encode(*doc);
-      carry_.insert(carry_.end(), ids.begin(), ids.end());
-      carry_mask_.resize(carry_.size(), 1);
+    const size_t per_epoch = (carry_.size() - at_first_wrap) / static_cast<size_t>(wraps - 1);
+    if (wraps == 2 && !warned_small_epoch_) {
+      warned_small_epoch_ = true;
+      log_warn(str("[data] ", config_.dataset.path, ": an epoch gives this rank ", per_epoch,
+                   " tokens, fewer than one batch (", want, "): every batch repeats the dataset"));
     }
-    carry_.push_back(config_.eot_id);
-    carry_mask_.push_back(config_.chat && config_.mask_non_assistant ? 0 : 1);
-    ++documents_seen_;
+    TITAN_CHECK(wraps <= kMaxEpochsPerBatch, "[data] ", config_.dataset.path, ": an epoch gives this rank ",
+                per_epoch, " tokens and one batch needs ", want, " (", config_.batch_size, " x ",
+                config_.seq_len + 1, "): more than ", kMaxEpochsPerBatch,
+                " passes over the dataset per batch. HINT: lower training.local_batch_size or "
+                "training.seq_len, or use more data");
   }
   return true;
+}
+
+void Loader::drop_front(size_t n) {
+  carry_.erase(carry_.begin(), carry_.begin() + static_cast<std::ptrdiff_t>(n));
+  carry_mask_.erase(carry_mask_.begin(), carry_mask_.begin() + static_cast<std::ptrdiff_t>(n));
+  head_skip_ += static_cast<int64_t>(n);
+  while (!carried_docs_.empty() && head_skip_ >= carried_docs_.front().tokens) {
+    head_skip_ -= carried_docs_.front().tokens;
+    carried_docs_.pop_front();
+  }
 }
 
 void Loader::append_chat(const std::string& messages_json) {
@@ -205,16 +255,31 @@ std::optional<Batch> Loader::next() {
       positions[b * T + t] = pos;
     }
   }
-  carry_.erase(carry_.begin(), carry_.begin() + static_cast<std::ptrdiff_t>(want));
-  carry_mask_.erase(carry_mask_.begin(), carry_mask_.begin() + static_cast<std::ptrdiff_t>(want));
+  drop_front(want);
   tokens_emitted_ += B * T;
   seconds_in_next_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return batch;
 }
 
 LoaderState Loader::state() const {
-  return LoaderState{epoch_,  source_.position(), doc_index_, documents_seen_, carry_, carry_mask_,
-                     config_.rank, config_.world, identity_, geometry()};
+  LoaderState s;
+  s.epoch = epoch_;
+  s.position = source_.position();
+  s.doc_index = doc_index_;
+  s.documents_seen = documents_seen_;
+  s.carry_tokens = static_cast<int64_t>(carry_.size());
+  if (!carried_docs_.empty() && carried_docs_.front().start) {
+    s.replay_from = carried_docs_.front().start;
+    s.replay_skip = head_skip_;
+  } else if (!carried_docs_.empty()) {  // an old-format state's tokens are still carried: keep the format
+    s.carry = carry_;
+    s.carry_mask = carry_mask_;
+  }
+  s.rank = config_.rank;
+  s.world = config_.world;
+  s.dataset = identity_;
+  s.geometry = geometry();
+  return s;
 }
 
 std::string Loader::geometry() const { return str("batch ", config_.batch_size, " x ", config_.seq_len); }
@@ -233,14 +298,47 @@ void Loader::restore(const LoaderState& state) {
     log_warn(str("[data] the batch geometry changed since the checkpoint (", state.geometry, " -> ", geometry(),
                  "): the data continues where it stopped, but the batches differ from an uninterrupted run"));
   }
+  carry_.clear();
+  carry_mask_.clear();
+  carried_docs_.clear();
+  head_skip_ = 0;
+  if (state.replay_from) {
+    replay(state);
+  } else {
+    TITAN_CHECK(state.carry_mask.size() == state.carry.size(), "[data] loader state: ", state.carry_mask.size(),
+                " mask bits for ", state.carry.size(), " carried tokens. HINT: pass what LoaderState::to_json wrote.");
+    carry_ = state.carry;
+    carry_mask_ = state.carry_mask;
+    if (!carry_.empty()) carried_docs_.push_back({std::nullopt, static_cast<int64_t>(carry_.size())});
+  }
   source_.seek(state.position);
   epoch_ = state.epoch;
   doc_index_ = state.doc_index;
   documents_seen_ = state.documents_seen;
-  TITAN_CHECK(state.carry_mask.size() == state.carry.size(), "[data] loader state: ", state.carry_mask.size(),
-              " mask bits for ", state.carry.size(), " carried tokens. HINT: pass what LoaderState::to_json wrote.");
-  carry_ = state.carry;
-  carry_mask_ = state.carry_mask;
+}
+
+// Reads from the replay cursor to the saved one, tokenizing this rank's documents as the original
+// did, then drops the tokens it had emitted: carry_ is then the original's, token for token.
+void Loader::replay(const LoaderState& state) {
+  const StreamCursor& from = *state.replay_from;
+  const StreamCursor to{state.position, state.epoch, state.doc_index, state.documents_seen};
+  source_.seek(from.position);
+  epoch_ = from.epoch;
+  doc_index_ = from.doc_index;
+  documents_seen_ = from.documents_seen;
+  const char* hint = ". HINT: the dataset changed since the checkpoint; restore the files it was saved with";
+  while (!(cursor() == to)) {
+    TITAN_CHECK(epoch_ <= to.epoch, "[data] loader state: re-reading ", config_.dataset.path, " from epoch ",
+                from.epoch + 1, " did not reach the saved position (file ", to.position.file_index, ", byte ",
+                to.position.byte_offset, ", epoch ", to.epoch + 1, ")", hint);
+    TITAN_CHECK(advance(/*quiet=*/true) != Step::end, "[data] loader state: ", config_.dataset.path,
+                " ended before the saved position", hint);
+  }
+  const int64_t rebuilt = static_cast<int64_t>(carry_.size()) - state.replay_skip;
+  TITAN_CHECK(rebuilt == state.carry_tokens && documents_seen_ == to.documents_seen, "[data] loader state: re-reading ",
+              config_.dataset.path, " gave ", rebuilt, " carried tokens, the checkpoint had ", state.carry_tokens, hint);
+  head_skip_ = 0;
+  drop_front(static_cast<size_t>(state.replay_skip));
 }
 
 double Loader::tokens_per_second() const {

@@ -21,14 +21,19 @@
 // w takes those with index % w == r. Every rank reads every document (cheap next to tokenizing) but
 // tokenizes only its own: disjoint, covering, and independent of timing.
 //
-// Resume: state() is a small cursor (source position, carried tokens, epoch, counters); a loader
-// restored from it yields exactly the batches the original would have yielded next. When the data
+// Resume: state() is a small cursor of fixed size (source position, epoch, counters, and where the
+// carried tokens came from); a loader restored from it yields exactly the batches the original
+// would have yielded next. The carried tokens are not stored: restore() re-reads from the start of
+// the document the first of them came from (the replay cursor) up to the saved position and drops
+// the tokens already emitted, so a checkpoint stays small whatever a document's size (tokenization
+// is deterministic; states written before hold the tokens themselves, and still restore). When the data
 // runs out, the next epoch starts from the first file (log "epoch N"), or, with infinite = false,
 // next() returns nullopt. Tokenization runs on the calling thread; PrefetchLoader
 // (prefetch_loader.h) runs it on a background thread, batches ahead, with the same stream and cursor.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -63,13 +68,34 @@ struct Batch {
   Tensor positions_BT;
 };
 
+// A point of the document stream: where the next document starts and the counters there.
+struct StreamCursor {
+  SourcePosition position;
+  int64_t epoch = 0;           // 0-based; the log names epoch + 1
+  int64_t doc_index = 0;       // global index (all ranks) of the next document within the epoch
+  int64_t documents_seen = 0;  // documents this rank has tokenized, all epochs
+
+  bool operator==(const StreamCursor& o) const {
+    return position.file_index == o.position.file_index && position.byte_offset == o.position.byte_offset &&
+           position.line == o.position.line && epoch == o.epoch && doc_index == o.doc_index;
+  }
+};
+
 struct LoaderState {
   int64_t epoch = 0;           // 0-based; the log names epoch + 1
   SourcePosition position;     // where the next document starts
   int64_t doc_index = 0;       // global index (all ranks) of that document within the epoch
   int64_t documents_seen = 0;  // documents this rank has tokenized, all epochs
-  std::vector<int32_t> carry;  // tokens packed but not yet emitted
-  std::vector<uint8_t> carry_mask;  // one bit per carried token: 1 = a counted label (JSON "0101..."; absent = all 1)
+  // The carried tokens (packed, not yet emitted): carry_tokens of them, rebuilt on restore by
+  // reading from replay_from (the stream before the first one's document) up to the cursor above
+  // and dropping the first replay_skip tokens. No replay_from: nothing carried.
+  std::optional<StreamCursor> replay_from;
+  int64_t replay_skip = 0;
+  int64_t carry_tokens = 0;
+  // States written before the replay cursor: the carried tokens themselves, and their label bits
+  // (JSON "0101..."; absent = all 1). Read, and written only while such tokens are still carried.
+  std::vector<int32_t> carry;
+  std::vector<uint8_t> carry_mask;
   int rank = 0;                // checked on restore: a cursor belongs to one shard
   int world = 1;
   // What the cursor points into, checked on restore ("" in states written before: not checked):
@@ -101,7 +127,14 @@ class Loader {
   int64_t num_bad_lines() const { return source_.num_bad_lines(); }
 
  private:
+  // One step of the stream: the next document of this rank appended to carry_, another rank's
+  // document passed over, a new epoch started, or the end of a finite pass.
+  enum class Step { document, skipped, new_epoch, end };
+  Step advance(bool quiet = false);
   bool fill(size_t want);  // tokenizes documents until carry_ holds `want` tokens; false at end
+  StreamCursor cursor() const { return {source_.position(), epoch_, doc_index_, documents_seen_}; }
+  void drop_front(size_t n);  // n emitted tokens off carry_, carry_mask_ and carried_docs_
+  void replay(const LoaderState& state);  // rebuilds carry_ from state.replay_from
   std::string geometry() const;  // LoaderState::geometry of this loader
   void append_chat(const std::string& messages_json);  // encode_chat into carry_ / carry_mask_
 
@@ -114,6 +147,15 @@ class Loader {
   bool warned_small_epoch_ = false;  // "every batch repeats the dataset", said once
   std::vector<int32_t> carry_;
   std::vector<uint8_t> carry_mask_;  // same size as carry_
+  // The documents carry_ holds tokens of, in order: where each started and how many tokens it
+  // put in; the first has had head_skip_ of them emitted already. A state restored with its
+  // tokens (the old format) holds them as one entry with no start.
+  struct CarriedDocument {
+    std::optional<StreamCursor> start;
+    int64_t tokens = 0;
+  };
+  std::deque<CarriedDocument> carried_docs_;
+  int64_t head_skip_ = 0;
   std::string identity_;             // LoaderState::dataset of this loader's files
   int64_t tokens_emitted_ = 0;
   double seconds_in_next_ = 0.0;

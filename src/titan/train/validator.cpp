@@ -28,7 +28,7 @@ Validator::Validator(data::LoaderConfig global, const data::Tokenizer& tokenizer
 int64_t Validator::check_set() const {
   data::Loader loader(global_, *tokenizer_);
   if (loader.next()) return global_.batch_size * global_.seq_len;
-  const auto held = static_cast<int64_t>(loader.state().carry.size());
+  const int64_t held = loader.state().carry_tokens;
   const int64_t want = global_.batch_size * (global_.seq_len + 1);
   TITAN_FAIL("[validation] validation.dataset_path ", global_.dataset.path, " holds ", held,
              " tokens, fewer than one validation batch of ", global_.batch_size, " rows x ", global_.seq_len + 1,

@@ -116,7 +116,7 @@ TEST(ChatLoader, StateCarriesTheMaskAndResumesIdentically) {
     Loader original(c, qwen3());
     for (int i = 0; i < k; ++i) ASSERT_TRUE(original.next());
     const LoaderState s = original.state();
-    ASSERT_EQ(s.carry_mask.size(), s.carry.size());
+    ASSERT_TRUE(s.carry.empty() && s.carry_mask.empty()) << "the mask is rebuilt with the tokens";
     const std::string saved = s.to_json();
     Loader resumed(c, qwen3());
     resumed.restore(LoaderState::from_json(saved));

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -198,7 +200,10 @@ TEST(Loader, ResumeYieldsTheSameBatches) {
   original.next();
   const LoaderState s = original.state();
   EXPECT_GT(s.position.byte_offset, 0);  // saved mid-file
-  EXPECT_FALSE(s.carry.empty());
+  EXPECT_GT(s.carry_tokens, 0);
+  ASSERT_TRUE(s.replay_from.has_value());  // the carried tokens are re-read, not stored
+  EXPECT_TRUE(s.carry.empty());
+  EXPECT_EQ(s.to_json().find("\"carry\""), std::string::npos);
   LoaderConfig other = jsonl_c;
   other.world = 2;
   Loader wrong(other, qwen3());
@@ -233,6 +238,52 @@ TEST(Loader, ADatasetChangedUnderACheckpointStartsFromItsBeginning) {
   EXPECT_NE(resumed.state().dataset, s.dataset);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(values(resumed.next()->inputs_BT), values(fresh.next()->inputs_BT)) << i;
   set_log_level(LogLevel::info);
+}
+
+// A document far longer than a batch (a 1.1 MB .txt file): the state stays a few hundred bytes
+// while ~250k tokens are carried (they are re-read on restore), and the resumed loader gives the
+// original's batches.
+TEST(Loader, LongDocumentsKeepTheStateSmall) {
+  TempDir dir;
+  std::ifstream in(titan::testing::source_path("../shared/assets/text/tinyshakespeare.txt"), std::ios::binary);
+  write_file(dir.file("big.txt"), std::string(std::istreambuf_iterator<char>(in), {}));
+  const LoaderConfig c = config_for(dir.file("big.txt"), 2, 64);
+  Loader original(c, qwen3());
+  original.next();
+  original.next();
+  const LoaderState s = original.state();
+  EXPECT_GT(s.carry_tokens, 200000);
+  EXPECT_LT(s.to_json().size(), 1000u) << s.to_json();
+  Loader resumed(c, qwen3());
+  resumed.restore(LoaderState::from_json(s.to_json()));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(values(resumed.next()->inputs_BT), values(original.next()->inputs_BT)) << i;
+  EXPECT_EQ(resumed.state().to_json(), original.state().to_json());
+}
+
+// A state in the old format (the carried tokens written out, no replay cursor) restores: its
+// tokens come first, then the stream from its position; it keeps that format while any of them
+// is still carried, and the replay cursor once they are gone.
+TEST(Loader, OldFormatStatesStillRestore) {
+  TempDir dir;
+  write_file(dir.file("s.jsonl"), jsonl(shakespeare(12)));
+  const LoaderConfig c = config_for(dir.file("s.jsonl"), 2, 32);
+  Loader fresh(c, qwen3());
+  LoaderState legacy = fresh.state();  // the stream's start, nothing carried
+  legacy.carry = {11, 12, 13, 14, 15};
+  legacy.carry_mask = {1, 1, 1, 1, 1};
+  legacy.carry_tokens = 5;
+  nlohmann::json j = nlohmann::json::parse(legacy.to_json());
+  j.erase("carry_tokens");  // as the old writer left it
+  Loader restored(c, qwen3());
+  restored.restore(LoaderState::from_json(j.dump()));
+  EXPECT_NE(restored.state().to_json().find("\"carry\":[11,12,13,14,15]"), std::string::npos);
+  const std::vector<int64_t> got = values(restored.next()->inputs_BT), want = values(fresh.next()->inputs_BT);
+  EXPECT_EQ(std::vector<int64_t>(got.begin(), got.begin() + 5), (std::vector<int64_t>{11, 12, 13, 14, 15}));
+  EXPECT_EQ(std::vector<int64_t>(got.begin() + 5, got.begin() + 32),
+            std::vector<int64_t>(want.begin(), want.begin() + 27));
+  const LoaderState after = restored.state();
+  EXPECT_TRUE(after.carry.empty());
+  EXPECT_TRUE(after.replay_from.has_value());
 }
 
 TEST(Loader, FiniteStopsInfiniteWraps) {
