@@ -77,8 +77,11 @@ Trainer::~Trainer() = default;
 void Trainer::setup_mesh() {
   world_ = &parallel::world_comm();
   const config::ParallelismSection& ps = c_.parallelism;
-  const parallel::MeshDegrees degrees = parallel::resolve_mesh(
+  parallel::MeshDegrees degrees = parallel::resolve_mesh(
       {ps.data_parallel_replicate_degree, ps.data_parallel_shard_degree, ps.tensor_parallel_degree}, world_->size());
+  // The model's experts are checked in check_model; the mesh part here, before the ep groups form.
+  config::validate_expert_parallel_mesh(c_, degrees.dp_shard, degrees.tp);
+  degrees.ep = ps.expert_parallel_degree;
   mesh_ = std::make_unique<parallel::DeviceMesh>(*world_, degrees);
   dp_ = degrees.dp();
   dp_rank_ = mesh_->dp_rank();
@@ -103,6 +106,7 @@ void Trainer::check_model() {
   const int64_t tp = mesh_->degrees().tp;
   const bool sequence_parallel = tp > 1 && c_.parallelism.enable_sequence_parallel;
   (void)resolved_.spec->parallel_plan.tp_local_config(resolved_.config, tp);  // throws naming what does not divide
+  config::validate_expert_parallel_model(c_, resolved_.config.num_experts);
   TITAN_CHECK(!sequence_parallel || (B_ * T_) % tp == 0, "[parallel] sequence parallel splits a micro-batch's ",
               B_ * T_, " tokens over tensor_parallel_degree = ", tp, ", which does not divide them. HINT: change "
               "training.local_batch_size / seq_len, or --no-parallelism.enable_sequence_parallel");
@@ -392,6 +396,7 @@ StepMetrics Trainer::train_step(int64_t step) {
   optimizer_->step(m.lr);
   nn::Decoder& model = model_->model();
   const nn::ExpertLoad load = model.expert_load();
+  m.ep_rank_load = model_->ep_rank_loads();
   if (mc.load_balance == nn::LoadBalance::bias) {
     model.update_expert_bias();  // from this step's load; resets it
   } else {
@@ -410,7 +415,8 @@ StepMetrics Trainer::train_step(int64_t step) {
   m.expert_load_max = load.max;
   const parallel::CommStats cs = model_->comm_stats();
   m.comm_seconds = cs.seconds;
-  m.comm_bytes = static_cast<double>(cs.all_gather_bytes + cs.reduce_scatter_bytes + cs.all_reduce_bytes);
+  m.comm_bytes =
+      static_cast<double>(cs.all_gather_bytes + cs.reduce_scatter_bytes + cs.all_reduce_bytes + cs.all_to_all_bytes);
   tokens_seen_ += m.tokens * dp_;
   return m;
 }
