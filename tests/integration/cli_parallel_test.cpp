@@ -300,20 +300,23 @@ TEST_F(CliParallel, CheckpointMovesBetweenWorldSizes) {
 // Expert parallelism (ep ranks borrowed from dp_shard, the MoE rows exchanged all-to-all, each
 // rank holding E / ep experts) trains the single-rank losses of the MoE model in both balancing
 // modes. The single-rank run takes the same micro-batches by accumulation (HF's aux loss is one
-// per forward, so the micro-batch is part of the math); ep=2 of dp_shard=4 also sums expert
-// gradients over the two ep groups. Every step's ep_rank_load adds up to tokens x top_k x layers.
+// per forward, so the micro-batch is part of the math); ep=2 of dp_shard=4, and of dp_shard=2 x 2
+// HSDP replicas, also sum expert gradients over the two ep groups (expert_dp). Every step's
+// ep_rank_load adds up to tokens x top_k x layers.
 TEST_F(CliParallel, ExpertParallelMatchesOneRank) {
   for (const std::string balance : {"aux_loss", "bias"}) {
     const std::string moe = "--model.name debug_moe --model.load_balance " + balance + " --training.global_batch_size 4 ";
-    for (const auto& [micro, ranks, ep] : {std::tuple<int, int, int>{2, 2, 2}, {1, 4, 4}, {1, 4, 2}}) {
+    for (const auto& [micro, ranks, ep, hsdp] :
+         {std::tuple<int, int, int, bool>{2, 2, 2, false}, {1, 4, 4, false}, {1, 4, 2, false}, {1, 4, 2, true}}) {
       const std::string one = "ep_one_" + balance + std::to_string(micro);
       if (!fs::exists(dir_ / one / "metrics.jsonl")) {
         const CommandResult r = run_titan(train_args(one, micro, moe));
         ASSERT_EQ(r.exit_code, 0) << r.output;
       }
-      const std::string name = "ep" + std::to_string(ep) + "_of" + std::to_string(ranks) + "_" + balance;
-      const CommandResult r =
-          run_mpi(ranks, train_args(name, micro, moe + "--parallelism.expert_parallel_degree " + std::to_string(ep)));
+      const std::string name = "ep" + std::to_string(ep) + "_of" + std::to_string(ranks) + (hsdp ? "_hsdp_" : "_") + balance;
+      const std::string replicas = hsdp ? " --parallelism.data_parallel_replicate_degree 2" : "";
+      const CommandResult r = run_mpi(
+          ranks, train_args(name, micro, moe + "--parallelism.expert_parallel_degree " + std::to_string(ep) + replicas));
       ASSERT_EQ(r.exit_code, 0) << r.output;
       SCOPED_TRACE(name);
       const std::vector<nlohmann::json> rows = read_jsonl(dir_ / name / "metrics.jsonl");

@@ -233,6 +233,41 @@ TEST(Planner, SingleRankStateIsSixteenBytesPerParameter) {
   EXPECT_EQ(train::recommended_layout(train::plan_layouts(in)), -1);
 }
 
+// Expert parallelism in the plan of a MoE model: a layout per ep dividing dp_shard and the 8
+// experts; ep ranks hold E / ep experts whole (16 bytes per element) beside the FSDP shard of the
+// rest, and each MoE layer moves every routed pair's row out and back, forward and backward:
+// 2 (sent + received) x pairs x (2 D + 2 (D + 1)) floats per layer.
+TEST(Planner, ExpertParallelHoldsItsExpertsAndCountsTheExchange) {
+  train::PlanInput in;
+  in.model = models::find_size("debug_moe").config;
+  in.model.num_layers = 2;
+  in.seq_len = 64;
+  in.world = 4;
+  const nn::DecoderConfig& c = in.model;
+  const std::vector<train::LayoutPlan> plans = train::plan_layouts(in);
+  ASSERT_EQ(plans.size(), 3u);  // ep 1, 2, 4 (tp 1 only: MoE is not tensor-parallel)
+  const double params = static_cast<double>(c.num_params());
+  const double experts = 2.0 * 3.0 * static_cast<double>(c.num_experts * c.moe_hidden_dim * c.dim);
+  const double pairs = static_cast<double>(in.seq_len * in.local_batch * c.num_experts_per_tok);
+  const double d = static_cast<double>(c.dim);
+  for (const train::LayoutPlan& p : plans) {
+    SCOPED_TRACE(p.ep);
+    const double state = p.parameters + p.gradients + p.optimizer;
+    if (p.ep == 1) {
+      EXPECT_DOUBLE_EQ(state, 16.0 * params / 4);
+      EXPECT_EQ(p.all_to_all_bytes, 0.0);
+      continue;
+    }
+    EXPECT_DOUBLE_EQ(state, 16.0 * ((params - experts) / 4 + experts / static_cast<double>(p.ep)));
+    EXPECT_DOUBLE_EQ(p.all_to_all_bytes, 4.0 * 2 * pairs * (4 * d + 2) * 2);
+    EXPECT_GT(p.comm_bytes, p.all_to_all_bytes);
+    EXPECT_GT(p.activations, plans[0].activations);  // the received rows kept for backward
+  }
+  in.ep = 2;
+  ASSERT_EQ(train::plan_layouts(in).size(), 1u);
+  EXPECT_EQ(train::plan_layouts(in)[0].ep, 2);
+}
+
 // Two ranks (threads) meeting through a SaveGroup write one checkpoint of flat pieces (one of
 // them a tensor-parallel slice along dim 1); loading gives the whole tensors back exactly.
 TEST(ShardedCheckpoint, TwoRanksWriteOneCheckpointThatLoadsWhole) {
