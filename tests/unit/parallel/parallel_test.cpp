@@ -1,5 +1,6 @@
-// The single-process side of the parallel layer: mesh degrees, the local communicator, FSDP on a
-// one-rank "mesh" (the hooks' gather/free/reduce path must leave training exactly as it was),
+// The single-process side of the parallel layer: mesh degrees, the local communicator, FSDP and
+// expert parallelism on a one-rank "mesh" (their gather/free/reduce and exchange paths must leave
+// training exactly as it was),
 // the planner's arithmetic, and a sharded checkpoint written by two "ranks" (threads) and read
 // back whole. Multi-process runs are in tests/integration/cli_parallel_test.cpp.
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 #include "titan/checkpoint/train_state.h"
 #include "titan/core/rng.h"
 #include "titan/models/builtin.h"
+#include "titan/parallel/expert_parallel.h"
 #include "titan/parallel/fsdp.h"
 #include "titan/parallel/parallelize.h"
 #include "titan/parallel/mesh.h"
@@ -123,6 +125,50 @@ TEST(Fsdp, OneRankShardingLeavesTrainingUnchanged) {
   fsdp.release_full();
   EXPECT_FALSE(sharded.parameters()[0]->value.defined());
   sharded.set_unit_hooks(nullptr);
+}
+
+// The local communicator's all-to-alls are copies (one rank sends everything to itself).
+TEST(Mesh, LocalAllToAllIsACopy) {
+  std::unique_ptr<parallel::Comm> comm = parallel::make_local_comm();
+  Tensor counts = Tensor::empty({3}, DType::i64), got = Tensor::zeros({3}, DType::i64);
+  for (int64_t i = 0; i < 3; ++i) counts.data<int64_t>()[i] = 7 + i;
+  comm->all_to_all(counts, got);
+  EXPECT_EQ(got.data<int64_t>()[2], 9);
+  Tensor rows = Tensor::empty({4}), back = Tensor::zeros({4});
+  for (int64_t i = 0; i < 4; ++i) rows.data<float>()[i] = 0.5f * static_cast<float>(i);
+  comm->all_to_all_v(rows, {4}, back, {4});
+  EXPECT_EQ(back.data<float>()[3], 1.5f);
+  EXPECT_THROW(comm->all_to_all_v(rows, {3}, back, {4}), Error);  // counts that do not cover the tensor
+}
+
+// The MoE blocks driven through ExpertParallel on a one-rank ep group (plan, to_experts and
+// from_experts with one source; the received rows kept for backward; the routing weights sent with
+// the gradients, dweight scattered back) train the plain model's loss and gradients bit for bit,
+// with both balancing modes.
+TEST(ExpertParallel, OneRankExchangeLeavesTrainingUnchanged) {
+  for (const nn::LoadBalance balance : {nn::LoadBalance::aux_loss, nn::LoadBalance::bias}) {
+    nn::DecoderConfig c = models::find_size("debug_moe").config;
+    c.num_layers = 2;
+    c.vocab_size = 256;
+    c.load_balance = balance;
+    nn::Decoder plain(c), split(c);
+    models::find_family("qwen3").init_weights(plain, 5);
+    models::find_family("qwen3").init_weights(split, 5);
+    std::unique_ptr<parallel::Comm> comm = parallel::make_local_comm();
+    parallel::ExpertParallel ep(*comm, c.num_experts);
+    for (auto& layer : split.layers) layer->moe->set_expert_parallel(&ep);
+    plain.zero_grad();
+    split.zero_grad();
+    const Tensor x = ids(2, 16, 3), y = ids(2, 16, 4);
+    EXPECT_EQ(plain.forward_backward(x, y, 0.01f).loss, split.forward_backward(x, y, 0.01f).loss);
+    const nn::ParameterList a = plain.parameters(), b = split.parameters();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_EQ(a[i]->grad.shape(), b[i]->grad.shape()) << a[i]->fqn;
+      EXPECT_EQ(0, std::memcmp(a[i]->grad.data<float>(), b[i]->grad.data<float>(), a[i]->grad.nbytes())) << a[i]->fqn;
+    }
+    EXPECT_GT(ep.stats().all_to_all_bytes, 0);
+  }
 }
 
 TEST(TensorParallel, PlanAndLocalConfig) {
