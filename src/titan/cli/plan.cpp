@@ -96,7 +96,8 @@ int run_plan(int argc, char** argv) {
   const std::vector<train::LayoutPlan> plans = train::plan_layouts(in);
   TITAN_CHECK(!plans.empty(), "[plan] no layout of ", world, " ranks with data_parallel_replicate_degree ",
               in.dp_replicate, " fits the model's divisibility (heads ", in.model.num_heads, ", kv heads ",
-              in.model.num_kv_heads, ", FFN ", in.model.hidden_dim, ", vocab ", in.model.vocab_size, ")");
+              in.model.num_kv_heads, ", FFN ", in.model.hidden_dim, ", vocab ", in.model.vocab_size,
+              in.ep > 0 ? str(", experts ", in.model.num_experts, " for expert_parallel_degree ", in.ep) : "", ")");
   const int pick = train::recommended_layout(plans);
   const config::ActivationCheckpointSection& ac = c.activation_checkpoint;
   std::printf("plan: %s (%.1fM parameters) on %lld ranks, micro-batch %lld x %lld tokens per data-parallel rank%s, "
