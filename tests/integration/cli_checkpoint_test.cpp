@@ -144,6 +144,38 @@ TEST_F(CliCheckpoint, ResumeIsBitIdenticalAndAsyncEqualsSync) {
   EXPECT_NE(missing.output.find("there: 6, 3"), std::string::npos) << missing.output;
 }
 
+// keep_latest_k counts resumable checkpoints: with k = 1 the final model-only save keeps the last
+// full one, and a rerun with more steps continues from it (saying which) to the losses of a run
+// that went the whole way. Without LR decay the schedule does not depend on training.steps.
+TEST_F(CliCheckpoint, AFinishedRunContinuesWithMoreSteps) {
+  const std::string flags =
+      kSixSteps + "--checkpoint.keep_latest_k 1 --lr_scheduler.warmup_steps 2 --lr_scheduler.decay_ratio 0 ";
+  const CommandResult six = train("cont", flags);
+  ASSERT_EQ(six.exit_code, 0) << six.output;
+  const fs::path ckpt = dir_ / "cont" / "checkpoint";
+  EXPECT_EQ(ckpt::check_checkpoint((ckpt / "step-3").string()), "") << "the final save must not prune it";
+  EXPECT_TRUE(ckpt::checkpoint_is_model_only((ckpt / "step-6").string()));
+  const CommandResult nine = train("cont", flags + "--training.steps 9");
+  ASSERT_EQ(nine.exit_code, 0) << nine.output;
+  EXPECT_NE(nine.output.find("resuming from " + (ckpt / "step-3").string() + " (step 3"), std::string::npos)
+      << nine.output;
+  const CommandResult through = train("cont_ref", flags + "--training.steps 9");
+  ASSERT_EQ(through.exit_code, 0) << through.output;
+  const std::vector<nlohmann::json> want = read_jsonl(dir_ / "cont_ref" / "metrics.jsonl");
+  const std::vector<nlohmann::json> got = read_jsonl(dir_ / "cont" / "metrics.jsonl");
+  ASSERT_EQ(want.size(), 9u);
+  ASSERT_EQ(got.size(), 12u) << "steps 1..6, then 4..9";
+  for (size_t i = 6; i < 12; ++i) {
+    EXPECT_EQ(got[i]["step"], want[i - 3]["step"]);
+    EXPECT_EQ(got[i]["loss"].get<double>(), want[i - 3]["loss"].get<double>()) << "step " << want[i - 3]["step"];
+  }
+  // k = 1: the newest full checkpoint (step 6, saved again with its optimizer state) and the final
+  // model-only step 9 remain.
+  EXPECT_FALSE(fs::exists(ckpt / "step-3"));
+  EXPECT_FALSE(ckpt::checkpoint_is_model_only((ckpt / "step-6").string()));
+  EXPECT_TRUE(ckpt::checkpoint_is_model_only((ckpt / "step-9").string()));
+}
+
 // A mixture of experts with bias balancing: the selection bias is state (checkpointed with the
 // weights under layers.<i>.moe.expert_bias), so a resume from step 3 still equals the run through.
 TEST_F(CliCheckpoint, MoeWithBiasBalancingResumesBitIdentically) {
@@ -284,11 +316,49 @@ TEST_F(CliCheckpoint, KilledAtRandomMomentsAlwaysResumes) {
   EXPECT_NE(done.output.find("resuming from " + newest->path), std::string::npos) << done.output;
   EXPECT_EQ(ckpt::find_checkpoint(folder.string())->step, end);
   EXPECT_EQ(ckpt::check_checkpoint((folder / ckpt::step_dir_name(end)).string()), "");
-  // The stale tmp folders of the killed runs are gone, and keep_latest_k held.
+  // The stale tmp folders of the killed runs are gone, and keep_latest_k held: 3 full checkpoints
+  // and the final model-only save, which is not counted.
   for (const auto& e : fs::directory_iterator(folder)) {
     EXPECT_NE(e.path().filename().string()[0], '.') << "left behind: " << e.path();
   }
-  EXPECT_LE(ckpt::list_checkpoints(folder.string()).size(), 3u);
+  EXPECT_LE(ckpt::list_checkpoints(folder.string()).size(), 4u);
+}
+
+// SIGTERM / SIGINT stop a run after the step in progress: the in-flight async save completes, the
+// metrics end with whole rows, the exit code is 128 + the signal, and the rerun resumes from the
+// newest checkpoint. (A second signal would end the process at once: the handler is one-shot.)
+TEST_F(CliCheckpoint, SigtermAndSigintStopCleanly) {
+  const std::string flags = "--training.steps 100000 --training.local_batch_size 2 --training.seq_len 32 "
+                            "--model.n_layers 1 --metrics.log_freq 1 --checkpoint.interval 2 "
+                            "--checkpoint.async_mode async ";
+  for (const int signal : {SIGTERM, SIGINT}) {
+    const std::string name = signal == SIGTERM ? "sigterm" : "sigint";
+    const fs::path log = dir_ / (name + ".log");
+    const pid_t pid = spawn_titan(train_args(name, flags), log);
+    ASSERT_GT(pid, 0);
+    const fs::path metrics = dir_ / name / "metrics.jsonl";
+    for (int i = 0; i < 600 && (!fs::exists(metrics) || read_jsonl(metrics).size() < 5); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    kill(pid, signal);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    const std::string out = read_text(log);
+    ASSERT_TRUE(WIFEXITED(status)) << out;
+    EXPECT_EQ(WEXITSTATUS(status), 128 + signal) << out;
+    const size_t stop = out.find(std::string("titan: stopped by ") + (signal == SIGTERM ? "SIGTERM" : "SIGINT"));
+    ASSERT_NE(stop, std::string::npos) << out;
+    const std::vector<nlohmann::json> rows = read_jsonl(metrics);  // throws on a torn row
+    ASSERT_GE(rows.size(), 5u);
+    EXPECT_NE(out.find(titan::str("after step ", rows.back()["step"].get<int64_t>(), " of 100000"), stop), std::string::npos)
+        << out;
+    const std::optional<ckpt::CheckpointEntry> newest = ckpt::find_checkpoint((dir_ / name / "checkpoint").string());
+    ASSERT_TRUE(newest.has_value());
+    EXPECT_EQ(newest->step, rows.back()["step"].get<int64_t>() / 2 * 2) << "the last due save was written";
+    const CommandResult again = train(name, flags + "--training.steps " + std::to_string(newest->step + 1));
+    ASSERT_EQ(again.exit_code, 0) << again.output;
+    EXPECT_NE(again.output.find("resuming from " + newest->path), std::string::npos) << again.output;
+  }
 }
 
 }  // namespace

@@ -157,8 +157,8 @@ TEST_F(CliPlugin, ModuleRegistersConfigFunctions) {
 // swiglu_w13 takes no biases: a Llama folder with mlp_bias fails at start, naming the reason.
 TEST_F(CliPlugin, KernelLibRefusesBiasesBeforeStepOne) {
   const CommandResult r = run_titan("train --config qwen3_debug --model.name= --model.hf_assets_path " TITAN_SOURCE_DIR
-                                    "/tests/fixtures/hf/llama_bias --job.dump_folder " + (dir_ / "bias").string() +
-                                    " --override.imports " + kKernelLib);
+                                    "/tests/fixtures/hf/llama_bias --training.seq_len 64 --job.dump_folder " +
+                                    (dir_ / "bias").string() + " --override.imports " + kKernelLib);
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("titan: error: swiglu_w13 does not support feed-forward biases"), std::string::npos)
       << r.output;

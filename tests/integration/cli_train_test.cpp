@@ -281,6 +281,31 @@ TEST_F(CliTrain, ConfigEdgesAreOneLineErrorsBeforeStep1) {
             std::string::npos) << native.output;
 }
 
+// Batch geometry the data or the model cannot hold is refused before it runs for minutes: a
+// sequence longer than the model's positions, and a batch that would pass over a tiny dataset
+// more than 100 times (a few passes, as when overfitting a few lines, run with a warning).
+TEST_F(CliTrain, AbsurdBatchGeometryIsRefused) {
+  const CommandResult long_seq = train("geo1", "--training.steps 1 --training.seq_len 100000000");
+  EXPECT_EQ(long_seq.exit_code, 2) << long_seq.output;
+  EXPECT_NE(long_seq.output.find("training.seq_len=100000000 is longer than the 2048 positions of model 'debug'"),
+            std::string::npos) << long_seq.output;
+  const CommandResult val_seq = train("geo2", "--training.steps 1 --validation.enable --validation.seq_len 4096 --validation.dataset_path " +
+                                               kShakespeare.string());
+  EXPECT_EQ(val_seq.exit_code, 2) << val_seq.output;
+  EXPECT_NE(val_seq.output.find("validation.seq_len=4096 is longer than the 2048"), std::string::npos) << val_seq.output;
+  { std::ofstream(dir_ / "tiny.txt") << "To be, or not to be.\n"; }
+  const std::string tiny = "--training.steps 2 --model.n_layers 1 --training.seq_len 64 --training.dataset_path " +
+                           (dir_ / "tiny.txt").string();
+  const CommandResult few = train("geo3", tiny + " --training.local_batch_size 2");
+  EXPECT_EQ(few.exit_code, 0) << few.output;
+  EXPECT_NE(few.output.find("fewer than one batch (130): every batch repeats the dataset"), std::string::npos)
+      << few.output;
+  const CommandResult absurd = train("geo4", tiny + " --training.local_batch_size 64");
+  EXPECT_NE(absurd.exit_code, 0) << absurd.output;
+  EXPECT_NE(absurd.output.find("more than 100 passes over the dataset per batch"), std::string::npos) << absurd.output;
+  EXPECT_EQ(absurd.output.find("step:  1"), std::string::npos) << absurd.output;
+}
+
 // The data hints name real fields: training.dataset_text_field picks the JSONL field,
 // training.dataset_skip_bad_lines counts and skips a bad line.
 TEST_F(CliTrain, DatasetFieldAndSkipBadLinesAreConfigFields) {
@@ -443,6 +468,33 @@ TEST(CliTrainConfig, TokenizerLargerThanTheModelHintsTheFoldersModel) {
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("tokens but model 'debug' has vocab_size 2048. HINT: to train the model of that folder "
                           "(its config.json), pass --model.name= (empty)"), std::string::npos) << r.output;
+  fs::remove_all(dir);
+}
+
+// Sizes no machine here holds are refused before anything is allocated (exit 2, the error the
+// last line), naming the field to lower; a config.json with a vocabulary of 1e12 names the vocabulary.
+TEST(CliTrainConfig, ImpossibleSizesAreRefusedBeforeAllocating) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--model.n_layers 1000000", "HINT: lower model.n_layers"},
+      {"--model.name 32B", "pick a smaller model.name"},
+      {"--model.name debug_moe --model.num_experts 100000", "HINT: lower model.num_experts"},
+      {"--training.local_batch_size 100000000", "HINT: lower training.local_batch_size"}};
+  for (const auto& [args, hint] : cases) {
+    const CommandResult r = run_titan("train --config qwen3_debug --training.steps 1 " + args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
+    const size_t error = r.output.find("titan: error: [memory] ");
+    EXPECT_NE(error, std::string::npos) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(hint, error), std::string::npos) << args << "\n" << r.output;
+    EXPECT_EQ(r.output.find('\n', error), r.output.size() - 1) << "the error is the last line\n" << r.output;
+  }
+  const fs::path dir = scratch_dir("vocab");
+  nlohmann::json config = nlohmann::json::parse(read_text(fs::path(TITAN_SOURCE_DIR) / "tests/fixtures/hf/untied_gqa2/config.json"));
+  config["vocab_size"] = 1000000000000LL;
+  { std::ofstream(dir / "config.json") << config.dump(2); }
+  const CommandResult r = run_titan("train --config qwen3_debug --training.steps 1 --training.seq_len 64 --model.name= "
+                                    "--model.hf_assets_path " + dir.string() + " --job.dump_folder " + (dir / "out").string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("HINT: the vocabulary holds most of it"), std::string::npos) << r.output;
   fs::remove_all(dir);
 }
 

@@ -186,17 +186,29 @@ void install_dir(const std::string& tmp, const std::string& final_dir, const std
   TITAN_FAIL("[checkpoint] renaming ", tmp, " to ", final_dir, " failed: ", std::strerror(err));
 }
 
-// keep_latest_k: the newest k step folders stay, and always `keep`.
+// keep_latest_k counts resumable checkpoints: the newest k full step folders stay, and always
+// `keep`. Model-only folders (a finished run's final save) are never pruned and do not count, so
+// a final save cannot delete the checkpoint a longer rerun continues from.
 void prune(const std::string& folder, int64_t keep_latest_k, int64_t keep) {
-  const std::vector<CheckpointEntry> all = list_checkpoints(folder);
+  const std::vector<CheckpointEntry> all = list_checkpoints(folder);  // newest first
   bool removed = false;
-  for (size_t i = static_cast<size_t>(keep_latest_k); i < all.size(); ++i) {
-    if (all[i].step == keep) continue;
+  int64_t full_kept = 0;
+  for (const CheckpointEntry& e : all) {
+    bool model_only = false;
+    try {
+      model_only = checkpoint_is_model_only(e.path);
+    } catch (const Error&) {  // an unreadable manifest counts as a full checkpoint, pruned in turn
+    }
+    if (model_only) continue;
+    if (full_kept < keep_latest_k || e.step == keep) {
+      ++full_kept;
+      continue;
+    }
     // Renamed first: a kill mid-removal leaves a hidden trash folder, never a half step-<N>.
     const std::string trash =
-        (fs::path(folder) / str(".", step_dir_name(all[i].step), ".trash-", ::getpid())).string();
-    if (::rename(all[i].path.c_str(), trash.c_str()) != 0) {
-      log_warn(str("[checkpoint] keep_latest_k: cannot remove ", all[i].path, ": ", std::strerror(errno)));
+        (fs::path(folder) / str(".", step_dir_name(e.step), ".trash-", ::getpid())).string();
+    if (::rename(e.path.c_str(), trash.c_str()) != 0) {
+      log_warn(str("[checkpoint] keep_latest_k: cannot remove ", e.path, ": ", std::strerror(errno)));
       continue;
     }
     std::error_code ec;

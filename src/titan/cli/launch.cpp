@@ -6,15 +6,22 @@
 //   - --oversubscribe when N exceeds this machine's cores, --allow-run-as-root as root;
 //   - the console shows the ranks of --local-ranks-filter only (others: warnings and errors),
 //     every line tagged [rank r]; --tee DIR writes each rank's whole log to DIR/rank<r>.log.
-// A rank that dies takes the job down (mpirun's default); the exit code is the job's.
+// A rank that dies takes the job down (mpirun's default); the exit code is the job's. A rank that
+// fails with an error leaves its line in a scratch folder (TITAN_LAUNCH_ERRORS): launch repeats
+// the first rank's as its last line, below mpirun's report, and exits with that rank's code (2 for
+// a config or mesh error). SIGINT / SIGTERM reach the ranks, which stop after their step; launch
+// waits for mpirun and passes its code on (130 / 143).
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,6 +33,54 @@
 
 namespace titan::cli {
 namespace {
+
+pid_t g_mpirun = 0;
+extern "C" void forward_to_mpirun(int signal) {
+  if (g_mpirun > 0) ::kill(g_mpirun, signal);
+}
+
+struct RankError {
+  int code = 1;
+  std::string line;
+};
+
+// A scratch folder the ranks write their error lines into (main's fail()); removed with the object.
+struct ErrorFolder {
+  std::string path;
+  ErrorFolder() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "titan-launch-XXXXXX").string();
+    TITAN_CHECK(::mkdtemp(tmpl.data()) != nullptr, "[launch] cannot create a scratch folder in ",
+                std::filesystem::temp_directory_path().string(), ": ", std::strerror(errno));
+    path = tmpl;
+  }
+  ~ErrorFolder() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  ErrorFolder(const ErrorFolder&) = delete;
+  ErrorFolder& operator=(const ErrorFolder&) = delete;
+
+  // The lowest rank's error, if any rank wrote one.
+  std::optional<RankError> first() const {
+    std::optional<RankError> best;
+    int best_rank = 0;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
+      const std::string name = entry.path().filename().string();  // rank<r>.error
+      if (name.rfind("rank", 0) != 0) continue;
+      const int rank = std::atoi(name.c_str() + 4);
+      if (best && rank >= best_rank) continue;
+      std::ifstream in(entry.path());
+      RankError e;
+      if (!(in >> e.code)) continue;
+      in.ignore(1);
+      std::getline(in, e.line);
+      best = e;
+      best_rank = rank;
+    }
+    return best;
+  }
+};
 
 constexpr const char* kLaunchUsage =
     "usage: titan launch --nproc-per-node N [--hostfile F] [--local-ranks-filter R[,R..]] [--tee DIR]\n"
@@ -137,6 +192,8 @@ int run_launch(int argc, char** argv) {
   if (nproc > cores) cmd.insert(cmd.end(), {"-x", "OMP_WAIT_POLICY=PASSIVE"});
   if (!filter.empty()) cmd.insert(cmd.end(), {"-x", "TITAN_LOCAL_RANKS_FILTER=" + filter});
   if (!tee.empty()) cmd.insert(cmd.end(), {"-x", "TITAN_TEE_DIR=" + tee});
+  const ErrorFolder errors;
+  cmd.insert(cmd.end(), {"-x", "TITAN_LAUNCH_ERRORS=" + errors.path});
   cmd.push_back(self_exe());
   cmd.insert(cmd.end(), command.begin(), command.end());
 
@@ -154,10 +211,19 @@ int run_launch(int argc, char** argv) {
     std::fprintf(stderr, "titan: error: [launch] cannot run %s: %s\n", cargv[0], std::strerror(errno));
     ::_exit(127);
   }
+  // The terminal's Ctrl-C reaches mpirun and the ranks too (one process group): launch only waits.
+  // A SIGTERM sent to launch alone is passed on to mpirun.
+  g_mpirun = pid;
+  std::signal(SIGINT, SIG_IGN);
+  std::signal(SIGTERM, forward_to_mpirun);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (const std::optional<RankError> e = errors.first()) {
+    std::fprintf(stderr, "%s\n", e->line.c_str());
+    return e->code;
+  }
   if (code != 0) {
     std::fprintf(stderr, "titan: error: [launch] the job failed (exit code %d); mpirun's lines above name the "
                  "rank that failed%s\n", code, tee.empty() ? "" : str(", and ", tee, "/rank<r>.log hold each rank's log").c_str());

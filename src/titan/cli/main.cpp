@@ -1,5 +1,6 @@
 // titan: the command-line entry point. Only this layer prints errors and exits.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -9,6 +10,7 @@
 #include "titan/config/config_error.h"
 #include "titan/models/builtin.h"
 #include "titan/core/error.h"
+#include "titan/train/stop_signal.h"
 
 namespace {
 
@@ -33,11 +35,20 @@ const char* kUsage =
     "Run 'titan <command> --help' for the flags of a command.\n";
 
 // One line on stderr; in a multi-rank job it names the rank, and the whole job is taken down
-// (MPI_Abort) rather than left waiting for this rank in a collective.
+// (MPI_Abort) rather than left waiting for this rank in a collective. Under titan launch the line
+// and the code also go to TITAN_LAUNCH_ERRORS/rank<r>.error, so that launch can repeat them as
+// its last line (after mpirun's own report) and exit with the rank's code.
 int fail(int code, const char* kind, const char* what) {
   const titan::parallel::LaunchInfo launch = titan::parallel::launch_info();
   if (launch.world > 1) {
-    std::fprintf(stderr, "titan: %s: [rank %d of %d] %s\n", kind, launch.rank, launch.world, what);
+    const std::string line = titan::str("titan: ", kind, ": [rank ", launch.rank, " of ", launch.world, "] ", what);
+    std::fprintf(stderr, "%s\n", line.c_str());
+    if (const char* dir = std::getenv("TITAN_LAUNCH_ERRORS")) {
+      if (std::FILE* f = std::fopen(titan::str(dir, "/rank", launch.rank, ".error").c_str(), "w")) {
+        std::fprintf(f, "%d\n%s\n", code, line.c_str());
+        std::fclose(f);
+      }
+    }
     titan::parallel::abort_world(code);
   } else {
     std::fprintf(stderr, "titan: %s: %s\n", kind, what);
@@ -72,6 +83,9 @@ int main(int argc, char** argv) {
     }
     std::fprintf(stderr, "titan: unknown command '%s'\n%s", command.c_str(), kUsage);
     return 2;
+  } catch (const titan::train::Interrupted& e) {  // every rank stopped at the same step: no abort
+    if (titan::parallel::launch_info().rank == 0) std::fprintf(stderr, "titan: %s\n", e.what());
+    return 128 + e.signal();
   } catch (const titan::config::ConfigError& e) {
     return fail(2, "error", e.what());
   } catch (const titan::cli::UsageError& e) {

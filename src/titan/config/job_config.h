@@ -269,7 +269,8 @@ void visit_fields(Config& c, V&& v) {
   v("checkpoint.folder", checkpoint.folder, "checkpoint folder, inside job.dump_folder");
   v("checkpoint.interval", checkpoint.interval, "save every N steps");
   v("checkpoint.keep_latest_k", checkpoint.keep_latest_k,
-    "keep only the newest k checkpoints; 0 keeps all");
+    "keep only the newest k resumable (full) checkpoints; 0 keeps all. Model-only final saves are kept and "
+    "not counted");
   v("checkpoint.initial_load_path", checkpoint.initial_load_path,
     "checkpoint (native step folder, or an HF folder with initial_load_in_hf) to start from when checkpoint.folder "
     "has none; empty: fresh init");

@@ -29,7 +29,8 @@ void* HostAllocator::allocate(size_t bytes) {
   const size_t rounded = (bytes + 63) / 64 * 64;
   void* ptr = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
   TITAN_CHECK(ptr != nullptr, "[host allocator] out of memory allocating ", bytes,
-              " bytes. HINT: reduce training.local_batch_size or training.seq_len");
+              " bytes. HINT: the job needs more memory than this machine has; titan plan shows where a rank's memory goes "
+              "(parameters, optimizer state, activations), and so which field to lower");
   on_allocate(bytes);
   return ptr;
 }

@@ -115,7 +115,7 @@ void DocumentSource::bad_line(int64_t line, const std::string& what) {
 std::optional<std::string> DocumentSource::next() {
   while (pos_.file_index < static_cast<int64_t>(files_.size())) {
     if (!reader_) {
-      reader_ = std::make_unique<LineReader>(files_[static_cast<size_t>(pos_.file_index)]);
+      reader_ = std::make_unique<LineReader>(files_[static_cast<size_t>(pos_.file_index)], kMaxDocumentBytes);
       reader_->seek(pos_.byte_offset, pos_.line);
       file_had_content_ = pos_.byte_offset > 0;
     }
@@ -203,6 +203,9 @@ std::optional<std::string> DocumentSource::read_text() {
     if (!config_.split_blank_lines) {  // the whole file, byte for byte
       doc += line;
       if (had_newline) doc += '\n';
+      TITAN_CHECK(doc.size() <= kMaxDocumentBytes, "[data] ", reader_->path(), ": a .txt file is one document, and this "
+                  "one is longer than ", kMaxDocumentBytes >> 20, " MiB (line ", ln, "), the most one document may "
+                  "hold (it is tokenized whole). HINT: split it into several .txt files or JSONL lines");
       in_doc = true;
       file_had_content_ = file_had_content_ || !is_blank(line);
       continue;
@@ -214,6 +217,9 @@ std::optional<std::string> DocumentSource::read_text() {
     file_had_content_ = true;
     if (in_doc) doc += '\n';
     doc += line;
+    TITAN_CHECK(doc.size() <= kMaxDocumentBytes, "[data] ", reader_->path(), ":", ln, ": a document longer than ",
+                kMaxDocumentBytes >> 20, " MiB, the most one document may hold (it is tokenized whole). HINT: split it "
+                "with blank lines");
     in_doc = true;
   }
   if (in_doc && file_had_content_) return doc;

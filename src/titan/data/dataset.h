@@ -16,6 +16,7 @@
 // a position yields exactly what the original would have yielded next.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -23,6 +24,11 @@
 #include <vector>
 
 namespace titan::data {
+
+// The most bytes one document may hold: a document is tokenized whole, at about 20x its size in
+// memory, so a longer line (or .txt file) is refused, naming the file and line, instead of being
+// found by the allocator or the OOM killer.
+inline constexpr size_t kMaxDocumentBytes = size_t{64} << 20;
 
 struct DatasetConfig {
   std::string path;                 // a file or a folder

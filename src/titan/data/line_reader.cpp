@@ -32,7 +32,8 @@ struct LineReader::Zstd {
   ~Zstd() { ZSTD_freeDCtx(dctx); }
 };
 
-LineReader::LineReader(std::string path) : path_(std::move(path)) {
+LineReader::LineReader(std::string path, size_t max_line_bytes)
+    : path_(std::move(path)), max_line_bytes_(max_line_bytes) {
   file_ = std::fopen(path_.c_str(), "rb");
   TITAN_CHECK(file_ != nullptr, "[data] ", path_, ": cannot open (", std::strerror(errno),
               "). HINT: check the dataset path.");
@@ -91,10 +92,17 @@ bool LineReader::fill() {
   return n > 0;
 }
 
+void LineReader::check_length(size_t line_bytes) const {
+  TITAN_CHECK(line_bytes <= max_line_bytes_, "[data] ", path_, ":", line_ + 1, ": a line longer than ",
+              max_line_bytes_ >> 20, " MiB, the most one document may hold (it is tokenized whole). HINT: split "
+              "it into smaller documents");
+}
+
 bool LineReader::next_line(std::string& line, bool& had_newline) {
   size_t scan = buf_pos_;
   for (;;) {
     size_t nl = buf_.find('\n', scan);
+    check_length(nl != std::string::npos ? nl - buf_pos_ : buf_.size() - buf_pos_);
     if (nl != std::string::npos) {
       line.assign(buf_, buf_pos_, nl - buf_pos_);
       offset_ += static_cast<int64_t>(nl + 1 - buf_pos_);

@@ -15,8 +15,9 @@ namespace titan::data {
 
 class LineReader {
  public:
-  // Opens `path`; throws titan::Error when it cannot be read.
-  explicit LineReader(std::string path);
+  // Opens `path`; throws titan::Error when it cannot be read. A line longer than `max_line_bytes`
+  // is an error naming the file, the line and the limit, found before more than that is buffered.
+  explicit LineReader(std::string path, size_t max_line_bytes = SIZE_MAX);
   ~LineReader();
   LineReader(const LineReader&) = delete;
   LineReader& operator=(const LineReader&) = delete;
@@ -36,9 +37,11 @@ class LineReader {
  private:
   size_t read_some(char* out, size_t capacity);  // 0 at end of content
   bool fill();                                   // appends to buf_; false at end
+  void check_length(size_t line_bytes) const;    // throws past max_line_bytes_
 
   struct Zstd;
   std::string path_;
+  size_t max_line_bytes_;
   std::FILE* file_ = nullptr;
   std::unique_ptr<Zstd> zstd_;  // null for plain files
   std::string buf_;             // bytes read but not yet returned, from buf_pos_

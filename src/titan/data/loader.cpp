@@ -114,6 +114,12 @@ std::string dataset_identity(const std::vector<std::string>& files, const std::s
 }
 
 bool Loader::fill(size_t want) {
+  // Epochs started inside this call, and the carry's size at the first: a batch larger than an
+  // epoch repeats the dataset, which overfitting a few lines may want; thousands of repeats a batch
+  // (an absurd local_batch_size or seq_len) are refused instead of cycling for minutes.
+  constexpr int kMaxEpochsPerBatch = 100;
+  int wraps = 0;
+  size_t at_first_wrap = 0;
   while (carry_.size() < want) {
     std::optional<std::string> doc = source_.next();
     if (!doc) {
@@ -123,6 +129,21 @@ bool Loader::fill(size_t want) {
       TITAN_CHECK(doc_index_ > config_.rank, "[data] ", config_.dataset.path, ": an epoch holds ",
                   doc_index_, " documents, none for rank ", config_.rank, " of ", config_.world,
                   ". HINT: use more data or fewer data-parallel ranks.");
+      if (++wraps == 1) {
+        at_first_wrap = carry_.size();
+      } else {
+        const size_t per_epoch = (carry_.size() - at_first_wrap) / static_cast<size_t>(wraps - 1);
+        if (wraps == 2 && !warned_small_epoch_) {
+          warned_small_epoch_ = true;
+          log_warn(str("[data] ", config_.dataset.path, ": an epoch gives this rank ", per_epoch,
+                       " tokens, fewer than one batch (", want, "): every batch repeats the dataset"));
+        }
+        TITAN_CHECK(wraps <= kMaxEpochsPerBatch, "[data] ", config_.dataset.path, ": an epoch gives this rank ",
+                    per_epoch, " tokens and one batch needs ", want, " (", config_.batch_size, " x ",
+                    config_.seq_len + 1, "): more than ", kMaxEpochsPerBatch,
+                    " passes over the dataset per batch. HINT: lower training.local_batch_size or "
+                    "training.seq_len, or use more data");
+      }
       ++epoch_;
       doc_index_ = 0;
       source_.rewind();

@@ -111,6 +111,7 @@ class Loader {
   int64_t epoch_ = 0;
   int64_t doc_index_ = 0;
   int64_t documents_seen_ = 0;
+  bool warned_small_epoch_ = false;  // "every batch repeats the dataset", said once
   std::vector<int32_t> carry_;
   std::vector<uint8_t> carry_mask_;  // same size as carry_
   std::string identity_;             // LoaderState::dataset of this loader's files

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "titan/checkpoint/atomic_file.h"
+#include "titan/config/config_error.h"
 #include "titan/config/overrides.h"
 #include "titan/config/validate.h"
 #include "titan/core/allocator.h"
@@ -20,7 +21,9 @@
 #include "titan/plugins/lora.h"
 #include "titan/plugins/plugin_loader.h"
 #include "titan/train/clip.h"
+#include "titan/train/memory_check.h"
 #include "titan/train/precision.h"
+#include "titan/train/stop_signal.h"
 
 namespace titan::train {
 namespace {
@@ -50,8 +53,16 @@ std::string dataset_path(const config::JobConfig& c) {
 models::ResolvedModel resolve_model(const config::JobConfig& c) {
   models::ResolvedModel r = models::resolve_model(c.model.name, c.model.hf_assets_path, c.model.n_layers);
   nn::DecoderConfig& m = r.config;
-  if (m.max_seq_len < c.training.seq_len) m.max_seq_len = c.training.seq_len;
-  if (c.validation.enable && m.max_seq_len < c.validation.seq_len) m.max_seq_len = c.validation.seq_len;
+  // Positions past max_position_embeddings were never trained (and RoPE scaling is not
+  // implemented): a longer sequence is refused here, before anything is allocated.
+  const std::string model_name = c.model.name.empty() ? c.model.hf_assets_path + "/config.json" : c.model.name;
+  for (const auto& [field, len] : {std::pair<const char*, int64_t>{"training.seq_len", c.training.seq_len},
+                                   {"validation.seq_len", c.validation.enable ? c.validation.seq_len : 0}}) {
+    if (len > m.max_seq_len) {
+      config::config_fail(field, "=", len, " is longer than the ", m.max_seq_len, " positions of model '", model_name,
+                          "' (max_position_embeddings). HINT: ", field, " <= ", m.max_seq_len);
+    }
+  }
   const config::ModelSection& o = c.model;
   const bool moe_set = o.num_experts != 0 || o.top_k != 0 || !o.load_balance.empty() || o.router_aux_loss_coef >= 0;
   TITAN_CHECK(!moe_set || m.num_experts > 0, "[model] model.num_experts / top_k / load_balance / "
@@ -73,12 +84,27 @@ Trainer::Trainer(const config::JobConfig& config, std::string config_name)
 
 Trainer::~Trainer() = default;
 
+// `f()`, its titan::Error rethrown as a config error (exit 2): the mesh and the TP split are the
+// job config's mistakes, whichever layer finds them.
+template <class F>
+static auto as_config_error(F&& f) {
+  try {
+    return f();
+  } catch (const config::ConfigError&) {
+    throw;
+  } catch (const Error& e) {
+    throw config::ConfigError(e.what());
+  }
+}
+
 // The job's ranks and their mesh first: every later check knows the data-parallel degree.
 void Trainer::setup_mesh() {
   world_ = &parallel::world_comm();
   const config::ParallelismSection& ps = c_.parallelism;
-  parallel::MeshDegrees degrees = parallel::resolve_mesh(
-      {ps.data_parallel_replicate_degree, ps.data_parallel_shard_degree, ps.tensor_parallel_degree}, world_->size());
+  parallel::MeshDegrees degrees = as_config_error([&] {
+    return parallel::resolve_mesh(
+        {ps.data_parallel_replicate_degree, ps.data_parallel_shard_degree, ps.tensor_parallel_degree}, world_->size());
+  });
   // The model's experts are checked in check_model; the mesh part here, before the ep groups form.
   config::validate_expert_parallel_mesh(c_, degrees.dp_shard, degrees.tp);
   degrees.ep = ps.expert_parallel_degree;
@@ -105,16 +131,22 @@ void Trainer::check_model() {
   resolved_ = resolve_model(c_);
   const int64_t tp = mesh_->degrees().tp;
   const bool sequence_parallel = tp > 1 && c_.parallelism.enable_sequence_parallel;
-  (void)resolved_.spec->parallel_plan.tp_local_config(resolved_.config, tp);  // throws naming what does not divide
+  // throws naming what does not divide
+  as_config_error([&] { return resolved_.spec->parallel_plan.tp_local_config(resolved_.config, tp); });
   config::validate_expert_parallel_model(c_, resolved_.config.num_experts);
-  TITAN_CHECK(!sequence_parallel || (B_ * T_) % tp == 0, "[parallel] sequence parallel splits a micro-batch's ",
-              B_ * T_, " tokens over tensor_parallel_degree = ", tp, ", which does not divide them. HINT: change "
-              "training.local_batch_size / seq_len, or --no-parallelism.enable_sequence_parallel");
-  TITAN_CHECK(!sequence_parallel || !c_.validation.enable || (val_B_ * val_T_) % tp == 0, "[parallel] sequence "
-              "parallel splits a validation batch's ", val_B_ * val_T_, " tokens over tensor_parallel_degree = ", tp,
-              ", which does not divide them. HINT: change validation.local_batch_size / seq_len");
+  if (sequence_parallel && (B_ * T_) % tp != 0) {
+    config::config_fail("[parallel] sequence parallel splits a micro-batch's ", B_ * T_,
+                        " tokens over tensor_parallel_degree = ", tp, ", which does not divide them. HINT: change "
+                        "training.local_batch_size / seq_len, or --no-parallelism.enable_sequence_parallel");
+  }
+  if (sequence_parallel && c_.validation.enable && (val_B_ * val_T_) % tp != 0) {
+    config::config_fail("[parallel] sequence parallel splits a validation batch's ", val_B_ * val_T_,
+                        " tokens over tensor_parallel_degree = ", tp,
+                        ", which does not divide them. HINT: change validation.local_batch_size / seq_len");
+  }
   const config::ActivationCheckpointSection& ac = c_.activation_checkpoint;
   recompute_ = nn::recompute_per_layer(ac.mode, ac.selective_ac_option, resolved_.config.num_layers);
+  check_memory();
   const plugins::LoadedPlugins loaded = plugins::load_plugins(plugins::split_imports(c_.overrides.imports));
   TITAN_CHECK(tp == 1 || loaded.files.empty(), "[parallel] plugin overrides are not tensor-parallel yet. HINT: "
               "use them with data_parallel_shard_degree, or drop override.imports");
@@ -122,6 +154,22 @@ void Trainer::check_model() {
   if (c_.lora.rank > 0) overrides.push_back(plugins::lora_override(lora_options(c_)));
   tree_ = nn::decoder_config_tree(resolved_.config);
   if (!overrides.empty()) plugins::apply_overrides(tree_, overrides);
+}
+
+// Before the config tree or any weight exists: the least this rank needs against what it has.
+void Trainer::check_memory() const {
+  MemoryFloorInput in;
+  in.model = resolved_.config;
+  in.world = world_->size();
+  in.dp_shard = mesh_->degrees().dp_shard;
+  in.tp = mesh_->degrees().tp;
+  in.ep = mesh_->degrees().ep;
+  in.local_batch = std::max(B_, c_.validation.enable ? val_B_ : 0);
+  in.seq_len = std::max(T_, c_.validation.enable ? val_T_ : 0);
+  in.recompute = recompute_;
+  in.bf16 = parse_precision(c_.training.mixed_precision_param) == Precision::bfloat16;
+  in.frozen_base = c_.lora.rank > 0;
+  check_memory_floor(memory_floor(in), available_memory_per_rank(), model_label(c_));
 }
 
 // The whole model, built from the tree by its family, every shape constraint checked (setup then
@@ -317,12 +365,26 @@ TrainSummary Trainer::train() {
   metrics_ = std::make_unique<MetricsLogger>(mo);
   const auto loop_start = Clock::now();
   micro_.resize(static_cast<size_t>(accumulation_));
-  for (int64_t step = start_.step + 1; step <= c_.training.steps; ++step) {
-    metrics_->record(train_step(step));
-    if (validator_ && (step % c_.validation.freq == 0 || step == c_.training.steps)) {
-      metrics_->record_validation(validator_->run(*model_, step));
+  int stop_signal = 0;
+  int64_t last_step = start_.step;
+  {
+    const StopSignals signals;
+    for (int64_t step = start_.step + 1; step <= c_.training.steps && stop_signal == 0; ++step) {
+      metrics_->record(train_step(step));
+      if (validator_ && (step % c_.validation.freq == 0 || step == c_.training.steps)) {
+        metrics_->record_validation(validator_->run(*model_, step));
+      }
+      if (checkpointer_->due(step)) checkpointer_->save(step, tokens_seen_);
+      last_step = step;
+      stop_signal = agreed_stop_signal();
     }
-    if (checkpointer_->due(step)) checkpointer_->save(step, tokens_seen_);
+  }
+  if (stop_signal != 0) {
+    checkpointer_->finish();  // the in-flight write completes: a checkpoint is never left half-done
+    metrics_->finish();
+    throw Interrupted(stop_signal, str("stopped by ", signal_name(stop_signal), " after step ", last_step, " of ",
+                                       c_.training.steps, "; metrics are flushed and every checkpoint written is "
+                                       "complete. HINT: rerun the same command to resume from the newest one"));
   }
   checkpointer_->finish();
   if (c_.checkpoint.last_save_in_hf) checkpointer_->export_hf();
@@ -334,6 +396,14 @@ TrainSummary Trainer::train() {
   log_info(str("done: ", c_.training.steps, " steps in ", summary.seconds,
                " s; metrics, config.toml and loss.svg in ", c_.job.dump_folder));
   return summary;
+}
+
+// The stop signal every rank acts on after this step: the largest any rank received (a signal
+// reaches the ranks of a job at different moments, so they agree here, once per step).
+int Trainer::agreed_stop_signal() const {
+  double signal = StopSignals::pending();
+  if (world_->size() > 1) world_->all_reduce_max(&signal, 1);
+  return static_cast<int>(signal);
 }
 
 // The whole step's micro-batches first: the loss is normalised by their total target count (of

@@ -74,6 +74,8 @@ class Trainer {
  private:
   void setup_mesh();
   void check_model();                        // the config tree, overrides, every shape constraint
+  void check_memory() const;                 // the memory floor against what is available
+  int agreed_stop_signal() const;            // SIGINT/SIGTERM on any rank, after a step; else 0
   std::unique_ptr<nn::Decoder> build_model();  // the whole model from the tree, shapes checked
   void setup_data();
   void setup_validation();  // the validation set checked before step 1 (no-op when disabled)

@@ -152,6 +152,33 @@ TEST(Dataset, BadInputNamesFileAndLine) {
   }
 }
 
+// A document past kMaxDocumentBytes is refused, naming the file and line, before more than the
+// limit is buffered: one long JSONL line (the second), and a .txt file (one document) of many lines.
+TEST(Dataset, DocumentsPastTheLimitAreRefused) {
+  TempDir dir;
+  const std::string big(kMaxDocumentBytes, 'a');
+  write_file(dir.file("long.jsonl"), jsonl({"ok"}) + "{\"text\": \"" + big + "\"}\n");
+  write_file(dir.file("long.txt"), "first line\n" + big + "a\n");
+  std::string lines;
+  for (size_t i = 0; lines.size() <= kMaxDocumentBytes; ++i) lines += "line of a big text file\n";
+  write_file(dir.file("many.txt"), lines);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"long.jsonl", "long.jsonl:2: a line longer than 64 MiB, the most one document may hold"},
+      {"long.txt", "long.txt:2: a line longer than 64 MiB"},
+      {"many.txt", "many.txt: a .txt file is one document, and this one is longer than 64 MiB (line 2796203)"}};
+  for (const auto& [name, want] : cases) {
+    const std::string got = read_error(DatasetConfig{dir.file(name)});
+    EXPECT_NE(got.find(want), std::string::npos) << name << ": got \"" << got << "\"";
+    EXPECT_EQ(got.find('\n'), std::string::npos) << "one line: " << got;
+  }
+  // At the limit, a document is read whole.
+  write_file(dir.file("edge.txt"), std::string(kMaxDocumentBytes - 1, 'b') + "\n");
+  DocumentSource edge(DatasetConfig{dir.file("edge.txt")});
+  const std::optional<std::string> doc = edge.next();
+  ASSERT_TRUE(doc.has_value());
+  EXPECT_EQ(doc->size(), kMaxDocumentBytes);
+}
+
 TEST(Dataset, MissingPathAndEmptyFolder) {
   TempDir dir;
   EXPECT_NE(read_error(DatasetConfig{dir.file("nope.jsonl")}).find("nope.jsonl: no such file"),

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "titan/checkpoint/train_state.h"
+#include "titan/config/config_error.h"
 #include "titan/core/rng.h"
 #include "titan/models/builtin.h"
 #include "titan/parallel/expert_parallel.h"
@@ -22,6 +23,7 @@
 #include "titan/parallel/parallelize.h"
 #include "titan/parallel/mesh.h"
 #include "titan/parallel/tensor_parallel.h"
+#include "titan/train/memory_check.h"
 #include "titan/train/planner.h"
 
 namespace titan {
@@ -312,6 +314,41 @@ TEST(Planner, ExpertParallelHoldsItsExpertsAndCountsTheExchange) {
   in.ep = 2;
   ASSERT_EQ(train::plan_layouts(in).size(), 1u);
   EXPECT_EQ(train::plan_layouts(in)[0].ep, 2);
+}
+
+// The memory floor's states are the model's parameter count (DecoderConfig::num_params, counted
+// separately) times 16 bytes, its FSDP share on a mesh, or 2 bytes a weight of a whole frozen bf16
+// base; the MoE experts and the vocabulary are named parts of it; over the budget is one line.
+TEST(MemoryFloor, StatesCountEveryParameterOnce) {
+  train::MemoryFloorInput in;
+  for (const char* name : {"debug", "debug_moe"}) {
+    in.model = models::find_size(name).config;
+    in.seq_len = 64;
+    const double params = static_cast<double>(in.model.num_params());
+    in.world = in.dp_shard = 1;
+    in.frozen_base = false;
+    const train::MemoryFloor one = train::memory_floor(in);
+    EXPECT_DOUBLE_EQ(one.states, 16.0 * params) << name;
+    EXPECT_DOUBLE_EQ(one.embedding_states, 16.0 * (2.0 * 2048 * 256 + 256)) << name;  // untied 2048 x 256, + norm
+    EXPECT_GT(one.activations, 0.0);
+    in.world = in.dp_shard = 4;
+    EXPECT_DOUBLE_EQ(train::memory_floor(in).states, 4.0 * params) << name;
+    in.frozen_base = in.bf16 = true;
+    EXPECT_DOUBLE_EQ(train::memory_floor(in).states, 2.0 * params) << "a frozen base stays whole: " << name;
+    in.bf16 = false;
+  }
+  in.world = in.dp_shard = 1;
+  in.frozen_base = false;
+  const train::MemoryFloor moe = train::memory_floor(in);
+  EXPECT_DOUBLE_EQ(moe.expert_states, 16.0 * 4 * 8 * (256 + 3.0 * 256 * 256));  // 4 layers x 8 experts (+ router)
+  EXPECT_NO_THROW(train::check_memory_floor(moe, moe.total(), "model 'debug_moe'"));
+  try {
+    train::check_memory_floor(moe, moe.total() - 1, "model 'debug_moe'");
+    ADD_FAILURE() << "one byte short must be refused";
+  } catch (const config::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("model 'debug_moe' needs at least"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("HINT: lower training.local_batch_size"), std::string::npos) << e.what();
+  }
 }
 
 // Two ranks (threads) meeting through a SaveGroup write one checkpoint of flat pieces (one of

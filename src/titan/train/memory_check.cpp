@@ -1,0 +1,123 @@
+#include "titan/train/memory_check.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "titan/config/config_error.h"
+#include "titan/train/planner.h"
+
+namespace titan::train {
+namespace {
+
+// "12.3 GiB", "14.2 TiB": the figures of the error line.
+std::string bytes_text(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = 0;
+  while (bytes >= 1024.0 && u < 6) {
+    bytes /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f %s", bytes, units[u]);
+  return buf;
+}
+
+// A number read from a one-value file (cgroup v2's memory.max / memory.current); -1 when absent
+// or "max".
+double read_bytes_file(const char* path) {
+  std::ifstream in(path);
+  std::string text;
+  if (!(in >> text) || text == "max") return -1.0;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  return end != text.c_str() ? v : -1.0;
+}
+
+}  // namespace
+
+MemoryFloor memory_floor(const MemoryFloorInput& in) {
+  const nn::DecoderConfig& c = in.model;
+  // Elements, in double: the sizes this check exists for overflow nothing here.
+  const double d = static_cast<double>(c.dim), k = static_cast<double>(c.head_dim);
+  const double q = static_cast<double>(c.num_heads) * k, kv = static_cast<double>(c.num_kv_heads) * k;
+  const double root = static_cast<double>(c.vocab_size) * d * (c.tie_embeddings ? 1 : 2) + d;
+  const double attention = 2 * d * q + 2 * d * kv + 2 * d + (c.qk_norm ? 2 * k : 0);
+  const double dense_mlp = 3 * d * static_cast<double>(c.hidden_dim);
+  const double experts = static_cast<double>(c.num_experts) * (d + 3 * d * static_cast<double>(c.moe_hidden_dim));
+  const double moe_layers = static_cast<double>(c.num_moe_layers());
+  const double layers = static_cast<double>(c.num_layers);
+  const double expert_elements = moe_layers * experts;
+  const double elements = root + layers * attention + (layers - moe_layers) * dense_mlp + expert_elements;
+
+  MemoryFloor f;
+  // A frozen base stays whole on every rank; trained parameters are sharded over FSDP x TP.
+  const double share = in.frozen_base || in.world == 1 ? 1.0 : 1.0 / static_cast<double>(in.dp_shard * in.tp);
+  const double per_element = in.frozen_base ? (in.bf16 ? 2.0 : 4.0) : 16.0;
+  // Expert parallelism: the stacked expert weights are whole on their ep rank (1 / ep of them).
+  const double expert_weights = moe_layers * static_cast<double>(c.num_experts) * 3 * d *
+                                static_cast<double>(c.moe_hidden_dim);
+  const double expert_share = in.ep > 1 ? 1.0 / static_cast<double>(in.ep) : share;
+  const double expert_shift = expert_weights * (expert_share - share) * per_element;
+  f.states = elements * share * per_element + expert_shift;
+  f.embedding_states = root * share * per_element;
+  f.expert_states = expert_elements * share * per_element + expert_shift;
+  f.frozen = in.frozen_base;
+
+  PlanInput p;
+  p.model = c;
+  p.world = in.world;
+  p.dp_replicate = in.world / (in.dp_shard * in.tp);
+  p.seq_len = in.seq_len;
+  p.local_batch = in.local_batch;
+  p.recompute = in.recompute;
+  p.bf16 = in.bf16;
+  p.ep = in.ep;
+  for (const LayoutPlan& l : plan_layouts(p)) {
+    if (l.tp == in.tp && l.dp_shard == in.dp_shard) f.activations = 0.85 * l.activations;
+  }
+  return f;
+}
+
+double available_memory_per_rank() {
+  double available = -1.0;
+  std::ifstream in("/proc/meminfo");
+  std::string name, unit;
+  double kib = 0.0;
+  while (in >> name >> kib >> unit) {
+    if (name == "MemAvailable:") available = kib * 1024.0;
+  }
+  const double limit = read_bytes_file("/sys/fs/cgroup/memory.max");
+  const double used = read_bytes_file("/sys/fs/cgroup/memory.current");
+  if (limit > 0 && used >= 0) available = available < 0 ? limit - used : std::min(available, limit - used);
+  if (available < 0) return -1.0;  // unknown: the check is skipped
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const int ranks = local ? std::max(1, std::atoi(local)) : 1;
+  return available / ranks;
+}
+
+void check_memory_floor(const MemoryFloor& floor, double available, const std::string& model_label) {
+  if (available <= 0 || floor.total() <= available) return;
+  const double layer_states = floor.states - floor.embedding_states - floor.expert_states;
+  std::string hint;
+  // States past the budget on their own: only a smaller model (or more ranks) helps; else the
+  // batch's activations tip it over.
+  if (floor.states <= available) {
+    hint = "lower training.local_batch_size or training.seq_len, or set activation_checkpoint.mode full";
+  } else if (floor.expert_states >= std::max(floor.embedding_states, layer_states)) {
+    hint = "lower model.num_experts (the experts hold most of it), or shard over more ranks";
+  } else if (floor.embedding_states >= layer_states) {
+    hint = "the vocabulary holds most of it: check vocab_size (model.name, or config.json's vocab_size)";
+  } else {
+    hint = "lower model.n_layers or pick a smaller model.name, or shard over more ranks "
+           "(parallelism.data_parallel_shard_degree; titan plan shows the layouts)";
+  }
+  config::config_fail("[memory] ", model_label, " needs at least ", bytes_text(floor.total()),
+                      " per rank (", floor.frozen ? "frozen base weights " : "parameters with gradients and optimizer state ",
+                      bytes_text(floor.states),
+                      ", activations ", bytes_text(floor.activations), "), but ", bytes_text(available),
+                      " is available. HINT: ", hint);
+}
+
+}  // namespace titan::train
