@@ -351,6 +351,21 @@ TEST(MemoryFloor, StatesCountEveryParameterOnce) {
   }
 }
 
+// Under expert parallelism a rank holds E / ep experts whole: ep=2 of dp_shard=4 keeps half the
+// stacked expert weights (4 layers x 8 experts x 3 x 256 x 256) and a quarter of the rest.
+TEST(MemoryFloor, ExpertParallelHoldsItsExpertsWhole) {
+  train::MemoryFloorInput in;
+  in.model = models::find_size("debug_moe").config;
+  in.seq_len = 64;
+  in.world = in.dp_shard = 4;
+  const double params = static_cast<double>(in.model.num_params()), experts = 4 * 8 * 3.0 * 256 * 256;
+  EXPECT_DOUBLE_EQ(train::memory_floor(in).states, 4.0 * params);
+  in.ep = 2;
+  EXPECT_DOUBLE_EQ(train::memory_floor(in).states, 16.0 * ((params - experts) / 4 + experts / 2));
+  in.ep = 4;
+  EXPECT_DOUBLE_EQ(train::memory_floor(in).states, 4.0 * params);
+}
+
 // Two ranks (threads) meeting through a SaveGroup write one checkpoint of flat pieces (one of
 // them a tensor-parallel slice along dim 1); loading gives the whole tensors back exactly.
 TEST(ShardedCheckpoint, TwoRanksWriteOneCheckpointThatLoadsWhole) {
