@@ -1,5 +1,6 @@
 // Multi-rank overhead on this machine: the same job (global batch, steps, model) on 1 rank with
-// all cores, and on 2 ranks (FSDP, TP + SP, TP without SP) with the cores split between them,
+// all cores, and on 2 ranks (FSDP, TP + SP, TP without SP) with the cores split between them; then
+// the MoE model (debug_moe) on 1 rank, 2 ranks FSDP and 2 ranks expert-parallel (ep=2),
 // through mpirun; per layout the median global tokens/s over the steps after the first, the wall
 // time inside collectives, and the bytes each rank passed to collectives per step next to the
 // planner's analytic value (train/planner.h). On 2 cores absolute scaling is not the point: the
@@ -33,6 +34,8 @@ struct Layout {
   int ranks;
   int64_t tp;
   const char* flags;
+  int64_t ep = 1;
+  bool moe = false;  // debug_moe instead of the dense model; "vs 1 rank" against the 1-rank MoE run
 };
 
 int run(const std::string& cmd) {
@@ -67,7 +70,11 @@ int main(int argc, char** argv) {
                             {"2 ranks, FSDP", 2, 1, ""},
                             {"2 ranks, TP + SP", 2, 2, " --parallelism.tensor_parallel_degree 2"},
                             {"2 ranks, TP, no SP", 2, 2,
-                             " --parallelism.tensor_parallel_degree 2 --no-parallelism.enable_sequence_parallel"}};
+                             " --parallelism.tensor_parallel_degree 2 --no-parallelism.enable_sequence_parallel"},
+                            {"MoE 1 rank", 1, 1, " --model.name debug_moe", 1, true},
+                            {"MoE 2 ranks, FSDP", 2, 1, " --model.name debug_moe", 1, true},
+                            {"MoE 2 ranks, ep=2", 2, 1, " --model.name debug_moe --parallelism.expert_parallel_degree 2",
+                             2, true}};
   titan::bench::Table table({{"layout", -20}, {"tok/s", 8}, {"vs 1 rank", 10}, {"comm s/step", 12},
                              {"comm MB/step", 13}, {"planner MB", 11}, {"loss@12", 9}});
   table.print_header();
@@ -99,6 +106,7 @@ int main(int argc, char** argv) {
     }
     // The planner's figure for this layout.
     std::vector<std::string> plan_args = {"--config", "qwen3_debug", "--training.seq_len", "256"};
+    if (l.moe) plan_args.insert(plan_args.end(), {"--model.name", "debug_moe"});
     plan_args.insert(plan_args.end(), flags.begin(), flags.end());
     const titan::config::JobConfig c = titan::config::resolve_config(plan_args).config;
     titan::train::PlanInput pi;
@@ -109,7 +117,7 @@ int main(int argc, char** argv) {
     pi.sequence_parallel = std::string(l.flags).find("no-parallelism.enable_sequence") == std::string::npos;
     double planned = 0;
     for (const titan::train::LayoutPlan& p : titan::train::plan_layouts(pi)) {
-      if (p.tp == l.tp) planned = p.comm_bytes;
+      if (p.tp == l.tp && p.ep == l.ep) planned = p.comm_bytes;
     }
     const double t = median(tps);
     if (l.ranks == 1) one_rank = t;

@@ -1,5 +1,6 @@
 // Multi-rank training through mpirun (oversubscribed on a small machine) and `titan launch`:
-// every data-parallel layout gives the single-rank losses, checkpoints move between world sizes,
+// every data-parallel layout (and expert parallelism on the MoE model) gives the single-rank
+// losses, checkpoints move between world sizes and expert-parallel degrees,
 // a sharded run's HF export is the single-rank export byte for byte, a dying rank ends the job
 // quickly, and bad meshes are one-line errors. TITAN_MPIRUN is the mpirun CMake found.
 #include <gtest/gtest.h>
@@ -78,7 +79,11 @@ class CliParallel : public ::testing::Test {
   // gradient norms within 1e-4 (a norm sums every squared gradient: it shows fp32 reduction-order
   // differences first), from step `first` on.
   static void expect_baseline_losses(const std::vector<nlohmann::json>& rows, int64_t first = 1) {
-    const std::vector<nlohmann::json>& base = baseline();
+    expect_losses_of(baseline(), rows, first);
+  }
+  // The same against another single-rank run `base` (of 20 steps).
+  static void expect_losses_of(const std::vector<nlohmann::json>& base, const std::vector<nlohmann::json>& rows,
+                               int64_t first = 1) {
     ASSERT_EQ(base.size(), 20u);
     ASSERT_EQ(rows.size(), static_cast<size_t>(21 - first));
     double worst[2] = {0.0, 0.0};
@@ -339,6 +344,96 @@ TEST_F(CliParallel, CheckpointMovesBetweenWorldSizes) {
     EXPECT_NE(r.output.find("resuming from"), std::string::npos) << r.output;
     SCOPED_TRACE(name);
     expect_baseline_losses(read_jsonl(dir_ / name / "metrics.jsonl"), 11);
+  }
+}
+
+// Expert parallelism (ep ranks borrowed from dp_shard, the MoE rows exchanged all-to-all, each
+// rank holding E / ep experts) trains the single-rank losses of the MoE model in both balancing
+// modes. The single-rank run takes the same micro-batches by accumulation (HF's aux loss is one
+// per forward, so the micro-batch is part of the math); ep=2 of dp_shard=4, and of dp_shard=2 x 2
+// HSDP replicas, also sum expert gradients over the two ep groups (expert_dp). Every step's
+// ep_rank_load adds up to tokens x top_k x layers.
+TEST_F(CliParallel, ExpertParallelMatchesOneRank) {
+  for (const std::string balance : {"aux_loss", "bias"}) {
+    const std::string moe = "--model.name debug_moe --model.load_balance " + balance + " --training.global_batch_size 4 ";
+    for (const auto& [micro, ranks, ep, hsdp] :
+         {std::tuple<int, int, int, bool>{2, 2, 2, false}, {1, 4, 4, false}, {1, 4, 2, false}, {1, 4, 2, true}}) {
+      const std::string one = "ep_one_" + balance + std::to_string(micro);
+      if (!fs::exists(dir_ / one / "metrics.jsonl")) {
+        const CommandResult r = run_titan(train_args(one, micro, moe));
+        ASSERT_EQ(r.exit_code, 0) << r.output;
+      }
+      const std::string name = "ep" + std::to_string(ep) + "_of" + std::to_string(ranks) + (hsdp ? "_hsdp_" : "_") + balance;
+      const std::string replicas = hsdp ? " --parallelism.data_parallel_replicate_degree 2" : "";
+      const CommandResult r = run_mpi(
+          ranks, train_args(name, micro, moe + "--parallelism.expert_parallel_degree " + std::to_string(ep) + replicas));
+      ASSERT_EQ(r.exit_code, 0) << r.output;
+      SCOPED_TRACE(name);
+      const std::vector<nlohmann::json> rows = read_jsonl(dir_ / name / "metrics.jsonl");
+      expect_losses_of(read_jsonl(dir_ / one / "metrics.jsonl"), rows);
+      for (const nlohmann::json& row : rows) {
+        ASSERT_EQ(row["ep_rank_load"].size(), static_cast<size_t>(ep)) << row;
+        int64_t pairs = 0;
+        for (const nlohmann::json& n : row["ep_rank_load"]) pairs += n.get<int64_t>();
+        EXPECT_EQ(pairs, 4 * 64 * 2 * 2) << row;  // 4 x 64 tokens, top-2, 2 MoE layers
+      }
+    }
+  }
+}
+
+// An ep=2 checkpoint (expert weights saved as pieces of their global [E, ...] tensors) resumes on
+// one rank, and a single-rank one on ep=2, each continuing the single-rank losses; the ep=2 run's
+// HF export (experts gathered, per-expert names) equals titan convert of its own checkpoint.
+TEST_F(CliParallel, ExpertParallelCheckpointMovesToOneRankAndBack) {
+  const std::string moe = "--model.name debug_moe --model.load_balance bias --training.global_batch_size 4 "
+                          "--checkpoint.enable --checkpoint.interval 10 --no-checkpoint.last_save_model_only ";
+  const std::string ep2 = "--parallelism.expert_parallel_degree 2 ";
+  const CommandResult whole = run_titan(train_args("ep_ckpt_one", 2, moe));
+  ASSERT_EQ(whole.exit_code, 0) << whole.output;
+  const std::vector<nlohmann::json> base = read_jsonl(dir_ / "ep_ckpt_one" / "metrics.jsonl");
+  const CommandResult saved = run_mpi(2, train_args("ep_ckpt_save", 2, moe + ep2 + "--training.steps 10 "
+                                                    "--checkpoint.last_save_in_hf"));
+  ASSERT_EQ(saved.exit_code, 0) << saved.output;
+  const fs::path step10 = dir_ / "ep_ckpt_save" / "checkpoint" / "step-10";
+  ASSERT_TRUE(fs::exists(step10 / "model-rank00001-of-00002.safetensors"));
+  for (const auto& [name, ranks, from] :
+       {std::tuple<std::string, int, fs::path>{"ep_ckpt_on1", 1, step10},
+        {"ep_ckpt_on_ep2", 2, dir_ / "ep_ckpt_one" / "checkpoint" / "step-10"}}) {
+    fs::create_directories(dir_ / name / "checkpoint");
+    fs::copy(from, dir_ / name / "checkpoint" / "step-10", fs::copy_options::recursive);
+    const CommandResult r = ranks == 1 ? run_titan(train_args(name, 2, moe)) : run_mpi(2, train_args(name, 2, moe + ep2));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("resuming from"), std::string::npos) << r.output;
+    SCOPED_TRACE(name);
+    expect_losses_of(base, read_jsonl(dir_ / name / "metrics.jsonl"), 11);
+  }
+  const CommandResult c = run_titan("convert --from " + step10.string() + " --to " + (dir_ / "ep_export").string() +
+                                    " --to-hf");
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  const std::string exported = read_text(dir_ / "ep_ckpt_save" / "checkpoint" / "hf" / "model.safetensors");
+  EXPECT_NE(exported.find("model.layers.1.mlp.experts.7.down_proj.weight"), std::string::npos);
+  EXPECT_TRUE(exported == read_text(dir_ / "ep_export" / "model.safetensors"));
+}
+
+// Expert-parallel degrees that cannot work are one-line config errors (exit 2) before step 1.
+TEST_F(CliParallel, BadExpertParallelDegreesAreConfigErrors) {
+  const std::string moe = "--model.name debug_moe --training.steps 1 ";
+  for (const auto& [name, ranks, flags, want] :
+       {std::tuple<const char*, int, std::string, const char*>{
+            "bad_ep1", 1, moe + "--parallelism.expert_parallel_degree 2",
+            "parallelism.expert_parallel_degree=2 does not divide the data_parallel_shard_degree=1"},
+        {"bad_ep2", 2, moe + "--parallelism.expert_parallel_degree 2 --model.num_experts 3",
+         "parallelism.expert_parallel_degree=2 does not divide the model's num_experts=3"},
+        {"bad_ep3", 2, "--training.steps 1 --parallelism.expert_parallel_degree 2",
+         "parallelism.expert_parallel_degree=2 but the model has no experts"},
+        {"bad_ep4", 4, moe + "--parallelism.expert_parallel_degree 2 --parallelism.tensor_parallel_degree 2",
+         "mixture-of-experts layers are not tensor-parallel yet"},
+        {"bad_ep5", 1, moe + "--parallelism.expert_parallel_degree 0", "expert_parallel_degree=0 must be >= 1"}}) {
+    const CommandResult r = ranks == 1 ? run_titan(train_args(name, 2, flags)) : run_mpi(ranks, train_args(name, 2, flags));
+    EXPECT_NE(r.output.find(want), std::string::npos) << name << "\n" << r.output;
+    // mpirun reports a failed rank's exit code as its own or as 1, depending on how the job ends.
+    const bool config_error = ranks == 1 ? r.exit_code == 2 : r.exit_code != 0;
+    EXPECT_TRUE(config_error) << name << ": exit code " << r.exit_code << "\n" << r.output;
   }
 }
 

@@ -1,9 +1,11 @@
 // titan plan --config NAME --world-size N [--memory-per-rank 24GiB] [--seq-len T]
 //            [--local-batch-size B] [--<section>.<field> VALUE ...]
-// Prints, for each valid (dp_shard, tp) layout of the job on N ranks, the predicted memory per
+// Prints, for each valid (dp_shard, tp, ep) layout of the job on N ranks, the predicted memory per
 // rank (parameters, gradients, optimizer state, gathered blocks, activations, logits chunk, backward
 // temporaries) and the bytes each rank passes to collectives per step, and recommends the layout
-// the seed's rule picks: shard first, add tensor parallelism only when a layout does not fit.
+// the seed's rule picks: shard first, add tensor parallelism only when a layout does not fit. For
+// a MoE model every expert_parallel_degree dividing dp_shard and num_experts is a layout (or the
+// one --parallelism.expert_parallel_degree names), with its all-to-all volume.
 // The config resolves as titan train resolves it (so --parallelism.* and --training.* apply).
 #include <cstdio>
 #include <string>
@@ -90,10 +92,12 @@ int run_plan(int argc, char** argv) {
                                          in.model.num_layers);
   in.bf16 = c.training.mixed_precision_param == "bfloat16";
   in.bf16_reduce = c.training.mixed_precision_reduce == "bfloat16";
+  in.ep = c.parallelism.expert_parallel_degree > 1 ? c.parallelism.expert_parallel_degree : 0;
   const std::vector<train::LayoutPlan> plans = train::plan_layouts(in);
   TITAN_CHECK(!plans.empty(), "[plan] no layout of ", world, " ranks with data_parallel_replicate_degree ",
               in.dp_replicate, " fits the model's divisibility (heads ", in.model.num_heads, ", kv heads ",
-              in.model.num_kv_heads, ", FFN ", in.model.hidden_dim, ", vocab ", in.model.vocab_size, ")");
+              in.model.num_kv_heads, ", FFN ", in.model.hidden_dim, ", vocab ", in.model.vocab_size,
+              in.ep > 0 ? str(", experts ", in.model.num_experts, " for expert_parallel_degree ", in.ep) : "", ")");
   const int pick = train::recommended_layout(plans);
   const config::ActivationCheckpointSection& ac = c.activation_checkpoint;
   std::printf("plan: %s (%.1fM parameters) on %lld ranks, micro-batch %lld x %lld tokens per data-parallel rank%s, "
@@ -106,17 +110,19 @@ int run_plan(int argc, char** argv) {
   std::printf("GiB per rank: params grads optim = parameters, gradients, AdamW moments (this rank's shard);\n"
               "gathered = FSDP's full blocks in use; activ = saved activations; logits = the head's chunk\n"
               "(with bf16 compute also the head weight's bf16 copy);\n"
-              "temp = backward temporaries; comm = GB passed to collectives per step per rank\n\n");
-  std::printf("%-3s %-12s %4s %4s %8s %8s %8s %8s %8s %8s %8s %9s %8s  %s\n", "", "dp_replicate", "shard", "tp", "params",
-              "grads", "optim", "gathered", "activ", "logits", "temp", "total", "comm", "");
+              "temp = backward temporaries; comm = GB passed to collectives per step per rank\n"
+              "(a2a: of which expert parallelism's all-to-all)\n\n");
+  std::printf("%-3s %-12s %4s %4s %4s %8s %8s %8s %8s %8s %8s %8s %9s %8s %8s  %s\n", "", "dp_replicate", "shard", "tp",
+              "ep", "params", "grads", "optim", "gathered", "activ", "logits", "temp", "total", "comm", "a2a", "");
   for (size_t i = 0; i < plans.size(); ++i) {
     const train::LayoutPlan& p = plans[i];
-    std::printf("%-3s %-12lld %4lld %4lld %8s %8s %8s %8s %8s %8s %8s %9s %8.2f  %s\n",
+    std::printf("%-3s %-12lld %4lld %4lld %4lld %8s %8s %8s %8s %8s %8s %8s %9s %8.2f %8.2f  %s\n",
                 static_cast<int>(i) == pick ? "->" : "", static_cast<long long>(p.dp_replicate),
-                static_cast<long long>(p.dp_shard), static_cast<long long>(p.tp), gib(p.parameters).c_str(),
+                static_cast<long long>(p.dp_shard), static_cast<long long>(p.tp), static_cast<long long>(p.ep),
+                gib(p.parameters).c_str(),
                 gib(p.gradients).c_str(), gib(p.optimizer).c_str(), gib(p.gathered).c_str(),
                 gib(p.activations).c_str(), gib(p.logits).c_str(), gib(p.transient).c_str(), gib(p.total).c_str(),
-                p.comm_bytes / 1e9, p.fits ? "" : "does not fit");
+                p.comm_bytes / 1e9, p.all_to_all_bytes / 1e9, p.fits ? "" : "does not fit");
   }
   if (pick < 0) {
     std::printf("\nno layout fits in %s GiB per rank. HINT: more ranks, --activation_checkpoint.mode full, or a smaller "
@@ -125,8 +131,9 @@ int run_plan(int argc, char** argv) {
   }
   const train::LayoutPlan& p = plans[static_cast<size_t>(pick)];
   std::printf("\nrecommended: --parallelism.data_parallel_replicate_degree %lld --parallelism.data_parallel_shard_degree "
-              "%lld --parallelism.tensor_parallel_degree %lld\n",
-              static_cast<long long>(p.dp_replicate), static_cast<long long>(p.dp_shard), static_cast<long long>(p.tp));
+              "%lld --parallelism.tensor_parallel_degree %lld%s\n",
+              static_cast<long long>(p.dp_replicate), static_cast<long long>(p.dp_shard), static_cast<long long>(p.tp),
+              p.ep > 1 ? str(" --parallelism.expert_parallel_degree ", p.ep).c_str() : "");
   return 0;
 }
 

@@ -124,6 +124,7 @@ struct ParallelismSection {
   int64_t data_parallel_replicate_degree = 1;
   int64_t data_parallel_shard_degree = -1;
   int64_t tensor_parallel_degree = 1;
+  int64_t expert_parallel_degree = 1;
   bool enable_sequence_parallel = true;
   bool fsdp_prefetch = true;
 
@@ -304,6 +305,9 @@ void visit_fields(Config& c, V&& v) {
     "FSDP degree: ranks that split parameters, gradients and optimizer state; -1: the ranks left over");
   v("parallelism.tensor_parallel_degree", parallelism.tensor_parallel_degree,
     "tensor-parallel degree (Megatron: heads, FFN width and vocabulary split; must divide each)");
+  v("parallelism.expert_parallel_degree", parallelism.expert_parallel_degree,
+    "expert-parallel degree (MoE): experts split over groups of this many data_parallel_shard ranks, tokens "
+    "exchanged all-to-all; must divide data_parallel_shard_degree and num_experts");
   v("parallelism.enable_sequence_parallel", parallelism.enable_sequence_parallel,
     "with tensor_parallel_degree > 1: norms and residuals on each rank's share of the tokens");
   v("parallelism.fsdp_prefetch", parallelism.fsdp_prefetch,

@@ -188,6 +188,9 @@ void validate(const JobConfig& c, int64_t data_parallel_degree) {
   if (p.tensor_parallel_degree < 1) {
     config_fail("parallelism.tensor_parallel_degree=", p.tensor_parallel_degree, " must be >= 1");
   }
+  if (p.expert_parallel_degree < 1) {
+    config_fail("parallelism.expert_parallel_degree=", p.expert_parallel_degree, " must be >= 1");
+  }
 
   const ActivationCheckpointSection& ac = c.activation_checkpoint;
   if (ac.mode != "none" && ac.mode != "full" && ac.mode != "selective") {
@@ -223,6 +226,36 @@ void validate(const JobConfig& c, int64_t data_parallel_degree) {
     }
   } else if (!lora.save_adapter.empty()) {
     config_fail("lora.save_adapter='", lora.save_adapter, "' needs lora.rank > 0 (there is no adapter to save)");
+  }
+}
+
+void validate_expert_parallel_mesh(const JobConfig& c, int64_t dp_shard, int64_t tp) {
+  const int64_t ep = c.parallelism.expert_parallel_degree;
+  if (ep < 1) config_fail("parallelism.expert_parallel_degree=", ep, " must be >= 1");
+  if (dp_shard % ep != 0) {
+    config_fail("parallelism.expert_parallel_degree=", ep, " does not divide the data_parallel_shard_degree=",
+                dp_shard, " it borrows its ranks from; pick a divisor of it (or shard over more ranks)");
+  }
+  if (ep > 1 && tp > 1) {
+    config_fail("parallelism.expert_parallel_degree=", ep, " with tensor_parallel_degree=", tp,
+                ": mixture-of-experts layers are not tensor-parallel yet; use tensor_parallel_degree=1");
+  }
+}
+
+void validate_expert_parallel_model(const JobConfig& c, int64_t num_experts) {
+  const int64_t ep = c.parallelism.expert_parallel_degree;
+  if (ep == 1) return;
+  if (num_experts == 0) {
+    config_fail("parallelism.expert_parallel_degree=", ep, " but the model has no experts (a dense model); "
+                "use a mixture-of-experts model or expert_parallel_degree=1");
+  }
+  if (num_experts % ep != 0) {
+    config_fail("parallelism.expert_parallel_degree=", ep, " does not divide the model's num_experts=", num_experts,
+                "; pick a divisor of it");
+  }
+  if (c.lora.rank > 0) {
+    config_fail("lora.rank=", c.lora.rank, " with parallelism.expert_parallel_degree=", ep,
+                ": LoRA is not expert-parallel yet; use expert_parallel_degree=1");
   }
 }
 

@@ -25,4 +25,11 @@ int64_t parse_byte_size(const std::string& text);
 
 int64_t accumulation_steps(const JobConfig& config, int64_t data_parallel_degree);
 
+// parallelism.expert_parallel_degree against the resolved mesh: ep >= 1 must divide dp_shard (it
+// borrows those ranks), without tensor parallelism (MoE layers are not tensor-parallel yet); then
+// against the model (num_experts 0: a dense model): it needs experts, and ep must divide their
+// number. ConfigError otherwise.
+void validate_expert_parallel_mesh(const JobConfig& config, int64_t dp_shard, int64_t tp);
+void validate_expert_parallel_model(const JobConfig& config, int64_t num_experts);
+
 }  // namespace titan::config

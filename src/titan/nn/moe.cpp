@@ -2,12 +2,25 @@
 
 #include <cmath>
 
+#include "titan/core/error.h"
 #include "titan/ops/moe_combine/moe_combine.h"
 
 namespace titan::nn {
 
 void MoeModule::drop_recomputable(std::any&) const {}
 void MoeModule::recompute(const Tensor&, std::any&) const {}
+void MoeModule::collect_experts(ParameterList&) {}
+
+void MoeModule::set_expert_parallel(ExpertParallelOps*) {
+  TITAN_FAIL("[parallel] ", describe(), " cannot be split over experts. HINT: use parallelism.expert_parallel_degree "
+             "= 1 with this MoE override");
+}
+
+void Moe::set_expert_parallel(ExpertParallelOps* ep) {
+  const int64_t local = config_.num_experts / ep->degree();
+  experts->keep_experts(ep->rank() * local, local);
+  ep_ = ep;
+}
 
 Moe::Moe(const MoeConfig& config, const ModuleBuild& build)
     : router(build.child<RouterModule>("router")), experts(build.child<ExpertsModule>("experts")), config_(config) {}
@@ -28,7 +41,7 @@ Tensor Moe::forward(const Tensor& x_ND, std::any& saved, RouterTotals* totals) {
   router->forward(x_ND, s.routing);
   Tensor x_PD = Tensor::empty({n * config_.top_k, config_.dim}, DType::f32, x_ND.device());
   ops::moe_dispatch_forward({e}, x_ND, s.routing.expert_NK, x_PD, s.layout);
-  const Tensor y_PD = experts->forward(x_PD, s.layout.offsets_E1, s.experts);
+  const Tensor y_PD = experts_forward(x_PD, s);
   Tensor out_ND = Tensor::empty({n, config_.dim}, DType::f32, x_ND.device());
   ops::moe_combine_forward(y_PD, s.routing.weight_NK, s.layout.row_of_pair_NK, out_ND);
   if (totals == nullptr) return out_ND;
@@ -47,6 +60,16 @@ Tensor Moe::forward(const Tensor& x_ND, std::any& saved, RouterTotals* totals) {
     totals->rows += n;
   }
   return out_ND;
+}
+
+// On one rank the experts run on the dispatch rows; under expert parallelism the rows go to their
+// experts' ranks and come back (nn/expert_parallel.h).
+Tensor Moe::experts_forward(const Tensor& x_PD, Saved& s) const {
+  if (ep_ == nullptr) return experts->forward(x_PD, s.layout.offsets_E1, s.experts);
+  s.exchange = ep_->plan(s.routing.expert_counts_E);
+  s.x_RD = ep_->to_experts(x_PD, s.exchange);
+  const Tensor y_RD = experts->forward(s.x_RD, s.exchange.offsets_E1, s.experts);
+  return ep_->from_experts(y_RD, s.exchange);
 }
 
 // Softmax backward of the aux gradient q = dprobs (the same for every token):
@@ -77,20 +100,52 @@ Tensor Moe::backward(const StepContext& ctx, const Tensor& dy_ND, std::any& save
       ctx.moe_aux_dprobs_E.empty() ? Tensor() : aux_logit_grad(s.routing.probs_NE, ctx.moe_aux_dprobs_E);
   Tensor g_PD = Tensor::empty({p, d}, DType::f32, dev), none;
   ops::moe_combine_backward(dy_ND, Tensor{}, Tensor{}, s.layout.row_of_pair_NK, g_PD, none);
-  // The dispatch rows again (not saved); the layout it recomputes equals the saved one.
-  Tensor x_PD = Tensor::empty({p, d}, DType::f32, dev);
-  ops::MoeLayout layout;
-  ops::moe_dispatch_forward({e}, s.x_ND, s.routing.expert_NK, x_PD, layout);
-  Tensor& dx_PD = g_PD;  // written in place: one [P, D] buffer fewer
   Tensor dweight_NK = Tensor::empty({n, config_.top_k}, DType::f32, dev);
-  experts->backward(g_PD, s.routing.weight_NK, s.layout.pair_of_row_P, x_PD, s.layout.offsets_E1, s.experts, dx_PD,
-                    dweight_NK);
-  x_PD = Tensor();
+  experts_backward(g_PD, s, dweight_NK);
+  const Tensor& dx_PD = g_PD;  // written in place: one [P, D] buffer fewer
   Tensor dx_ND = Tensor::empty(s.x_ND.shape(), DType::f32, dev);
   router->backward(dweight_NK, drouter_logits_NE, s.x_ND, s.routing, dx_ND);
   ops::moe_dispatch_backward({e}, dx_PD, s.layout, dx_ND);
   saved.reset();
   return dx_ND;
+}
+
+// g_PD: the gradient of the weighted dispatch rows in, their dx out (in place); dweight_NK written.
+void Moe::experts_backward(Tensor& g_PD, Saved& s, Tensor& dweight_NK) {
+  if (ep_ != nullptr) return experts_backward_ep(g_PD, s, dweight_NK);
+  // The dispatch rows again (not saved); the layout it recomputes equals the saved one.
+  Tensor x_PD = Tensor::empty(g_PD.shape(), DType::f32, g_PD.device());
+  ops::MoeLayout layout;
+  ops::moe_dispatch_forward({config_.num_experts}, s.x_ND, s.routing.expert_NK, x_PD, layout);
+  experts->backward(g_PD, s.routing.weight_NK, s.layout.pair_of_row_P, x_PD, s.layout.offsets_E1, s.experts, g_PD,
+                    dweight_NK);
+}
+
+// The same across ranks: each row's gradient and routing weight go to its expert's rank (the
+// experts apply the weights in backward), which computes the row's dx and dweight (row r of the
+// received rows is its own "pair" r) and the expert weights' gradients from every rank's rows;
+// dx and dweight come back to the rows' ranks.
+void Moe::experts_backward_ep(Tensor& g_PD, Saved& s, Tensor& dweight_NK) {
+  const int64_t p = g_PD.size(0), r = s.exchange.num_rows;
+  const Device dev = g_PD.device();
+  Tensor weight_P1 = Tensor::empty({p, 1}, DType::f32, dev);  // filled on the host
+  const float* weight = s.routing.weight_NK.data<float>();
+  const int32_t* pair_of_row = s.layout.pair_of_row_P.data<int32_t>();
+  float* weight_of_row = weight_P1.data<float>();
+  for (int64_t row = 0; row < p; ++row) weight_of_row[row] = weight[pair_of_row[row]];
+  Tensor g_RD = ep_->to_experts(g_PD, s.exchange);
+  const Tensor weight_R1 = ep_->to_experts(weight_P1, s.exchange);
+  Tensor own_pair_R = Tensor::empty({r}, DType::i32, dev);
+  int32_t* own_pair = own_pair_R.data<int32_t>();
+  for (int64_t row = 0; row < r; ++row) own_pair[row] = static_cast<int32_t>(row);
+  Tensor dweight_R1 = Tensor::empty({r, 1}, DType::f32, dev);
+  experts->backward(g_RD, weight_R1, own_pair_R, s.x_RD, s.exchange.offsets_E1, s.experts, g_RD, dweight_R1);
+  s.x_RD = Tensor();
+  g_PD = ep_->from_experts(g_RD, s.exchange);
+  const Tensor dweight_P1 = ep_->from_experts(dweight_R1, s.exchange);
+  float* dweight = dweight_NK.data<float>();
+  const float* dweight_of_row = dweight_P1.data<float>();
+  for (int64_t row = 0; row < p; ++row) dweight[pair_of_row[row]] = dweight_of_row[row];
 }
 
 void Moe::collect(ParameterList& out) {

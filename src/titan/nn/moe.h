@@ -3,7 +3,7 @@
 // -> optional renormalisation; a Router node) and experts (grouped SwiGLU; an Experts node), with
 // the dispatch (tokens -> expert-sorted rows) and combine (weighted sum back) ops between them:
 //   router -> dispatch -> experts -> combine
-// (expert parallelism puts an all-to-all after dispatch and before combine). The decoder drives
+// (expert parallelism puts an all-to-all after dispatch and before combine: nn/expert_parallel.h). The decoder drives
 // the blocks across layers (the HF aux loss couples every MoE layer of a forward, see
 // Decoder::forward_backward).
 // Legend: N tokens, D dim, E experts, F expert hidden width (moe_intermediate_size).
@@ -14,6 +14,7 @@
 #include <any>
 
 #include "titan/nn/context.h"
+#include "titan/nn/expert_parallel.h"
 #include "titan/nn/moe_experts.h"
 #include "titan/nn/moe_router.h"
 #include "titan/ops/moe_dispatch/moe_dispatch.h"
@@ -63,6 +64,11 @@ class MoeModule : public Module {
   // torchtitan's update: bias += rate * (sign(mean load - load) - its mean), from load(); no-op
   // without bias balancing.
   virtual void update_expert_bias(double rate) = 0;
+  // Expert parallelism (nn/expert_parallel.h): keep this rank's experts only and exchange the
+  // dispatch rows through `ep` from now on. The default refuses, naming the module.
+  virtual void set_expert_parallel(ExpertParallelOps* ep);
+  // The parameters split over expert-parallel ranks (the stacked expert weights); default none.
+  virtual void collect_experts(ParameterList& out);
 };
 
 class Moe : public MoeModule {
@@ -72,6 +78,10 @@ class Moe : public MoeModule {
     ops::MoeRouting routing;   // the router's output
     ops::MoeLayout layout;     // the dispatch layout
     std::any experts;          // the experts module's own saved state
+    // Expert parallelism only: the exchange plan and the rows this rank's experts received (kept
+    // for backward instead of exchanging the dispatch rows again).
+    ExpertExchange exchange;
+    Tensor x_RD;
   };
 
   // Builds its children (router, experts) from the tree through `build`.
@@ -87,6 +97,8 @@ class Moe : public MoeModule {
   void recompute(const Tensor& x_ND, std::any& saved) const override;
   std::vector<int64_t>& load() override { return router->load(); }
   void update_expert_bias(double rate) override { router->update_expert_bias(rate); }
+  void set_expert_parallel(ExpertParallelOps* ep) override;
+  void collect_experts(ParameterList& out) override { experts->collect(out); }
   std::string describe() const override { return "moe (built-in)"; }
 
   const MoeConfig& config() const { return config_; }
@@ -95,7 +107,13 @@ class Moe : public MoeModule {
   std::unique_ptr<ExpertsModule> experts;
 
  private:
+  // The experts' part of forward / backward: on this rank, or through the expert-parallel exchange.
+  Tensor experts_forward(const Tensor& x_PD, Saved& s) const;
+  void experts_backward(Tensor& g_PD, Saved& s, Tensor& dweight_NK);
+  void experts_backward_ep(Tensor& g_PD, Saved& s, Tensor& dweight_NK);
+
   MoeConfig config_;
+  ExpertParallelOps* ep_ = nullptr;  // set under expert parallelism
 };
 
 }  // namespace titan::nn

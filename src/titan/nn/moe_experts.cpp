@@ -1,6 +1,13 @@
 #include "titan/nn/moe_experts.h"
 
+#include "titan/core/error.h"
+
 namespace titan::nn {
+
+void ExpertsModule::keep_experts(int64_t, int64_t) {
+  TITAN_FAIL("[parallel] ", describe(), " cannot be split over experts. HINT: use parallelism.expert_parallel_degree "
+             "= 1 with this experts override");
+}
 
 Experts::Experts(const ExpertsConfig& config, const std::string& fqn) : config_(config) {
   const int64_t e = config.num_experts, f = config.hidden_dim, d = config.dim;
@@ -33,6 +40,22 @@ void Experts::collect(ParameterList& out) {
   out.push_back(&w1);
   out.push_back(&w2);
   out.push_back(&w3);
+}
+
+}  // namespace titan::nn
+
+namespace titan::nn {
+
+// The slice is copied (contiguous, dim 0 outermost) and the whole weight freed.
+static void keep_rows(Parameter& p, int64_t first, int64_t count) {
+  Tensor& data = p.data();
+  data = data.narrow(0, first, count).clone();
+  if (p.grad.defined()) p.grad = Tensor::zeros(data.shape(), DType::f32, data.device());
+}
+
+void Experts::keep_experts(int64_t first, int64_t count) {
+  for (Parameter* p : {&w1, &w2, &w3}) keep_rows(*p, first, count);
+  config_.num_experts = count;
 }
 
 }  // namespace titan::nn

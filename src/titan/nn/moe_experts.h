@@ -32,6 +32,9 @@ class ExpertsModule : public Module {
   virtual void backward(const Tensor& dy_PD, const Tensor& weight_NK, const Tensor& pair_of_row_P,
                         const Tensor& x_PD, const Tensor& offsets_E1, std::any& saved, Tensor& dx_PD,
                         Tensor& dweight_NK) = 0;
+  // Expert parallelism: keep experts [first, first + count) of every stacked weight (and a zeroed
+  // gradient of that shape); the rest go. The default refuses, naming the module.
+  virtual void keep_experts(int64_t first, int64_t count);
 };
 
 class Experts : public ExpertsModule {
@@ -42,6 +45,7 @@ class Experts : public ExpertsModule {
   void backward(const Tensor& dy_PD, const Tensor& weight_NK, const Tensor& pair_of_row_P, const Tensor& x_PD,
                 const Tensor& offsets_E1, std::any& saved, Tensor& dx_PD, Tensor& dweight_NK) override;
   void collect(ParameterList& out) override;  // w1, w2, w3
+  void keep_experts(int64_t first, int64_t count) override;
   std::string describe() const override { return "moe experts (built-in)"; }
 
   Parameter w1, w2, w3;  // gate [E, F, D], down [E, D, F], up [E, F, D]

@@ -91,6 +91,10 @@ class LocalComm final : public Comm {
   void reduce_scatter_sum(const uint16_t* in, uint16_t* out, int64_t n) override {
     std::copy(in, in + n, out);
   }
+  void all_to_all_v(const float* in, const int64_t* send_counts, float* out, const int64_t*) override {
+    copy(in, out, send_counts[0]);
+  }
+  void all_to_all(const int64_t* in, int64_t* out, int64_t n) override { std::copy(in, in + n, out); }
   void broadcast(void*, int64_t, int) override {}
   void barrier() override {}
   std::unique_ptr<Comm> split(int, int) override { return std::make_unique<LocalComm>(); }
@@ -100,6 +104,8 @@ class LocalComm final : public Comm {
   // The Tensor forms of the collectives (Comm's non-virtual overloads), not hidden by the above.
   using Comm::all_gather;
   using Comm::all_reduce_sum;
+  using Comm::all_to_all;
+  using Comm::all_to_all_v;
   using Comm::reduce_scatter_sum;
   using Comm::start_all_gather;
 
@@ -184,6 +190,38 @@ void Comm::reduce_scatter_sum(const Tensor& in, Tensor& out) {
   check_f32(*this, "reduce_scatter_sum", "out", out);
   check_whole(*this, "reduce_scatter_sum", "in", in, "out", out);
   reduce_scatter_sum(in.data<float>(), out.data<float>(), out.numel());
+}
+
+// One count per rank, none negative, summing to `t`'s elements.
+static void check_counts(const Comm& comm, const char* what, const std::vector<int64_t>& counts, const Tensor& t) {
+  TITAN_CHECK(static_cast<int64_t>(counts.size()) == comm.size(), "[comm] all_to_all_v ", what, ": expected ",
+              comm.size(), " counts (one per rank), got ", counts.size());
+  int64_t total = 0;
+  for (int64_t c : counts) {
+    TITAN_CHECK(c >= 0, "[comm] all_to_all_v ", what, ": a count is negative (", c, ")");
+    total += c;
+  }
+  TITAN_CHECK(total == t.numel(), "[comm] all_to_all_v ", what, ": the counts sum to ", total, " elements but the "
+              "tensor is ", t.describe(), ". HINT: size the tensor to the counts (exchange them first with all_to_all)");
+}
+
+void Comm::all_to_all_v(const Tensor& in, const std::vector<int64_t>& send_counts, Tensor& out,
+                        const std::vector<int64_t>& recv_counts) {
+  check_f32(*this, "all_to_all_v", "in", in);
+  check_f32(*this, "all_to_all_v", "out", out);
+  check_counts(*this, "send_counts", send_counts, in);
+  check_counts(*this, "recv_counts", recv_counts, out);
+  all_to_all_v(in.data<float>(), send_counts.data(), out.data<float>(), recv_counts.data());
+}
+
+void Comm::all_to_all(const Tensor& in, Tensor& out) {
+  check_host(*this, "all_to_all", "in", in);
+  check_host(*this, "all_to_all", "out", out);
+  TITAN_CHECK(in.dtype() == DType::i64 && out.dtype() == DType::i64, "[comm] all_to_all: expected i64 in and out, "
+              "got in ", found(in), ", out ", found(out), ". HINT: it exchanges counts");
+  TITAN_CHECK(in.numel() == out.numel() && in.numel() % size() == 0, "[comm] all_to_all: expected in and out of one "
+              "size, a multiple of ", size(), " ranks, got in ", found(in), ", out ", found(out));
+  all_to_all(in.data<int64_t>(), out.data<int64_t>(), in.numel() / size());
 }
 
 void Comm::check_point_to_point(const char* call, const Tensor& t, int peer, int tag) const {

@@ -46,6 +46,13 @@ class Comm {
   // The same over bf16 values, summed in bf16 as NCCL's bf16 reduction does: each pairwise sum is
   // taken in f32 and rounded to bf16 (training.mixed_precision_reduce=bfloat16; half the traffic).
   virtual void reduce_scatter_sum(const uint16_t* in, uint16_t* out, int64_t n) = 0;
+  // All to all with per-rank sizes (expert parallelism's token exchange): `in` is size() blocks in
+  // rank order, send_counts[r] elements for rank r; `out` receives recv_counts[s] elements from
+  // each rank s, in rank order. recv_counts[s] must be rank s's send_counts[rank()]: exchange the
+  // counts first with all_to_all.
+  virtual void all_to_all_v(const float* in, const int64_t* send_counts, float* out, const int64_t* recv_counts) = 0;
+  // out[s * n, (s + 1) * n) = rank s's in[rank() * n, (rank() + 1) * n): n values to each rank.
+  virtual void all_to_all(const int64_t* in, int64_t* out, int64_t n) = 0;
   virtual void broadcast(void* data, int64_t bytes, int root) = 0;
   virtual void barrier() = 0;
   // Ranks with the same color form a new communicator, ordered by key.
@@ -63,12 +70,17 @@ class Comm {
   //   all_gather / start_all_gather: f32 (start_all_gather also bf16 with an even in.numel()),
   //     out.numel() == size() * in.numel() (every rank's in, in
   //     rank order); the Pending keeps both tensors' storage alive until it is done;
-  //   reduce_scatter_sum: f32 or bf16 (both sides alike), in.numel() == size() * out.numel().
+  //   reduce_scatter_sum: f32 or bf16 (both sides alike), in.numel() == size() * out.numel();
+  //   all_to_all_v: f32; one count per rank on each side, summing to in.numel() / out.numel();
+  //   all_to_all: i64, in.numel() == out.numel(), a multiple of size().
   // Every rank must pass the same sizes; a bad tensor is an Error before anything is sent.
   void all_reduce_sum(Tensor& t);
   void all_gather(const Tensor& in, Tensor& out);
   std::unique_ptr<Pending> start_all_gather(const Tensor& in, Tensor& out);
   void reduce_scatter_sum(const Tensor& in, Tensor& out);
+  void all_to_all_v(const Tensor& in, const std::vector<int64_t>& send_counts, Tensor& out,
+                    const std::vector<int64_t>& recv_counts);
+  void all_to_all(const Tensor& in, Tensor& out);
 
   // Every rank's string (rank order), on every rank.
   std::vector<std::string> all_gather_strings(const std::string& mine);

@@ -212,6 +212,28 @@ class MpiComm final : public Comm {
     const Watched w("MPI_Reduce_scatter_block", ranks_);
     check(MPI_Reduce_scatter_block(in, out, c, MPI_UINT16_T, bf16_sum_op(), comm_), "MPI_Reduce_scatter_block");
   }
+  // MPI_Alltoallv's int counts and displacements: the exchange is refused beyond 2^31 elements.
+  void all_to_all_v(const float* in, const int64_t* send_counts, float* out, const int64_t* recv_counts) override {
+    const auto n = static_cast<size_t>(size_);
+    std::vector<int> sc(n), sd(n), rc(n), rd(n);
+    int64_t s_at = 0, r_at = 0;
+    for (size_t r = 0; r < n; ++r) {
+      sc[r] = count(send_counts[r], "all_to_all_v send");
+      rc[r] = count(recv_counts[r], "all_to_all_v recv");
+      sd[r] = count(s_at, "all_to_all_v send displacement");
+      rd[r] = count(r_at, "all_to_all_v recv displacement");
+      s_at += send_counts[r];
+      r_at += recv_counts[r];
+    }
+    const Watched w("MPI_Alltoallv", ranks_);
+    check(MPI_Alltoallv(in, sc.data(), sd.data(), MPI_FLOAT, out, rc.data(), rd.data(), MPI_FLOAT, comm_),
+          "MPI_Alltoallv");
+  }
+  void all_to_all(const int64_t* in, int64_t* out, int64_t n) override {
+    const int c = count(n, "all_to_all");
+    const Watched w("MPI_Alltoall", ranks_);
+    check(MPI_Alltoall(in, c, MPI_INT64_T, out, c, MPI_INT64_T, comm_), "MPI_Alltoall");
+  }
   void broadcast(void* data, int64_t bytes, int root) override {
     const Watched w("MPI_Bcast", ranks_);
     check(MPI_Bcast(data, count(bytes, "broadcast"), MPI_BYTE, root, comm_), "MPI_Bcast");
@@ -258,6 +280,8 @@ class MpiComm final : public Comm {
   // The Tensor forms of the collectives (Comm's non-virtual overloads), not hidden by the above.
   using Comm::all_gather;
   using Comm::all_reduce_sum;
+  using Comm::all_to_all;
+  using Comm::all_to_all_v;
   using Comm::reduce_scatter_sum;
   using Comm::start_all_gather;
 

@@ -5,7 +5,7 @@
 namespace titan::parallel {
 
 std::string MeshDegrees::describe() const {
-  return str("dp_replicate=", dp_replicate, " dp_shard=", dp_shard, " tp=", tp);
+  return str("dp_replicate=", dp_replicate, " dp_shard=", dp_shard, " tp=", tp, ep > 1 ? str(" ep=", ep) : "");
 }
 
 MeshDegrees resolve_mesh(MeshDegrees d, int64_t world) {
@@ -41,6 +41,12 @@ DeviceMesh::DeviceMesh(Comm& world, MeshDegrees d) : world_(world), degrees_(d) 
   tp_ = world.split(r_rep * shard_size + r_shard, r_tp);
   dp_rank_ = static_cast<int64_t>(r_rep) * shard_size + r_shard;
   dp_ = world.split(r_tp, static_cast<int>(dp_rank_));
+  TITAN_CHECK(d.ep >= 1 && d.dp_shard % d.ep == 0, "[parallel] expert_parallel_degree=", d.ep,
+              " does not divide data_parallel_shard_degree=", d.dp_shard, " (internal: validate it first)");
+  const int ep_size = static_cast<int>(d.ep), groups = shard_size / ep_size;  // ep groups per dp_shard
+  const int r_ep = r_shard % ep_size, r_group = r_rep * groups + r_shard / ep_size;
+  ep_ = world.split(r_group * tp_size + r_tp, r_ep);
+  expert_dp_ = world.split(r_ep * tp_size + r_tp, r_group);
 }
 
 }  // namespace titan::parallel

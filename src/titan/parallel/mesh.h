@@ -4,7 +4,10 @@
 //   tp            tensor parallel (innermost, so a tp group sits on one node)
 // rank = (r_replicate * dp_shard + r_shard) * tp + r_tp, as torchtitan orders its mesh. Each
 // dimension has its own sub-communicator, and `dp` spans replicate x shard (the ranks that see
-// different data). Room for ep / cp / pp: one more dimension and one more split each.
+// different data). Expert parallelism borrows its ranks from dp_shard (torchtitan's layout): ep
+// consecutive dp_shard ranks form an `ep` group (they exchange tokens and each holds 1/ep of the
+// experts), and `expert_dp` joins the ranks that hold the same experts (the other dp ranks), over
+// which expert gradients are summed. Room for cp / pp: one more dimension and one more split each.
 #pragma once
 
 #include <cstdint>
@@ -19,8 +22,9 @@ struct MeshDegrees {
   int64_t dp_replicate = 1;
   int64_t dp_shard = -1;  // -1: every rank the other dimensions leave
   int64_t tp = 1;
+  int64_t ep = 1;  // borrowed from dp_shard: must divide it (config::validate_expert_parallel)
   int64_t dp() const { return dp_replicate * dp_shard; }
-  std::string describe() const;  // "dp_replicate=1 dp_shard=4 tp=1"
+  std::string describe() const;  // "dp_replicate=1 dp_shard=4 tp=1" (and " ep=2" when ep > 1)
 };
 
 // -1 resolved; throws a one-line Error naming the parallelism.* fields when a degree is < 1 (or
@@ -38,12 +42,14 @@ class DeviceMesh {
   Comm& dp_shard() { return *shard_; }
   Comm& tp() { return *tp_; }
   Comm& dp() { return *dp_; }
+  Comm& ep() { return *ep_; }
+  Comm& expert_dp() { return *expert_dp_; }
   int64_t dp_rank() const { return dp_rank_; }  // which share of the global batch this rank takes
 
  private:
   Comm& world_;
   MeshDegrees degrees_;
-  std::unique_ptr<Comm> replicate_, shard_, tp_, dp_;
+  std::unique_ptr<Comm> replicate_, shard_, tp_, dp_, ep_, expert_dp_;
   int64_t dp_rank_ = 0;
 };
 

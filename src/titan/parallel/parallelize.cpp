@@ -1,5 +1,7 @@
 #include "titan/parallel/parallelize.h"
 
+#include <algorithm>
+
 #include "titan/core/error.h"
 #include "titan/nn/feed_forward.h"
 
@@ -33,14 +35,31 @@ Parallelized::Parallelized(std::unique_ptr<nn::Decoder> whole, const models::Mod
   } else {
     model_ = std::move(whole);
   }
+  if (mesh.degrees().ep > 1) split_experts();
   model_->set_compute_dtype(options.param_dtype);
   if (mesh.world().size() > 1) {
-    fsdp_ = std::make_unique<Fsdp>(decoder_units(*model_), mesh.dp_shard(), mesh.dp_replicate(),
-                                   options.fsdp_prefetch, options.param_dtype, options.reduce_dtype);
+    std::vector<nn::ParameterList> units = decoder_units(*model_);
+    for (nn::ParameterList& unit : units) {  // expert weights stay whole on their ranks
+      std::erase_if(unit, [&](nn::Parameter* p) { return std::ranges::find(experts_, p) != experts_.end(); });
+    }
+    fsdp_ = std::make_unique<Fsdp>(std::move(units), mesh.dp_shard(), mesh.dp_replicate(), options.fsdp_prefetch,
+                                   options.param_dtype, options.reduce_dtype);
     model_->set_unit_hooks(fsdp_.get());
     shards_ = fsdp_->shards();
     pieces_ = fsdp_->pieces();
     full_ = fsdp_->full_parameters();
+    is_copy_.assign(shards_.size(), 0);
+    // Expert weights: ep rank r holds experts [r E_local, (r + 1) E_local), a flat range of each
+    // global [E, ...] weight; the ep groups after the first in dp_shard hold copies.
+    const bool first_group = mesh.dp_shard().rank() < mesh.degrees().ep;
+    for (nn::Parameter* p : experts_) {
+      Shape global = p->value.shape();
+      global[0] *= mesh.degrees().ep;
+      shards_.push_back(p);
+      pieces_.push_back({global, mesh.ep().rank() * p->value.numel()});
+      full_.emplace_back(p->fqn, global);
+      is_copy_.push_back(first_group ? 0 : 1);
+    }
   } else {
     shards_ = nn::trainable(model_->parameters());
     for (const nn::Parameter* p : shards_) {
@@ -48,12 +67,26 @@ Parallelized::Parallelized(std::unique_ptr<nn::Decoder> whole, const models::Mod
       full_.emplace_back(p->fqn, p->value.shape());
     }
   }
-  for (nn::Parameter* p : shards_) {
-    if (tp_split_dim(p->fqn) >= 0 || rank == 0) norm_params_.push_back(p);
+  is_copy_.resize(shards_.size(), 0);
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    nn::Parameter* p = shards_[i];
+    if (tp_split_dim(p->fqn) < 0 && rank != 0) is_copy_[i] = 1;  // tp-replicated: tp rank 0 counts it
+    if (!is_copy_[i]) norm_params_.push_back(p);
     if (tp > 1 && sharded() && spec.parallel_plan.tp_grad_is_partial(p->fqn, tp_.sequence_parallel())) {
       tp_partial_.push_back(p);
     }
   }
+}
+
+// This rank's experts of every MoE block (cut from the whole model's), exchanged through ep_.
+void Parallelized::split_experts() {
+  ep_ = std::make_unique<ExpertParallel>(mesh_.ep(), full_config_.num_experts);
+  for (auto& layer : model_->layers) {
+    if (!layer->moe) continue;
+    layer->moe->set_expert_parallel(ep_.get());
+    layer->moe->collect_experts(experts_);
+  }
+  experts_ = nn::trainable(experts_);
 }
 
 void Parallelized::check(nn::Decoder& whole, DeviceMesh& mesh) {
@@ -90,6 +123,7 @@ int64_t Parallelized::shard_numel() const {
 void Parallelized::zero_grad() {
   if (fsdp_) {
     fsdp_->zero_grad();
+    for (nn::Parameter* p : experts_) p->grad.zero_();
   } else {
     model_->zero_grad();
   }
@@ -99,11 +133,28 @@ void Parallelized::finish_grads() {
   if (!fsdp_) return;
   fsdp_->reduce_replicas();
   for (nn::Parameter* p : tp_partial_) mesh_.tp().all_reduce_sum(p->grad);
+  // An expert's gradient already sums every token of its ep group routed to it (they came to this
+  // rank); the other ep groups saw other tokens.
+  if (mesh_.expert_dp().size() > 1) {
+    for (nn::Parameter* p : experts_) mesh_.expert_dp().all_reduce_sum(p->grad);
+  }
   for (auto& layer : model_->layers) {
     if (!layer->moe) continue;
     std::vector<int64_t>& load = layer->moe->load();
     mesh_.dp().all_reduce_sum(load.data(), static_cast<int64_t>(load.size()));
   }
+}
+
+std::vector<int64_t> Parallelized::ep_rank_loads() {
+  if (!ep_) return {};
+  const int64_t ep = ep_degree(), local = full_config_.num_experts / ep;
+  std::vector<int64_t> loads(static_cast<size_t>(ep), 0);
+  for (auto& layer : model_->layers) {
+    if (!layer->moe) continue;
+    const std::vector<int64_t>& load = layer->moe->load();
+    for (size_t e = 0; e < load.size(); ++e) loads[e / static_cast<size_t>(local)] += load[e];
+  }
+  return loads;
 }
 
 double Parallelized::dp_sum(double x) {
@@ -121,11 +172,13 @@ double Parallelized::grad_squares(double local) {
 CommStats Parallelized::comm_stats() const {
   CommStats total;
   if (!fsdp_) return total;
-  for (const CommStats* s : {&fsdp_->stats(), &tp_.stats()}) {
+  const CommStats none;
+  for (const CommStats* s : {&fsdp_->stats(), &tp_.stats(), ep_ ? &ep_->stats() : &none}) {
     total.seconds += s->seconds;
     total.all_gather_bytes += s->all_gather_bytes;
     total.reduce_scatter_bytes += s->reduce_scatter_bytes;
     total.all_reduce_bytes += s->all_reduce_bytes;
+    total.all_to_all_bytes += s->all_to_all_bytes;
   }
   return total;
 }
@@ -133,11 +186,14 @@ CommStats Parallelized::comm_stats() const {
 void Parallelized::reset_comm_stats() {
   if (fsdp_) fsdp_->reset_stats();
   tp_.reset_stats();
+  if (ep_) ep_->reset_stats();
 }
 
 void Parallelized::with_full_model(const std::function<void(const nn::Decoder&)>& fn) {
   const bool primary = mesh_.world().rank() == 0;
   if (fsdp_) fsdp_->gather_full();
+  std::vector<Tensor> local_experts;
+  gather_experts(local_experts);
   if (tp_degree() > 1) {
     nn::Decoder gathered(full_config_);
     gather_tp_shards(spec_.parallel_plan, *model_, gathered, mesh_.tp());
@@ -146,7 +202,21 @@ void Parallelized::with_full_model(const std::function<void(const nn::Decoder&)>
     fn(*model_);
   }
   if (fsdp_) fsdp_->release_full();
+  for (size_t i = 0; i < local_experts.size(); ++i) experts_[i]->value = local_experts[i];
   mesh_.world().barrier();
+}
+
+// Every ep rank's experts gathered (in rank order: expert order) into the weights; this rank's
+// own go to `local`, to be put back.
+void Parallelized::gather_experts(std::vector<Tensor>& local) {
+  for (nn::Parameter* p : experts_) {
+    Shape global = p->value.shape();
+    global[0] *= ep_degree();
+    Tensor whole = Tensor::empty(global);
+    mesh_.ep().all_gather(p->value, whole);
+    local.push_back(p->value);
+    p->value = whole;
+  }
 }
 
 }  // namespace titan::parallel

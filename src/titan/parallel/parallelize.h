@@ -1,8 +1,11 @@
 // parallelize (torchtitan's parallelize_fn): one rank's share of a model on a DeviceMesh, through
 // its family's parallel plan. It owns what the trainer must not know about: tensor parallelism
 // (this rank's heads, FFN columns and vocabulary rows, cut from the whole model, and the TP regions'
-// collectives), FSDP (flat per-unit shards, gathered just in time), and the reductions that make a
-// step's gradients and statistics global (HSDP replicas, TP partial gradients, MoE expert loads).
+// collectives), expert parallelism (this rank's experts, cut from the whole model, whole on this
+// rank and outside FSDP; the MoE blocks exchange tokens through ExpertParallel), FSDP (flat
+// per-unit shards of everything else, gathered just in time), and the reductions that make a
+// step's gradients and statistics global (HSDP replicas, TP partial gradients, expert gradients
+// over the ranks holding the same experts, MoE expert loads).
 //
 // A world of one is the same object with nothing sharded: shards() are the model's parameters and
 // every reduction is skipped, so the single-rank path costs nothing extra.
@@ -20,6 +23,7 @@
 #include <vector>
 
 #include "titan/models/model_spec.h"
+#include "titan/parallel/expert_parallel.h"
 #include "titan/parallel/fsdp.h"
 #include "titan/parallel/mesh.h"
 #include "titan/parallel/tensor_parallel.h"
@@ -65,15 +69,24 @@ class Parallelized {
   const std::vector<ShardPiece>& pieces() const { return pieces_; }
   // Every parameter of this rank's model (all FSDP pieces together): FQN and TP-local shape.
   const std::vector<std::pair<std::string, Shape>>& full_parameters() const { return full_; }
-  // The shards the gradient norm counts: a TP-replicated parameter once (on tp rank 0).
+  // The shards the gradient norm counts: a TP-replicated parameter once (on tp rank 0), an expert
+  // weight once (in the first ep group of dp_shard).
   const nn::ParameterList& norm_params() const { return norm_params_; }
+  // shards()[i] is a copy that another rank of this dp replica holds as well (tp-replicated, or
+  // an expert weight outside the first ep group): a checkpoint takes it from that rank.
+  bool is_copy(size_t i) const { return is_copy_[i] != 0; }
+  int64_t ep_degree() const { return mesh_.degrees().ep; }
+  // Rows each ep rank's experts processed in this step's forwards (from the MoE loads summed over
+  // data-parallel ranks: call after finish_grads); empty without expert parallelism.
+  std::vector<int64_t> ep_rank_loads();
   // Split dimension of a parameter under this mesh's TP (-1: replicated, or tp = 1).
   int tp_split_dim(const std::string& fqn) const;
   int64_t shard_numel() const;  // elements this rank holds (values; gradients as many)
 
   void zero_grad();
   // After the step's last micro-batch: HSDP's replica sum, TP partial gradients summed over tp,
-  // MoE expert loads summed over data-parallel ranks. No-op on one rank.
+  // expert gradients summed over expert_dp, MoE expert loads summed over data-parallel ranks.
+  // No-op on one rank.
   void finish_grads();
   // A scalar summed over the data-parallel ranks (each saw its share of the batch).
   double dp_sum(double x);
@@ -98,7 +111,13 @@ class Parallelized {
   std::vector<ShardPiece> pieces_;
   std::vector<std::pair<std::string, Shape>> full_;
   nn::ParameterList norm_params_;
+  std::vector<char> is_copy_;
   nn::ParameterList tp_partial_;  // shards whose gradient is a partial sum over tp
+  std::unique_ptr<ExpertParallel> ep_;  // null unless expert_parallel_degree > 1
+  nn::ParameterList experts_;           // this rank's expert weights (whole, not FSDP-sharded)
+
+  void split_experts();
+  void gather_experts(std::vector<Tensor>& local);  // whole expert weights into the model (export)
 };
 
 }  // namespace titan::parallel

@@ -162,7 +162,8 @@ Checkpointer::~Checkpointer() = default;
 
 // The state after `step`: this rank's parameters (whole, or its pieces) and their AdamW moments,
 // the buffers, the data cursor, step and config. Of a multi-rank run only the first replica
-// writes pieces, and a TP-replicated parameter only from tp rank 0 (the others hold copies);
+// writes pieces, a TP-replicated parameter only from tp rank 0 and an expert weight only from the
+// first ep group (the others hold copies);
 // buffers come from world rank 0. `staged`: every tensor copied into the staging buffers (an async
 // save writes while training changes the live ones); else views of the live tensors (a
 // synchronous save is done before they change).
@@ -180,7 +181,7 @@ ckpt::TrainState Checkpointer::capture(int64_t step, int64_t tokens_seen, bool m
   const bool first_replica = model_.mesh().dp_replicate().rank() == 0;
   for (size_t i = 0; i < targets_.size() && first_replica; ++i) {
     const RestoreTarget& t = targets_[i];
-    if (t.piece.tp_dim < 0 && model_.tp_rank() != 0) continue;  // replicated across tp: rank 0's copy
+    if (model_.is_copy(i)) continue;  // replicated across tp, or another ep group's experts: one rank writes it
     s.model.emplace_back(t.param->fqn, take(t.param->value));
     if (pieces) s.model_pieces.push_back(t.piece);
     if (model_only) continue;

@@ -56,9 +56,14 @@ MemoryFloor memory_floor(const MemoryFloorInput& in) {
   // A frozen base stays whole on every rank; trained parameters are sharded over FSDP x TP.
   const double share = in.frozen_base || in.world == 1 ? 1.0 : 1.0 / static_cast<double>(in.dp_shard * in.tp);
   const double per_element = in.frozen_base ? (in.bf16 ? 2.0 : 4.0) : 16.0;
-  f.states = elements * share * per_element;
+  // Expert parallelism: the stacked expert weights are whole on their ep rank (1 / ep of them).
+  const double expert_weights = moe_layers * static_cast<double>(c.num_experts) * 3 * d *
+                                static_cast<double>(c.moe_hidden_dim);
+  const double expert_share = in.ep > 1 ? 1.0 / static_cast<double>(in.ep) : share;
+  const double expert_shift = expert_weights * (expert_share - share) * per_element;
+  f.states = elements * share * per_element + expert_shift;
   f.embedding_states = root * share * per_element;
-  f.expert_states = expert_elements * share * per_element;
+  f.expert_states = expert_elements * share * per_element + expert_shift;
   f.frozen = in.frozen_base;
 
   PlanInput p;
@@ -69,6 +74,7 @@ MemoryFloor memory_floor(const MemoryFloorInput& in) {
   p.local_batch = in.local_batch;
   p.recompute = in.recompute;
   p.bf16 = in.bf16;
+  p.ep = in.ep;
   for (const LayoutPlan& l : plan_layouts(p)) {
     if (l.tp == in.tp && l.dp_shard == in.dp_shard) f.activations = 0.85 * l.activations;
   }

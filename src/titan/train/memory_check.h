@@ -24,6 +24,7 @@ namespace titan::train {
 struct MemoryFloorInput {
   nn::DecoderConfig model;
   int64_t dp_shard = 1, tp = 1;
+  int64_t ep = 1;  // expert parallelism: E / ep experts whole on each rank, outside FSDP
   int64_t world = 1;
   int64_t local_batch = 1, seq_len = 1;
   std::vector<nn::Recompute> recompute;  // per layer; empty = keep_all

@@ -53,6 +53,9 @@ std::string MetricsLogger::format_line(const StepMetrics& m) {
                   static_cast<long long>(m.expert_load_max), m.aux_loss);
     out += line;
   }
+  for (size_t r = 0; r < m.ep_rank_load.size(); ++r) {  // "  ep_load: 812/724"
+    out += str(r == 0 ? "  ep_load: " : "/", m.ep_rank_load[r]);
+  }
   if (m.comm_bytes > 0) {
     std::snprintf(line, sizeof line, "  comm: %.1fMB %.2fs", m.comm_bytes / 1e6, m.comm_seconds);
     out += line;
@@ -84,6 +87,7 @@ void MetricsLogger::record(const StepMetrics& m) {
       row["expert_load_max"] = m.expert_load_max;
       row["aux_loss"] = m.aux_loss;
     }
+    if (!m.ep_rank_load.empty()) row["ep_rank_load"] = m.ep_rank_load;
     jsonl_->write(row);
   }
   if (tensorboard_) {

@@ -35,6 +35,9 @@ struct StepMetrics {
   bool moe = false;
   int64_t expert_load_min = 0;
   int64_t expert_load_max = 0;
+  // Expert parallelism: (token, expert) pairs each ep rank's experts processed this step, summed
+  // over the MoE layers and the ep groups; empty without it.
+  std::vector<int64_t> ep_rank_load;
   double aux_loss = 0.0;
   // Multi-rank (FSDP): bytes this rank passed to collectives in the step (all-gathers and
   // reduce-scatters counted at full unit size, HSDP all-reduces at shard size), and the wall time

@@ -14,6 +14,12 @@
 //                 chunk is freed before the first block's backward starts)
 // Communication per step and rank counts what titan passes to collectives (full unit size for
 // all-gathers and reduce-scatters, as the metrics' comm field does).
+// Mixture-of-experts models (tp = 1) take their parameter count from the model (router and every
+// expert); with expert parallelism (ep > 1) each rank holds E / ep experts whole (16 bytes per
+// element, outside FSDP, all-reduced over the other dp ranks holding them), FSDP shards the rest,
+// the MoE blocks keep the rows they received for backward (D floats per routed pair) and each MoE
+// layer moves every routed pair's row out and back in forward and backward (all_to_all_bytes:
+// sent plus received, at balanced load).
 #pragma once
 
 #include <cstdint>
@@ -37,18 +43,21 @@ struct PlanInput {
   std::vector<nn::Recompute> recompute;  // activation checkpointing per layer; empty = keep_all
   bool bf16 = false;         // training.mixed_precision_param = bfloat16
   bool bf16_reduce = false;  // training.mixed_precision_reduce = bfloat16
+  int64_t ep = 0;            // expert-parallel degree; 0 = every valid one (1 for a dense model)
 };
 
 struct LayoutPlan {
-  int64_t dp_replicate = 1, dp_shard = 1, tp = 1;
+  int64_t dp_replicate = 1, dp_shard = 1, tp = 1, ep = 1;
   double parameters = 0, gradients = 0, optimizer = 0, gathered = 0, activations = 0, logits = 0, transient = 0;
   double total = 0;
   double comm_bytes = 0;  // per step per rank
+  double all_to_all_bytes = 0;  // of comm_bytes: expert parallelism's exchange
   bool fits = true;
 };
 
 // Every layout with dp_replicate x dp_shard x tp = world whose tp divides heads, kv heads, FFN
-// width and vocabulary (and the micro-batch's tokens with sequence parallelism), tp ascending.
+// width and vocabulary (and the micro-batch's tokens with sequence parallelism), and, for a MoE
+// model, every ep dividing dp_shard and num_experts (or in.ep alone); tp, then ep ascending.
 std::vector<LayoutPlan> plan_layouts(const PlanInput& in);
 
 // The seed's rule: shard first (tp = 1), add tensor parallelism only when a layout does not fit;

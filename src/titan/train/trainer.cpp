@@ -102,10 +102,13 @@ void Trainer::setup_mesh() {
   world_ = &parallel::world_comm();
   parallel::set_collective_timeout(static_cast<double>(c_.comm.timeout_seconds));
   const config::ParallelismSection& ps = c_.parallelism;
-  const parallel::MeshDegrees degrees = as_config_error([&] {
+  parallel::MeshDegrees degrees = as_config_error([&] {
     return parallel::resolve_mesh(
         {ps.data_parallel_replicate_degree, ps.data_parallel_shard_degree, ps.tensor_parallel_degree}, world_->size());
   });
+  // The model's experts are checked in check_model; the mesh part here, before the ep groups form.
+  config::validate_expert_parallel_mesh(c_, degrees.dp_shard, degrees.tp);
+  degrees.ep = ps.expert_parallel_degree;
   mesh_ = std::make_unique<parallel::DeviceMesh>(*world_, degrees);
   dp_ = degrees.dp();
   dp_rank_ = mesh_->dp_rank();
@@ -131,6 +134,7 @@ void Trainer::check_model() {
   const bool sequence_parallel = tp > 1 && c_.parallelism.enable_sequence_parallel;
   // throws naming what does not divide
   as_config_error([&] { return resolved_.spec->parallel_plan.tp_local_config(resolved_.config, tp); });
+  config::validate_expert_parallel_model(c_, resolved_.config.num_experts);
   if (sequence_parallel && (B_ * T_) % tp != 0) {
     config::config_fail("[parallel] sequence parallel splits a micro-batch's ", B_ * T_,
                         " tokens over tensor_parallel_degree = ", tp, ", which does not divide them. HINT: change "
@@ -160,6 +164,7 @@ void Trainer::check_memory() const {
   in.world = world_->size();
   in.dp_shard = mesh_->degrees().dp_shard;
   in.tp = mesh_->degrees().tp;
+  in.ep = mesh_->degrees().ep;
   in.local_batch = std::max(B_, c_.validation.enable ? val_B_ : 0);
   in.seq_len = std::max(T_, c_.validation.enable ? val_T_ : 0);
   in.recompute = recompute_;
@@ -462,6 +467,7 @@ StepMetrics Trainer::train_step(int64_t step) {
   optimizer_->step(m.lr);
   nn::Decoder& model = model_->model();
   const nn::ExpertLoad load = model.expert_load();
+  m.ep_rank_load = model_->ep_rank_loads();
   if (mc.load_balance == nn::LoadBalance::bias) {
     model.update_expert_bias();  // from this step's load; resets it
   } else {
@@ -480,7 +486,8 @@ StepMetrics Trainer::train_step(int64_t step) {
   m.expert_load_max = load.max;
   const parallel::CommStats cs = model_->comm_stats();
   m.comm_seconds = cs.seconds;
-  m.comm_bytes = static_cast<double>(cs.all_gather_bytes + cs.reduce_scatter_bytes + cs.all_reduce_bytes);
+  m.comm_bytes =
+      static_cast<double>(cs.all_gather_bytes + cs.reduce_scatter_bytes + cs.all_reduce_bytes + cs.all_to_all_bytes);
   tokens_seen_ += m.tokens * dp_;
   return m;
 }

@@ -3,7 +3,8 @@
 // below is exact in its dtype, so results are compared for equality.
 //   rank 0 sends x[i] = i / 2 - 3 (f32 [3, 5]); rank 1 returns 2 x + 1 and an i64 tensor; a
 //   message of the wrong size is refused and stays queued; then all_reduce_sum (f32, f64, i64),
-//   all_gather, start_all_gather and reduce_scatter_sum on every rank, and the argument errors.
+//   all_gather, start_all_gather, reduce_scatter_sum, all_to_all and all_to_all_v on every rank,
+//   and the argument errors.
 // Prints "[comm_p2p] rank R: N checks passed" per rank, and rank 0 "[comm_p2p] all checks passed
 // on W ranks". A mismatch prints what differed and takes the job down (exit code 1), so no rank
 // is left waiting in a collective.
@@ -12,6 +13,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "titan/core/error.h"
 #include "titan/core/tensor.h"
@@ -150,7 +152,33 @@ void collectives(Comm& comm) {
   expect_error(comm, "start_all_gather odd bf16", [&] { comm.start_all_gather(odd_bf16, odd_out); },
                "an even element count per rank");
 
+  // all_to_all: rank r sends r + q + 1 to rank q, so it receives s + r + 1 from rank s; then
+  // all_to_all_v moves that many values 1000 r + 100 q + i from rank r to rank q (uneven sizes,
+  // an empty block nowhere since every count is >= 1).
+  Tensor send_n = Tensor::empty({w}, DType::i64), recv_n = Tensor::zeros({w}, DType::i64);
+  for (int64_t q = 0; q < w; ++q) send_n.data<int64_t>()[q] = r + q + 1;
+  comm.all_to_all(send_n, recv_n);
+  expect_values<int64_t>(comm, "all_to_all", recv_n, [&](int64_t s) { return s + r + 1; });
+  std::vector<int64_t> send_counts, recv_counts;
+  for (int64_t q = 0; q < w; ++q) send_counts.push_back(send_n.data<int64_t>()[q]);
+  for (int64_t q = 0; q < w; ++q) recv_counts.push_back(recv_n.data<int64_t>()[q]);
+  Tensor rows = Tensor::empty({w * (r + 1) + tri - w});  // sum over q of r + q + 1
+  for (int64_t q = 0, at = 0; q < w; ++q) {
+    for (int64_t i = 0; i < r + q + 1; ++i) rows.data<float>()[at++] = static_cast<float>(1000 * r + 100 * q + i);
+  }
+  Tensor got = Tensor::zeros({w * (r + 1) + tri - w});  // sum over s of s + r + 1
+  comm.all_to_all_v(rows, send_counts, got, recv_counts);
+  std::vector<float> want;
+  for (int64_t s = 0; s < w; ++s) {
+    for (int64_t i = 0; i < s + r + 1; ++i) want.push_back(static_cast<float>(1000 * s + 100 * r + i));
+  }
+  expect_values<float>(comm, "all_to_all_v", got, [&](int64_t j) { return want[static_cast<size_t>(j)]; });
+
   // Bad arguments fail on every rank alike, before anything is sent.
+  Tensor short_got = Tensor::zeros({got.numel() - 1});
+  expect_error(comm, "all_to_all_v size", [&] { comm.all_to_all_v(rows, send_counts, short_got, recv_counts); },
+               str("[comm] all_to_all_v recv_counts: the counts sum to ", got.numel(), " elements but the tensor is f32[",
+                   got.numel() - 1, "]"));
   Tensor short_out = Tensor::zeros({w * 5 - 1});
   expect_error(comm, "all_gather size", [&] { comm.all_gather(in, short_out); },
                str("[comm] all_gather out: expected ", w * 5, " elements (", w, " ranks x 5 of in f32[5]), got f32[",

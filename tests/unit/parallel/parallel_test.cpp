@@ -1,5 +1,6 @@
-// The single-process side of the parallel layer: mesh degrees, the local communicator, FSDP on a
-// one-rank "mesh" (the hooks' gather/free/reduce path must leave training exactly as it was),
+// The single-process side of the parallel layer: mesh degrees, the local communicator, FSDP and
+// expert parallelism on a one-rank "mesh" (their gather/free/reduce and exchange paths must leave
+// training exactly as it was),
 // the planner's arithmetic, and a sharded checkpoint written by two "ranks" (threads) and read
 // back whole. Multi-process runs are in tests/integration/cli_parallel_test.cpp.
 #include <gtest/gtest.h>
@@ -17,6 +18,7 @@
 #include "titan/config/config_error.h"
 #include "titan/core/rng.h"
 #include "titan/models/builtin.h"
+#include "titan/parallel/expert_parallel.h"
 #include "titan/parallel/fsdp.h"
 #include "titan/parallel/parallelize.h"
 #include "titan/parallel/mesh.h"
@@ -127,6 +129,50 @@ TEST(Fsdp, OneRankShardingLeavesTrainingUnchanged) {
   sharded.set_unit_hooks(nullptr);
 }
 
+// The local communicator's all-to-alls are copies (one rank sends everything to itself).
+TEST(Mesh, LocalAllToAllIsACopy) {
+  std::unique_ptr<parallel::Comm> comm = parallel::make_local_comm();
+  Tensor counts = Tensor::empty({3}, DType::i64), got = Tensor::zeros({3}, DType::i64);
+  for (int64_t i = 0; i < 3; ++i) counts.data<int64_t>()[i] = 7 + i;
+  comm->all_to_all(counts, got);
+  EXPECT_EQ(got.data<int64_t>()[2], 9);
+  Tensor rows = Tensor::empty({4}), back = Tensor::zeros({4});
+  for (int64_t i = 0; i < 4; ++i) rows.data<float>()[i] = 0.5f * static_cast<float>(i);
+  comm->all_to_all_v(rows, {4}, back, {4});
+  EXPECT_EQ(back.data<float>()[3], 1.5f);
+  EXPECT_THROW(comm->all_to_all_v(rows, {3}, back, {4}), Error);  // counts that do not cover the tensor
+}
+
+// The MoE blocks driven through ExpertParallel on a one-rank ep group (plan, to_experts and
+// from_experts with one source; the received rows kept for backward; the routing weights sent with
+// the gradients, dweight scattered back) train the plain model's loss and gradients bit for bit,
+// with both balancing modes.
+TEST(ExpertParallel, OneRankExchangeLeavesTrainingUnchanged) {
+  for (const nn::LoadBalance balance : {nn::LoadBalance::aux_loss, nn::LoadBalance::bias}) {
+    nn::DecoderConfig c = models::find_size("debug_moe").config;
+    c.num_layers = 2;
+    c.vocab_size = 256;
+    c.load_balance = balance;
+    nn::Decoder plain(c), split(c);
+    models::find_family("qwen3").init_weights(plain, 5);
+    models::find_family("qwen3").init_weights(split, 5);
+    std::unique_ptr<parallel::Comm> comm = parallel::make_local_comm();
+    parallel::ExpertParallel ep(*comm, c.num_experts);
+    for (auto& layer : split.layers) layer->moe->set_expert_parallel(&ep);
+    plain.zero_grad();
+    split.zero_grad();
+    const Tensor x = ids(2, 16, 3), y = ids(2, 16, 4);
+    EXPECT_EQ(plain.forward_backward(x, y, 0.01f).loss, split.forward_backward(x, y, 0.01f).loss);
+    const nn::ParameterList a = plain.parameters(), b = split.parameters();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_EQ(a[i]->grad.shape(), b[i]->grad.shape()) << a[i]->fqn;
+      EXPECT_EQ(0, std::memcmp(a[i]->grad.data<float>(), b[i]->grad.data<float>(), a[i]->grad.nbytes())) << a[i]->fqn;
+    }
+    EXPECT_GT(ep.stats().all_to_all_bytes, 0);
+  }
+}
+
 TEST(TensorParallel, PlanAndLocalConfig) {
   const models::ParallelPlan& plan = models::find_family("qwen3").parallel_plan;
   EXPECT_EQ(plan.tp_split_dim("layers.3.attention.wq.weight"), 0);
@@ -235,6 +281,41 @@ TEST(Planner, SingleRankStateIsSixteenBytesPerParameter) {
   EXPECT_EQ(train::recommended_layout(train::plan_layouts(in)), -1);
 }
 
+// Expert parallelism in the plan of a MoE model: a layout per ep dividing dp_shard and the 8
+// experts; ep ranks hold E / ep experts whole (16 bytes per element) beside the FSDP shard of the
+// rest, and each MoE layer moves every routed pair's row out and back, forward and backward:
+// 2 (sent + received) x pairs x (2 D + 2 (D + 1)) floats per layer.
+TEST(Planner, ExpertParallelHoldsItsExpertsAndCountsTheExchange) {
+  train::PlanInput in;
+  in.model = models::find_size("debug_moe").config;
+  in.model.num_layers = 2;
+  in.seq_len = 64;
+  in.world = 4;
+  const nn::DecoderConfig& c = in.model;
+  const std::vector<train::LayoutPlan> plans = train::plan_layouts(in);
+  ASSERT_EQ(plans.size(), 3u);  // ep 1, 2, 4 (tp 1 only: MoE is not tensor-parallel)
+  const double params = static_cast<double>(c.num_params());
+  const double experts = 2.0 * 3.0 * static_cast<double>(c.num_experts * c.moe_hidden_dim * c.dim);
+  const double pairs = static_cast<double>(in.seq_len * in.local_batch * c.num_experts_per_tok);
+  const double d = static_cast<double>(c.dim);
+  for (const train::LayoutPlan& p : plans) {
+    SCOPED_TRACE(p.ep);
+    const double state = p.parameters + p.gradients + p.optimizer;
+    if (p.ep == 1) {
+      EXPECT_DOUBLE_EQ(state, 16.0 * params / 4);
+      EXPECT_EQ(p.all_to_all_bytes, 0.0);
+      continue;
+    }
+    EXPECT_DOUBLE_EQ(state, 16.0 * ((params - experts) / 4 + experts / static_cast<double>(p.ep)));
+    EXPECT_DOUBLE_EQ(p.all_to_all_bytes, 4.0 * 2 * pairs * (4 * d + 2) * 2);
+    EXPECT_GT(p.comm_bytes, p.all_to_all_bytes);
+    EXPECT_GT(p.activations, plans[0].activations);  // the received rows kept for backward
+  }
+  in.ep = 2;
+  ASSERT_EQ(train::plan_layouts(in).size(), 1u);
+  EXPECT_EQ(train::plan_layouts(in)[0].ep, 2);
+}
+
 // The memory floor's states are the model's parameter count (DecoderConfig::num_params, counted
 // separately) times 16 bytes, its FSDP share on a mesh, or 2 bytes a weight of a whole frozen bf16
 // base; the MoE experts and the vocabulary are named parts of it; over the budget is one line.
@@ -268,6 +349,21 @@ TEST(MemoryFloor, StatesCountEveryParameterOnce) {
     EXPECT_NE(std::string(e.what()).find("model 'debug_moe' needs at least"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("HINT: lower training.local_batch_size"), std::string::npos) << e.what();
   }
+}
+
+// Under expert parallelism a rank holds E / ep experts whole: ep=2 of dp_shard=4 keeps half the
+// stacked expert weights (4 layers x 8 experts x 3 x 256 x 256) and a quarter of the rest.
+TEST(MemoryFloor, ExpertParallelHoldsItsExpertsWhole) {
+  train::MemoryFloorInput in;
+  in.model = models::find_size("debug_moe").config;
+  in.seq_len = 64;
+  in.world = in.dp_shard = 4;
+  const double params = static_cast<double>(in.model.num_params()), experts = 4 * 8 * 3.0 * 256 * 256;
+  EXPECT_DOUBLE_EQ(train::memory_floor(in).states, 4.0 * params);
+  in.ep = 2;
+  EXPECT_DOUBLE_EQ(train::memory_floor(in).states, 16.0 * ((params - experts) / 4 + experts / 2));
+  in.ep = 4;
+  EXPECT_DOUBLE_EQ(train::memory_floor(in).states, 4.0 * params);
 }
 
 // Two ranks (threads) meeting through a SaveGroup write one checkpoint of flat pieces (one of
