@@ -124,6 +124,15 @@ class MpiComm final : public Comm {
     check(MPI_Send(t.raw_data(), c, mpi_type(t.dtype()), dst, tag, comm_), "MPI_Send");
   }
 
+  std::unique_ptr<Pending> start_send(const Tensor& t, int dst, int tag) override {
+    check_point_to_point("send", t, dst, tag);
+    check_tag("send", " to rank ", dst, tag);
+    const int c = count(t.numel(), "send");
+    auto p = std::make_unique<MpiPending>();
+    check(MPI_Isend(t.raw_data(), c, mpi_type(t.dtype()), dst, tag, comm_, &p->request), "MPI_Isend");
+    return p;
+  }
+
   // Probes first, so a message of the wrong size is refused before it is received (MPI_Recv would
   // truncate a longer one, an error that is fatal under MPI's default handler, and silently
   // accept a shorter one). A refused message stays queued.

@@ -1,10 +1,11 @@
 // DeviceMesh: the world's ranks laid out on named dimensions, outermost first:
+//   pp            pipeline stages (activations and their gradients sent between neighbours)
 //   dp_replicate  HSDP replicas (gradients all-reduced across them)
 //   dp_shard      FSDP shards (parameters, gradients and optimizer state split across them)
 //   tp            tensor parallel (innermost, so a tp group sits on one node)
-// rank = (r_replicate * dp_shard + r_shard) * tp + r_tp, as torchtitan orders its mesh. Each
-// dimension has its own sub-communicator, and `dp` spans replicate x shard (the ranks that see
-// different data). Room for ep / cp / pp: one more dimension and one more split each.
+// rank = ((r_pp * dp_replicate + r_replicate) * dp_shard + r_shard) * tp + r_tp, as torchtitan
+// orders its mesh. Each dimension has its own sub-communicator, and `dp` spans replicate x shard
+// (the ranks that see different data). Room for ep / cp: one more dimension and one more split each.
 #pragma once
 
 #include <cstdint>
@@ -19,8 +20,9 @@ struct MeshDegrees {
   int64_t dp_replicate = 1;
   int64_t dp_shard = -1;  // -1: every rank the other dimensions leave
   int64_t tp = 1;
+  int64_t pp = 1;
   int64_t dp() const { return dp_replicate * dp_shard; }
-  std::string describe() const;  // "dp_replicate=1 dp_shard=4 tp=1"
+  std::string describe() const;  // "dp_replicate=1 dp_shard=4 tp=1", "pp=2 dp_replicate=1 ..." with pp > 1
 };
 
 // -1 resolved; throws a one-line Error naming the parallelism.* fields when a degree is < 1 (or
@@ -38,12 +40,13 @@ class DeviceMesh {
   Comm& dp_shard() { return *shard_; }
   Comm& tp() { return *tp_; }
   Comm& dp() { return *dp_; }
+  Comm& pp() { return *pp_; }  // rank = stage rank
   int64_t dp_rank() const { return dp_rank_; }  // which share of the global batch this rank takes
 
  private:
   Comm& world_;
   MeshDegrees degrees_;
-  std::unique_ptr<Comm> replicate_, shard_, tp_, dp_;
+  std::unique_ptr<Comm> replicate_, shard_, tp_, dp_, pp_;
   int64_t dp_rank_ = 0;
 };
 

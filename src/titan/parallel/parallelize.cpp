@@ -1,5 +1,7 @@
 #include "titan/parallel/parallelize.h"
 
+#include <map>
+
 #include "titan/core/error.h"
 #include "titan/nn/feed_forward.h"
 
@@ -7,9 +9,9 @@ namespace titan::parallel {
 
 std::vector<nn::ParameterList> decoder_units(nn::Decoder& model) {
   std::vector<nn::ParameterList> units(1);
-  model.tok_embeddings->collect(units[0]);
-  model.norm->collect(units[0]);
-  model.output->collect(units[0]);  // nothing when tied
+  if (model.tok_embeddings) model.tok_embeddings->collect(units[0]);  // a pipeline stage holds its part only
+  if (model.norm) model.norm->collect(units[0]);
+  if (model.output) model.output->collect(units[0]);  // nothing when tied
   for (auto& layer : model.layers) {
     units.emplace_back();
     layer->collect(units.back());
@@ -33,10 +35,16 @@ Parallelized::Parallelized(std::unique_ptr<nn::Decoder> whole, const models::Mod
   } else {
     model_ = std::move(whole);
   }
+  if (pp_degree() > 1) {  // this rank's stages only: the other layers, and the embedding or head, go
+    const int64_t pp_rank = mesh.pp().rank(), last = options.pipeline.num_stages() - 1;
+    const std::vector<int64_t> stages = options.pipeline.stages_of(pp_rank);
+    model_->keep_pipeline_part(options.pipeline.layers_of(pp_rank), stages.front() == 0, stages.back() == last);
+    pipeline_ = std::make_unique<Pipeline>(*model_, mesh.pp(), options.pipeline, options.schedule);
+  }
   model_->set_compute_dtype(options.param_dtype);
   if (mesh.world().size() > 1) {
     fsdp_ = std::make_unique<Fsdp>(decoder_units(*model_), mesh.dp_shard(), mesh.dp_replicate(),
-                                   options.fsdp_prefetch, options.param_dtype, options.reduce_dtype);
+                                   options.fsdp_prefetch && !pipeline_, options.param_dtype, options.reduce_dtype);
     model_->set_unit_hooks(fsdp_.get());
     shards_ = fsdp_->shards();
     pieces_ = fsdp_->pieces();
@@ -111,11 +119,16 @@ double Parallelized::dp_sum(double x) {
   return x;
 }
 
+double Parallelized::pipeline_sum(double x) {
+  if (pipeline_) mesh_.pp().all_reduce_sum(&x, 1);
+  return x;
+}
+
 double Parallelized::grad_squares(double local) {
   if (!fsdp_) return local;
   mesh_.dp_shard().all_reduce_sum(&local, 1);
   mesh_.tp().all_reduce_sum(&local, 1);
-  return local;
+  return pipeline_sum(local);
 }
 
 CommStats Parallelized::comm_stats() const {
@@ -136,6 +149,7 @@ void Parallelized::reset_comm_stats() {
 }
 
 void Parallelized::with_full_model(const std::function<void(const nn::Decoder&)>& fn) {
+  if (pipeline_) return with_pipeline_model(fn);
   const bool primary = mesh_.world().rank() == 0;
   if (fsdp_) fsdp_->gather_full();
   if (tp_degree() > 1) {
@@ -144,6 +158,36 @@ void Parallelized::with_full_model(const std::function<void(const nn::Decoder&)>
     if (primary) fn(gathered);
   } else if (primary) {
     fn(*model_);
+  }
+  if (fsdp_) fsdp_->release_full();
+  mesh_.world().barrier();
+}
+
+// Every stage gathered (FSDP) on its ranks; the first data-parallel rank of each stage sends its
+// parameters and buffers (in state() order) to world rank 0, which places them by FQN into a whole
+// decoder. Tensor parallelism is not combined with the pipeline (the config refuses it).
+void Parallelized::with_pipeline_model(const std::function<void(const nn::Decoder&)>& fn) {
+  Comm& pp = mesh_.pp();
+  const PipelineLayout& layout = pipeline_->layout();
+  if (fsdp_) fsdp_->gather_full();
+  if (mesh_.dp().rank() == 0) {  // the ranks of world rank 0's pp communicator
+    if (pp.rank() == 0) {
+      nn::Decoder whole(full_config_);
+      std::map<std::string, const nn::Parameter*> mine;
+      for (const nn::Parameter* p : model_->state()) mine[p->fqn] = p;
+      for (nn::Parameter* p : whole.state()) {
+        const int64_t owner = layout.owner(layout.stage_of(p->fqn));
+        if (owner == 0) {
+          TITAN_CHECK(mine.count(p->fqn), "[pipeline] rank 0 does not hold ", p->fqn);
+          p->value.copy_from(mine.at(p->fqn)->value);
+        } else {
+          pp.recv(p->value, static_cast<int>(owner), 0);
+        }
+      }
+      fn(whole);
+    } else {
+      for (const nn::Parameter* p : model_->state()) pp.send(p->value, 0, 0);
+    }
   }
   if (fsdp_) fsdp_->release_full();
   mesh_.world().barrier();

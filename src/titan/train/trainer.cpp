@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "titan/checkpoint/atomic_file.h"
+#include "titan/config/config_error.h"
 #include "titan/config/overrides.h"
 #include "titan/config/validate.h"
 #include "titan/core/allocator.h"
@@ -78,7 +79,9 @@ void Trainer::setup_mesh() {
   world_ = &parallel::world_comm();
   const config::ParallelismSection& ps = c_.parallelism;
   const parallel::MeshDegrees degrees = parallel::resolve_mesh(
-      {ps.data_parallel_replicate_degree, ps.data_parallel_shard_degree, ps.tensor_parallel_degree}, world_->size());
+      {ps.data_parallel_replicate_degree, ps.data_parallel_shard_degree, ps.tensor_parallel_degree,
+       ps.pipeline_parallel_degree},
+      world_->size());
   mesh_ = std::make_unique<parallel::DeviceMesh>(*world_, degrees);
   dp_ = degrees.dp();
   dp_rank_ = mesh_->dp_rank();
@@ -109,6 +112,7 @@ void Trainer::check_model() {
   TITAN_CHECK(!sequence_parallel || !c_.validation.enable || (val_B_ * val_T_) % tp == 0, "[parallel] sequence "
               "parallel splits a validation batch's ", val_B_ * val_T_, " tokens over tensor_parallel_degree = ", tp,
               ", which does not divide them. HINT: change validation.local_batch_size / seq_len");
+  check_pipeline();
   const config::ActivationCheckpointSection& ac = c_.activation_checkpoint;
   recompute_ = nn::recompute_per_layer(ac.mode, ac.selective_ac_option, resolved_.config.num_layers);
   const plugins::LoadedPlugins loaded = plugins::load_plugins(plugins::split_imports(c_.overrides.imports));
@@ -118,6 +122,27 @@ void Trainer::check_model() {
   if (c_.lora.rank > 0) overrides.push_back(plugins::lora_override(lora_options(c_)));
   tree_ = nn::decoder_config_tree(resolved_.config);
   if (!overrides.empty()) plugins::apply_overrides(tree_, overrides);
+}
+
+// With pipeline_parallel_degree > 1: the stages of the model's layers and the schedule's order for
+// this local batch, every impossible split or micro-batch count a one-line config error before step 1.
+void Trainer::check_pipeline() {
+  const config::ParallelismSection& ps = c_.parallelism;
+  if (ps.pipeline_parallel_degree == 1) return;
+  const nn::DecoderConfig& mc = resolved_.config;
+  if (mc.tie_embeddings) {
+    config::config_fail("parallelism.pipeline_parallel_degree=", ps.pipeline_parallel_degree, ": ", model_label(c_),
+                        " ties its head to the embedding, which the first and last stages would share; pipeline "
+                        "parallelism needs untied embeddings");
+  }
+  if (mc.load_balance == nn::LoadBalance::aux_loss) {
+    config::config_fail("parallelism.pipeline_parallel_degree=", ps.pipeline_parallel_degree, " with model.load_balance="
+                        "aux_loss: the aux loss couples every layer's router; use load_balance=bias or none");
+  }
+  pipeline_schedule_ = parallel::parse_pipeline_schedule(ps.pipeline_parallel_schedule);
+  pipeline_layout_ = parallel::pipeline_layout(mc.num_layers, ps.pipeline_parallel_degree, pipeline_schedule_,
+                                               ps.pipeline_parallel_layers_per_stage, ps.pipeline_parallel_split_points);
+  (void)parallel::pipeline_schedule(pipeline_schedule_, pipeline_layout_, 0, B_ / ps.pipeline_parallel_microbatch_size);
 }
 
 // The whole model, built from the tree by its family, every shape constraint checked (setup then
@@ -230,7 +255,8 @@ void Trainer::setup() {
       std::move(whole), spec, *mesh_,
       parallel::ParallelizeOptions{c_.parallelism.enable_sequence_parallel, c_.parallelism.fsdp_prefetch,
                                    compute_dtype(parse_precision(c_.training.mixed_precision_param)),
-                                   compute_dtype(parse_precision(c_.training.mixed_precision_reduce))});
+                                   compute_dtype(parse_precision(c_.training.mixed_precision_reduce)),
+                                   pipeline_layout_, pipeline_schedule_});
   optimizer_ = std::make_unique<AdamW>(model_->shards(), AdamWConfig{c_.optimizer.beta1, c_.optimizer.beta2,
                                                                      c_.optimizer.eps, c_.optimizer.weight_decay});
   schedule_ = std::make_unique<LrSchedule>(LrScheduleConfig{c_.training.steps, c_.lr_scheduler.warmup_steps,
@@ -280,6 +306,14 @@ void Trainer::log_setup() const {
   // moments, buffers, and the loader's batches.
   log_info(str("[memory] after setup: ", static_cast<double>(host_allocator().stats().live_bytes) / double(1 << 30),
                " GiB allocated (parameters, gradients, optimizer state, buffers)"));
+  if (parallel::Pipeline* pipeline = model_->pipeline()) {
+    const int64_t micro = B_ / c_.parallelism.pipeline_parallel_microbatch_size;
+    log_info(str("[pipeline] ", pipeline_layout_.num_stages(), " stages on ", pipeline_layout_.pp, " ranks, ",
+                 parallel::pipeline_schedule_name(pipeline->kind()), ", ", micro, " micro-batches of ",
+                 c_.parallelism.pipeline_parallel_microbatch_size, " rows per local batch (ideal bubble ",
+                 100.0 * parallel::pipeline_bubble_fraction(pipeline_layout_, micro), "%): ",
+                 pipeline_layout_.describe()));
+  }
   if (c_.activation_checkpoint.mode != "none") {
     int64_t replayed = 0, thinned = 0;
     for (nn::Recompute r : recompute_) {
@@ -350,6 +384,10 @@ nn::LossResult Trainer::forward_backward(const data::Batch& micro, int64_t step_
   // The aux loss (aux_loss balancing) per micro-batch, as HF computes it for one forward, averaged
   // over the micro-batches (and the ranks).
   const float aux_scale = 1.0f / static_cast<float>(accumulation_ * dp_);
+  if (parallel::Pipeline* pipeline = model_->pipeline()) {
+    return pipeline->run(micro.inputs_BT, micro.labels_BT, c_.parallelism.pipeline_parallel_microbatch_size,
+                         1.0f / static_cast<float>(step_targets));
+  }
   return model_->model().forward_backward(micro.inputs_BT, micro.labels_BT,
                                           1.0f / static_cast<float>(step_targets), aux_scale);
 }
@@ -377,7 +415,7 @@ StepMetrics Trainer::train_step(int64_t step) {
   }
   for (data::Batch& b : micro_) b = data::Batch{};
   model_->finish_grads();
-  loss_sum = model_->dp_sum(loss_sum);
+  loss_sum = model_->dp_sum(model_->pipeline_sum(loss_sum));  // the last stage's
   aux_sum = model_->dp_sum(aux_sum);
   const nn::DecoderConfig& mc = resolved_.config;
   StepMetrics m;
@@ -399,7 +437,8 @@ StepMetrics Trainer::train_step(int64_t step) {
   }
   m.tokens = B_ * T_ * accumulation_;
   m.seconds = seconds_since(t0);
-  m.tps = static_cast<double>(m.tokens) / m.seconds / static_cast<double>(model_->tp_degree());  // per rank
+  m.tps = static_cast<double>(m.tokens) / m.seconds /
+          static_cast<double>(model_->tp_degree() * model_->pp_degree());  // per rank
   m.tflops = m.tps * flops_per_token_ / 1e12;
   m.mfu = checked_mfu(m.tflops * 1e12, peak_);  // <= 100: a beaten peak is re-measured or raised
   m.memory_bytes = static_cast<double>(host_allocator().stats().peak_bytes);
