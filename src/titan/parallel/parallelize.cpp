@@ -1,5 +1,6 @@
 #include "titan/parallel/parallelize.h"
 
+#include <limits>
 #include <map>
 
 #include "titan/core/error.h"
@@ -117,6 +118,22 @@ void Parallelized::finish_grads() {
 double Parallelized::dp_sum(double x) {
   if (fsdp_) mesh_.dp().all_reduce_sum(&x, 1);
   return x;
+}
+
+nn::ExpertLoad Parallelized::expert_load() {
+  nn::ExpertLoad load = model_->expert_load();
+  if (!pipeline_ || full_config_.num_experts == 0) return load;
+  // Every stage takes part (one may hold no MoE layer: -inf for both, which any defined load beats).
+  const double none = -std::numeric_limits<double>::infinity();
+  double extremes[2] = {load.defined ? -static_cast<double>(load.min) : none,
+                        load.defined ? static_cast<double>(load.max) : none};
+  mesh_.pp().all_reduce_max(extremes, 2);
+  load.defined = extremes[1] != none;
+  if (load.defined) {
+    load.min = static_cast<int64_t>(-extremes[0]);
+    load.max = static_cast<int64_t>(extremes[1]);
+  }
+  return load;
 }
 
 double Parallelized::pipeline_sum(double x) {

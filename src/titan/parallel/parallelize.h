@@ -86,6 +86,8 @@ class Parallelized {
   void finish_grads();
   // A scalar summed over the data-parallel ranks (each saw its share of the batch).
   double dp_sum(double x);
+  // The model's expert load (nn::Decoder::expert_load) over every pipeline stage's layers.
+  nn::ExpertLoad expert_load();
   // A scalar one pipeline stage holds (the loss, on the last), on every rank; x without a pipeline.
   double pipeline_sum(double x);
   // A partial sum of gradient squares made global: every shard once, every TP share once, every

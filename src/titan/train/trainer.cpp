@@ -78,6 +78,10 @@ Trainer::~Trainer() = default;
 void Trainer::setup_mesh() {
   world_ = &parallel::world_comm();
   const config::ParallelismSection& ps = c_.parallelism;
+  if (ps.pipeline_parallel_degree > 1 && world_->size() % ps.pipeline_parallel_degree != 0) {
+    config::config_fail("parallelism.pipeline_parallel_degree=", ps.pipeline_parallel_degree, " does not divide the ",
+                        world_->size(), " ranks of the job; launch a multiple of it, or change the degree");
+  }
   const parallel::MeshDegrees degrees = parallel::resolve_mesh(
       {ps.data_parallel_replicate_degree, ps.data_parallel_shard_degree, ps.tensor_parallel_degree,
        ps.pipeline_parallel_degree},
@@ -429,7 +433,7 @@ StepMetrics Trainer::train_step(int64_t step) {
   m.lr = c_.optimizer.lr * schedule_->factor(step);
   optimizer_->step(m.lr);
   nn::Decoder& model = model_->model();
-  const nn::ExpertLoad load = model.expert_load();
+  const nn::ExpertLoad load = model_->expert_load();
   if (mc.load_balance == nn::LoadBalance::bias) {
     model.update_expert_bias();  // from this step's load; resets it
   } else {
