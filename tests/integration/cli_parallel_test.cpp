@@ -103,15 +103,17 @@ fs::path CliParallel::dir_;
 
 // --- pipeline parallelism --------------------------------------------------------------------
 // The baseline's 2 layers as 2 stages of one layer (stage 0 with the embedding, stage 1 with the
-// norm and head); the local batch of 4 rows runs as 4 micro-batches of one row. Each schedule, and
-// the pipeline x FSDP mesh (pp=2 x dp_shard=2: 2 rows per data-parallel rank, 2 micro-batches),
-// trains the single-rank losses.
+// norm and head); the local batch of 4 rows runs as 4 micro-batches of one row. Each schedule, the
+// pipeline x FSDP mesh (pp=2 x dp_shard=2: 2 rows per data-parallel rank, 2 micro-batches) and the
+// pipeline x TP mesh (pp=2 x tp=2, sequence parallel: each stage sends its half of the tokens)
+// train the single-rank losses.
 TEST_F(CliParallel, PipelineSchedulesMatchOneRank) {
   const std::string pp = "--parallelism.pipeline_parallel_degree 2 --parallelism.pipeline_parallel_schedule ";
   for (const auto& [name, ranks, local, extra] :
        {std::tuple<const char*, int, int, std::string>{"pp2_gpipe", 2, 4, pp + "GPipe"},
         {"pp2_1f1b", 2, 4, pp + "1F1B"},
-        {"pp2_dp_shard2", 4, 2, pp + "1F1B"}}) {
+        {"pp2_dp_shard2", 4, 2, pp + "1F1B"},
+        {"pp2_tp2", 4, 4, pp + "1F1B --parallelism.tensor_parallel_degree 2"}}) {
     const CommandResult r = run_mpi(ranks, train_args(name, local, extra));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("[pipeline] 2 stages on 2 ranks"), std::string::npos) << r.output;
@@ -211,6 +213,22 @@ TEST_F(CliParallel, PipelineCheckpointResumesOnOtherLayoutsAndExports) {
   const std::string gathered = read_text(dir_ / "pp_saved" / "checkpoint" / "hf" / "model.safetensors");
   ASSERT_GT(gathered.size(), 1000u);
   EXPECT_TRUE(gathered == read_text(dir_ / "pp_single" / "model.safetensors"));
+}
+
+// The HF export of a pp=2 x tp=2 run (each stage's TP shards gathered, every stage's tensors sent
+// to rank 0) equals titan convert's export of the run's final checkpoint byte for byte.
+TEST_F(CliParallel, PipelineTimesTensorParallelExportEqualsSingleRankExport) {
+  const CommandResult r = run_mpi(4, train_args("pp_tp_export", 4, "--training.steps 3 --checkpoint.enable "
+                                                "--checkpoint.last_save_in_hf --parallelism.pipeline_parallel_degree 2 "
+                                                "--parallelism.tensor_parallel_degree 2"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const fs::path ckpt = dir_ / "pp_tp_export" / "checkpoint";
+  const CommandResult c = run_titan("convert --from " + (ckpt / "step-3").string() + " --to " +
+                                    (dir_ / "pp_tp_single").string() + " --to-hf");
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  const std::string gathered = read_text(ckpt / "hf" / "model.safetensors");
+  ASSERT_GT(gathered.size(), 1000u);
+  EXPECT_TRUE(gathered == read_text(dir_ / "pp_tp_single" / "model.safetensors"));
 }
 
 // Every impossible pipeline is a one-line config error (exit code 2) before step 1.

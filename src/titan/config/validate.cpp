@@ -57,11 +57,6 @@ void validate_pipeline(const JobConfig& c) {
                 " does not divide training.local_batch_size=", c.training.local_batch_size,
                 "; the local batch runs as micro-batches of that many rows");
   }
-  if (p.tensor_parallel_degree > 1) {
-    config_fail("parallelism.pipeline_parallel_degree=", p.pipeline_parallel_degree, " with tensor_parallel_degree=",
-                p.tensor_parallel_degree, ": pipeline x tensor parallelism is not supported yet; combine the pipeline "
-                "with data_parallel_shard_degree / data_parallel_replicate_degree");
-  }
   if (c.validation.enable) {
     config_fail("validation.enable with parallelism.pipeline_parallel_degree=", p.pipeline_parallel_degree,
                 ": the validation pass is not pipelined yet; validate on a run without the pipeline");

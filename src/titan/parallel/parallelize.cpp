@@ -40,7 +40,8 @@ Parallelized::Parallelized(std::unique_ptr<nn::Decoder> whole, const models::Mod
     const int64_t pp_rank = mesh.pp().rank(), last = options.pipeline.num_stages() - 1;
     const std::vector<int64_t> stages = options.pipeline.stages_of(pp_rank);
     model_->keep_pipeline_part(options.pipeline.layers_of(pp_rank), stages.front() == 0, stages.back() == last);
-    pipeline_ = std::make_unique<Pipeline>(*model_, mesh.pp(), options.pipeline, options.schedule);
+    pipeline_ = std::make_unique<Pipeline>(*model_, mesh.pp(), options.pipeline, options.schedule,
+                                           tp_.sequence_parallel() ? tp : 1);
   }
   model_->set_compute_dtype(options.param_dtype);
   if (mesh.world().size() > 1) {
@@ -180,30 +181,40 @@ void Parallelized::with_full_model(const std::function<void(const nn::Decoder&)>
   mesh_.world().barrier();
 }
 
-// Every stage gathered (FSDP) on its ranks; the first data-parallel rank of each stage sends its
-// parameters and buffers (in state() order) to world rank 0, which places them by FQN into a whole
-// decoder. Tensor parallelism is not combined with the pipeline (the config refuses it).
+// Every stage gathered (FSDP, then TP into a whole-sized decoder) on its ranks; the first
+// data-parallel, first tp rank of each stage sends its parameters and buffers (in state() order)
+// to world rank 0, which places them by FQN into a whole decoder.
 void Parallelized::with_pipeline_model(const std::function<void(const nn::Decoder&)>& fn) {
   Comm& pp = mesh_.pp();
   const PipelineLayout& layout = pipeline_->layout();
   if (fsdp_) fsdp_->gather_full();
-  if (mesh_.dp().rank() == 0) {  // the ranks of world rank 0's pp communicator
+  std::unique_ptr<nn::Decoder> whole;  // TP: every stage's ranks gather theirs into one (collective over tp)
+  if (tp_degree() > 1) {
+    whole = std::make_unique<nn::Decoder>(full_config_);
+    gather_tp_shards(spec_.parallel_plan, *model_, *whole, mesh_.tp());
+  }
+  std::map<std::string, const Tensor*> mine;  // this stage's tensors, whole: in `whole` under TP
+  for (const nn::Parameter* p : model_->state()) mine[p->fqn] = &p->value;
+  if (whole) {
+    for (nn::Parameter* p : whole->state()) {
+      if (mine.count(p->fqn)) mine[p->fqn] = &p->value;
+    }
+  }
+  if (mesh_.dp().rank() == 0 && mesh_.tp().rank() == 0) {  // the ranks of world rank 0's pp communicator
     if (pp.rank() == 0) {
-      nn::Decoder whole(full_config_);
-      std::map<std::string, const nn::Parameter*> mine;
-      for (const nn::Parameter* p : model_->state()) mine[p->fqn] = p;
-      for (nn::Parameter* p : whole.state()) {
+      if (!whole) whole = std::make_unique<nn::Decoder>(full_config_);
+      for (nn::Parameter* p : whole->state()) {
         const int64_t owner = layout.owner(layout.stage_of(p->fqn));
         if (owner == 0) {
           TITAN_CHECK(mine.count(p->fqn), "[pipeline] rank 0 does not hold ", p->fqn);
-          p->value.copy_from(mine.at(p->fqn)->value);
+          if (mine.at(p->fqn) != &p->value) p->value.copy_from(*mine.at(p->fqn));
         } else {
           pp.recv(p->value, static_cast<int>(owner), 0);
         }
       }
-      fn(whole);
+      fn(*whole);
     } else {
-      for (const nn::Parameter* p : model_->state()) pp.send(p->value, 0, 0);
+      for (const nn::Parameter* p : model_->state()) pp.send(*mine.at(p->fqn), 0, 0);
     }
   }
   if (fsdp_) fsdp_->release_full();

@@ -11,8 +11,8 @@ struct Pipeline::Slot {
   bool live = false;
 };
 
-Pipeline::Pipeline(nn::Decoder& model, Comm& pp, PipelineLayout layout, PipelineScheduleKind kind)
-    : model_(model), pp_(pp), layout_(std::move(layout)), kind_(kind), rank_(pp.rank()) {
+Pipeline::Pipeline(nn::Decoder& model, Comm& pp, PipelineLayout layout, PipelineScheduleKind kind, int64_t token_shards)
+    : model_(model), pp_(pp), layout_(std::move(layout)), kind_(kind), rank_(pp.rank()), token_shards_(token_shards) {
   TITAN_CHECK(pp.size() == layout_.pp, "[pipeline] a layout for ", layout_.pp, " ranks on a pp communicator of ",
               pp.size());
   int64_t begin = 0;
@@ -39,6 +39,9 @@ nn::LossResult Pipeline::run(const Tensor& ids_BT, const Tensor& labels_BT, int6
   TITAN_CHECK(micro_rows > 0 && B % micro_rows == 0, "[pipeline] ", B, " rows do not split into micro-batches of ",
               micro_rows);
   const int64_t M = B / micro_rows, last = layout_.num_stages() - 1;
+  TITAN_CHECK((micro_rows * T) % token_shards_ == 0, "[pipeline] a micro-batch's ", micro_rows * T,
+              " tokens do not split over ", token_shards_, " sequence-parallel ranks");
+  const int64_t N = micro_rows * T / token_shards_;  // tokens of a stage's output on this rank
   std::vector<std::vector<Slot>> slots(spans_.size(), std::vector<Slot>(static_cast<size_t>(M)));
   struct InFlight {
     Tensor t;  // alive until its send is done
@@ -53,7 +56,7 @@ nn::LossResult Pipeline::run(const Tensor& ids_BT, const Tensor& labels_BT, int6
     if (a.kind == PipelineAction::forward) {
       Tensor h_ND;
       if (!span.first) {
-        h_ND = Tensor::empty({micro_rows * T, D}, DType::f32);
+        h_ND = Tensor::empty({N, D}, DType::f32);
         pp_.recv(h_ND, static_cast<int>(layout_.owner(a.stage - 1)), tag(false, a.stage, a.micro, M));
       }
       Tensor out_ND = model_.stage_forward(rows(ids_BT, a.micro), h_ND, span, slot.acts);
@@ -68,7 +71,7 @@ nn::LossResult Pipeline::run(const Tensor& ids_BT, const Tensor& labels_BT, int6
     TITAN_CHECK(slot.live, "[pipeline] backward of stage ", a.stage, " micro-batch ", a.micro, " before its forward");
     Tensor dh_ND;
     if (a.stage != last) {
-      dh_ND = Tensor::empty({micro_rows * T, D}, DType::f32);
+      dh_ND = Tensor::empty({N, D}, DType::f32);
       pp_.recv(dh_ND, static_cast<int>(layout_.owner(a.stage + 1)), tag(true, a.stage, a.micro, M));
     }
     nn::LossResult loss;

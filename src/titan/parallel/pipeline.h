@@ -27,7 +27,9 @@ class Pipeline {
  public:
   // `model` already holds this rank's part of `layout` (keep_pipeline_part(layout.layers_of(rank),
   // ...)); `pp` is the pipeline communicator (rank = pp rank). Both must outlive this object.
-  Pipeline(nn::Decoder& model, Comm& pp, PipelineLayout layout, PipelineScheduleKind kind);
+  // token_shards: how many ranks split a micro-batch's tokens between stages (tp under sequence
+  // parallelism, else 1): a stage's output is [N / token_shards, D].
+  Pipeline(nn::Decoder& model, Comm& pp, PipelineLayout layout, PipelineScheduleKind kind, int64_t token_shards = 1);
 
   const PipelineLayout& layout() const { return layout_; }
   PipelineScheduleKind kind() const { return kind_; }
@@ -46,6 +48,7 @@ class Pipeline {
   PipelineLayout layout_;
   PipelineScheduleKind kind_;
   int64_t rank_ = 0;
+  int64_t token_shards_ = 1;
   std::vector<nn::StageSpan> spans_;  // of this rank's stages, in layout_.stages_of(rank_) order
 };
 

@@ -144,7 +144,7 @@ LayoutPlan plan_rank(const PlanInput& in, int64_t tp, int64_t dp_shard, int64_t 
     };
     const auto [peak, sent] = pipeline_peak(in, pp_rank, micro_batches, slot);
     sends = sent;
-    p.activations = peak + (replays ? per_layer : 0.0) + kF * full * d * static_cast<double>(sends);
+    p.activations = peak + (replays ? per_layer : 0.0) + kF * norm_tokens * d * static_cast<double>(sends);
   }
   const double v = static_cast<double>(c.vocab_size / tp);
   // The fused head's chunk (bf16: f32 logits + bf16 dlogits in the same budget), and with bf16
@@ -175,7 +175,7 @@ LayoutPlan plan_rank(const PlanInput& in, int64_t tp, int64_t dp_shard, int64_t 
              reduce_bytes * (part.root + layers * s.layer)) *
             static_cast<double>(in.accumulation * micro_batches);
   }
-  comm += kF * full * d * static_cast<double>(sends * in.accumulation);
+  comm += kF * norm_tokens * d * static_cast<double>(sends * in.accumulation);
   if (p.dp_replicate > 1) comm += kF * shard;
   if (tp > 1) {
     const double act = kF * full * d;
@@ -196,7 +196,7 @@ std::vector<LayoutPlan> plan_layouts(const PlanInput& in) {
   const int64_t n = (pp > 1 ? in.micro_rows : in.local_batch) * in.seq_len;
   for (int64_t tp = 1; tp <= in.world; ++tp) {
     if (in.world % (tp * in.dp_replicate * pp) != 0 || !divides(c, tp)) continue;
-    if (tp > 1 && (c.num_experts > 0 || pp > 1)) continue;  // MoE and the pipeline are not tensor-parallel
+    if (tp > 1 && c.num_experts > 0) continue;  // MoE is not tensor-parallel
     const bool sp = tp > 1 && in.sequence_parallel;
     if (sp && n % tp != 0) continue;
     const int64_t dp_shard = in.world / (tp * in.dp_replicate * pp);

@@ -147,6 +147,13 @@ void Trainer::check_pipeline() {
   pipeline_layout_ = parallel::pipeline_layout(mc.num_layers, ps.pipeline_parallel_degree, pipeline_schedule_,
                                                ps.pipeline_parallel_layers_per_stage, ps.pipeline_parallel_split_points);
   (void)parallel::pipeline_schedule(pipeline_schedule_, pipeline_layout_, 0, B_ / ps.pipeline_parallel_microbatch_size);
+  const int64_t tp = mesh_->degrees().tp, tokens = ps.pipeline_parallel_microbatch_size * T_;
+  if (tp > 1 && ps.enable_sequence_parallel && tokens % tp != 0) {
+    config::config_fail("parallelism.pipeline_parallel_microbatch_size=", ps.pipeline_parallel_microbatch_size,
+                        ": sequence parallel splits a pipeline micro-batch's ", tokens, " tokens over "
+                        "tensor_parallel_degree = ", tp, ", which does not divide them; change the micro-batch size "
+                        "or training.seq_len");
+  }
 }
 
 // The whole model, built from the tree by its family, every shape constraint checked (setup then

@@ -253,7 +253,7 @@ TEST(Planner, PipelineRanksHoldTheirStagesAndTheScheduleDecidesTheActivations) {
   };
   const std::vector<train::LayoutPlan> f1b1 = plan(parallel::PipelineScheduleKind::one_f_one_b);
   const std::vector<train::LayoutPlan> gpipe = plan(parallel::PipelineScheduleKind::gpipe);
-  ASSERT_EQ(f1b1.size(), 1u);  // pp 2 x dp_shard 1; no tensor parallelism with a pipeline
+  ASSERT_EQ(f1b1.size(), 1u);  // pp 2 x dp_shard 1
   EXPECT_EQ(f1b1[0].pp, 2);
   EXPECT_EQ(f1b1[0].dp_shard, 1);
   EXPECT_DOUBLE_EQ(f1b1[0].bubble, 0.2);
@@ -266,11 +266,13 @@ TEST(Planner, PipelineRanksHoldTheirStagesAndTheScheduleDecidesTheActivations) {
   EXPECT_EQ(gpipe[0].pp_rank, 1);  // the head's chunk on top of the same activations
   EXPECT_LT(gpipe[0].activations, one.activations);  // half the layers, all 4 rows
   EXPECT_GT(gpipe[0].activations, one.activations / 2);
-  in.world = 4;  // pp 2 x dp_shard 2
+  in.world = 4;  // pp 2 x dp_shard 2, or pp 2 x tp 2
   const std::vector<train::LayoutPlan> four = plan(parallel::PipelineScheduleKind::one_f_one_b);
-  ASSERT_EQ(four.size(), 1u);
+  ASSERT_EQ(four.size(), 2u);
   EXPECT_EQ(four[0].dp_shard, 2);
   EXPECT_DOUBLE_EQ(four[0].parameters * 2, f1b1[0].parameters);
+  EXPECT_EQ(four[1].tp, 2);
+  EXPECT_LT(four[1].activations, f1b1[0].activations);  // heads, FFN and (sequence parallel) tokens split
 }
 
 // Two ranks (threads) meeting through a SaveGroup write one checkpoint of flat pieces (one of
