@@ -571,7 +571,7 @@ TEST_F(CliParallel, BadMeshesAreOneLineErrors) {
       << launch.output;
 }
 
-// The validation loop on meshes. A held-out slice of the text; 4 steps, a pass after steps 2 and
+// The validation loop on meshes (and pipelines: forward-only through the stages). A held-out slice of the text; 4 steps, a pass after steps 2 and
 // 4 over the whole set. Every rank reads the validation stream and keeps its rows, and the sums are
 // all-reduced over the data-parallel ranks, so each layout's validation loss is the single-rank
 // one up to fp32 reduction order (bar 1e-6 relative).
@@ -609,7 +609,10 @@ TEST_F(CliParallel, ValidationLossEqualsAcrossMeshes) {
                           Layout{"val_tp2_nosp", 2, 4, "--parallelism.tensor_parallel_degree 2 "
                                                        "--no-parallelism.enable_sequence_parallel"},
                           Layout{"val_fsdp2_tp2", 4, 2, "--parallelism.tensor_parallel_degree 2"},
-                          Layout{"val_hsdp", 4, 1, "--parallelism.data_parallel_replicate_degree 2"}}) {
+                          Layout{"val_hsdp", 4, 1, "--parallelism.data_parallel_replicate_degree 2"},
+                          Layout{"val_pp2", 2, 4, "--parallelism.pipeline_parallel_degree 2"},
+                          Layout{"val_pp2_tp2", 4, 4, "--parallelism.pipeline_parallel_degree 2 "
+                                                      "--parallelism.tensor_parallel_degree 2"}}) {
     const CommandResult r = run_mpi(l.ranks, train_args(l.name, l.local, l.flags + " " + flags));
     ASSERT_EQ(r.exit_code, 0) << l.name << "\n" << r.output;
     const std::vector<nlohmann::json> got = rows_of_kind(dir_ / l.name / "metrics.jsonl", true);

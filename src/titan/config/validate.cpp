@@ -57,10 +57,6 @@ void validate_pipeline(const JobConfig& c) {
                 " does not divide training.local_batch_size=", c.training.local_batch_size,
                 "; the local batch runs as micro-batches of that many rows");
   }
-  if (c.validation.enable) {
-    config_fail("validation.enable with parallelism.pipeline_parallel_degree=", p.pipeline_parallel_degree,
-                ": the validation pass is not pipelined yet; validate on a run without the pipeline");
-  }
   if (c.lora.rank > 0) {
     config_fail("lora.rank=", c.lora.rank, " with parallelism.pipeline_parallel_degree=", p.pipeline_parallel_degree,
                 ": LoRA is not pipelined yet; use data_parallel_shard_degree (FSDP) instead");

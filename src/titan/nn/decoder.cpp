@@ -87,28 +87,46 @@ void Decoder::keep_pipeline_part(const std::vector<int64_t>& layer_ids, bool fir
   }
 }
 
-Tensor Decoder::stage_forward(const Tensor& ids_BT, const Tensor& h_ND, const StageSpan& span, Activations& acts) {
+Tensor Decoder::stage_forward(const Tensor& ids_BT, const Tensor& h_ND, const StageSpan& span, Activations& acts,
+                              bool keep) {
   acts.ctx = make_context(ids_BT);
-  acts.layers.resize(layers.size());
+  acts.layers.resize(keep ? layers.size() : 1);
   Tensor x_ND = h_ND;
   if (span.first) {
     if (hooks_) hooks_->before_forward(UnitHooks::kRoot);
     x_ND = tok_embeddings->forward(ids_BT, acts.tok_embeddings);
     if (hooks_) hooks_->after_forward(UnitHooks::kRoot);
+    if (!keep) acts.tok_embeddings.reset();
     if (tp_) x_ND = tp_->leave(x_ND);
   }
   for (int64_t i = span.begin; i < span.end; ++i) {
     const auto u = static_cast<size_t>(i);
     if (hooks_) hooks_->before_forward(static_cast<int>(i));
-    const Recompute recompute = recompute_.empty() ? Recompute::keep_all : recompute_[u];
-    x_ND = layers[u]->forward(acts.ctx, x_ND, acts.layers[u], recompute, &acts.router);
+    const Recompute recompute = keep && !recompute_.empty() ? recompute_[u] : Recompute::keep_all;
+    x_ND = layers[u]->forward(acts.ctx, x_ND, acts.layers[keep ? u : 0], recompute, &acts.router);
     if (hooks_) hooks_->after_forward(static_cast<int>(i));
   }
+  if (!keep) acts.layers.clear();
   if (!span.last) return x_ND;
   if (hooks_) hooks_->before_forward(UnitHooks::kRoot);
   acts.head_input_ND = norm->forward(x_ND, acts.norm);
   if (hooks_) hooks_->after_forward(UnitHooks::kRoot);
   return acts.head_input_ND;
+}
+
+LossResult Decoder::stage_loss(const Tensor& hn_ND, const Tensor& targets_BT) {
+  if (hooks_) hooks_->before_forward(UnitHooks::kRoot);
+  Tensor no_dx, no_dw;
+  const ops::LmHeadXentResult xent =
+      tp_ ? tp_->head_xent(tp_->enter(hn_ND), head_weight().for_compute(), vocab_start_, targets_BT.reshape({-1}),
+                           1.0f, no_dx, no_dw)
+          : output->loss(hn_ND, targets_BT, 1.0f, no_dx);
+  if (hooks_) hooks_->after_forward(UnitHooks::kRoot);
+  LossResult result;
+  result.loss_sum = xent.loss_sum;
+  result.num_targets = xent.num_targets;
+  if (xent.num_targets > 0) result.loss = xent.loss_sum / static_cast<double>(xent.num_targets);
+  return result;
 }
 
 Tensor Decoder::stage_backward(const Tensor& dh_ND, const Tensor& targets_BT, float grad_scale,

@@ -160,7 +160,12 @@ class Decoder {
   // One stage of a micro-batch. Forward: the stage's output h_ND (hn_ND after the final norm on the
   // last stage, also kept in acts.head_input_ND); its input is ids_BT on the first stage, else h_ND
   // from the previous stage (ids_BT gives every stage the micro-batch's shape for its positions).
-  Tensor stage_forward(const Tensor& ids_BT, const Tensor& h_ND, const StageSpan& span, Activations& acts);
+  // keep = false: an inference forward (nothing saved for a backward, as forward_loss).
+  Tensor stage_forward(const Tensor& ids_BT, const Tensor& h_ND, const StageSpan& span, Activations& acts,
+                       bool keep = true);
+  // The last stage's forward-only loss on its output hn_ND (forward_loss's head; a collective over
+  // tp under tensor parallelism).
+  LossResult stage_loss(const Tensor& hn_ND, const Tensor& targets_BT);
   // Backward: dh_ND is the gradient of the stage's output from the next stage; on the last stage the
   // head's cross-entropy against targets_BT (gradients scaled by grad_scale) gives it instead, and
   // its sums go to `loss`. Returns the gradient of the stage's input (undefined on the first stage).

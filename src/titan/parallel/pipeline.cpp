@@ -90,4 +90,30 @@ nn::LossResult Pipeline::run(const Tensor& ids_BT, const Tensor& labels_BT, int6
   return total;
 }
 
+nn::LossResult Pipeline::forward_loss(const Tensor& ids_BT, const Tensor& labels_BT) {
+  const int64_t N = ids_BT.numel() / token_shards_, D = model_.config().dim;
+  std::vector<std::pair<Tensor, std::unique_ptr<Pending>>> sends;
+  nn::LossResult loss;
+  const std::vector<int64_t> stages = layout_.stages_of(rank_);
+  for (size_t k = 0; k < stages.size(); ++k) {  // ascending stages: each waits only for the one before
+    const int64_t stage = stages[k];
+    const nn::StageSpan& span = spans_[k];
+    Tensor h_ND;
+    if (!span.first) {
+      h_ND = Tensor::empty({N, D}, DType::f32);
+      pp_.recv(h_ND, static_cast<int>(layout_.owner(stage - 1)), tag(false, stage, 0, 1));
+    }
+    nn::Activations acts;
+    Tensor out_ND = model_.stage_forward(ids_BT, h_ND, span, acts, false);
+    if (span.last) {
+      loss = model_.stage_loss(out_ND, labels_BT);
+      continue;
+    }
+    auto pending = pp_.start_send(out_ND, static_cast<int>(layout_.owner(stage + 1)), tag(false, stage + 1, 0, 1));
+    sends.emplace_back(std::move(out_ND), std::move(pending));
+  }
+  for (auto& [t, pending] : sends) pending->wait();
+  return loss;
+}
+
 }  // namespace titan::parallel

@@ -37,6 +37,9 @@ class Pipeline {
   // One pipeline step over the rows of ids_BT / labels_BT (i64 [B, T], B a multiple of micro_rows);
   // returns the cross-entropy sum over the targets on the last stage (0 on other ranks).
   nn::LossResult run(const Tensor& ids_BT, const Tensor& labels_BT, int64_t micro_rows, float grad_scale);
+  // Forward only (validation): the whole batch through this rank's stages in order, nothing saved;
+  // the loss sums on the last stage (0 on other ranks).
+  nn::LossResult forward_loss(const Tensor& ids_BT, const Tensor& labels_BT);
 
  private:
   struct Slot;  // one (stage, micro-batch) in flight: its saved activations
