@@ -158,12 +158,17 @@ CommStats Parallelized::comm_stats() const {
     total.reduce_scatter_bytes += s->reduce_scatter_bytes;
     total.all_reduce_bytes += s->all_reduce_bytes;
   }
+  if (pipeline_) {
+    total.seconds += pipeline_->stats().seconds;
+    total.send_bytes += pipeline_->stats().send_bytes;
+  }
   return total;
 }
 
 void Parallelized::reset_comm_stats() {
   if (fsdp_) fsdp_->reset_stats();
   tp_.reset_stats();
+  if (pipeline_) pipeline_->reset_stats();
 }
 
 void Parallelized::with_full_model(const std::function<void(const nn::Decoder&)>& fn) {

@@ -57,6 +57,7 @@ nn::LossResult Pipeline::run(const Tensor& ids_BT, const Tensor& labels_BT, int6
       Tensor h_ND;
       if (!span.first) {
         h_ND = Tensor::empty({N, D}, DType::f32);
+        CommTimer t{stats_.seconds};
         pp_.recv(h_ND, static_cast<int>(layout_.owner(a.stage - 1)), tag(false, a.stage, a.micro, M));
       }
       Tensor out_ND = model_.stage_forward(rows(ids_BT, a.micro), h_ND, span, slot.acts);
@@ -64,6 +65,7 @@ nn::LossResult Pipeline::run(const Tensor& ids_BT, const Tensor& labels_BT, int6
       if (!span.last) {
         auto pending = pp_.start_send(out_ND, static_cast<int>(layout_.owner(a.stage + 1)),
                                       tag(false, a.stage + 1, a.micro, M));
+        stats_.send_bytes += static_cast<int64_t>(out_ND.nbytes());
         sends.push_back({std::move(out_ND), std::move(pending)});
       }
       continue;
@@ -72,6 +74,7 @@ nn::LossResult Pipeline::run(const Tensor& ids_BT, const Tensor& labels_BT, int6
     Tensor dh_ND;
     if (a.stage != last) {
       dh_ND = Tensor::empty({N, D}, DType::f32);
+      CommTimer t{stats_.seconds};
       pp_.recv(dh_ND, static_cast<int>(layout_.owner(a.stage + 1)), tag(true, a.stage, a.micro, M));
     }
     nn::LossResult loss;
@@ -82,10 +85,14 @@ nn::LossResult Pipeline::run(const Tensor& ids_BT, const Tensor& labels_BT, int6
     if (!span.first) {
       auto pending = pp_.start_send(dx_ND, static_cast<int>(layout_.owner(a.stage - 1)),
                                     tag(true, a.stage - 1, a.micro, M));
+      stats_.send_bytes += static_cast<int64_t>(dx_ND.nbytes());
       sends.push_back({std::move(dx_ND), std::move(pending)});
     }
   }
-  for (InFlight& f : sends) f.pending->wait();
+  {
+    CommTimer t{stats_.seconds};
+    for (InFlight& f : sends) f.pending->wait();
+  }
   if (total.num_targets > 0) total.loss = total.loss_sum / static_cast<double>(total.num_targets);
   return total;
 }

@@ -19,6 +19,7 @@
 
 #include "titan/nn/decoder.h"
 #include "titan/parallel/comm.h"
+#include "titan/parallel/fsdp.h"
 #include "titan/parallel/pipeline_schedule.h"
 
 namespace titan::parallel {
@@ -40,6 +41,9 @@ class Pipeline {
   // Forward only (validation): the whole batch through this rank's stages in order, nothing saved;
   // the loss sums on the last stage (0 on other ranks).
   nn::LossResult forward_loss(const Tensor& ids_BT, const Tensor& labels_BT);
+  // Bytes sent and seconds waiting for receives and sends (send_bytes, seconds), since reset_stats.
+  const CommStats& stats() const { return stats_; }
+  void reset_stats() { stats_ = {}; }
 
  private:
   struct Slot;  // one (stage, micro-batch) in flight: its saved activations
@@ -53,6 +57,7 @@ class Pipeline {
   int64_t rank_ = 0;
   int64_t token_shards_ = 1;
   std::vector<nn::StageSpan> spans_;  // of this rank's stages, in layout_.stages_of(rank_) order
+  CommStats stats_;
 };
 
 }  // namespace titan::parallel

@@ -460,7 +460,8 @@ StepMetrics Trainer::train_step(int64_t step) {
   m.expert_load_max = load.max;
   const parallel::CommStats cs = model_->comm_stats();
   m.comm_seconds = cs.seconds;
-  m.comm_bytes = static_cast<double>(cs.all_gather_bytes + cs.reduce_scatter_bytes + cs.all_reduce_bytes);
+  m.comm_bytes =
+      static_cast<double>(cs.all_gather_bytes + cs.reduce_scatter_bytes + cs.all_reduce_bytes + cs.send_bytes);
   tokens_seen_ += m.tokens * dp_;
   return m;
 }
