@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <tuple>
 #include <fstream>
 #include <string>
@@ -55,6 +56,7 @@ class CliParallel : public ::testing::Test {
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
 
+ public:
   // A 2-layer debug model, global batch 4 x 64 tokens, 20 steps; `local` rows per rank. No LR decay:
   // the schedule then does not depend on training.steps, so a 10-step run is the first half of a 20-step one.
   static std::string train_args(const std::string& name, int local, const std::string& extra) {
@@ -103,6 +105,158 @@ class CliParallel : public ::testing::Test {
   static fs::path dir_;
 };
 fs::path CliParallel::dir_;
+
+// --- pipeline parallelism --------------------------------------------------------------------
+// The baseline's 2 layers as 2 stages of one layer (stage 0 with the embedding, stage 1 with the
+// norm and head); the local batch of 4 rows runs as 4 micro-batches of one row. Each schedule, the
+// pipeline x FSDP mesh (pp=2 x dp_shard=2: 2 rows per data-parallel rank, 2 micro-batches) and the
+// pipeline x TP mesh (pp=2 x tp=2, sequence parallel: each stage sends its half of the tokens)
+// train the single-rank losses.
+TEST_F(CliParallel, PipelineSchedulesMatchOneRank) {
+  const std::string pp = "--parallelism.pipeline_parallel_degree 2 --parallelism.pipeline_parallel_schedule ";
+  for (const auto& [name, ranks, local, extra] :
+       {std::tuple<const char*, int, int, std::string>{"pp2_gpipe", 2, 4, pp + "GPipe"},
+        {"pp2_1f1b", 2, 4, pp + "1F1B"},
+        {"pp2_dp_shard2", 4, 2, pp + "1F1B"},
+        {"pp2_tp2", 4, 4, pp + "1F1B --parallelism.tensor_parallel_degree 2"}}) {
+    const CommandResult r = run_mpi(ranks, train_args(name, local, extra));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("[pipeline] 2 stages on 2 ranks"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("stage 0 on rank 0: embedding + layer 0; stage 1 on rank 1: layer 1 + norm + head"),
+              std::string::npos) << r.output;
+    SCOPED_TRACE(name);
+    std::printf("%s: ", name);
+    expect_baseline_losses(read_jsonl(dir_ / name / "metrics.jsonl"));
+  }
+}
+
+// Several stages per rank: 4 layers as 4 stages, Interleaved1F1B on 2 ranks (stages 0 and 2 on rank
+// 0) and 1F1B on 4 ranks, against one rank with the same 4 layers.
+TEST_F(CliParallel, InterleavedAndFourStagePipelinesMatchOneRank) {
+  const std::string four = "--model.n_layers 4 ";
+  const CommandResult one = run_titan(train_args("pp_base4", 4, four));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const std::vector<nlohmann::json> base = read_jsonl(dir_ / "pp_base4" / "metrics.jsonl");
+  ASSERT_EQ(base.size(), 20u);
+  for (const auto& [name, ranks, extra] :
+       {std::tuple<const char*, int, std::string>{"pp2_interleaved", 2, "--parallelism.pipeline_parallel_degree 2 "
+                                                  "--parallelism.pipeline_parallel_schedule Interleaved1F1B"},
+        {"pp4_1f1b", 4, "--parallelism.pipeline_parallel_degree 4"}}) {
+    const CommandResult r = run_mpi(ranks, train_args(name, 4, four + extra));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("[pipeline] 4 stages on " + std::to_string(ranks) + " ranks"), std::string::npos)
+        << r.output;
+    const std::vector<nlohmann::json> rows = read_jsonl(dir_ / name / "metrics.jsonl");
+    ASSERT_EQ(rows.size(), 20u) << name;
+    double worst = 0.0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const double rel = std::abs(rows[i]["loss"].get<double>() - base[i]["loss"].get<double>()) /
+                         base[i]["loss"].get<double>();
+      EXPECT_LT(rel, 1e-5) << name << " step " << i + 1;
+      worst = std::max(worst, rel);
+    }
+    std::printf("%s: worst loss relative difference to the single-rank 4-layer run %.3g\n", name, worst);
+  }
+}
+
+// Gradient accumulation (2 local batches per step) with full activation checkpointing on
+// pp=2 x dp_shard=2 against one rank with the same global batch of 8 rows; and activation
+// checkpointing trains the pipeline's own losses bit for bit.
+TEST_F(CliParallel, PipelineWithAccumulationAndCheckpointingMatchesOneRank) {
+  const std::string acc = "--training.global_batch_size 8 ";
+  const CommandResult one = run_titan(train_args("pp_acc_base", 4, acc));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const std::string pp = acc + "--parallelism.pipeline_parallel_degree 2 ";
+  const CommandResult plain = run_mpi(4, train_args("pp_acc", 2, pp));
+  const CommandResult ac = run_mpi(4, train_args("pp_acc_ac", 2, pp + "--activation_checkpoint.mode full"));
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  ASSERT_EQ(ac.exit_code, 0) << ac.output;
+  EXPECT_NE(plain.output.find("accumulation 2, data parallel 2"), std::string::npos) << plain.output;
+  const std::vector<nlohmann::json> base = read_jsonl(dir_ / "pp_acc_base" / "metrics.jsonl");
+  const std::vector<nlohmann::json> a = read_jsonl(dir_ / "pp_acc" / "metrics.jsonl");
+  const std::vector<nlohmann::json> b = read_jsonl(dir_ / "pp_acc_ac" / "metrics.jsonl");
+  ASSERT_EQ(base.size(), 20u);
+  ASSERT_EQ(a.size(), 20u);
+  ASSERT_EQ(b.size(), 20u);
+  double worst = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double rel = std::abs(a[i]["loss"].get<double>() - base[i]["loss"].get<double>()) /
+                       base[i]["loss"].get<double>();
+    EXPECT_LT(rel, 1e-5) << "step " << i + 1;
+    worst = std::max(worst, rel);
+    EXPECT_EQ(b[i]["loss"].get<double>(), a[i]["loss"].get<double>()) << "step " << i + 1;
+    EXPECT_EQ(b[i]["grad_norm"].get<double>(), a[i]["grad_norm"].get<double>()) << "step " << i + 1;
+  }
+  std::printf("pp2 x dp_shard2 with accumulation: worst loss relative difference to one rank %.3g\n", worst);
+}
+
+// A pp=2 checkpoint (each stage's rank writes its parameters) resumes on 1 rank and on dp_shard=2
+// with the single-rank losses; its HF export (gathered to rank 0) is titan convert's of the same
+// checkpoint byte for byte.
+TEST_F(CliParallel, PipelineCheckpointResumesOnOtherLayoutsAndExports) {
+  const std::string ckpt = " --checkpoint.enable --checkpoint.interval 10 --no-checkpoint.last_save_model_only";
+  const CommandResult saved = run_mpi(2, train_args("pp_saved", 4, "--training.steps 10 --checkpoint.last_save_in_hf "
+                                                    "--parallelism.pipeline_parallel_degree 2" + ckpt));
+  ASSERT_EQ(saved.exit_code, 0) << saved.output;
+  const fs::path step10 = dir_ / "pp_saved" / "checkpoint" / "step-10";
+  ASSERT_TRUE(fs::exists(step10 / "model-rank00001-of-00002.safetensors"));
+  for (const auto& [name, ranks, local] :
+       {std::tuple<const char*, int, int>{"pp_on1", 1, 4}, {"pp_on_dp_shard2", 2, 2}}) {
+    fs::create_directories(dir_ / name / "checkpoint");
+    fs::copy(step10, dir_ / name / "checkpoint" / "step-10", fs::copy_options::recursive);
+    const std::string args = train_args(name, local, ckpt);
+    const CommandResult r = ranks == 1 ? run_titan(args) : run_mpi(ranks, args);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("resuming from"), std::string::npos) << r.output;
+    SCOPED_TRACE(name);
+    std::printf("%s: ", name);
+    expect_baseline_losses(read_jsonl(dir_ / name / "metrics.jsonl"), 11);
+  }
+  const CommandResult c = run_titan("convert --from " + step10.string() + " --to " + (dir_ / "pp_single").string() +
+                                    " --to-hf");
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  const std::string gathered = read_text(dir_ / "pp_saved" / "checkpoint" / "hf" / "model.safetensors");
+  ASSERT_GT(gathered.size(), 1000u);
+  EXPECT_TRUE(gathered == read_text(dir_ / "pp_single" / "model.safetensors"));
+}
+
+// The HF export of a pp=2 x tp=2 run (each stage's TP shards gathered, every stage's tensors sent
+// to rank 0) equals titan convert's export of the run's final checkpoint byte for byte.
+TEST_F(CliParallel, PipelineTimesTensorParallelExportEqualsSingleRankExport) {
+  const CommandResult r = run_mpi(4, train_args("pp_tp_export", 4, "--training.steps 3 --checkpoint.enable "
+                                                "--checkpoint.last_save_in_hf --parallelism.pipeline_parallel_degree 2 "
+                                                "--parallelism.tensor_parallel_degree 2"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const fs::path ckpt = dir_ / "pp_tp_export" / "checkpoint";
+  const CommandResult c = run_titan("convert --from " + (ckpt / "step-3").string() + " --to " +
+                                    (dir_ / "pp_tp_single").string() + " --to-hf");
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  const std::string gathered = read_text(ckpt / "hf" / "model.safetensors");
+  ASSERT_GT(gathered.size(), 1000u);
+  EXPECT_TRUE(gathered == read_text(dir_ / "pp_tp_single" / "model.safetensors"));
+}
+
+// Every impossible pipeline is a one-line config error (exit code 2) before step 1.
+TEST_F(CliParallel, BadPipelinesAreOneLineConfigErrors) {
+  const std::string pp = "--training.steps 1 --parallelism.pipeline_parallel_degree ";
+  for (const auto& [ranks, local, extra, message] : {
+           std::tuple<int, int, std::string, std::string>{
+               2, 4, pp + "3", "parallelism.pipeline_parallel_degree=3 does not divide the 2 ranks of the job"},
+           {2, 1, pp + "2", "[pipeline] 1 micro-batches for 2 pipeline stages: every stage needs one"},
+           {4, 4, pp + "4", "[pipeline] 4 pipeline stages (parallelism.pipeline_parallel_degree=4) for 2 layers "
+                            "leave a stage empty"},
+           {2, 4, pp + "2 --parallelism.pipeline_parallel_split_points layers.2",
+            "[pipeline] parallelism.pipeline_parallel_split_points: layers.2 leaves a stage empty"},
+           {2, 4, pp + "2 --parallelism.pipeline_parallel_microbatch_size 3",
+            "parallelism.pipeline_parallel_microbatch_size=3 does not divide training.local_batch_size=4"},
+           {2, 4, pp + "2 --parallelism.pipeline_parallel_schedule Interleaved1F1B",
+            "[pipeline] 4 pipeline stages (parallelism.pipeline_parallel_degree=2 x 2 stages per rank) for 2 layers"}}) {
+    const CommandResult r = run_mpi(ranks, train_args("pp_bad", local, extra));
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("step:"), std::string::npos) << r.output;
+  }
+}
 
 TEST_F(CliParallel, FsdpTwoRanksMatchesOneRank) {
   const CommandResult r = run_mpi(2, train_args("dp_shard2", 2, ""));
@@ -482,11 +636,15 @@ pid_t find_rank(int rank, const std::string& marker) {
 }
 
 // A rank killed mid-run (SIGKILL, no chance to say goodbye) ends the whole job within 30 s with
-// a message naming that rank; the relaunch resumes from the last checkpoint.
-TEST_F(CliParallel, DeadRankEndsTheJobAndTheRunResumes) {
-  const fs::path dump = dir_ / "fault";
-  const std::string args = train_args("fault", 2, "--training.steps 400 --checkpoint.enable --checkpoint.interval 5");
-  const std::string log = (dir_ / "fault.log").string();
+// a message naming that rank; the relaunch resumes from the last checkpoint. `layout`: extra flags
+// of a 2-rank mesh.
+void expect_dead_rank_ends_the_job(const fs::path& dir, const std::string& name, int local,
+                                   const std::string& layout, const std::function<std::string(const std::string&, int,
+                                                                                              const std::string&)>& args_of) {
+  const fs::path dump = dir / name;
+  const std::string args = args_of(name, local, "--training.steps 400 --checkpoint.enable --checkpoint.interval 5 " +
+                                                    layout);
+  const std::string log = (dir / (name + ".log")).string();
   const std::string cmd = std::string(TITAN_BINARY) + " launch --nproc-per-node 2 -- " + args + " > " + log + " 2>&1";
   pid_t launcher = -1;
   const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
@@ -510,11 +668,21 @@ TEST_F(CliParallel, DeadRankEndsTheJobAndTheRunResumes) {
   EXPECT_NE(out.find("rank 1"), std::string::npos) << out;
   EXPECT_NE(out.find("the job failed"), std::string::npos) << out;
 
-  const CommandResult again = run_mpi(2, train_args("fault", 2, "--training.steps 12 --checkpoint.enable "
-                                                                "--checkpoint.interval 5"));
+  const CommandResult again = run_mpi(2, args_of(name, local, "--training.steps 12 --checkpoint.enable "
+                                                              "--checkpoint.interval 5 " + layout));
   ASSERT_EQ(again.exit_code, 0) << again.output;
   EXPECT_NE(again.output.find("resuming from " + (dump / "checkpoint" / "step-").string()), std::string::npos)
       << again.output;
+}
+
+TEST_F(CliParallel, DeadRankEndsTheJobAndTheRunResumes) {
+  expect_dead_rank_ends_the_job(dir_, "fault", 2, "", &CliParallel::train_args);
+}
+
+// The same in a pipeline: rank 0 waits in a receive from the dead rank 1 (the last stage).
+TEST_F(CliParallel, DeadRankEndsAPipelinedJob) {
+  expect_dead_rank_ends_the_job(dir_, "fault_pp", 4, "--parallelism.pipeline_parallel_degree 2",
+                                &CliParallel::train_args);
 }
 
 TEST_F(CliParallel, BadMeshesAreOneLineErrors) {
@@ -555,7 +723,7 @@ TEST_F(CliParallel, BadMeshesAreOneLineErrors) {
       << launch.output;
 }
 
-// The validation loop on meshes. A held-out slice of the text; 4 steps, a pass after steps 2 and
+// The validation loop on meshes (and pipelines: forward-only through the stages). A held-out slice of the text; 4 steps, a pass after steps 2 and
 // 4 over the whole set. Every rank reads the validation stream and keeps its rows, and the sums are
 // all-reduced over the data-parallel ranks, so each layout's validation loss is the single-rank
 // one up to fp32 reduction order (bar 1e-6 relative).
@@ -593,7 +761,10 @@ TEST_F(CliParallel, ValidationLossEqualsAcrossMeshes) {
                           Layout{"val_tp2_nosp", 2, 4, "--parallelism.tensor_parallel_degree 2 "
                                                        "--no-parallelism.enable_sequence_parallel"},
                           Layout{"val_fsdp2_tp2", 4, 2, "--parallelism.tensor_parallel_degree 2"},
-                          Layout{"val_hsdp", 4, 1, "--parallelism.data_parallel_replicate_degree 2"}}) {
+                          Layout{"val_hsdp", 4, 1, "--parallelism.data_parallel_replicate_degree 2"},
+                          Layout{"val_pp2", 2, 4, "--parallelism.pipeline_parallel_degree 2"},
+                          Layout{"val_pp2_tp2", 4, 4, "--parallelism.pipeline_parallel_degree 2 "
+                                                      "--parallelism.tensor_parallel_degree 2"}}) {
     const CommandResult r = run_mpi(l.ranks, train_args(l.name, l.local, l.flags + " " + flags));
     ASSERT_EQ(r.exit_code, 0) << l.name << "\n" << r.output;
     const std::vector<nlohmann::json> got = rows_of_kind(dir_ / l.name / "metrics.jsonl", true);

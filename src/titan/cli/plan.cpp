@@ -1,6 +1,8 @@
 // titan plan --config NAME --world-size N [--memory-per-rank 24GiB] [--seq-len T]
 //            [--local-batch-size B] [--<section>.<field> VALUE ...]
-// Prints, for each valid (dp_shard, tp, ep) layout of the job on N ranks, the predicted memory per
+// Prints, for each valid (dp_shard, tp, ep) layout of the job on N ranks (with
+// --parallelism.pipeline_parallel_degree: of each pipeline stage's ranks, the rank needing most, and
+// the schedule's ideal bubble), the predicted memory per
 // rank (parameters, gradients, optimizer state, gathered blocks, activations, logits chunk, backward
 // temporaries) and the bytes each rank passes to collectives per step, and recommends the layout
 // the seed's rule picks: shard first, add tensor parallelism only when a layout does not fit. For
@@ -13,9 +15,11 @@
 
 #include "titan/cli/args.h"
 #include "titan/cli/commands.h"
+#include "titan/config/config_error.h"
 #include "titan/config/overrides.h"
 #include "titan/config/validate.h"
 #include "titan/core/error.h"
+#include "titan/parallel/pipeline_schedule.h"
 #include "titan/train/planner.h"
 #include "titan/train/trainer.h"
 
@@ -93,6 +97,19 @@ int run_plan(int argc, char** argv) {
   in.bf16 = c.training.mixed_precision_param == "bfloat16";
   in.bf16_reduce = c.training.mixed_precision_reduce == "bfloat16";
   in.ep = c.parallelism.expert_parallel_degree > 1 ? c.parallelism.expert_parallel_degree : 0;
+  const config::ParallelismSection& ps = c.parallelism;
+  if (ps.pipeline_parallel_degree > 1) {  // the stages and schedule titan train would run (config errors as there)
+    const int64_t rows = ps.pipeline_parallel_microbatch_size;
+    if (rows < 1 || in.local_batch % rows != 0) {
+      config::config_fail("parallelism.pipeline_parallel_microbatch_size=", rows, " does not divide "
+                          "training.local_batch_size=", in.local_batch);
+    }
+    in.schedule = parallel::parse_pipeline_schedule(ps.pipeline_parallel_schedule);
+    in.pipeline = parallel::pipeline_layout(in.model.num_layers, ps.pipeline_parallel_degree, in.schedule,
+                                            ps.pipeline_parallel_layers_per_stage, ps.pipeline_parallel_split_points);
+    in.micro_rows = ps.pipeline_parallel_microbatch_size;
+    (void)parallel::pipeline_schedule(in.schedule, in.pipeline, 0, in.local_batch / in.micro_rows);
+  }
   const std::vector<train::LayoutPlan> plans = train::plan_layouts(in);
   TITAN_CHECK(!plans.empty(), "[plan] no layout of ", world, " ranks with data_parallel_replicate_degree ",
               in.dp_replicate, " fits the model's divisibility (heads ", in.model.num_heads, ", kv heads ",
@@ -107,17 +124,30 @@ int run_plan(int argc, char** argv) {
               memory > 0 ? str(", ", gib(memory), " GiB per rank").c_str() : "",
               ac.mode == "selective" ? ("selective " + ac.selective_ac_option).c_str() : ac.mode.c_str(),
               c.training.mixed_precision_param.c_str());
+  if (in.pipeline.pp > 1) {
+    std::printf("pipeline: %s, %lld micro-batches of %lld rows, ideal bubble %.1f%%; %s\n"
+                "(each layout's numbers are those of its pp rank with the largest total: column pp_rank)\n",
+                parallel::pipeline_schedule_name(in.schedule), static_cast<long long>(in.local_batch / in.micro_rows),
+                static_cast<long long>(in.micro_rows),
+                100.0 * parallel::pipeline_bubble_fraction(in.pipeline, in.local_batch / in.micro_rows),
+                in.pipeline.describe().c_str());
+  }
   std::printf("GiB per rank: params grads optim = parameters, gradients, AdamW moments (this rank's shard);\n"
               "gathered = FSDP's full blocks in use; activ = saved activations; logits = the head's chunk\n"
               "(with bf16 compute also the head weight's bf16 copy);\n"
               "temp = backward temporaries; comm = GB passed to collectives per step per rank\n"
               "(a2a: of which expert parallelism's all-to-all)\n\n");
-  std::printf("%-3s %-12s %4s %4s %4s %8s %8s %8s %8s %8s %8s %8s %9s %8s %8s  %s\n", "", "dp_replicate", "shard", "tp",
-              "ep", "params", "grads", "optim", "gathered", "activ", "logits", "temp", "total", "comm", "a2a", "");
+  const bool pp = in.pipeline.pp > 1;
+  std::printf("%-3s %s%-12s %4s %4s %4s %8s %8s %8s %8s %8s %8s %8s %9s %8s %8s  %s\n", "", pp ? "pp pp_rank " : "",
+              "dp_replicate", "shard", "tp", "ep", "params", "grads", "optim", "gathered", "activ", "logits", "temp",
+              "total", "comm", "a2a", "");
   for (size_t i = 0; i < plans.size(); ++i) {
     const train::LayoutPlan& p = plans[i];
-    std::printf("%-3s %-12lld %4lld %4lld %4lld %8s %8s %8s %8s %8s %8s %8s %9s %8.2f %8.2f  %s\n",
-                static_cast<int>(i) == pick ? "->" : "", static_cast<long long>(p.dp_replicate),
+    const std::string pp_columns = pp ? str(p.pp, std::string(p.pp < 10 ? 2 : 1, ' '), p.pp_rank,
+                                            std::string(p.pp_rank < 10 ? 7 : 6, ' '))
+                                      : std::string();
+    std::printf("%-3s %s%-12lld %4lld %4lld %4lld %8s %8s %8s %8s %8s %8s %8s %9s %8.2f %8.2f  %s\n",
+                static_cast<int>(i) == pick ? "->" : "", pp_columns.c_str(), static_cast<long long>(p.dp_replicate),
                 static_cast<long long>(p.dp_shard), static_cast<long long>(p.tp), static_cast<long long>(p.ep),
                 gib(p.parameters).c_str(),
                 gib(p.gradients).c_str(), gib(p.optimizer).c_str(), gib(p.gathered).c_str(),
@@ -130,8 +160,9 @@ int run_plan(int argc, char** argv) {
     return 1;
   }
   const train::LayoutPlan& p = plans[static_cast<size_t>(pick)];
-  std::printf("\nrecommended: --parallelism.data_parallel_replicate_degree %lld --parallelism.data_parallel_shard_degree "
-              "%lld --parallelism.tensor_parallel_degree %lld%s\n",
+  std::printf("\nrecommended: %s--parallelism.data_parallel_replicate_degree %lld "
+              "--parallelism.data_parallel_shard_degree %lld --parallelism.tensor_parallel_degree %lld%s\n",
+              pp ? str("--parallelism.pipeline_parallel_degree ", p.pp, " ").c_str() : "",
               static_cast<long long>(p.dp_replicate), static_cast<long long>(p.dp_shard), static_cast<long long>(p.tp),
               p.ep > 1 ? str(" --parallelism.expert_parallel_degree ", p.ep).c_str() : "");
   return 0;

@@ -127,6 +127,11 @@ struct ParallelismSection {
   int64_t expert_parallel_degree = 1;
   bool enable_sequence_parallel = true;
   bool fsdp_prefetch = true;
+  int64_t pipeline_parallel_degree = 1;
+  std::string pipeline_parallel_schedule = "1F1B";
+  int64_t pipeline_parallel_microbatch_size = 1;
+  int64_t pipeline_parallel_layers_per_stage = -1;
+  std::string pipeline_parallel_split_points = "";
 
   bool operator==(const ParallelismSection&) const = default;
 };
@@ -312,6 +317,16 @@ void visit_fields(Config& c, V&& v) {
     "with tensor_parallel_degree > 1: norms and residuals on each rank's share of the tokens");
   v("parallelism.fsdp_prefetch", parallelism.fsdp_prefetch,
     "FSDP: start the next block's all-gather before the current block runs (forward and backward)");
+  v("parallelism.pipeline_parallel_degree", parallelism.pipeline_parallel_degree,
+    "pipeline stages across ranks (outermost mesh dimension): each rank holds its stages' layers; 1: off");
+  v("parallelism.pipeline_parallel_schedule", parallelism.pipeline_parallel_schedule,
+    "GPipe, 1F1B (one stage per rank) or Interleaved1F1B (several stages per rank)");
+  v("parallelism.pipeline_parallel_microbatch_size", parallelism.pipeline_parallel_microbatch_size,
+    "rows per pipeline micro-batch: each local batch runs as local_batch_size / this micro-batches");
+  v("parallelism.pipeline_parallel_layers_per_stage", parallelism.pipeline_parallel_layers_per_stage,
+    "layers per pipeline stage; -1: split_points, else one stage per rank (two with Interleaved1F1B)");
+  v("parallelism.pipeline_parallel_split_points", parallelism.pipeline_parallel_split_points,
+    "first layer of each stage after the first, comma-separated, e.g. layers.2,layers.4 (overrides layers_per_stage)");
 
   auto& ac = c.activation_checkpoint;
   v("activation_checkpoint.mode", ac.mode,

@@ -32,6 +32,37 @@ void check_batch(const TrainingSection& t, int64_t dp) {
   }
 }
 
+// The pipeline fields on their own and with the batch; the split of the model's layers is checked
+// by parallel::pipeline_layout once the model is known.
+void validate_pipeline(const JobConfig& c) {
+  const ParallelismSection& p = c.parallelism;
+  if (p.pipeline_parallel_degree < 1) {
+    config_fail("parallelism.pipeline_parallel_degree=", p.pipeline_parallel_degree, " must be >= 1 (1: no pipeline)");
+  }
+  const std::string schedule = lower(p.pipeline_parallel_schedule);
+  if (schedule != "gpipe" && schedule != "1f1b" && schedule != "interleaved1f1b") {
+    config_fail("parallelism.pipeline_parallel_schedule='", p.pipeline_parallel_schedule,
+                "' is unknown; use GPipe, 1F1B or Interleaved1F1B");
+  }
+  if (p.pipeline_parallel_microbatch_size < 1) {
+    config_fail("parallelism.pipeline_parallel_microbatch_size=", p.pipeline_parallel_microbatch_size, " must be >= 1");
+  }
+  if (p.pipeline_parallel_layers_per_stage != -1 && p.pipeline_parallel_layers_per_stage < 1) {
+    config_fail("parallelism.pipeline_parallel_layers_per_stage=", p.pipeline_parallel_layers_per_stage,
+                " must be >= 1, or -1 (split_points, else one stage per rank)");
+  }
+  if (p.pipeline_parallel_degree == 1) return;
+  if (c.training.local_batch_size % p.pipeline_parallel_microbatch_size != 0) {
+    config_fail("parallelism.pipeline_parallel_microbatch_size=", p.pipeline_parallel_microbatch_size,
+                " does not divide training.local_batch_size=", c.training.local_batch_size,
+                "; the local batch runs as micro-batches of that many rows");
+  }
+  if (c.lora.rank > 0) {
+    config_fail("lora.rank=", c.lora.rank, " with parallelism.pipeline_parallel_degree=", p.pipeline_parallel_degree,
+                ": LoRA is not pipelined yet; use data_parallel_shard_degree (FSDP) instead");
+  }
+}
+
 }  // namespace
 
 int64_t accumulation_steps(const JobConfig& config, int64_t data_parallel_degree) {
@@ -191,6 +222,11 @@ void validate(const JobConfig& c, int64_t data_parallel_degree) {
   if (p.expert_parallel_degree < 1) {
     config_fail("parallelism.expert_parallel_degree=", p.expert_parallel_degree, " must be >= 1");
   }
+  if (p.expert_parallel_degree > 1 && p.pipeline_parallel_degree > 1) {
+    config_fail("parallelism.expert_parallel_degree=", p.expert_parallel_degree, " with pipeline_parallel_degree=",
+                p.pipeline_parallel_degree, ": expert parallelism is not pipelined yet; use one of them");
+  }
+  validate_pipeline(c);
 
   const ActivationCheckpointSection& ac = c.activation_checkpoint;
   if (ac.mode != "none" && ac.mode != "full" && ac.mode != "selective") {

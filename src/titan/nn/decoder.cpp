@@ -52,19 +52,120 @@ Decoder::Decoder(const DecoderConfig& config, const ConfigTree& tree) : config_(
 }
 
 void Decoder::check_shapes(int64_t batch, int64_t seq) const {
-  tok_embeddings->check(batch, seq);
+  if (tok_embeddings) tok_embeddings->check(batch, seq);
   for (const auto& layer : layers) layer->check(batch, seq);
-  norm->check(batch, seq);
-  output->check(batch, seq);
+  if (norm) norm->check(batch, seq);
+  if (output) output->check(batch, seq);
 }
 
 ParameterList Decoder::parameters() {
   ParameterList out;
-  tok_embeddings->collect(out);
+  if (tok_embeddings) tok_embeddings->collect(out);
   for (auto& layer : layers) layer->collect(out);
-  norm->collect(out);
-  output->collect(out);
+  if (norm) norm->collect(out);
+  if (output) output->collect(out);
   return out;
+}
+
+void Decoder::keep_pipeline_part(const std::vector<int64_t>& layer_ids, bool first, bool last) {
+  TITAN_CHECK(!config_.tie_embeddings || (first && last), "[model] a pipeline stage cannot hold a tied head "
+              "without the embedding (internal: the trainer refuses tie_embeddings with pipeline parallelism)");
+  std::vector<std::unique_ptr<TransformerBlock>> kept;
+  std::vector<Recompute> recompute;
+  for (int64_t id : layer_ids) {
+    TITAN_CHECK(id >= 0 && id < static_cast<int64_t>(layers.size()) && layers[static_cast<size_t>(id)],
+                "[model] pipeline part: layer ", id, " is not in this decoder");
+    kept.push_back(std::move(layers[static_cast<size_t>(id)]));
+    if (!recompute_.empty()) recompute.push_back(recompute_[static_cast<size_t>(id)]);
+  }
+  layers = std::move(kept);
+  recompute_ = std::move(recompute);
+  if (!first) tok_embeddings.reset();
+  if (!last) {
+    norm.reset();
+    output.reset();
+  }
+}
+
+Tensor Decoder::stage_forward(const Tensor& ids_BT, const Tensor& h_ND, const StageSpan& span, Activations& acts,
+                              bool keep) {
+  acts.ctx = make_context(ids_BT);
+  acts.layers.resize(keep ? layers.size() : 1);
+  Tensor x_ND = h_ND;
+  if (span.first) {
+    if (hooks_) hooks_->before_forward(UnitHooks::kRoot);
+    x_ND = tok_embeddings->forward(ids_BT, acts.tok_embeddings);
+    if (hooks_) hooks_->after_forward(UnitHooks::kRoot);
+    if (!keep) acts.tok_embeddings.reset();
+    if (tp_) x_ND = tp_->leave(x_ND);
+  }
+  for (int64_t i = span.begin; i < span.end; ++i) {
+    const auto u = static_cast<size_t>(i);
+    if (hooks_) hooks_->before_forward(static_cast<int>(i));
+    const Recompute recompute = keep && !recompute_.empty() ? recompute_[u] : Recompute::keep_all;
+    x_ND = layers[u]->forward(acts.ctx, x_ND, acts.layers[keep ? u : 0], recompute, &acts.router);
+    if (hooks_) hooks_->after_forward(static_cast<int>(i));
+  }
+  if (!keep) acts.layers.clear();
+  if (!span.last) return x_ND;
+  if (hooks_) hooks_->before_forward(UnitHooks::kRoot);
+  acts.head_input_ND = norm->forward(x_ND, acts.norm);
+  if (hooks_) hooks_->after_forward(UnitHooks::kRoot);
+  return acts.head_input_ND;
+}
+
+LossResult Decoder::stage_loss(const Tensor& hn_ND, const Tensor& targets_BT) {
+  if (hooks_) hooks_->before_forward(UnitHooks::kRoot);
+  Tensor no_dx, no_dw;
+  const ops::LmHeadXentResult xent =
+      tp_ ? tp_->head_xent(tp_->enter(hn_ND), head_weight().for_compute(), vocab_start_, targets_BT.reshape({-1}),
+                           1.0f, no_dx, no_dw)
+          : output->loss(hn_ND, targets_BT, 1.0f, no_dx);
+  if (hooks_) hooks_->after_forward(UnitHooks::kRoot);
+  LossResult result;
+  result.loss_sum = xent.loss_sum;
+  result.num_targets = xent.num_targets;
+  if (xent.num_targets > 0) result.loss = xent.loss_sum / static_cast<double>(xent.num_targets);
+  return result;
+}
+
+Tensor Decoder::stage_backward(const Tensor& dh_ND, const Tensor& targets_BT, float grad_scale,
+                               const StageSpan& span, Activations& acts, LossResult& loss) {
+  TITAN_CHECK(config_.load_balance != LoadBalance::aux_loss, "[model] aux-loss balancing is not pipelined "
+              "(internal: the trainer refuses it)");
+  Tensor dx_ND = dh_ND;
+  if (span.last) {
+    const Tensor& hn_ND = acts.head_input_ND;
+    Tensor dhn_ND = Tensor::empty(hn_ND.shape(), DType::f32, hn_ND.device());
+    if (hooks_) hooks_->before_backward(UnitHooks::kRoot);
+    ops::LmHeadXentResult xent;
+    if (tp_) {
+      const Tensor hn_full_ND = tp_->enter(hn_ND);
+      Tensor dhn_full_ND = Tensor::empty(hn_full_ND.shape(), DType::f32, hn_full_ND.device());
+      xent = tp_->head_xent(hn_full_ND, head_weight().for_compute(), vocab_start_, targets_BT.reshape({-1}),
+                            grad_scale, dhn_full_ND, head_weight().grad);
+      dhn_ND = tp_->enter_backward(dhn_full_ND);
+    } else {
+      xent = output->loss(hn_ND, targets_BT, grad_scale, dhn_ND);
+    }
+    loss.loss_sum = xent.loss_sum;
+    loss.num_targets = xent.num_targets;
+    loss.loss = xent.num_targets > 0 ? xent.loss_sum / static_cast<double>(xent.num_targets) : 0.0;
+    acts.head_input_ND = Tensor();
+    dx_ND = norm->backward(dhn_ND, acts.norm);
+    if (hooks_) hooks_->after_backward(UnitHooks::kRoot);
+  }
+  for (int64_t i = span.end; i-- > span.begin;) {
+    const auto u = static_cast<size_t>(i);
+    if (hooks_) hooks_->before_backward(static_cast<int>(i));
+    dx_ND = layers[u]->backward(acts.ctx, dx_ND, acts.layers[u]);
+    if (hooks_) hooks_->after_backward(static_cast<int>(i));
+  }
+  if (!span.first) return dx_ND;
+  if (hooks_) hooks_->before_backward(UnitHooks::kRoot);
+  tok_embeddings->backward(tp_ ? tp_->leave_backward(dx_ND) : dx_ND, acts.tok_embeddings);
+  if (hooks_) hooks_->after_backward(UnitHooks::kRoot);
+  return Tensor();
 }
 
 void Decoder::zero_grad() {
@@ -90,7 +191,7 @@ StepContext Decoder::make_context(const Tensor& ids_BT) const {
 void Decoder::set_tensor_parallel(TensorParallelOps* tp, int64_t vocab_start) {
   tp_ = tp;
   vocab_start_ = vocab_start;
-  tok_embeddings->set_vocab_start(tp ? vocab_start : -1);
+  if (tok_embeddings) tok_embeddings->set_vocab_start(tp ? vocab_start : -1);
   for (auto& layer : layers) layer->set_tensor_parallel(tp);
 }
 

@@ -114,6 +114,17 @@ struct Activations {
   std::vector<TransformerBlock::Saved> layers;
   std::any norm;
   RouterTotals router;  // every MoE layer's routing statistics (the aux loss reads them)
+  Tensor head_input_ND;  // a pipeline's last stage: the final norm's output, kept for its backward
+};
+
+// One pipeline stage of a decoder that keeps only its pipeline part (keep_pipeline_part): kept
+// layers [begin, end) (local indices), the embedding before them on the first stage, the final norm
+// and the head after them on the last.
+struct StageSpan {
+  int64_t begin = 0;
+  int64_t end = 0;
+  bool first = false;
+  bool last = false;
 };
 
 class Decoder {
@@ -141,6 +152,27 @@ class Decoder {
   // differentiated (aux_scale: 1 / micro-batches when accumulating).
   LossResult forward_backward(const Tensor& ids_BT, const Tensor& targets_BT,
                               float grad_scale = 0.0f, float aux_scale = 1.0f);
+  // Pipeline parallelism (parallel/pipeline.h). Drops every layer not in `layer_ids` (global
+  // indices, ascending), the embedding unless `first`, the final norm and head unless `last`
+  // (parameters keep their global FQNs; layers and the per-layer recompute choices then hold the
+  // kept ones only, in order). Not with tied embeddings.
+  void keep_pipeline_part(const std::vector<int64_t>& layer_ids, bool first, bool last);
+  // One stage of a micro-batch. Forward: the stage's output h_ND (hn_ND after the final norm on the
+  // last stage, also kept in acts.head_input_ND); its input is ids_BT on the first stage, else h_ND
+  // from the previous stage (ids_BT gives every stage the micro-batch's shape for its positions).
+  // keep = false: an inference forward (nothing saved for a backward, as forward_loss).
+  Tensor stage_forward(const Tensor& ids_BT, const Tensor& h_ND, const StageSpan& span, Activations& acts,
+                       bool keep = true);
+  // The last stage's forward-only loss on its output hn_ND (forward_loss's head; a collective over
+  // tp under tensor parallelism).
+  LossResult stage_loss(const Tensor& hn_ND, const Tensor& targets_BT);
+  // Backward: dh_ND is the gradient of the stage's output from the next stage; on the last stage the
+  // head's cross-entropy against targets_BT (gradients scaled by grad_scale) gives it instead, and
+  // its sums go to `loss`. Returns the gradient of the stage's input (undefined on the first stage).
+  // Not with aux-loss balancing (its loss couples every layer of the model).
+  Tensor stage_backward(const Tensor& dh_ND, const Tensor& targets_BT, float grad_scale, const StageSpan& span,
+                        Activations& acts, LossResult& loss);
+
   // Forward-only mean cross-entropy (no gradients, no saved activations); under tensor
   // parallelism through the vocabulary-parallel head (a collective: every tp rank calls it).
   LossResult forward_loss(const Tensor& ids_BT, const Tensor& targets_BT);
@@ -159,6 +191,8 @@ class Decoder {
   // its bf16 copy once (the f32 master dropped), so no step casts a weight.
   void prepare_inference(DType compute);
 
+  // A pipeline stage's decoder (keep_pipeline_part) holds its part only: tok_embeddings is null
+  // unless it is the first stage, norm and output unless the last.
   std::unique_ptr<EmbeddingModule> tok_embeddings;
   std::vector<std::unique_ptr<TransformerBlock>> layers;
   std::unique_ptr<RmsNormModule> norm;

@@ -101,6 +101,10 @@ class LocalComm final : public Comm {
   // One process, no peers: any transfer names the rank it wanted.
   void send(const Tensor&, int dst, int) override { no_peers("send", " to rank ", dst); }
   void recv(Tensor&, int src, int) override { no_peers("recv", " from rank ", src); }
+  std::unique_ptr<Pending> start_send(const Tensor&, int dst, int) override {
+    no_peers("send", " to rank ", dst);
+    return nullptr;
+  }
   // The Tensor forms of the collectives (Comm's non-virtual overloads), not hidden by the above.
   using Comm::all_gather;
   using Comm::all_reduce_sum;

@@ -64,6 +64,9 @@ class Comm {
   // Messages between two ranks with the same tag arrive in the order they were sent. tag >= 0.
   virtual void send(const Tensor& t, int dst, int tag) = 0;
   virtual void recv(Tensor& t, int src, int tag) = 0;
+  // send() that returns at once (the pipeline's sends, so two neighbours sending to each other
+  // never wait on each other); `t` must stay alive and unchanged until the Pending is waited for.
+  virtual std::unique_ptr<Pending> start_send(const Tensor& t, int dst, int tag) = 0;
 
   // The collectives above on contiguous host tensors (sizes in elements, any shapes):
   //   all_reduce_sum: f32, f64 or i64, in place;

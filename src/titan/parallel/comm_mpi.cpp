@@ -155,15 +155,19 @@ class Watched {
 
 class MpiPending final : public Pending {
  public:
+  MpiPending(const char* call, const std::string& ranks) : call_(call), ranks_(ranks) {}
   MPI_Request request = MPI_REQUEST_NULL;
-  const std::string* ranks = nullptr;
   ~MpiPending() override {
     if (request != MPI_REQUEST_NULL) MPI_Wait(&request, MPI_STATUS_IGNORE);
   }
   void wait() override {
-    const Watched w("MPI_Iallgather (wait)", *ranks);
+    const Watched w(call_, ranks_);
     check(MPI_Wait(&request, MPI_STATUS_IGNORE), "MPI_Wait");
   }
+
+ private:
+  const char* call_;           // "MPI_Iallgather (wait)", for the watchdog
+  const std::string& ranks_;   // the communicator's, which outlives its requests
 };
 
 class MpiComm final : public Comm {
@@ -197,8 +201,7 @@ class MpiComm final : public Comm {
   }
   std::unique_ptr<Pending> start_all_gather(const float* in, float* out, int64_t n) override {
     const int c = count(n, "all_gather");
-    auto p = std::make_unique<MpiPending>();
-    p->ranks = &ranks_;
+    auto p = std::make_unique<MpiPending>("MPI_Iallgather (wait)", ranks_);
     check(MPI_Iallgather(in, c, MPI_FLOAT, out, c, MPI_FLOAT, comm_, &p->request), "MPI_Iallgather");
     return p;
   }
@@ -255,6 +258,15 @@ class MpiComm final : public Comm {
     const int c = count(t.numel(), "send");
     const Watched w("MPI_Send", ranks_);
     check(MPI_Send(t.raw_data(), c, mpi_type(t.dtype()), dst, tag, comm_), "MPI_Send");
+  }
+
+  std::unique_ptr<Pending> start_send(const Tensor& t, int dst, int tag) override {
+    check_point_to_point("send", t, dst, tag);
+    check_tag("send", " to rank ", dst, tag);
+    const int c = count(t.numel(), "send");
+    auto p = std::make_unique<MpiPending>("MPI_Isend (wait)", ranks_);
+    check(MPI_Isend(t.raw_data(), c, mpi_type(t.dtype()), dst, tag, comm_, &p->request), "MPI_Isend");
+    return p;
   }
 
   // Probes first, so a message of the wrong size is refused before it is received (MPI_Recv would

@@ -46,6 +46,7 @@ struct CommStats {
   int64_t reduce_scatter_bytes = 0;  // buffers reduce-scattered (full unit size)
   int64_t all_reduce_bytes = 0;      // HSDP gradient all-reduce
   int64_t all_to_all_bytes = 0;      // expert parallelism's rows, sent plus received
+  int64_t send_bytes = 0;            // a pipeline's activations and gradients sent to other stages
   double seconds = 0.0;              // wall time inside (or waiting for) collectives
 };
 

@@ -1,13 +1,15 @@
 // DeviceMesh: the world's ranks laid out on named dimensions, outermost first:
+//   pp            pipeline stages (activations and their gradients sent between neighbours)
 //   dp_replicate  HSDP replicas (gradients all-reduced across them)
 //   dp_shard      FSDP shards (parameters, gradients and optimizer state split across them)
 //   tp            tensor parallel (innermost, so a tp group sits on one node)
-// rank = (r_replicate * dp_shard + r_shard) * tp + r_tp, as torchtitan orders its mesh. Each
-// dimension has its own sub-communicator, and `dp` spans replicate x shard (the ranks that see
-// different data). Expert parallelism borrows its ranks from dp_shard (torchtitan's layout): ep
-// consecutive dp_shard ranks form an `ep` group (they exchange tokens and each holds 1/ep of the
-// experts), and `expert_dp` joins the ranks that hold the same experts (the other dp ranks), over
-// which expert gradients are summed. Room for cp / pp: one more dimension and one more split each.
+// rank = ((r_pp * dp_replicate + r_replicate) * dp_shard + r_shard) * tp + r_tp, as torchtitan
+// orders its mesh. Each dimension has its own sub-communicator, and `dp` spans replicate x shard
+// (the ranks that see different data). Expert parallelism borrows its ranks from dp_shard
+// (torchtitan's layout): ep consecutive dp_shard ranks form an `ep` group (they exchange tokens and
+// each holds 1/ep of the experts), and `expert_dp` joins the ranks that hold the same experts (the
+// other dp ranks of the stage), over which expert gradients are summed. Room for cp: one more
+// dimension and one more split.
 #pragma once
 
 #include <cstdint>
@@ -22,9 +24,11 @@ struct MeshDegrees {
   int64_t dp_replicate = 1;
   int64_t dp_shard = -1;  // -1: every rank the other dimensions leave
   int64_t tp = 1;
+  int64_t pp = 1;
   int64_t ep = 1;  // borrowed from dp_shard: must divide it (config::validate_expert_parallel)
   int64_t dp() const { return dp_replicate * dp_shard; }
-  std::string describe() const;  // "dp_replicate=1 dp_shard=4 tp=1" (and " ep=2" when ep > 1)
+  // "dp_replicate=1 dp_shard=4 tp=1"; "pp=2 dp_replicate=1 ..." with pp > 1, "... ep=2" with ep > 1
+  std::string describe() const;
 };
 
 // -1 resolved; throws a one-line Error naming the parallelism.* fields when a degree is < 1 (or
@@ -42,6 +46,7 @@ class DeviceMesh {
   Comm& dp_shard() { return *shard_; }
   Comm& tp() { return *tp_; }
   Comm& dp() { return *dp_; }
+  Comm& pp() { return *pp_; }  // rank = stage rank
   Comm& ep() { return *ep_; }
   Comm& expert_dp() { return *expert_dp_; }
   int64_t dp_rank() const { return dp_rank_; }  // which share of the global batch this rank takes
@@ -49,7 +54,7 @@ class DeviceMesh {
  private:
   Comm& world_;
   MeshDegrees degrees_;
-  std::unique_ptr<Comm> replicate_, shard_, tp_, dp_, ep_, expert_dp_;
+  std::unique_ptr<Comm> replicate_, shard_, tp_, dp_, pp_, ep_, expert_dp_;
   int64_t dp_rank_ = 0;
 };
 

@@ -1,6 +1,8 @@
 #include "titan/parallel/parallelize.h"
 
 #include <algorithm>
+#include <limits>
+#include <map>
 
 #include "titan/core/error.h"
 #include "titan/nn/feed_forward.h"
@@ -9,9 +11,9 @@ namespace titan::parallel {
 
 std::vector<nn::ParameterList> decoder_units(nn::Decoder& model) {
   std::vector<nn::ParameterList> units(1);
-  model.tok_embeddings->collect(units[0]);
-  model.norm->collect(units[0]);
-  model.output->collect(units[0]);  // nothing when tied
+  if (model.tok_embeddings) model.tok_embeddings->collect(units[0]);  // a pipeline stage holds its part only
+  if (model.norm) model.norm->collect(units[0]);
+  if (model.output) model.output->collect(units[0]);  // nothing when tied
   for (auto& layer : model.layers) {
     units.emplace_back();
     layer->collect(units.back());
@@ -36,14 +38,21 @@ Parallelized::Parallelized(std::unique_ptr<nn::Decoder> whole, const models::Mod
     model_ = std::move(whole);
   }
   if (mesh.degrees().ep > 1) split_experts();
+  if (pp_degree() > 1) {  // this rank's stages only: the other layers, and the embedding or head, go
+    const int64_t pp_rank = mesh.pp().rank(), last = options.pipeline.num_stages() - 1;
+    const std::vector<int64_t> stages = options.pipeline.stages_of(pp_rank);
+    model_->keep_pipeline_part(options.pipeline.layers_of(pp_rank), stages.front() == 0, stages.back() == last);
+    pipeline_ = std::make_unique<Pipeline>(*model_, mesh.pp(), options.pipeline, options.schedule,
+                                           tp_.sequence_parallel() ? tp : 1);
+  }
   model_->set_compute_dtype(options.param_dtype);
   if (mesh.world().size() > 1) {
     std::vector<nn::ParameterList> units = decoder_units(*model_);
     for (nn::ParameterList& unit : units) {  // expert weights stay whole on their ranks
       std::erase_if(unit, [&](nn::Parameter* p) { return std::ranges::find(experts_, p) != experts_.end(); });
     }
-    fsdp_ = std::make_unique<Fsdp>(std::move(units), mesh.dp_shard(), mesh.dp_replicate(), options.fsdp_prefetch,
-                                   options.param_dtype, options.reduce_dtype);
+    fsdp_ = std::make_unique<Fsdp>(std::move(units), mesh.dp_shard(), mesh.dp_replicate(),
+                                   options.fsdp_prefetch && !pipeline_, options.param_dtype, options.reduce_dtype);
     model_->set_unit_hooks(fsdp_.get());
     shards_ = fsdp_->shards();
     pieces_ = fsdp_->pieces();
@@ -162,11 +171,32 @@ double Parallelized::dp_sum(double x) {
   return x;
 }
 
+nn::ExpertLoad Parallelized::expert_load() {
+  nn::ExpertLoad load = model_->expert_load();
+  if (!pipeline_ || full_config_.num_experts == 0) return load;
+  // Every stage takes part (one may hold no MoE layer: -inf for both, which any defined load beats).
+  const double none = -std::numeric_limits<double>::infinity();
+  double extremes[2] = {load.defined ? -static_cast<double>(load.min) : none,
+                        load.defined ? static_cast<double>(load.max) : none};
+  mesh_.pp().all_reduce_max(extremes, 2);
+  load.defined = extremes[1] != none;
+  if (load.defined) {
+    load.min = static_cast<int64_t>(-extremes[0]);
+    load.max = static_cast<int64_t>(extremes[1]);
+  }
+  return load;
+}
+
+double Parallelized::pipeline_sum(double x) {
+  if (pipeline_) mesh_.pp().all_reduce_sum(&x, 1);
+  return x;
+}
+
 double Parallelized::grad_squares(double local) {
   if (!fsdp_) return local;
   mesh_.dp_shard().all_reduce_sum(&local, 1);
   mesh_.tp().all_reduce_sum(&local, 1);
-  return local;
+  return pipeline_sum(local);
 }
 
 CommStats Parallelized::comm_stats() const {
@@ -180,6 +210,10 @@ CommStats Parallelized::comm_stats() const {
     total.all_reduce_bytes += s->all_reduce_bytes;
     total.all_to_all_bytes += s->all_to_all_bytes;
   }
+  if (pipeline_) {
+    total.seconds += pipeline_->stats().seconds;
+    total.send_bytes += pipeline_->stats().send_bytes;
+  }
   return total;
 }
 
@@ -187,9 +221,11 @@ void Parallelized::reset_comm_stats() {
   if (fsdp_) fsdp_->reset_stats();
   tp_.reset_stats();
   if (ep_) ep_->reset_stats();
+  if (pipeline_) pipeline_->reset_stats();
 }
 
 void Parallelized::with_full_model(const std::function<void(const nn::Decoder&)>& fn) {
+  if (pipeline_) return with_pipeline_model(fn);
   const bool primary = mesh_.world().rank() == 0;
   if (fsdp_) fsdp_->gather_full();
   std::vector<Tensor> local_experts;
@@ -217,6 +253,46 @@ void Parallelized::gather_experts(std::vector<Tensor>& local) {
     local.push_back(p->value);
     p->value = whole;
   }
+}
+
+// Every stage gathered (FSDP, then TP into a whole-sized decoder) on its ranks; the first
+// data-parallel, first tp rank of each stage sends its parameters and buffers (in state() order)
+// to world rank 0, which places them by FQN into a whole decoder.
+void Parallelized::with_pipeline_model(const std::function<void(const nn::Decoder&)>& fn) {
+  Comm& pp = mesh_.pp();
+  const PipelineLayout& layout = pipeline_->layout();
+  if (fsdp_) fsdp_->gather_full();
+  std::unique_ptr<nn::Decoder> whole;  // TP: every stage's ranks gather theirs into one (collective over tp)
+  if (tp_degree() > 1) {
+    whole = std::make_unique<nn::Decoder>(full_config_);
+    gather_tp_shards(spec_.parallel_plan, *model_, *whole, mesh_.tp());
+  }
+  std::map<std::string, const Tensor*> mine;  // this stage's tensors, whole: in `whole` under TP
+  for (const nn::Parameter* p : model_->state()) mine[p->fqn] = &p->value;
+  if (whole) {
+    for (nn::Parameter* p : whole->state()) {
+      if (mine.count(p->fqn)) mine[p->fqn] = &p->value;
+    }
+  }
+  if (mesh_.dp().rank() == 0 && mesh_.tp().rank() == 0) {  // the ranks of world rank 0's pp communicator
+    if (pp.rank() == 0) {
+      if (!whole) whole = std::make_unique<nn::Decoder>(full_config_);
+      for (nn::Parameter* p : whole->state()) {
+        const int64_t owner = layout.owner(layout.stage_of(p->fqn));
+        if (owner == 0) {
+          TITAN_CHECK(mine.count(p->fqn), "[pipeline] rank 0 does not hold ", p->fqn);
+          if (mine.at(p->fqn) != &p->value) p->value.copy_from(*mine.at(p->fqn));
+        } else {
+          pp.recv(p->value, static_cast<int>(owner), 0);
+        }
+      }
+      fn(*whole);
+    } else {
+      for (const nn::Parameter* p : model_->state()) pp.send(*mine.at(p->fqn), 0, 0);
+    }
+  }
+  if (fsdp_) fsdp_->release_full();
+  mesh_.world().barrier();
 }
 
 }  // namespace titan::parallel

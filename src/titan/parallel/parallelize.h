@@ -11,6 +11,8 @@
 // every reduction is skipped, so the single-rank path costs nothing extra.
 //
 //   setup    Parallelized p(std::move(whole), spec, mesh, options)   (every rank: the same whole model)
+//   pipeline with mesh pp > 1 each rank keeps its stages' modules only, and micro-batches go
+//            through p.pipeline()->run (parallel/pipeline.h) instead of p.model().forward_backward
 //   step     p.zero_grad(); micro-batches through p.model(); p.finish_grads();
 //            the optimizer updates p.shards(); clipping sums p.grad_squares() over p.norm_params()
 //   export   p.with_full_model(fn): the whole model gathered, fn on rank 0, freed again
@@ -26,6 +28,7 @@
 #include "titan/parallel/expert_parallel.h"
 #include "titan/parallel/fsdp.h"
 #include "titan/parallel/mesh.h"
+#include "titan/parallel/pipeline.h"
 #include "titan/parallel/tensor_parallel.h"
 
 namespace titan::parallel {
@@ -35,6 +38,10 @@ struct ParallelizeOptions {
   bool fsdp_prefetch = true;      // parallelism.fsdp_prefetch
   DType param_dtype = DType::f32;   // training.mixed_precision_param: what modules compute with
   DType reduce_dtype = DType::f32;  // training.mixed_precision_reduce: FSDP's gradient reduce-scatter
+  // With mesh pp > 1: the stages (each rank keeps its own) and their schedule; FSDP then gathers
+  // each unit when it is used, without prefetch (a prefetched block could wait for a later stage).
+  PipelineLayout pipeline;
+  PipelineScheduleKind schedule = PipelineScheduleKind::one_f_one_b;
 };
 
 // The decoder's FSDP units in nn::UnitHooks order: the root (embedding, final norm, head), then
@@ -59,6 +66,8 @@ class Parallelized {
   DeviceMesh& mesh() { return mesh_; }
   bool sharded() const { return fsdp_ != nullptr; }  // more than one rank
   int64_t tp_degree() const { return mesh_.degrees().tp; }
+  int64_t pp_degree() const { return mesh_.degrees().pp; }
+  Pipeline* pipeline() { return pipeline_.get(); }  // null without pipeline parallelism
   int64_t tp_rank() { return mesh_.tp().rank(); }
   bool sequence_parallel() const { return tp_.sequence_parallel(); }
 
@@ -90,23 +99,31 @@ class Parallelized {
   void finish_grads();
   // A scalar summed over the data-parallel ranks (each saw its share of the batch).
   double dp_sum(double x);
-  // A partial sum of gradient squares made global: every shard once, every TP share once.
+  // The model's expert load (nn::Decoder::expert_load) over every pipeline stage's layers.
+  nn::ExpertLoad expert_load();
+  // A scalar one pipeline stage holds (the loss, on the last), on every rank; x without a pipeline.
+  double pipeline_sum(double x);
+  // A partial sum of gradient squares made global: every shard once, every TP share once, every
+  // pipeline stage once.
   double grad_squares(double local);
 
   CommStats comm_stats() const;  // FSDP and TP together, since reset_comm_stats
   void reset_comm_stats();
 
   // The whole model on every rank for `fn` (called on world rank 0 only), then freed again; a
-  // collective.
+  // collective. With a pipeline, world rank 0 receives the other stages' parameters and buffers.
   void with_full_model(const std::function<void(const nn::Decoder&)>& fn);
 
  private:
+  void with_pipeline_model(const std::function<void(const nn::Decoder&)>& fn);
+
   const models::ModelSpec& spec_;
   DeviceMesh& mesh_;
   nn::DecoderConfig full_config_;  // the whole model's (this rank's is model().config())
   std::unique_ptr<nn::Decoder> model_;
   TensorParallel tp_;
   std::unique_ptr<Fsdp> fsdp_;  // null on one rank
+  std::unique_ptr<Pipeline> pipeline_;  // null without pipeline parallelism
   nn::ParameterList shards_;
   std::vector<ShardPiece> pieces_;
   std::vector<std::pair<std::string, Shape>> full_;

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "titan/config/overrides.h"
 #include "titan/config/validate.h"
@@ -39,6 +40,17 @@ std::vector<Tensor> match_tensors(const ckpt::NamedTensors& saved, const std::ve
   TITAN_CHECK(missing.empty() && unexpected.empty(), "[train] ", where, " does not match the model: missing [",
               missing, "], unexpected [", unexpected,
               "]. HINT: the checkpoint is from another model; match model.name / model.n_layers");
+  return out;
+}
+
+// A pipeline stage's ranks restore their stage's tensors only: the others' are set aside before
+// match_tensors (which still lists what this stage misses).
+ckpt::NamedTensors only_named(const ckpt::NamedTensors& saved, const std::vector<std::string>& names) {
+  const std::set<std::string> wanted(names.begin(), names.end());
+  ckpt::NamedTensors out;
+  for (const auto& [name, t] : saved) {
+    if (wanted.count(name)) out.emplace_back(name, t);
+  }
   return out;
 }
 
@@ -189,7 +201,8 @@ ckpt::TrainState Checkpointer::capture(int64_t step, int64_t tokens_seen, bool m
     s.optimizer.emplace_back(t.param->fqn + ".exp_avg_sq", take(optimizer_.exp_avg_sq(i)));
     if (pieces) s.optimizer_pieces.insert(s.optimizer_pieces.end(), 2, t.piece);
   }
-  if (model_.mesh().world().rank() == 0) {
+  // Every stage's first data-parallel rank (world rank 0 without a pipeline).
+  if (model_.mesh().dp().rank() == 0 && model_.tp_rank() == 0) {
     for (const nn::Parameter* b : model_.model().buffers()) {  // whole tensors beside pieces
       s.model.emplace_back(b->fqn, take(b->value));
       if (pieces) s.model_pieces.push_back({b->value.shape(), 0});
@@ -206,7 +219,8 @@ void Checkpointer::restore_weights(const ckpt::TrainState& s, const std::string&
     names.push_back(b->fqn);
     shapes.push_back(b->value.shape());
   }
-  const std::vector<Tensor> values = match_tensors(s.model, names, shapes, dir + "/model.safetensors");
+  const std::vector<Tensor> values = match_tensors(model_.pipeline() ? only_named(s.model, names) : s.model, names,
+                                                   shapes, dir + "/model.safetensors");
   std::map<std::string, const Tensor*> by_name;
   for (size_t i = 0; i < names.size(); ++i) by_name[names[i]] = &values[i];
   for (const RestoreTarget& t : targets_) {
@@ -225,7 +239,8 @@ void Checkpointer::restore_training(const ckpt::TrainState& s, const std::string
       shapes.push_back(full_shapes_[i]);
     }
   }
-  const std::vector<Tensor> moments = match_tensors(s.optimizer, names, shapes, dir + "/optimizer.safetensors");
+  const std::vector<Tensor> moments = match_tensors(model_.pipeline() ? only_named(s.optimizer, names) : s.optimizer,
+                                                    names, shapes, dir + "/optimizer.safetensors");
   std::map<std::string, const Tensor*> by_name;
   for (size_t i = 0; i < names.size(); ++i) by_name[names[i]] = &moments[i];
   std::vector<Tensor> m, v;

@@ -54,7 +54,10 @@ MemoryFloor memory_floor(const MemoryFloorInput& in) {
 
   MemoryFloor f;
   // A frozen base stays whole on every rank; trained parameters are sharded over FSDP x TP.
-  const double share = in.frozen_base || in.world == 1 ? 1.0 : 1.0 / static_cast<double>(in.dp_shard * in.tp);
+  // A pipeline splits the layers over pp stage ranks: the most loaded rank holds at least 1 / pp.
+  const double stage = 1.0 / static_cast<double>(in.pp);
+  const double share =
+      stage * (in.frozen_base || in.world == 1 ? 1.0 : 1.0 / static_cast<double>(in.dp_shard * in.tp));
   const double per_element = in.frozen_base ? (in.bf16 ? 2.0 : 4.0) : 16.0;
   // Expert parallelism: the stacked expert weights are whole on their ep rank (1 / ep of them).
   const double expert_weights = moe_layers * static_cast<double>(c.num_experts) * 3 * d *
@@ -75,6 +78,8 @@ MemoryFloor memory_floor(const MemoryFloorInput& in) {
   p.recompute = in.recompute;
   p.bf16 = in.bf16;
   p.ep = in.ep;
+  // A pipeline's activations depend on its schedule and micro-batches: left out of the floor.
+  if (in.pp > 1) return f;
   for (const LayoutPlan& l : plan_layouts(p)) {
     if (l.tp == in.tp && l.dp_shard == in.dp_shard) f.activations = 0.85 * l.activations;
   }

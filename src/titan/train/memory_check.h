@@ -8,7 +8,8 @@
 //                bytes per element of its FSDP/TP share), or a frozen LoRA base in its compute
 //                dtype (whole on every rank; the adapters are left out)
 //   activations  85% of what the planner predicts the modules save for backward (the planner is
-//                within 15% of measured), with activation checkpointing as configured
+//                within 15% of measured), with activation checkpointing as configured; none
+//                under a pipeline (its schedule decides them)
 // Nothing else (gathered FSDP units, the head's logits, backward temporaries, the allocator's
 // slack) is counted, so a job under the floor may still not fit; one over it never does.
 // A job whose floor exceeds the memory available to the rank cannot run, whatever else it holds.
@@ -25,6 +26,7 @@ struct MemoryFloorInput {
   nn::DecoderConfig model;
   int64_t dp_shard = 1, tp = 1;
   int64_t ep = 1;  // expert parallelism: E / ep experts whole on each rank, outside FSDP
+  int64_t pp = 1;  // pipeline stages: a rank holds about 1 / pp of the layers and their activations
   int64_t world = 1;
   int64_t local_batch = 1, seq_len = 1;
   std::vector<nn::Recompute> recompute;  // per layer; empty = keep_all

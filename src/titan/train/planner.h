@@ -20,6 +20,12 @@
 // the MoE blocks keep the rows they received for backward (D floats per routed pair) and each MoE
 // layer moves every routed pair's row out and back in forward and backward (all_to_all_bytes:
 // sent plus received, at balanced load).
+// (Expert parallelism is not planned together with a pipeline: validate refuses the pair.)
+// With a pipeline (pp > 1) each rank holds its stages' layers (and the embedding, or the norm and
+// head) and is planned on its own: activations are the peak of the schedule's live (stage,
+// micro-batch) slots as the rank runs its order, plus the sent activations it keeps until the step
+// ends; FSDP gathers per pipeline micro-batch and without prefetch. A layout's numbers are those
+// of its rank with the largest total.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +33,7 @@
 #include <vector>
 
 #include "titan/nn/decoder.h"
+#include "titan/parallel/pipeline_schedule.h"
 
 namespace titan::train {
 
@@ -44,10 +51,16 @@ struct PlanInput {
   bool bf16 = false;         // training.mixed_precision_param = bfloat16
   bool bf16_reduce = false;  // training.mixed_precision_reduce = bfloat16
   int64_t ep = 0;            // expert-parallel degree; 0 = every valid one (1 for a dense model)
+  // Pipeline parallelism (pipeline.pp > 1): the stages, their schedule, rows per micro-batch.
+  parallel::PipelineLayout pipeline;
+  parallel::PipelineScheduleKind schedule = parallel::PipelineScheduleKind::one_f_one_b;
+  int64_t micro_rows = 1;
 };
 
 struct LayoutPlan {
-  int64_t dp_replicate = 1, dp_shard = 1, tp = 1, ep = 1;
+  int64_t dp_replicate = 1, dp_shard = 1, tp = 1, ep = 1, pp = 1;
+  int64_t pp_rank = 0;   // the rank whose numbers these are (the one needing most memory)
+  double bubble = 0;     // the schedule's ideal idle share (0 without a pipeline)
   double parameters = 0, gradients = 0, optimizer = 0, gathered = 0, activations = 0, logits = 0, transient = 0;
   double total = 0;
   double comm_bytes = 0;  // per step per rank
@@ -55,9 +68,10 @@ struct LayoutPlan {
   bool fits = true;
 };
 
-// Every layout with dp_replicate x dp_shard x tp = world whose tp divides heads, kv heads, FFN
+// Every layout with pp x dp_replicate x dp_shard x tp = world whose tp divides heads, kv heads, FFN
 // width and vocabulary (and the micro-batch's tokens with sequence parallelism), and, for a MoE
-// model, every ep dividing dp_shard and num_experts (or in.ep alone); tp, then ep ascending.
+// model without a pipeline, every ep dividing dp_shard and num_experts (or in.ep alone); tp, then
+// ep ascending.
 std::vector<LayoutPlan> plan_layouts(const PlanInput& in);
 
 // The seed's rule: shard first (tp = 1), add tensor parallelism only when a layout does not fit;

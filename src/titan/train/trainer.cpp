@@ -102,9 +102,14 @@ void Trainer::setup_mesh() {
   world_ = &parallel::world_comm();
   parallel::set_collective_timeout(static_cast<double>(c_.comm.timeout_seconds));
   const config::ParallelismSection& ps = c_.parallelism;
+  if (ps.pipeline_parallel_degree > 1 && world_->size() % ps.pipeline_parallel_degree != 0) {
+    config::config_fail("parallelism.pipeline_parallel_degree=", ps.pipeline_parallel_degree, " does not divide the ",
+                        world_->size(), " ranks of the job; launch a multiple of it, or change the degree");
+  }
   parallel::MeshDegrees degrees = as_config_error([&] {
-    return parallel::resolve_mesh(
-        {ps.data_parallel_replicate_degree, ps.data_parallel_shard_degree, ps.tensor_parallel_degree}, world_->size());
+    return parallel::resolve_mesh({ps.data_parallel_replicate_degree, ps.data_parallel_shard_degree,
+                                   ps.tensor_parallel_degree, ps.pipeline_parallel_degree},
+                                  world_->size());
   });
   // The model's experts are checked in check_model; the mesh part here, before the ep groups form.
   config::validate_expert_parallel_mesh(c_, degrees.dp_shard, degrees.tp);
@@ -145,6 +150,7 @@ void Trainer::check_model() {
                         " tokens over tensor_parallel_degree = ", tp,
                         ", which does not divide them. HINT: change validation.local_batch_size / seq_len");
   }
+  check_pipeline();
   const config::ActivationCheckpointSection& ac = c_.activation_checkpoint;
   recompute_ = nn::recompute_per_layer(ac.mode, ac.selective_ac_option, resolved_.config.num_layers);
   check_memory();
@@ -165,12 +171,41 @@ void Trainer::check_memory() const {
   in.dp_shard = mesh_->degrees().dp_shard;
   in.tp = mesh_->degrees().tp;
   in.ep = mesh_->degrees().ep;
+  in.pp = mesh_->degrees().pp;
   in.local_batch = std::max(B_, c_.validation.enable ? val_B_ : 0);
   in.seq_len = std::max(T_, c_.validation.enable ? val_T_ : 0);
   in.recompute = recompute_;
   in.bf16 = parse_precision(c_.training.mixed_precision_param) == Precision::bfloat16;
   in.frozen_base = c_.lora.rank > 0;
   check_memory_floor(memory_floor(in), available_memory_per_rank(), model_label(c_));
+}
+
+// With pipeline_parallel_degree > 1: the stages of the model's layers and the schedule's order for
+// this local batch, every impossible split or micro-batch count a one-line config error before step 1.
+void Trainer::check_pipeline() {
+  const config::ParallelismSection& ps = c_.parallelism;
+  if (ps.pipeline_parallel_degree == 1) return;
+  const nn::DecoderConfig& mc = resolved_.config;
+  if (mc.tie_embeddings) {
+    config::config_fail("parallelism.pipeline_parallel_degree=", ps.pipeline_parallel_degree, ": ", model_label(c_),
+                        " ties its head to the embedding, which the first and last stages would share; pipeline "
+                        "parallelism needs untied embeddings");
+  }
+  if (mc.load_balance == nn::LoadBalance::aux_loss) {
+    config::config_fail("parallelism.pipeline_parallel_degree=", ps.pipeline_parallel_degree, " with model.load_balance="
+                        "aux_loss: the aux loss couples every layer's router; use load_balance=bias or none");
+  }
+  pipeline_schedule_ = parallel::parse_pipeline_schedule(ps.pipeline_parallel_schedule);
+  pipeline_layout_ = parallel::pipeline_layout(mc.num_layers, ps.pipeline_parallel_degree, pipeline_schedule_,
+                                               ps.pipeline_parallel_layers_per_stage, ps.pipeline_parallel_split_points);
+  (void)parallel::pipeline_schedule(pipeline_schedule_, pipeline_layout_, 0, B_ / ps.pipeline_parallel_microbatch_size);
+  const int64_t tp = mesh_->degrees().tp, tokens = ps.pipeline_parallel_microbatch_size * T_;
+  if (tp > 1 && ps.enable_sequence_parallel && tokens % tp != 0) {
+    config::config_fail("parallelism.pipeline_parallel_microbatch_size=", ps.pipeline_parallel_microbatch_size,
+                        ": sequence parallel splits a pipeline micro-batch's ", tokens, " tokens over "
+                        "tensor_parallel_degree = ", tp, ", which does not divide them; change the micro-batch size "
+                        "or training.seq_len");
+  }
 }
 
 // The whole model, built from the tree by its family, every shape constraint checked (setup then
@@ -283,7 +318,8 @@ void Trainer::setup() {
       std::move(whole), spec, *mesh_,
       parallel::ParallelizeOptions{c_.parallelism.enable_sequence_parallel, c_.parallelism.fsdp_prefetch,
                                    compute_dtype(parse_precision(c_.training.mixed_precision_param)),
-                                   compute_dtype(parse_precision(c_.training.mixed_precision_reduce))});
+                                   compute_dtype(parse_precision(c_.training.mixed_precision_reduce)),
+                                   pipeline_layout_, pipeline_schedule_});
   optimizer_ = std::make_unique<AdamW>(model_->shards(), AdamWConfig{c_.optimizer.beta1, c_.optimizer.beta2,
                                                                      c_.optimizer.eps, c_.optimizer.weight_decay});
   schedule_ = std::make_unique<LrSchedule>(LrScheduleConfig{c_.training.steps, c_.lr_scheduler.warmup_steps,
@@ -333,6 +369,14 @@ void Trainer::log_setup() const {
   // moments, buffers, and the loader's batches.
   log_info(str("[memory] after setup: ", static_cast<double>(host_allocator().stats().live_bytes) / double(1 << 30),
                " GiB allocated (parameters, gradients, optimizer state, buffers)"));
+  if (parallel::Pipeline* pipeline = model_->pipeline()) {
+    const int64_t micro = B_ / c_.parallelism.pipeline_parallel_microbatch_size;
+    log_info(str("[pipeline] ", pipeline_layout_.num_stages(), " stages on ", pipeline_layout_.pp, " ranks, ",
+                 parallel::pipeline_schedule_name(pipeline->kind()), ", ", micro, " micro-batches of ",
+                 c_.parallelism.pipeline_parallel_microbatch_size, " rows per local batch (ideal bubble ",
+                 100.0 * parallel::pipeline_bubble_fraction(pipeline_layout_, micro), "%): ",
+                 pipeline_layout_.describe()));
+  }
   if (c_.activation_checkpoint.mode != "none") {
     int64_t replayed = 0, thinned = 0;
     for (nn::Recompute r : recompute_) {
@@ -425,6 +469,10 @@ nn::LossResult Trainer::forward_backward(const data::Batch& micro, int64_t step_
   // The aux loss (aux_loss balancing) per micro-batch, as HF computes it for one forward, averaged
   // over the micro-batches (and the ranks).
   const float aux_scale = 1.0f / static_cast<float>(accumulation_ * dp_);
+  if (parallel::Pipeline* pipeline = model_->pipeline()) {
+    return pipeline->run(micro.inputs_BT, micro.labels_BT, c_.parallelism.pipeline_parallel_microbatch_size,
+                         1.0f / static_cast<float>(step_targets));
+  }
   return model_->model().forward_backward(micro.inputs_BT, micro.labels_BT,
                                           1.0f / static_cast<float>(step_targets), aux_scale);
 }
@@ -452,7 +500,7 @@ StepMetrics Trainer::train_step(int64_t step) {
   }
   for (data::Batch& b : micro_) b = data::Batch{};
   model_->finish_grads();
-  loss_sum = model_->dp_sum(loss_sum);
+  loss_sum = model_->dp_sum(model_->pipeline_sum(loss_sum));  // the last stage's
   aux_sum = model_->dp_sum(aux_sum);
   const nn::DecoderConfig& mc = resolved_.config;
   StepMetrics m;
@@ -466,7 +514,7 @@ StepMetrics Trainer::train_step(int64_t step) {
   m.lr = c_.optimizer.lr * schedule_->factor(step);
   optimizer_->step(m.lr);
   nn::Decoder& model = model_->model();
-  const nn::ExpertLoad load = model.expert_load();
+  const nn::ExpertLoad load = model_->expert_load();
   m.ep_rank_load = model_->ep_rank_loads();
   if (mc.load_balance == nn::LoadBalance::bias) {
     model.update_expert_bias();  // from this step's load; resets it
@@ -475,7 +523,8 @@ StepMetrics Trainer::train_step(int64_t step) {
   }
   m.tokens = B_ * T_ * accumulation_;
   m.seconds = seconds_since(t0);
-  m.tps = static_cast<double>(m.tokens) / m.seconds / static_cast<double>(model_->tp_degree());  // per rank
+  m.tps = static_cast<double>(m.tokens) / m.seconds /
+          static_cast<double>(model_->tp_degree() * model_->pp_degree());  // per rank
   m.tflops = m.tps * flops_per_token_ / 1e12;
   m.mfu = checked_mfu(m.tflops * 1e12, peak_);  // <= 100: a beaten peak is re-measured or raised
   m.memory_bytes = static_cast<double>(host_allocator().stats().peak_bytes);
@@ -487,7 +536,8 @@ StepMetrics Trainer::train_step(int64_t step) {
   const parallel::CommStats cs = model_->comm_stats();
   m.comm_seconds = cs.seconds;
   m.comm_bytes =
-      static_cast<double>(cs.all_gather_bytes + cs.reduce_scatter_bytes + cs.all_reduce_bytes + cs.all_to_all_bytes);
+      static_cast<double>(cs.all_gather_bytes + cs.reduce_scatter_bytes + cs.all_reduce_bytes + cs.all_to_all_bytes +
+                          cs.send_bytes);
   tokens_seen_ += m.tokens * dp_;
   return m;
 }

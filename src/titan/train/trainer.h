@@ -76,6 +76,7 @@ class Trainer {
   void check_model();                        // the config tree, overrides, every shape constraint
   void check_memory() const;                 // the memory floor against what is available
   int agreed_stop_signal() const;            // SIGINT/SIGTERM on any rank, after a step; else 0
+  void check_pipeline();                     // the pipeline's stages and schedule (no-op without one)
   std::unique_ptr<nn::Decoder> build_model();  // the whole model from the tree, shapes checked
   void setup_data();
   void setup_validation();  // the validation set checked before step 1 (no-op when disabled)
@@ -90,6 +91,8 @@ class Trainer {
   int64_t dp_ = 1, dp_rank_ = 0, accumulation_ = 1, B_ = 0, T_ = 0;
   models::ResolvedModel resolved_;
   std::vector<nn::Recompute> recompute_;  // activation checkpointing, per layer
+  parallel::PipelineLayout pipeline_layout_;  // pipeline_parallel_degree > 1 only
+  parallel::PipelineScheduleKind pipeline_schedule_ = parallel::PipelineScheduleKind::one_f_one_b;
   nn::ConfigTree tree_;  // the model's config tree, override replacements applied (outlives the model)
   std::unique_ptr<RunLock> run_lock_;  // rank 0: this run owns job.dump_folder
   std::unique_ptr<data::Tokenizer> tokenizer_;

@@ -47,12 +47,14 @@ ValidationMetrics Validator::run(parallel::Parallelized& model, int64_t step) co
     std::optional<data::Batch> global = loader.next();
     if (!global) break;
     const data::Batch mine = data_parallel_rows(*global, dp_rank_, local_batch_);
-    const nn::LossResult l = decoder.forward_loss(mine.inputs_BT, mine.labels_BT);
+    const nn::LossResult l = model.pipeline() ? model.pipeline()->forward_loss(mine.inputs_BT, mine.labels_BT)
+                                              : decoder.forward_loss(mine.inputs_BT, mine.labels_BT);
     sums[0] += l.loss_sum;
     sums[1] += static_cast<double>(l.num_targets);
     ++r.batches;
   }
   decoder.reset_expert_load();  // the pass's routing counts are not the next step's load
+  for (double& s : sums) s = model.pipeline_sum(s);  // a pipeline's last stage has them
   model.mesh().dp().all_reduce_sum(sums, 2);
   TITAN_CHECK(sums[1] > 0, "[validation] the pass at step ", step, " saw no target tokens in ",
               global_.dataset.path, ". HINT: check the validation set");

@@ -366,6 +366,48 @@ TEST(MemoryFloor, ExpertParallelHoldsItsExpertsWhole) {
   EXPECT_DOUBLE_EQ(train::memory_floor(in).states, 4.0 * params);
 }
 
+// A pipeline of 2 stages on 2 ranks: each rank holds half the layers and one end of the root, so
+// its state is the 1-rank state minus the other stage's; 1F1B holds at most 2 micro-batches' activations
+// on rank 0 where GPipe holds all 4 (1F1B's rank 0 and GPipe's last rank need most); the bubble is
+// (pp - 1) / (M + pp - 1) = 1 / 5; the layout's ranks are pp x dp_shard.
+TEST(Planner, PipelineRanksHoldTheirStagesAndTheScheduleDecidesTheActivations) {
+  train::PlanInput in;
+  in.model = tiny();
+  in.model.num_layers = 4;
+  in.seq_len = 64;
+  in.local_batch = 4;
+  const train::LayoutPlan one = train::plan_layouts(in).at(0);
+  in.world = 2;
+  in.micro_rows = 1;
+  const auto plan = [&](parallel::PipelineScheduleKind kind) {
+    in.schedule = kind;
+    in.pipeline = parallel::pipeline_layout(4, 2, kind, -1, "");
+    return train::plan_layouts(in);
+  };
+  const std::vector<train::LayoutPlan> f1b1 = plan(parallel::PipelineScheduleKind::one_f_one_b);
+  const std::vector<train::LayoutPlan> gpipe = plan(parallel::PipelineScheduleKind::gpipe);
+  ASSERT_EQ(f1b1.size(), 1u);  // pp 2 x dp_shard 1
+  EXPECT_EQ(f1b1[0].pp, 2);
+  EXPECT_EQ(f1b1[0].dp_shard, 1);
+  EXPECT_DOUBLE_EQ(f1b1[0].bubble, 0.2);
+  const nn::DecoderConfig& c = in.model;
+  const double table = static_cast<double>(c.vocab_size * c.dim);
+  // Rank 0: the embedding and layers 0-1; 16 bytes per element of parameters, gradients, moments.
+  EXPECT_EQ(f1b1[0].pp_rank, 0);
+  EXPECT_DOUBLE_EQ(f1b1[0].parameters * 4, 16.0 * (table + (one.parameters / 4 - 2 * table - c.dim) / 2));
+  EXPECT_LT(f1b1[0].activations, gpipe[0].activations);
+  EXPECT_EQ(gpipe[0].pp_rank, 1);  // the head's chunk on top of the same activations
+  EXPECT_LT(gpipe[0].activations, one.activations);  // half the layers, all 4 rows
+  EXPECT_GT(gpipe[0].activations, one.activations / 2);
+  in.world = 4;  // pp 2 x dp_shard 2, or pp 2 x tp 2
+  const std::vector<train::LayoutPlan> four = plan(parallel::PipelineScheduleKind::one_f_one_b);
+  ASSERT_EQ(four.size(), 2u);
+  EXPECT_EQ(four[0].dp_shard, 2);
+  EXPECT_DOUBLE_EQ(four[0].parameters * 2, f1b1[0].parameters);
+  EXPECT_EQ(four[1].tp, 2);
+  EXPECT_LT(four[1].activations, f1b1[0].activations);  // heads, FFN and (sequence parallel) tokens split
+}
+
 // Two ranks (threads) meeting through a SaveGroup write one checkpoint of flat pieces (one of
 // them a tensor-parallel slice along dim 1); loading gives the whole tensors back exactly.
 TEST(ShardedCheckpoint, TwoRanksWriteOneCheckpointThatLoadsWhole) {

@@ -1,0 +1,126 @@
+#include "titan/parallel/pipeline.h"
+
+#include <algorithm>
+
+#include "titan/core/error.h"
+
+namespace titan::parallel {
+
+struct Pipeline::Slot {
+  nn::Activations acts;
+  bool live = false;
+};
+
+Pipeline::Pipeline(nn::Decoder& model, Comm& pp, PipelineLayout layout, PipelineScheduleKind kind, int64_t token_shards)
+    : model_(model), pp_(pp), layout_(std::move(layout)), kind_(kind), rank_(pp.rank()), token_shards_(token_shards) {
+  TITAN_CHECK(pp.size() == layout_.pp, "[pipeline] a layout for ", layout_.pp, " ranks on a pp communicator of ",
+              pp.size());
+  int64_t begin = 0;
+  for (int64_t s : layout_.stages_of(rank_)) {
+    const auto u = static_cast<size_t>(s);
+    const int64_t size = layout_.first_layer[u + 1] - layout_.first_layer[u];
+    spans_.push_back({begin, begin + size, s == 0, s == layout_.num_stages() - 1});
+    begin += size;
+  }
+  TITAN_CHECK(begin == static_cast<int64_t>(model.layers.size()), "[pipeline] rank ", rank_, " holds ",
+              model.layers.size(), " layers, its stages ", begin, " (internal: keep_pipeline_part first)");
+}
+
+bool Pipeline::holds_last_stage() const { return layout_.owner(layout_.num_stages() - 1) == rank_; }
+
+int64_t Pipeline::local_index(int64_t stage) const { return stage / layout_.pp; }
+
+int Pipeline::tag(bool gradient, int64_t stage, int64_t micro, int64_t micro_batches) const {
+  return static_cast<int>(((gradient ? layout_.num_stages() : 0) + stage) * micro_batches + micro);
+}
+
+nn::LossResult Pipeline::run(const Tensor& ids_BT, const Tensor& labels_BT, int64_t micro_rows, float grad_scale) {
+  const int64_t B = ids_BT.size(0), T = ids_BT.size(1), D = model_.config().dim;
+  TITAN_CHECK(micro_rows > 0 && B % micro_rows == 0, "[pipeline] ", B, " rows do not split into micro-batches of ",
+              micro_rows);
+  const int64_t M = B / micro_rows, last = layout_.num_stages() - 1;
+  TITAN_CHECK((micro_rows * T) % token_shards_ == 0, "[pipeline] a micro-batch's ", micro_rows * T,
+              " tokens do not split over ", token_shards_, " sequence-parallel ranks");
+  const int64_t N = micro_rows * T / token_shards_;  // tokens of a stage's output on this rank
+  std::vector<std::vector<Slot>> slots(spans_.size(), std::vector<Slot>(static_cast<size_t>(M)));
+  struct InFlight {
+    Tensor t;  // alive until its send is done
+    std::unique_ptr<Pending> pending;
+  };
+  std::vector<InFlight> sends;
+  nn::LossResult total;
+  const auto rows = [&](const Tensor& t, int64_t m) { return t.narrow(0, m * micro_rows, micro_rows).contiguous(); };
+  for (const PipelineAction& a : pipeline_schedule(kind_, layout_, rank_, M)) {
+    const nn::StageSpan& span = spans_[static_cast<size_t>(local_index(a.stage))];
+    Slot& slot = slots[static_cast<size_t>(local_index(a.stage))][static_cast<size_t>(a.micro)];
+    if (a.kind == PipelineAction::forward) {
+      Tensor h_ND;
+      if (!span.first) {
+        h_ND = Tensor::empty({N, D}, DType::f32);
+        CommTimer t{stats_.seconds};
+        pp_.recv(h_ND, static_cast<int>(layout_.owner(a.stage - 1)), tag(false, a.stage, a.micro, M));
+      }
+      Tensor out_ND = model_.stage_forward(rows(ids_BT, a.micro), h_ND, span, slot.acts);
+      slot.live = true;
+      if (!span.last) {
+        auto pending = pp_.start_send(out_ND, static_cast<int>(layout_.owner(a.stage + 1)),
+                                      tag(false, a.stage + 1, a.micro, M));
+        stats_.send_bytes += static_cast<int64_t>(out_ND.nbytes());
+        sends.push_back({std::move(out_ND), std::move(pending)});
+      }
+      continue;
+    }
+    TITAN_CHECK(slot.live, "[pipeline] backward of stage ", a.stage, " micro-batch ", a.micro, " before its forward");
+    Tensor dh_ND;
+    if (a.stage != last) {
+      dh_ND = Tensor::empty({N, D}, DType::f32);
+      CommTimer t{stats_.seconds};
+      pp_.recv(dh_ND, static_cast<int>(layout_.owner(a.stage + 1)), tag(true, a.stage, a.micro, M));
+    }
+    nn::LossResult loss;
+    Tensor dx_ND = model_.stage_backward(dh_ND, rows(labels_BT, a.micro), grad_scale, span, slot.acts, loss);
+    slot = Slot{};  // its activations are spent
+    total.loss_sum += loss.loss_sum;
+    total.num_targets += loss.num_targets;
+    if (!span.first) {
+      auto pending = pp_.start_send(dx_ND, static_cast<int>(layout_.owner(a.stage - 1)),
+                                    tag(true, a.stage - 1, a.micro, M));
+      stats_.send_bytes += static_cast<int64_t>(dx_ND.nbytes());
+      sends.push_back({std::move(dx_ND), std::move(pending)});
+    }
+  }
+  {
+    CommTimer t{stats_.seconds};
+    for (InFlight& f : sends) f.pending->wait();
+  }
+  if (total.num_targets > 0) total.loss = total.loss_sum / static_cast<double>(total.num_targets);
+  return total;
+}
+
+nn::LossResult Pipeline::forward_loss(const Tensor& ids_BT, const Tensor& labels_BT) {
+  const int64_t N = ids_BT.numel() / token_shards_, D = model_.config().dim;
+  std::vector<std::pair<Tensor, std::unique_ptr<Pending>>> sends;
+  nn::LossResult loss;
+  const std::vector<int64_t> stages = layout_.stages_of(rank_);
+  for (size_t k = 0; k < stages.size(); ++k) {  // ascending stages: each waits only for the one before
+    const int64_t stage = stages[k];
+    const nn::StageSpan& span = spans_[k];
+    Tensor h_ND;
+    if (!span.first) {
+      h_ND = Tensor::empty({N, D}, DType::f32);
+      pp_.recv(h_ND, static_cast<int>(layout_.owner(stage - 1)), tag(false, stage, 0, 1));
+    }
+    nn::Activations acts;
+    Tensor out_ND = model_.stage_forward(ids_BT, h_ND, span, acts, false);
+    if (span.last) {
+      loss = model_.stage_loss(out_ND, labels_BT);
+      continue;
+    }
+    auto pending = pp_.start_send(out_ND, static_cast<int>(layout_.owner(stage + 1)), tag(false, stage + 1, 0, 1));
+    sends.emplace_back(std::move(out_ND), std::move(pending));
+  }
+  for (auto& [t, pending] : sends) pending->wait();
+  return loss;
+}
+
+}  // namespace titan::parallel
