@@ -582,7 +582,9 @@ TEST_F(CliParallel, BadExpertParallelDegreesAreConfigErrors) {
          "parallelism.expert_parallel_degree=2 but the model has no experts"},
         {"bad_ep4", 4, moe + "--parallelism.expert_parallel_degree 2 --parallelism.tensor_parallel_degree 2",
          "mixture-of-experts layers are not tensor-parallel yet"},
-        {"bad_ep5", 1, moe + "--parallelism.expert_parallel_degree 0", "expert_parallel_degree=0 must be >= 1"}}) {
+        {"bad_ep5", 1, moe + "--parallelism.expert_parallel_degree 0", "expert_parallel_degree=0 must be >= 1"},
+        {"bad_ep6", 1, moe + "--parallelism.expert_parallel_degree 2 --parallelism.pipeline_parallel_degree 2",
+         "expert parallelism is not pipelined yet"}}) {
     const CommandResult r = ranks == 1 ? run_titan(train_args(name, 2, flags)) : run_mpi(ranks, train_args(name, 2, flags));
     EXPECT_NE(r.output.find(want), std::string::npos) << name << "\n" << r.output;
     // mpirun reports a failed rank's exit code as its own or as 1, depending on how the job ends.
