@@ -102,6 +102,23 @@ class CliParallel : public ::testing::Test {
     std::printf("worst relative difference to the single-rank run: loss %.3g, grad_norm %.3g\n", worst[0], worst[1]);
   }
 
+  // Per-step losses of `rows` equal `base`'s within `bar` relative (both of `steps` rows), named
+  // `name` in failures; prints and returns the worst relative difference.
+  static double expect_losses_near(const std::vector<nlohmann::json>& rows, const std::vector<nlohmann::json>& base,
+                                   double bar, const std::string& name, size_t steps = 20) {
+    EXPECT_EQ(rows.size(), steps) << name;
+    EXPECT_EQ(base.size(), steps) << name;
+    double worst = 0.0;
+    for (size_t i = 0; i < std::min({rows.size(), base.size(), steps}); ++i) {
+      const double want = base[i]["loss"].get<double>(), got = rows[i]["loss"].get<double>();
+      const double rel = std::abs(got - want) / want;
+      EXPECT_LT(rel, bar) << name << " step " << i + 1 << ": " << got << " vs " << want;
+      worst = std::max(worst, rel);
+    }
+    std::printf("%s: worst loss relative difference %.3g\n", name.c_str(), worst);
+    return worst;
+  }
+
   static fs::path dir_;
 };
 fs::path CliParallel::dir_;
@@ -146,16 +163,7 @@ TEST_F(CliParallel, InterleavedAndFourStagePipelinesMatchOneRank) {
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("[pipeline] 4 stages on " + std::to_string(ranks) + " ranks"), std::string::npos)
         << r.output;
-    const std::vector<nlohmann::json> rows = read_jsonl(dir_ / name / "metrics.jsonl");
-    ASSERT_EQ(rows.size(), 20u) << name;
-    double worst = 0.0;
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const double rel = std::abs(rows[i]["loss"].get<double>() - base[i]["loss"].get<double>()) /
-                         base[i]["loss"].get<double>();
-      EXPECT_LT(rel, 1e-5) << name << " step " << i + 1;
-      worst = std::max(worst, rel);
-    }
-    std::printf("%s: worst loss relative difference to the single-rank 4-layer run %.3g\n", name, worst);
+    expect_losses_near(read_jsonl(dir_ / name / "metrics.jsonl"), base, 1e-5, name);
   }
 }
 
@@ -178,16 +186,11 @@ TEST_F(CliParallel, PipelineWithAccumulationAndCheckpointingMatchesOneRank) {
   ASSERT_EQ(base.size(), 20u);
   ASSERT_EQ(a.size(), 20u);
   ASSERT_EQ(b.size(), 20u);
-  double worst = 0.0;
+  expect_losses_near(a, base, 1e-5, "pp2 x dp_shard2 with accumulation");
   for (size_t i = 0; i < a.size(); ++i) {
-    const double rel = std::abs(a[i]["loss"].get<double>() - base[i]["loss"].get<double>()) /
-                       base[i]["loss"].get<double>();
-    EXPECT_LT(rel, 1e-5) << "step " << i + 1;
-    worst = std::max(worst, rel);
     EXPECT_EQ(b[i]["loss"].get<double>(), a[i]["loss"].get<double>()) << "step " << i + 1;
     EXPECT_EQ(b[i]["grad_norm"].get<double>(), a[i]["grad_norm"].get<double>()) << "step " << i + 1;
   }
-  std::printf("pp2 x dp_shard2 with accumulation: worst loss relative difference to one rank %.3g\n", worst);
 }
 
 // A pp=2 checkpoint (each stage's rank writes its parameters) resumes on 1 rank and on dp_shard=2
@@ -330,15 +333,7 @@ TEST_F(CliParallel, Bf16MeshesMatchOneRankInBf16) {
                           Layout{"bf16_fsdp2_reduce", 2, 2, "--training.mixed_precision_reduce bfloat16"}}) {
     const CommandResult r = run_mpi(l.ranks, train_args(l.name, l.local, l.flags + " " + bf16));
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    const std::vector<nlohmann::json> rows = read_jsonl(dir_ / l.name / "metrics.jsonl");
-    ASSERT_EQ(rows.size(), 20u) << l.name;
-    double worst = 0.0;
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const double want = base[i]["loss"].get<double>(), got = rows[i]["loss"].get<double>();
-      worst = std::max(worst, std::abs(got - want) / want);
-      EXPECT_LT(std::abs(got - want) / want, 1e-3) << l.name << " step " << i + 1 << ": " << got << " vs " << want;
-    }
-    std::printf("%s: worst relative loss difference to one rank in bf16 %.3g\n", l.name.c_str(), worst);
+    expect_losses_near(read_jsonl(dir_ / l.name / "metrics.jsonl"), base, 1e-3, l.name);
   }
   // FSDP gathers bf16 shards at half the bytes; the reduce-scatter stays f32. A block is gathered
   // twice per micro-batch (forward, backward): 2 x 2 + 4 = 8 bytes per parameter instead of 12;
@@ -377,16 +372,7 @@ TEST_F(CliParallel, LoraMeshesMatchOneRank) {
         {"lora_hsdp", 4, 1, "--parallelism.data_parallel_replicate_degree 2"}}) {
     const CommandResult r = run_mpi(ranks, train_args(name, local, lora + extra));
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    const std::vector<nlohmann::json> rows = read_jsonl(dir_ / name / "metrics.jsonl");
-    ASSERT_EQ(rows.size(), 20u) << name;
-    double worst = 0.0;
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const double rel = std::abs(rows[i]["loss"].get<double>() - base[i]["loss"].get<double>()) /
-                         base[i]["loss"].get<double>();
-      EXPECT_LT(rel, 1e-5) << name << " step " << i + 1;
-      worst = std::max(worst, rel);
-    }
-    std::printf("%s: worst loss relative difference to the single-rank LoRA run %.3g\n", name, worst);
+    expect_losses_near(read_jsonl(dir_ / name / "metrics.jsonl"), base, 1e-5, name);
   }
   const CommandResult tp = run_mpi(2, train_args("lora_tp2", 4, lora + "--parallelism.tensor_parallel_degree 2"));
   EXPECT_EQ(tp.exit_code, 2) << tp.output;

@@ -136,18 +136,9 @@ Tensor Decoder::stage_backward(const Tensor& dh_ND, const Tensor& targets_BT, fl
   Tensor dx_ND = dh_ND;
   if (span.last) {
     const Tensor& hn_ND = acts.head_input_ND;
-    Tensor dhn_ND = Tensor::empty(hn_ND.shape(), DType::f32, hn_ND.device());
+    Tensor dhn_ND;
     if (hooks_) hooks_->before_backward(UnitHooks::kRoot);
-    ops::LmHeadXentResult xent;
-    if (tp_) {
-      const Tensor hn_full_ND = tp_->enter(hn_ND);
-      Tensor dhn_full_ND = Tensor::empty(hn_full_ND.shape(), DType::f32, hn_full_ND.device());
-      xent = tp_->head_xent(hn_full_ND, head_weight().for_compute(), vocab_start_, targets_BT.reshape({-1}),
-                            grad_scale, dhn_full_ND, head_weight().grad);
-      dhn_ND = tp_->enter_backward(dhn_full_ND);
-    } else {
-      xent = output->loss(hn_ND, targets_BT, grad_scale, dhn_ND);
-    }
+    const ops::LmHeadXentResult xent = head_loss_backward(hn_ND, targets_BT, grad_scale, dhn_ND);
     loss.loss_sum = xent.loss_sum;
     loss.num_targets = xent.num_targets;
     loss.loss = xent.num_targets > 0 ? xent.loss_sum / static_cast<double>(xent.num_targets) : 0.0;
@@ -248,6 +239,22 @@ static double aux_loss(const RouterTotals& totals, int64_t num_experts, std::vec
   return static_cast<double>(num_experts) * aux / r2;
 }
 
+// The fused head + cross-entropy of the final norm's output against `targets_BT`, with the head
+// weight's gradient accumulated and dhn_ND (allocated here) the gradient of hn_ND; under TP the
+// vocabulary-parallel head over the gathered tokens, dhn back on this rank's share.
+ops::LmHeadXentResult Decoder::head_loss_backward(const Tensor& hn_ND, const Tensor& targets_BT, float grad_scale,
+                                                  Tensor& dhn_ND) {
+  dhn_ND = Tensor::empty(hn_ND.shape(), DType::f32, hn_ND.device());
+  if (!tp_) return output->loss(hn_ND, targets_BT, grad_scale, dhn_ND);
+  const Tensor hn_full_ND = tp_->enter(hn_ND);
+  Tensor dhn_full_ND = Tensor::empty(hn_full_ND.shape(), DType::f32, hn_full_ND.device());
+  const ops::LmHeadXentResult xent = tp_->head_xent(hn_full_ND, head_weight().for_compute(), vocab_start_,
+                                                    targets_BT.reshape({-1}), grad_scale, dhn_full_ND,
+                                                    head_weight().grad);
+  dhn_ND = tp_->enter_backward(dhn_full_ND);
+  return xent;
+}
+
 LossResult Decoder::forward_backward(const Tensor& ids_BT, const Tensor& targets_BT,
                                      float grad_scale, float aux_scale) {
   TITAN_CHECK(targets_BT.shape() == ids_BT.shape(), "[model] targets ", targets_BT.describe(),
@@ -258,18 +265,9 @@ LossResult Decoder::forward_backward(const Tensor& ids_BT, const Tensor& targets
   LossResult result;
   result.num_targets = ops::count_targets(targets_BT);
   if (grad_scale == 0.0f && result.num_targets > 0) grad_scale = 1.0f / static_cast<float>(result.num_targets);
-  Tensor dhn_ND = Tensor::empty(hn_ND.shape(), DType::f32, hn_ND.device());
+  Tensor dhn_ND;
   if (hooks_) hooks_->before_backward(UnitHooks::kRoot);
-  ops::LmHeadXentResult xent;
-  if (tp_) {
-    const Tensor hn_full_ND = tp_->enter(hn_ND);
-    Tensor dhn_full_ND = Tensor::empty(hn_full_ND.shape(), DType::f32, hn_full_ND.device());
-    xent = tp_->head_xent(hn_full_ND, head_weight().for_compute(), vocab_start_, targets_BT.reshape({-1}), grad_scale,
-                          dhn_full_ND, head_weight().grad);
-    dhn_ND = tp_->enter_backward(dhn_full_ND);
-  } else {
-    xent = output->loss(hn_ND, targets_BT, grad_scale, dhn_ND);
-  }
+  const ops::LmHeadXentResult xent = head_loss_backward(hn_ND, targets_BT, grad_scale, dhn_ND);
   result.loss_sum = xent.loss_sum;
   result.loss = xent.num_targets > 0 ? xent.loss_sum / static_cast<double>(xent.num_targets) : 0.0;
   if (config_.load_balance == LoadBalance::aux_loss) {

@@ -230,6 +230,9 @@ class Decoder {
   // Embedding, blocks and final norm; fills `acts` (keep = false: an inference forward, each
   // block's saved tensors dropped as soon as it is done, only the routing statistics kept).
   Tensor forward_hidden(const Tensor& ids_BT, Activations& acts, bool keep);
+  // The head's loss and its backward to the final norm's output (dhn_ND), TP-aware.
+  ops::LmHeadXentResult head_loss_backward(const Tensor& hn_ND, const Tensor& targets_BT, float grad_scale,
+                                           Tensor& dhn_ND);
 
   DecoderConfig config_;
   std::vector<std::string> plugin_nodes_;
