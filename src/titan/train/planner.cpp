@@ -134,9 +134,21 @@ LayoutPlan plan_rank(const PlanInput& in, int64_t tp, int64_t dp_shard, int64_t 
   // SwiGLU output (F); keep_input keeps the block's input (D per norm token), and the block being
   // recomputed in backward holds a whole block's worth once.
   const double ops_layer = per_layer - lin * full * (2 * d + f) - kF * full * (c.qk_norm ? h * k + g * k : 0);
+  // A MoE layer (tp = 1) saves, instead of the dense MLP's input, gate, up and SwiGLU output
+  // (lin D + 2 F + lin F): its f32 input x (D), the router's probabilities (E), the top_k experts,
+  // weights and dispatch rows of each token (4 K, four-byte each), and each routed row's gate and
+  // up (2 K F_moe); keep_ops drops x, the one cheap to rebuild.
+  const double e = static_cast<double>(c.num_experts), top_k = static_cast<double>(c.num_experts_per_tok);
+  const double moe_mlp = kF * full * (d + e + 4 * top_k + 2 * top_k * static_cast<double>(c.moe_hidden_dim));
+  const double dense_mlp = kF * full * 2 * f + lin * full * (d + f);
+  const double moe_layer = per_layer - dense_mlp + moe_mlp;
+  const double moe_ops_layer = moe_layer - lin * full * d - kF * full * d - kF * full * (c.qk_norm ? h * k + g * k : 0);
+  const double largest_layer = c.num_moe_layers() > 0 ? std::max(per_layer, moe_layer) : per_layer;
   const auto layer_saved = [&](int64_t i) {
     const nn::Recompute r = in.recompute.empty() ? nn::Recompute::keep_all : in.recompute[static_cast<size_t>(i)];
-    return r == nn::Recompute::keep_all ? per_layer : r == nn::Recompute::keep_ops ? ops_layer : kF * norm_tokens * d;
+    const bool moe = c.is_moe_layer(i);
+    if (r == nn::Recompute::keep_all) return moe ? moe_layer : per_layer;
+    return r == nn::Recompute::keep_ops ? (moe ? moe_ops_layer : ops_layer) : kF * norm_tokens * d;
   };
   double saved = 0;
   bool replays = false;
@@ -144,7 +156,7 @@ LayoutPlan plan_rank(const PlanInput& in, int64_t tp, int64_t dp_shard, int64_t 
     saved += layer_saved(i);
     replays = replays || (!in.recompute.empty() && in.recompute[static_cast<size_t>(i)] == nn::Recompute::keep_input);
   }
-  if (replays) saved += per_layer;
+  if (replays) saved += largest_layer;
   // The final norm's input, ids / targets / positions (i64) and the RoPE tables.
   p.activations = saved + kF * (norm_tokens * (d + 1) + full * k) + 8.0 * 3 * full;
   int64_t sends = 0;
@@ -158,7 +170,7 @@ LayoutPlan plan_rank(const PlanInput& in, int64_t tp, int64_t dp_shard, int64_t 
     };
     const auto [peak, sent] = pipeline_peak(in, pp_rank, micro_batches, slot);
     sends = sent;
-    p.activations = peak + (replays ? per_layer : 0.0) + kF * norm_tokens * d * static_cast<double>(sends);
+    p.activations = peak + (replays ? largest_layer : 0.0) + kF * norm_tokens * d * static_cast<double>(sends);
   }
   // Under expert parallelism each MoE layer keeps the rows it received (top_k D floats per token
   // at balanced load).

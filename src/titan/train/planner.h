@@ -15,7 +15,7 @@
 // Communication per step and rank counts what titan passes to collectives (full unit size for
 // all-gathers and reduce-scatters, as the metrics' comm field does).
 // Mixture-of-experts models (tp = 1) take their parameter count from the model (router and every
-// expert); with expert parallelism (ep > 1) each rank holds E / ep experts whole (16 bytes per
+// expert) and a MoE layer's activations from what the MoE block saves (planner.cpp); with expert parallelism (ep > 1) each rank holds E / ep experts whole (16 bytes per
 // element, outside FSDP, all-reduced over the other dp ranks holding them), FSDP shards the rest,
 // the MoE blocks keep the rows they received for backward (D floats per routed pair) and each MoE
 // layer moves every routed pair's row out and back in forward and backward (all_to_all_bytes:
