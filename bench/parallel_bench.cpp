@@ -8,8 +8,8 @@
 // Then the pipeline (pp=2, the dense model with --model.n_layers 4 so that Interleaved1F1B holds 2
 // stages per rank): GPipe, 1F1B and Interleaved1F1B over M = 8 micro-batches of 1 row, the same
 // global batch. For those rows "bubble" is the measured bubble: rank 0's wall seconds inside
-// communication (comm_seconds: the pipeline's waits on receives and on its sends, plus the loss's
-// all-reduce over pp; dp = 1 so FSDP has no collectives) over the step's wall seconds, median over
+// communication (comm_seconds: the pipeline's waits on receives and on its sends, plus FSDP's
+// gathers over its 1-rank group and the loss's reduction over pp) over the step's wall seconds, median over
 // the steps after the first; "ideal" is the schedule's (pp - 1) / (V M + pp - 1)
 // (parallel/pipeline_schedule.h, pipeline_bubble_fraction). The measured figure also holds the
 // imbalance between stages (stage 0 holds the embedding, the last stage the head and the loss).
