@@ -318,17 +318,20 @@ int remove_stale_checkpoint_dirs(const std::string& folder) {
   std::vector<fs::path> entries;
   for (const fs::directory_entry& e : fs::directory_iterator(folder, ec)) entries.push_back(e.path());
   for (const fs::path& p : entries) {
-    // ".step-<N>.tmp-<pid>" or ".step-<N>.trash-<pid>"
+    // ".step-<N>.tmp-<pid>" (a save in progress), ".step-<N>.replaced-<pid>" (a whole step moved
+    // aside for its successor) or ".step-<N>.trash-<pid>" (a pruned step, perhaps half deleted)
     const std::string name = p.filename().string();
     if (name.rfind(".step-", 0) != 0) continue;
     const size_t dot = name.find('.', 1);
     if (dot == std::string::npos) continue;
     const std::string kind = name.substr(dot + 1, name.find('-', dot) - dot - 1);
-    if (kind != "tmp" && kind != "trash") continue;
+    if (kind != "tmp" && kind != "trash" && kind != "replaced") continue;
     const long pid = static_cast<long>(parse_count(name.substr(name.find('-', dot) + 1)));
     if (pid < 0 || process_alive(pid)) continue;
     const fs::path final_dir = fs::path(folder) / name.substr(1, dot - 1);
-    if (kind == "trash" && !fs::exists(final_dir)) {
+    // Only a replaced step is whole; trash is never restored: a kill during pruning's remove_all
+    // leaves some of its files gone, and a half-deleted checkpoint must not come back as step-<N>.
+    if (kind == "replaced" && !fs::exists(final_dir)) {
       // A replaced step whose successor never got into place: put it back rather than lose it.
       if (::rename(p.c_str(), final_dir.c_str()) == 0) {
         log_warn(str("[checkpoint] restored ", final_dir.string(), " from ", p.string()));
@@ -353,14 +356,14 @@ std::string save_train_state(const std::string& folder, const TrainState& s, int
               ec ? ec.message() : "a file is in the way", ". HINT: set checkpoint.folder to a writable folder");
   const std::string name = step_dir_name(s.step);
   const std::string tmp = (fs::path(folder) / str(".", name, ".tmp-", ::getpid())).string();
-  const std::string trash = (fs::path(folder) / str(".", name, ".trash-", ::getpid())).string();
+  const std::string replaced = (fs::path(folder) / str(".", name, ".replaced-", ::getpid())).string();
   const std::string final_dir = (fs::path(folder) / name).string();
   fs::remove_all(tmp, ec);
   fs::create_directory(tmp, ec);
   TITAN_CHECK(!ec, "[checkpoint] cannot create ", tmp, ": ", ec.message());
   try {
     write_files(tmp, s);
-    install_dir(tmp, final_dir, trash);
+    install_dir(tmp, final_dir, replaced);
     fsync_dir(folder);
   } catch (...) {
     fs::remove_all(tmp, ec);

@@ -117,8 +117,10 @@ std::optional<CheckpointEntry> find_checkpoint(const std::string& folder, int64_
 // the mapped files. model_only = true skips optimizer.safetensors. Throws naming the file and field.
 TrainState load_train_state(const std::string& dir, bool model_only = false);
 
-// Removes hidden tmp/trash folders (".step-<N>.tmp-<pid>", ".step-<N>.trash-<pid>") left in `folder`
-// by processes that are no longer running (or by an earlier process with this pid). Returns how many.
+// Removes hidden folders (".step-<N>.tmp-<pid>", ".step-<N>.trash-<pid>", ".step-<N>.replaced-<pid>")
+// left in `folder` by processes that are no longer running (or by an earlier process with this
+// pid). Returns how many. A replaced step (moved aside whole) whose step-<N> is missing is renamed
+// back instead; trash (a pruned step, possibly half deleted) is always deleted, never restored.
 int remove_stale_checkpoint_dirs(const std::string& folder);
 
 // Saves on the calling thread (async = false) or on a background thread (async = true). Async:

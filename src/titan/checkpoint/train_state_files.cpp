@@ -160,7 +160,7 @@ void write_files(const std::string& dir, const TrainState& s) {
 
 // Moves `tmp` to `final_dir`. When final_dir exists (a step saved again, e.g. after resuming
 // from an older step), the two are exchanged atomically and the old content removed.
-void install_dir(const std::string& tmp, const std::string& final_dir, const std::string& trash) {
+void install_dir(const std::string& tmp, const std::string& final_dir, const std::string& replaced) {
   if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_NOREPLACE) == 0) return;
   int err = errno;
   if (err == EEXIST || err == ENOTEMPTY) {
@@ -171,16 +171,16 @@ void install_dir(const std::string& tmp, const std::string& final_dir, const std
     err = errno;
   }
   if (err == EINVAL || err == ENOSYS) {
-    // No renameat2 flags on this filesystem: move the old one aside (trash; restored by
+    // No renameat2 flags on this filesystem: move the old one aside (whole, so restored by
     // remove_stale_checkpoint_dirs if we die before the new one is in place), then rename.
     if (fs::exists(final_dir)) {
-      TITAN_CHECK(::rename(final_dir.c_str(), trash.c_str()) == 0, "[checkpoint] cannot move ", final_dir,
-                  " aside to ", trash, ": ", std::strerror(errno));
+      TITAN_CHECK(::rename(final_dir.c_str(), replaced.c_str()) == 0, "[checkpoint] cannot move ", final_dir,
+                  " aside to ", replaced, ": ", std::strerror(errno));
     }
     TITAN_CHECK(::rename(tmp.c_str(), final_dir.c_str()) == 0, "[checkpoint] renaming ", tmp, " to ", final_dir,
                 " failed: ", std::strerror(errno));
     std::error_code ec;
-    fs::remove_all(trash, ec);
+    fs::remove_all(replaced, ec);
     return;
   }
   TITAN_FAIL("[checkpoint] renaming ", tmp, " to ", final_dir, " failed: ", std::strerror(err));
@@ -204,7 +204,8 @@ void prune(const std::string& folder, int64_t keep_latest_k, int64_t keep) {
       ++full_kept;
       continue;
     }
-    // Renamed first: a kill mid-removal leaves a hidden trash folder, never a half step-<N>.
+    // Renamed first: a kill mid-removal leaves a hidden trash folder, never a half step-<N>; the
+    // next start finishes the delete (remove_stale_checkpoint_dirs never restores trash).
     const std::string trash =
         (fs::path(folder) / str(".", step_dir_name(e.step), ".trash-", ::getpid())).string();
     if (::rename(e.path.c_str(), trash.c_str()) != 0) {

@@ -41,7 +41,7 @@ std::string state_json_text(const TrainState& s, bool model_only);
 void write_files(const std::string& dir, const TrainState& s);
 // Moves `tmp` to `final_dir`. When final_dir exists (a step saved again, e.g. after resuming
 // from an older step), the two are exchanged atomically and the old content removed.
-void install_dir(const std::string& tmp, const std::string& final_dir, const std::string& trash);
+void install_dir(const std::string& tmp, const std::string& final_dir, const std::string& replaced);
 // keep_latest_k: the newest k step folders stay, and always `keep`.
 void prune(const std::string& folder, int64_t keep_latest_k, int64_t keep);
 

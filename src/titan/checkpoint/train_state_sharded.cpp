@@ -142,7 +142,7 @@ std::string save_train_state_sharded(const std::string& folder, const TrainState
       write_text_file_atomic((fs::path(tmp) / kManifestFile).string(), manifest.dump(1) + "\n");
       fsync_dir(tmp);
       const std::string final_dir = (fs::path(folder) / name).string();
-      install_dir(tmp, final_dir, (fs::path(folder) / str(".", name, ".trash-", ::getpid())).string());
+      install_dir(tmp, final_dir, (fs::path(folder) / str(".", name, ".replaced-", ::getpid())).string());
       fsync_dir(folder);
       if (keep_latest_k > 0) prune(folder, keep_latest_k, s.step);
       result = "ok:" + final_dir;

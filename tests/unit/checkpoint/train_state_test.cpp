@@ -241,13 +241,31 @@ TEST_F(TrainStateTest, StaleTmpFoldersOfDeadProcessesAreRemoved) {
   fs::create_directories(dir / ".step-2.tmp-999999999");
   fs::create_directories(dir / str(".step-3.tmp-", ::getpid()));
   fs::create_directories(dir / ".step-4.tmp-1");
-  // A trash folder whose step folder is gone is put back, not deleted.
-  fs::rename(dir / "step-1", dir / ".step-1.trash-999999999");
+  // A step moved aside whole (install_dir) whose step folder is gone is put back, not deleted.
+  fs::rename(dir / "step-1", dir / ".step-1.replaced-999999999");
   EXPECT_EQ(remove_stale_checkpoint_dirs(dir.string()), 2);
   EXPECT_FALSE(fs::exists(dir / ".step-2.tmp-999999999"));
   EXPECT_FALSE(fs::exists(dir / str(".step-3.tmp-", ::getpid())));
   EXPECT_TRUE(fs::exists(dir / ".step-4.tmp-1"));
   EXPECT_EQ(check_checkpoint((dir / "step-1").string()), "");
+  fs::remove_all(dir);
+}
+
+// keep_latest_k renames a pruned step to .step-<N>.trash-<pid> and then deletes it: a kill -9 in
+// between leaves a trash folder that may be half deleted. The next start finishes the delete and
+// never brings it back as step-<N>, even when its files look whole.
+TEST_F(TrainStateTest, PrunedTrashOfADeadProcessIsDeletedNotRestored) {
+  const fs::path dir = scratch("trash");
+  save_train_state(dir.string(), make_state(1));
+  save_train_state(dir.string(), make_state(2));
+  // As prune leaves it, killed before remove_all took a file: whole, so restoring it would resume from it.
+  fs::rename(dir / "step-2", dir / ".step-2.trash-999999999");
+  EXPECT_EQ(remove_stale_checkpoint_dirs(dir.string()), 1);
+  EXPECT_FALSE(fs::exists(dir / ".step-2.trash-999999999"));
+  EXPECT_FALSE(fs::exists(dir / "step-2"));
+  const std::optional<CheckpointEntry> resume = find_checkpoint(dir.string(), -1, false);
+  ASSERT_TRUE(resume.has_value());
+  EXPECT_EQ(resume->step, 1);
   fs::remove_all(dir);
 }
 
