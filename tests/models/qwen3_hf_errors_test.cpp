@@ -9,6 +9,7 @@
 #include "titan/checkpoint/json_file.h"
 #include "titan/checkpoint/safetensors.h"
 #include "titan/models/decoder/hf_config.h"
+#include "titan/models/decoder/peft.h"
 #include "titan/models/decoder/weights.h"
 #include "titan/models/qwen3/specs.h"
 
@@ -108,6 +109,9 @@ TEST(HfErrors, FloatFieldsMustFitFloat32AndContextMustBePositive) {
   EXPECT_ERROR_CONTAINS(config_from_hf(with("rms_norm_eps", -1e-6), "c.json"), "field 'rms_norm_eps' must be non-negative");
   EXPECT_ERROR_CONTAINS(config_from_hf(with("max_position_embeddings", 0), "c.json"),
                         "field 'max_position_embeddings' must be > 0, got 0");
+  // 2^63 is one past int64's range: named as given, not wrapped to -2^63.
+  EXPECT_ERROR_CONTAINS(config_from_hf(with("vocab_size", nlohmann::json::parse("9223372036854775808")), "c.json"),
+                        "field 'vocab_size' is 9223372036854775808, out of range (at most 9223372036854775807)");
   EXPECT_EQ(config_from_hf(with("rms_norm_eps", 0.0), "c.json").norm_eps, 0.f);
   EXPECT_EQ(config_from_hf(with("rope_theta", 1e6), "c.json").rope_theta, 1e6f);
 }
@@ -171,6 +175,28 @@ TEST(Specs, PublishedSizesAndUnknownName) {
   EXPECT_NEAR(find_spec("0.6B").config.num_params() / 1e6, 596.0, 1.0);
   EXPECT_NEAR(find_spec("8B").config.num_params() / 1e9, 8.19, 0.01);
   EXPECT_ERROR_CONTAINS(find_spec("7B"), "unknown Qwen3 spec '7B'. HINT: use one of debug, 0.6B");
+}
+
+// adapter_config.json's target_modules is a list of module names or one string (a regex or
+// "all-linear") in PEFT; anything else means the file is not PEFT's, and is refused naming it.
+TEST(HfErrors, AdapterTargetModulesMustBeStrings) {
+  const fs::path dir = fs::temp_directory_path() / ("titan_hf_adapter_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::copy(testing::source_path("tests/fixtures/lora/dense_all_linear/adapter"), dir);
+  nlohmann::json config = ckpt::read_json_file((dir / "adapter_config.json").string());
+  for (const nlohmann::json& bad : {nlohmann::json(5), nlohmann::json::array({"q_proj", 7}), nlohmann::json::object()}) {
+    config["target_modules"] = bad;
+    std::ofstream(dir / "adapter_config.json") << config.dump(2);
+    EXPECT_ERROR_CONTAINS(read_peft_adapter(dir.string()),
+                          "adapter_config.json: target_modules is " + bad.dump() +
+                              "; it must be a list of strings or a string");
+  }
+  for (const nlohmann::json& good : {nlohmann::json("all-linear"), nlohmann::json::array({"q_proj", "v_proj"})}) {
+    config["target_modules"] = good;
+    std::ofstream(dir / "adapter_config.json") << config.dump(2);
+    EXPECT_EQ(error_of([&] { read_peft_adapter(dir.string()); }), "(no error)") << good.dump();
+  }
+  fs::remove_all(dir);
 }
 
 }  // namespace

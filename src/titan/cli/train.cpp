@@ -11,11 +11,13 @@
 
 #include "titan/cli/args.h"
 #include "titan/cli/commands.h"
+#include "titan/config/config_error.h"
 #include "titan/config/overrides.h"
 #include "titan/config/registry.h"
 #include "titan/config/validate.h"
 #include "titan/core/log.h"
 #include "titan/core/parallel.h"
+#include "titan/models/builtin.h"
 #include "titan/parallel/comm.h"
 #include "titan/plugins/plugin_loader.h"
 #include "titan/train/trainer.h"
@@ -105,6 +107,13 @@ int run_train(int argc, char** argv) {
   }
   const config::JobConfig& c = resolved.config;
   config::validate(c, /*data_parallel_degree=*/1);
+  if (!c.model.name.empty()) {  // an unknown spec is a config mistake: exit 2, before the banner
+    try {
+      (void)models::find_size(c.model.name);
+    } catch (const Error& e) {
+      throw config::ConfigError(e.what());
+    }
+  }
   if (resolved.print_config) {
     std::fputs(config::to_toml(c).c_str(), stdout);
     return 0;

@@ -11,6 +11,7 @@
 #include <system_error>
 
 #include "titan/config/value_text.h"
+#include "titan/core/abbreviate.h"
 
 namespace titan::config {
 
@@ -158,7 +159,7 @@ std::string unknown_field_message(const std::string& path, const std::string& pr
                "training.mixed_precision_param (float32 | bfloat16, torchtitan's name)");
   }
   const std::string nearest = nearest_field(path);
-  std::string message = str("unknown config field '", prefix, path, "'");
+  std::string message = str("unknown config field '", prefix, abbreviate(path), "'");
   if (!nearest.empty()) return message + str("; did you mean ", prefix, nearest, "?") + tail;
   return message + (tail.empty() ? std::string("; titan train --help lists every field") : tail);
 }

@@ -259,11 +259,25 @@ void apply_toml_file(JobConfig& config, const std::string& path) {
   if (std::filesystem::is_directory(path, ec)) {
     config_fail("job.config_file: '", path, "' is a folder; pass a TOML file (--print-config writes one)");
   }
+  // A device or a pipe (/dev/zero, /dev/urandom) never ends, and no job file is megabytes long:
+  // both are refused before anything is read.
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    config_fail("job.config_file: '", path, "' is not a regular file (a device, pipe or socket); pass a TOML file "
+                "(--print-config writes one)");
+  }
+  constexpr std::uintmax_t kMaxBytes = 4u << 20;
+  const std::uintmax_t size = std::filesystem::file_size(path, ec);
+  if (!ec && size > kMaxBytes) {
+    config_fail("job.config_file: '", path, "' is ", size, " bytes, more than a job file's limit of ", kMaxBytes,
+                " (4 MiB); pass a TOML file (--print-config writes one)");
+  }
   std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in) config_fail("job.config_file: cannot read '", path, "'; check its permissions");
-  apply_toml_text(config, text.str(), path);
+  std::string text(kMaxBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));  // bounded even if the file grows meanwhile
+  if (in.bad() || !in.is_open()) config_fail("job.config_file: cannot read '", path, "'; check its permissions");
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxBytes) config_fail("job.config_file: '", path, "' is more than a job file's limit of 4 MiB");
+  apply_toml_text(config, text, path);
 }
 
 void apply_toml_text(JobConfig& target, const std::string& text, const std::string& origin) {

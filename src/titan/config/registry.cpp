@@ -1,5 +1,7 @@
 #include "titan/config/registry.h"
 
+#include "titan/core/abbreviate.h"
+
 namespace titan::config {
 
 JobConfig base_config() {
@@ -31,7 +33,7 @@ const ConfigEntry& find_config(const std::string& name) {
     if (entry.name == name) return entry;
     known += (known.empty() ? "" : ", ") + entry.name;
   }
-  config_fail("--config: unknown config function '", name, "'; use one of ", known);
+  config_fail("--config: unknown config function '", abbreviate(name), "'; use one of ", known);
 }
 
 }  // namespace titan::config

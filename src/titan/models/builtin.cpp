@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "titan/checkpoint/json_file.h"
+#include "titan/core/abbreviate.h"
 #include "titan/core/error.h"
 #include "titan/models/llama/family.h"
 #include "titan/models/qwen3/family.h"
@@ -33,7 +34,7 @@ const ModelSpec& find_family(const std::string& name) {
     if (f->name == name) return *f;
     known += (known.empty() ? "" : ", ") + f->name;
   }
-  TITAN_FAIL("[model] unknown model family '", name, "'. HINT: use one of ", known);
+  TITAN_FAIL("[model] unknown model family '", abbreviate(name), "'. HINT: use one of ", known);
 }
 
 const ModelSpec& family_of_size(const std::string& size_name) {
@@ -42,7 +43,7 @@ const ModelSpec& family_of_size(const std::string& size_name) {
     if (f->find_size(size_name) != nullptr) return *f;
     for (const NamedSize& s : f->sizes) known += (known.empty() ? "" : ", ") + s.name;
   }
-  TITAN_FAIL("[model] unknown model.name '", size_name, "': no model family has a size of that name. HINT: use one "
+  TITAN_FAIL("[model] unknown model.name '", abbreviate(size_name), "': no model family has a size of that name. HINT: use one "
              "of ", known, ", or an empty model.name to build the model from model.hf_assets_path/config.json");
 }
 

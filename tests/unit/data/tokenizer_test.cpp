@@ -276,6 +276,13 @@ TEST(Tokenizer, ErrorsNameTheJsonPath) {
   spec["model"]["byte_fallback"] = true;
   EXPECT_NE(error_of(spec.dump()).find("model.byte_fallback"), std::string::npos);
 
+  // Two tokens on one id: decoding it could give either, so the file is refused naming both.
+  spec = tiny();
+  spec["model"]["vocab"]["zz"] = 2;
+  EXPECT_NE(error_of(spec.dump()).find("tokenizer.json: model.vocab gives id 2 to two tokens, \"c\" and \"zz\""),
+            std::string::npos)
+      << error_of(spec.dump());
+
   spec = tiny();
   spec["model"].erase("vocab");
   EXPECT_NE(error_of(spec.dump()).find("model.vocab is missing"), std::string::npos);

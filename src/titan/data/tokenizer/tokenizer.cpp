@@ -12,6 +12,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "titan/core/abbreviate.h"
 #include "titan/core/error.h"
 #include "titan/data/tokenizer/added_tokens.h"
 #include "titan/data/tokenizer/bpe.h"
@@ -247,6 +248,17 @@ Tokenizer Tokenizer::from_json_text(std::string_view json_text, const std::strin
     const auto id = static_cast<int32_t>(item.value().get<int64_t>());
     vocab.emplace(item.key(), id);
     max_id = std::max<int64_t>(max_id, id);
+  }
+  // One token per id: with two, decoding that id could give either (HF keeps whichever it read last).
+  std::unordered_map<int32_t, const std::string*> token_of_id;
+  token_of_id.reserve(vocab.size());
+  for (const auto& [token, id] : vocab) {
+    const auto [it, inserted] = token_of_id.emplace(id, &token);
+    if (!inserted) {
+      const std::string& a = std::min(*it->second, token), &b = std::max(*it->second, token);
+      r.fail("model.vocab", str("gives id ", id, " to two tokens, \"", abbreviate(a), "\" and \"", abbreviate(b),
+                                "\"; each id must name one token"));
+    }
   }
   const json& merges_json = r.member(model, "model", "merges");
   if (!merges_json.is_array()) r.fail("model.merges", "must be an array");

@@ -55,6 +55,9 @@ class Reader {
     if (!present(key)) return fallback;
     const json& v = j_.at(key);
     TITAN_CHECK(v.is_number_integer(), source_, ": field '", key, "' must be an integer, got ", v.dump());
+    // nlohmann keeps 2^63 .. 2^64-1 unsigned; get<int64_t> would wrap them negative.
+    TITAN_CHECK(!v.is_number_unsigned() || v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX), source_,
+                ": field '", key, "' is ", v.dump(), ", out of range (at most ", INT64_MAX, ")");
     return v.get<int64_t>();
   }
   double number(const char* key, double fallback) const {
