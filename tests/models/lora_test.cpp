@@ -280,7 +280,7 @@ TEST(Lora, SavedAdapterIsAPeftFolderThatReadsBack) {
   const Case& c = cases()[0];
   std::unique_ptr<nn::Decoder> model = load(c);
   TempDir dir("save");
-  models::save_peft_adapter(*model, dir / "adapter", 4, 8.0, "base");
+  models::save_peft_adapter(*model, {"adapter", dir / "adapter", ckpt::FolderKind::peft_adapter}, 4, 8.0, "base");
   const ckpt::SafetensorsFile ours = ckpt::SafetensorsFile::open(dir / "adapter/adapter_model.safetensors");
   const ckpt::SafetensorsFile peft = ckpt::SafetensorsFile::open(adapter_dir(c) + "/adapter_model.safetensors");
   ASSERT_EQ(ours.tensors().size(), peft.tensors().size());

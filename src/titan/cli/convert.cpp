@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "titan/checkpoint/output_folder.h"
 #include "titan/checkpoint/train_state.h"
 #include "titan/cli/args.h"
 #include "titan/cli/commands.h"
@@ -64,50 +65,14 @@ void hf_to_native(const std::string& from, const std::string& to) {
                " (model only; use --checkpoint.initial_load_path ", dir, ")"));
 }
 
-// Whether `dir` is what a convert of this direction writes: an HF folder (config.json and
-// safetensors, the tokenizer files beside them) for native -> HF; a checkpoint folder (step-<N>
-// folders only) for HF -> native.
-bool is_previous_output(const fs::path& dir, bool to_hf) {
-  std::error_code ec;
-  bool any_safetensors = false;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (to_hf) {
-      const bool weights = name.ends_with(".safetensors") || name == "model.safetensors.index.json";
-      any_safetensors = any_safetensors || name.ends_with(".safetensors");
-      const bool known = weights || name == "config.json" || name == "generation_config.json" ||
-                         name.starts_with("tokenizer") || name == "special_tokens_map.json" ||
-                         name == "vocab.json" || name == "merges.txt";
-      if (!known || e.is_directory()) return false;
-    } else if (!e.is_directory() || !name.starts_with("step-")) {
-      return false;
-    }
-  }
-  return !to_hf || (any_safetensors && fs::exists(dir / "config.json"));
-}
-
-// Data safety before any work: --to is not --from nor inside it, and a non-empty --to is replaced
-// only when it is a previous output of this direction, or with --overwrite.
-void check_destination(const fs::path& from, const fs::path& to, bool to_hf, bool overwrite) {
-  const fs::path f = fs::weakly_canonical(from), t = fs::weakly_canonical(to);
-  const std::string fs_ = f.string() + "/", ts = t.string() + "/";
-  if (ts.starts_with(fs_)) {
-    throw UsageError(str("titan convert: --to ", to.string(), " is ", f == t ? "--from itself" : "inside --from ",
-                         f == t ? "" : from.string(), "; converting would destroy the source. Choose another --to"));
-  }
-  if (fs_.starts_with(ts)) {
-    throw UsageError(str("titan convert: --from ", from.string(), " is inside --to ", to.string(),
-                         "; replacing --to would destroy the source. Choose another --to"));
-  }
-  std::error_code ec;
-  if (!fs::exists(t, ec)) return;
-  if (!fs::is_directory(t, ec)) {
-    throw UsageError(str("titan convert: --to ", to.string(), " is a file, not a folder. Choose another --to"));
-  }
-  if (fs::is_empty(t, ec) || overwrite || is_previous_output(t, to_hf)) return;
-  throw UsageError(str("titan convert: --to ", to.string(), " is not empty and is not ",
-                       to_hf ? "a Hugging Face model folder" : "a checkpoint folder of step-<N> folders",
-                       "; converting would delete what is there. Choose an empty or new folder, or pass --overwrite"));
+// Data safety before any work (checkpoint/output_folder.h, the rule every folder writer follows):
+// --to is not --from, inside it or holding it, and a non-empty --to is replaced only when it is a
+// previous output of this direction, or with --overwrite.
+void check_destination(const std::string& from, const std::string& to, bool to_hf, bool overwrite) {
+  const ckpt::OutputFolder out{"--to", to, to_hf ? ckpt::FolderKind::hf_model : ckpt::FolderKind::checkpoints,
+                               overwrite, "--overwrite"};
+  const std::string problem = ckpt::output_folder_problem(out, {{"--from", from, false}});
+  if (!problem.empty()) throw UsageError("titan convert: " + problem);
 }
 
 // A checkpoint folder holding exactly one step folder stands for that step (what --to-native
@@ -171,6 +136,8 @@ int run_convert(int argc, char** argv) {
   }
   options.tokenizer_dir = args.get("tokenizer");
   check_destination(from, to, is_native, args.get_bool("overwrite"));
+  options.overwrite = args.get_bool("overwrite");
+  options.overwrite_flag = "--overwrite";
   if (is_native) {
     native_to_hf(from, to, options);
   } else {

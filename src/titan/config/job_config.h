@@ -111,6 +111,7 @@ struct CheckpointSection {
   bool initial_load_in_hf = false;
   bool initial_load_model_only = true;
   bool last_save_in_hf = false;
+  bool last_save_in_hf_overwrite = false;
   bool last_save_model_only = true;
   std::string export_dtype = "float32";
   std::string max_shard_size = "5GB";
@@ -157,6 +158,7 @@ struct LoraSection {
   double dropout = 0.0;
   std::string target_modules = "all-linear";
   std::string save_adapter = "";
+  bool save_adapter_overwrite = false;
 
   bool operator==(const LoraSection&) const = default;
 };
@@ -196,7 +198,8 @@ void visit_fields(Config& c, V&& v) {
   auto& job = c.job;
   v("job.dump_folder", job.dump_folder, "folder for everything the run writes (logs, metrics, checkpoints)");
   v("job.config_file", job.config_file,
-    "TOML file applied after the config function and before CLI flags (read first wherever it appears)");
+    "TOML file applied after the config function and before CLI flags (read first wherever it appears); a "
+    "regular file of at most 4 MiB");
   v("job.description", job.description, "free text, saved with the effective config");
 
   auto& model = c.model;
@@ -294,7 +297,10 @@ void visit_fields(Config& c, V&& v) {
   v("checkpoint.initial_load_model_only", checkpoint.initial_load_model_only,
     "load only the weights from initial_load_path (not optimizer, schedule, data cursor or step)");
   v("checkpoint.last_save_in_hf", checkpoint.last_save_in_hf,
-    "at the end of training, also export an HF folder (config.json, safetensors, tokenizer) to <folder>/hf");
+    "at the end of training, also export an HF folder (config.json, safetensors, tokenizer) to <folder>/hf, "
+    "replacing an earlier export there (a folder of other files is refused)");
+  v("checkpoint.last_save_in_hf_overwrite", checkpoint.last_save_in_hf_overwrite,
+    "let the HF export replace <folder>/hf even when it holds files that are not an HF model folder");
   v("checkpoint.last_save_model_only", checkpoint.last_save_model_only,
     "the final save holds the weights only (no optimizer state)");
   v("checkpoint.export_dtype", checkpoint.export_dtype, "dtype of exported weights: float32 or bfloat16");
@@ -349,7 +355,10 @@ void visit_fields(Config& c, V&& v) {
     "config-tree globs (layers.*.attention.wq)");
   v("lora.save_adapter", lora.save_adapter,
     "at the end, write a PEFT adapter folder (adapter_config.json + adapter_model.safetensors) here; relative paths "
-    "are inside job.dump_folder; empty: none");
+    "are inside job.dump_folder; an existing folder is replaced only when it is an earlier adapter (never the "
+    "dump or checkpoint folder, the base model or the data); empty: none");
+  v("lora.save_adapter_overwrite", lora.save_adapter_overwrite,
+    "let lora.save_adapter replace a folder that holds files other than an adapter (titan convert's --overwrite)");
 
   auto& comm = c.comm;
   v("comm.timeout_seconds", comm.timeout_seconds,

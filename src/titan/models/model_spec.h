@@ -37,6 +37,10 @@ struct HfExportOptions {
   // (bos/eos/pad_token_id) that the model config cannot know. Empty: none.
   std::string tokenizer_dir;
   std::string architecture;  // empty: the family's default for the config
+  // A non-empty out_dir that is not an HF model folder is replaced only with `overwrite`, the
+  // user's `overwrite_flag` (checkpoint/output_folder.h); otherwise the export is refused.
+  bool overwrite = false;
+  std::string overwrite_flag = "--overwrite";
 };
 
 // The Hugging Face state-dict adapter: config.json in and out, parameter names (tied weights and

@@ -5,8 +5,11 @@
 #include <map>
 #include <set>
 
+#include "titan/checkpoint/output_folder.h"
+#include "titan/config/config_error.h"
 #include "titan/config/overrides.h"
 #include "titan/config/validate.h"
+#include "titan/core/abbreviate.h"
 #include "titan/core/clock.h"
 #include "titan/core/log.h"
 #include "titan/models/decoder/peft.h"
@@ -75,7 +78,50 @@ ckpt::SaveGroup save_group(parallel::Comm& comm) {
   return g;
 }
 
+// What a run's exports may never replace or hold: its sources (written nowhere, nothing inside
+// them) and its own folders (outputs may go inside them).
+std::vector<ckpt::GuardedFolder> run_folders(const config::JobConfig& c) {
+  return {{"model.hf_assets_path", c.model.hf_assets_path, false},
+          {"checkpoint.initial_load_path", c.checkpoint.initial_load_path, false},
+          {"training.dataset_path", c.training.dataset_path, false},
+          {"validation.dataset_path", c.validation.enable ? c.validation.dataset_path : "", false},
+          {"job.dump_folder", c.job.dump_folder, true},
+          {"checkpoint.folder", checkpoint_folder(c), true}};
+}
+
+ckpt::OutputFolder hf_export_folder(const config::JobConfig& c) {
+  return {"checkpoint.last_save_in_hf's folder", (fs::path(checkpoint_folder(c)) / "hf").string(),
+          ckpt::FolderKind::hf_model, c.checkpoint.last_save_in_hf_overwrite, "--checkpoint.last_save_in_hf_overwrite"};
+}
+
+ckpt::OutputFolder adapter_output(const config::JobConfig& c) {
+  return {"lora.save_adapter", adapter_folder(c), ckpt::FolderKind::peft_adapter, c.lora.save_adapter_overwrite,
+          "--lora.save_adapter_overwrite"};
+}
+
 }  // namespace
+
+std::string adapter_folder(const config::JobConfig& c) {
+  const fs::path dir(c.lora.save_adapter);
+  return dir.is_absolute() ? dir.string() : (fs::path(c.job.dump_folder) / dir).string();
+}
+
+void check_output_folders(const config::JobConfig& c) {
+  std::vector<ckpt::OutputFolder> outputs;
+  if (c.checkpoint.last_save_in_hf) outputs.push_back(hf_export_folder(c));
+  if (!c.lora.save_adapter.empty()) {
+    if (fs::path(c.lora.save_adapter).is_relative() && !ckpt::folder_contains(c.job.dump_folder, adapter_folder(c))) {
+      config::config_fail("lora.save_adapter='", abbreviate(c.lora.save_adapter), "' is relative but leads out of "
+                          "job.dump_folder ", c.job.dump_folder, "; relative paths are inside it. HINT: pass an "
+                          "absolute path for a folder elsewhere");
+    }
+    outputs.push_back(adapter_output(c));
+  }
+  for (const ckpt::OutputFolder& out : outputs) {
+    const std::string problem = ckpt::output_folder_problem(out, run_folders(c));
+    if (!problem.empty()) config::config_fail(problem);
+  }
+}
 
 std::string checkpoint_folder(const config::JobConfig& c) {
   const fs::path f(c.checkpoint.folder);
@@ -356,7 +402,9 @@ void Checkpointer::export_hf() {
     } else if (!c.model.hf_assets_path.empty()) {
       o.architecture = spec.hf.architecture_of(c.model.hf_assets_path);
     }
-    const std::string out = (fs::path(checkpoint_folder(c)) / "hf").string();
+    o.overwrite = c.checkpoint.last_save_in_hf_overwrite;
+    o.overwrite_flag = "--checkpoint.last_save_in_hf_overwrite";
+    const std::string out = hf_export_folder(c).path;
     spec.hf.save_folder(whole, out, o);
     log_info(str("exported the model as a Hugging Face folder ", out, " (", o.dtype, ") in ", seconds_since(t0), " s"));
   });
@@ -364,12 +412,10 @@ void Checkpointer::export_hf() {
 
 void Checkpointer::export_adapter() {
   const config::JobConfig& c = config_;
-  const fs::path dir = fs::path(c.lora.save_adapter).is_absolute() ? fs::path(c.lora.save_adapter)
-                                                                   : fs::path(c.job.dump_folder) / c.lora.save_adapter;
   const std::string base = c.checkpoint.initial_load_in_hf ? c.checkpoint.initial_load_path : c.model.hf_assets_path;
   model_.with_full_model([&](const nn::Decoder& whole) {
     // parameters() hands out pointers only; nothing writes through them.
-    models::save_peft_adapter(const_cast<nn::Decoder&>(whole), dir.string(), c.lora.rank, c.lora.alpha, base);
+    models::save_peft_adapter(const_cast<nn::Decoder&>(whole), adapter_output(c), c.lora.rank, c.lora.alpha, base);
   });
 }
 

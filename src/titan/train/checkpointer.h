@@ -36,6 +36,14 @@ struct ResumePoint {
 // checkpoint.folder, relative to job.dump_folder unless absolute.
 std::string checkpoint_folder(const config::JobConfig& config);
 
+// lora.save_adapter: absolute, or relative to job.dump_folder.
+std::string adapter_folder(const config::JobConfig& config);
+
+// Before any work: the folders the run replaces at its end (checkpoint.last_save_in_hf's
+// <checkpoint folder>/hf, lora.save_adapter) follow checkpoint/output_folder.h's rule, and a
+// relative lora.save_adapter stays inside job.dump_folder; a ConfigError (exit 2) otherwise.
+void check_output_folders(const config::JobConfig& config);
+
 // This run's own newest valid checkpoint (or checkpoint.load_step), when checkpointing is on and
 // there is one. `primary` (world rank 0) also removes tmp folders that dead runs left.
 std::optional<ckpt::CheckpointEntry> find_resume_checkpoint(const config::JobConfig& config, bool primary);

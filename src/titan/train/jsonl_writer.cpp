@@ -14,7 +14,10 @@ namespace titan::train {
 
 JsonlWriter::JsonlWriter(const std::string& path, bool append) : path_(path) {
   const int mode = append ? O_APPEND : O_TRUNC;
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | mode | O_CLOEXEC, 0666);
+  // O_NOFOLLOW: a metrics.jsonl link would have us truncate or append to a file outside the folder.
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | mode | O_CLOEXEC | O_NOFOLLOW, 0666);
+  TITAN_CHECK(fd_ >= 0 || errno != ELOOP, "[jsonl] ", path, " is a symbolic link; titan writes only inside its "
+              "folder and does not follow links out of it. HINT: remove the link");
   TITAN_CHECK(fd_ >= 0, "[jsonl] cannot open ", path, " for writing: ", std::strerror(errno),
               ". HINT: check that the folder ",
               std::filesystem::path(path).parent_path().string(), " exists and is writable");

@@ -33,6 +33,15 @@ MetricsLogger::MetricsLogger(MetricsOptions options) : options_(std::move(option
   if (!options_.files) options_.enable_jsonl = options_.enable_tensorboard = false;
   if (options_.enable_jsonl) jsonl_ = std::make_unique<JsonlWriter>((dump / "metrics.jsonl").string(), options_.append);
   if (options_.enable_tensorboard) {
+    // The writer refuses a link in the folder's own place; one on the way there is refused here.
+    const std::filesystem::path tb(options_.tb_folder);
+    std::filesystem::path at = dump;
+    std::error_code ec;
+    for (const std::filesystem::path& part : tb.is_relative() ? tb : std::filesystem::path()) {
+      at /= part;
+      TITAN_CHECK(!std::filesystem::is_symlink(at, ec), "[tensorboard] ", at.string(), " is a symbolic link; titan "
+                  "writes only inside job.dump_folder and does not follow links out of it. HINT: remove the link");
+    }
     tensorboard_ = std::make_unique<TensorBoardWriter>((dump / options_.tb_folder).string());
   }
 }

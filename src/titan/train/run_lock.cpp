@@ -13,11 +13,18 @@
 
 namespace titan::train {
 
-RunLock::RunLock(const std::string& dump_folder) {
-  const std::string path = (std::filesystem::path(dump_folder) / ".titan.lock").string();
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+RunLock::RunLock(const std::string& folder, const std::string& field) {
+  const std::string path = (std::filesystem::path(folder) / ".titan.lock").string();
+  std::error_code ec;
+  std::filesystem::create_directories(folder, ec);
+  // O_NOFOLLOW: a link planted here would make the ftruncate below empty a file outside the folder.
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd_ < 0 && errno == ELOOP) {
+    config::config_fail("[train] ", path, " is a symbolic link; titan does not follow links out of ", field,
+                        ". HINT: remove the link");
+  }
   TITAN_CHECK(fd_ >= 0, "[train] cannot open ", path, ": ", std::strerror(errno),
-              ". HINT: set --job.dump_folder to a writable folder");
+              ". HINT: set --", field, " to a writable folder");
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     char holder[256] = {};
@@ -27,9 +34,10 @@ RunLock::RunLock(const std::string& dump_folder) {
     ::close(fd_);
     fd_ = -1;
     if (err != EWOULDBLOCK) TITAN_FAIL("[train] cannot lock ", path, ": ", std::strerror(err));
-    config::config_fail("[train] job.dump_folder ", dump_folder, " is in use by another titan train (", who,
-                        "); two runs on one folder would overwrite each other's checkpoints and metrics. HINT: "
-                        "wait for that run, or pass another --job.dump_folder");
+    config::config_fail("[train] ", field, " ", folder, " is in use by another titan train (", who,
+                        "); two runs on one folder would overwrite each other's checkpoints",
+                        field == "job.dump_folder" ? " and metrics" : "", ". HINT: wait for that run, or pass another --",
+                        field);
   }
   char host[128] = {};
   ::gethostname(host, sizeof(host) - 1);

@@ -101,6 +101,9 @@ bool write_all(int fd, const char* p, size_t n) {
 
 TensorBoardWriter::TensorBoardWriter(const std::string& folder) {
   std::error_code ec;
+  // A link in the folder's place would put the event files outside the folder it is named in.
+  TITAN_CHECK(!std::filesystem::is_symlink(folder, ec), "[tensorboard] ", folder, " is a symbolic link; titan writes "
+              "only inside its folder and does not follow links out of it. HINT: remove the link");
   std::filesystem::create_directories(folder, ec);
   TITAN_CHECK(!ec && std::filesystem::is_directory(folder), "[tensorboard] cannot create log folder ",
               folder, ": ", ec ? ec.message() : std::string("not a directory"),
@@ -113,7 +116,7 @@ TensorBoardWriter::TensorBoardWriter(const std::string& folder) {
   // O_EXCL: never append to (or truncate) another writer's file; take the next suffix instead.
   for (int n = 0; fd_ < 0; ++n) {
     path_ = stem + std::to_string(n);
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0666);
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0666);
     TITAN_CHECK(fd_ >= 0 || (errno == EEXIST && n < 1000), "[tensorboard] cannot create event file ",
                 path_, ": ", std::strerror(errno), ". HINT: check that ", folder, " is writable");
   }

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "titan/checkpoint/atomic_file.h"
+#include "titan/checkpoint/output_folder.h"
 #include "titan/config/config_error.h"
 #include "titan/config/overrides.h"
 #include "titan/config/validate.h"
@@ -289,7 +290,13 @@ void Trainer::setup() {
     TITAN_CHECK(!ec && std::filesystem::is_directory(c_.job.dump_folder), "[train] cannot create job.dump_folder ",
                 c_.job.dump_folder, ": ", ec ? ec.message() : "a file is in the way",
                 ". HINT: set --job.dump_folder to a writable folder");
-    run_lock_ = std::make_unique<RunLock>(c_.job.dump_folder);
+    run_lock_ = std::make_unique<RunLock>(c_.job.dump_folder, "job.dump_folder");
+    // An absolute (or ../) checkpoint.folder can be named by runs with other dump folders.
+    const std::string checkpoints = checkpoint_folder(c_);
+    if ((c_.checkpoint.enable || c_.checkpoint.last_save_in_hf) && !ckpt::folder_contains(c_.job.dump_folder, checkpoints)) {
+      checkpoint_lock_ = std::make_unique<RunLock>(checkpoints, "checkpoint.folder");
+    }
+    check_output_folders(c_);
   }
   check_model();
   std::unique_ptr<nn::Decoder> whole = build_model();

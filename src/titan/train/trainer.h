@@ -95,6 +95,7 @@ class Trainer {
   parallel::PipelineScheduleKind pipeline_schedule_ = parallel::PipelineScheduleKind::one_f_one_b;
   nn::ConfigTree tree_;  // the model's config tree, override replacements applied (outlives the model)
   std::unique_ptr<RunLock> run_lock_;  // rank 0: this run owns job.dump_folder
+  std::unique_ptr<RunLock> checkpoint_lock_;  // and a checkpoint.folder outside it
   std::unique_ptr<data::Tokenizer> tokenizer_;
   data::LoaderConfig loader_config_;
   std::unique_ptr<data::PrefetchLoader> loader_;

@@ -111,11 +111,11 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
   [[maybe_unused]] const auto& [l1, l2, l3, l4] = c.lr_scheduler;
   [[maybe_unused]] const auto& [x1, x2, x3, x4, x5] = c.metrics;
   [[maybe_unused]] const auto& [v1, v2, v3, v4, v5, v6] = c.validation;
-  [[maybe_unused]] const auto& [k1, k2, k3, k4, k5, k6, k7, k8, k9, k10, k11, k12, k13] = c.checkpoint;
+  [[maybe_unused]] const auto& [k1, k2, k3, k4, k5, k6, k7, k8, k9, k10, k11, k12, k13, k14] = c.checkpoint;
   [[maybe_unused]] const auto& [p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11] = c.parallelism;
   [[maybe_unused]] const auto& [a1, a2] = c.activation_checkpoint;
   [[maybe_unused]] const auto& [ov1] = c.overrides;
-  [[maybe_unused]] const auto& [r1, r2, r3, r4, r5] = c.lora;
+  [[maybe_unused]] const auto& [r1, r2, r3, r4, r5, r6] = c.lora;
   [[maybe_unused]] const auto& [c1] = c.comm;
   [[maybe_unused]] const auto& [s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13] = c;
   EXPECT_EQ(count_in_section("job"), 3u);
@@ -125,13 +125,13 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
   EXPECT_EQ(count_in_section("lr_scheduler"), 4u);
   EXPECT_EQ(count_in_section("metrics"), 5u);
   EXPECT_EQ(count_in_section("validation"), 6u);
-  EXPECT_EQ(count_in_section("checkpoint"), 13u);
+  EXPECT_EQ(count_in_section("checkpoint"), 14u);
   EXPECT_EQ(count_in_section("parallelism"), 11u);
   EXPECT_EQ(count_in_section("activation_checkpoint"), 2u);
   EXPECT_EQ(count_in_section("override"), 1u);
-  EXPECT_EQ(count_in_section("lora"), 5u);
+  EXPECT_EQ(count_in_section("lora"), 6u);
   EXPECT_EQ(count_in_section("comm"), 1u);
-  EXPECT_EQ(job_config_fields().size(), 80u);
+  EXPECT_EQ(job_config_fields().size(), 82u);
 
   // Every field reaches a distinct member: setting all of them changes every section.
   const JobConfig changed = all_non_default();

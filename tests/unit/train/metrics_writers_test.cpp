@@ -536,3 +536,48 @@ TEST(MetricsLogger, ValidationGoesToEveryWriter) {
   EXPECT_EQ(titan::train::MetricsLogger::format_validation_line({2, 4.5, std::exp(4.5), 1024, 4, 0.25}),
             "validate: step     2  loss:   4.5000  perplexity: 90.02  tokens: 1,024 (4 batches)  time: 0.25s");
 }
+
+// A metrics.jsonl or a TensorBoard folder (or a folder on its way) that is a symbolic link in the
+// dump folder is refused naming it: following it would truncate, append to or fill a place
+// outside the folder titan was given.
+TEST(MetricsLogger, LinksInTheDumpFolderAreRefusedNotFollowed) {
+  TempDir dir("links");
+  const fs::path outside = dir.path() / "outside";
+  fs::create_directories(outside);
+  std::ofstream(outside / "victim.txt") << "keep";
+  const auto error_of = [](const titan::train::MetricsOptions& o) {
+    try {
+      titan::train::MetricsLogger logger(o);
+    } catch (const titan::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  for (const bool append : {false, true}) {
+    const fs::path dump = dir.path() / (append ? "jsonl_append" : "jsonl");
+    fs::create_directories(dump);
+    fs::create_symlink(outside / "victim.txt", dump / "metrics.jsonl");
+    titan::train::MetricsOptions o;
+    o.dump_folder = dump.string();
+    o.append = append;
+    const std::string message = error_of(o);
+    EXPECT_NE(message.find((dump / "metrics.jsonl").string() + " is a symbolic link"), std::string::npos) << message;
+    EXPECT_EQ(read_file(outside / "victim.txt"), "keep");
+  }
+  for (const std::string tb_folder : {"tb", "runs/tb"}) {
+    const fs::path dump = dir.path() / ("tb_" + std::to_string(tb_folder.size()));
+    fs::create_directories(dump);
+    const fs::path link = dump / fs::path(tb_folder).begin()->string();  // "tb", or "runs" on the way
+    fs::create_symlink(outside, link);
+    titan::train::MetricsOptions o;
+    o.dump_folder = dump.string();
+    o.enable_jsonl = false;
+    o.enable_tensorboard = true;
+    o.tb_folder = tb_folder;
+    const std::string message = error_of(o);
+    EXPECT_NE(message.find(link.string() + " is a symbolic link"), std::string::npos) << message;
+    size_t entries = 0;
+    for (const auto& e : fs::recursive_directory_iterator(outside)) entries += e.path().filename() != "victim.txt";
+    EXPECT_EQ(entries, 0u) << "nothing written through " << link;
+  }
+}

@@ -173,8 +173,12 @@ std::string hf_architecture(const std::string& dir) {
   return j["architectures"][0].get<std::string>();
 }
 
-void write_folder_atomic(const std::string& out_dir, const std::function<void(const std::string& tmp)>& write) {
+void write_folder_atomic(const ckpt::OutputFolder& destination, const std::function<void(const std::string& tmp)>& write) {
+  const std::string& out_dir = destination.path;
   TITAN_CHECK(!out_dir.empty(), "[hf export] the output folder is empty. HINT: set a path");
+  // Checked again here, not only at startup: the folder may have changed during the run.
+  const std::string problem = ckpt::output_folder_problem(destination);
+  TITAN_CHECK(problem.empty(), "[hf export] ", problem);
   // "out/" and "out" are the same folder; the tmp name must sit beside it, not inside.
   std::string out = fs::path(out_dir).lexically_normal().string();
   while (out.size() > 1 && out.back() == '/') out.pop_back();
@@ -200,7 +204,9 @@ void save_hf_folder(const nn::Decoder& model, const std::string& out_dir, const 
               "' is not float32 or bfloat16. HINT: checkpoint.export_dtype=float32|bfloat16");
   TITAN_CHECK(options.max_shard_bytes > 0, "[hf export] max shard size ", options.max_shard_bytes,
               " bytes must be > 0. HINT: checkpoint.max_shard_size=5GB");
-  write_folder_atomic(out_dir, [&](const std::string& tmp) { write_folder(model, tmp, options); });
+  const ckpt::OutputFolder out{"output folder", out_dir, ckpt::FolderKind::hf_model, options.overwrite,
+                               options.overwrite_flag};
+  write_folder_atomic(out, [&](const std::string& tmp) { write_folder(model, tmp, options); });
   log_info(str("[hf export] wrote ", out_dir, " (", options.dtype, ")"));
 }
 

@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 
+#include "titan/checkpoint/output_folder.h"
 #include "titan/models/model_spec.h"
 
 namespace titan::models {
@@ -27,10 +28,13 @@ std::string hf_architecture(const std::string& dir);
 // model.safetensors.index.json, tokenizer files}. Tensors carry HF names; a tied model writes no
 // lm_head.weight. The folder is built under "<out_dir>.tmp.<pid>" and swapped in whole, so an
 // existing out_dir is replaced only once the new one is complete, and a failure leaves it as it was.
+// An existing out_dir must be an HF model folder (or options.overwrite): nothing else is deleted.
 void save_hf_folder(const nn::Decoder& model, const std::string& out_dir, const HfExportOptions& options = {});
 
-// The folder write save_hf_folder uses: `write(tmp)` fills "<out_dir>.tmp.<pid>", which then
-// replaces out_dir whole (or is removed when `write` throws, out_dir untouched).
-void write_folder_atomic(const std::string& out_dir, const std::function<void(const std::string& tmp)>& write);
+// The folder write save_hf_folder uses: `write(tmp)` fills "<out.path>.tmp.<pid>", which then
+// replaces out.path whole (or is removed when `write` throws, out.path untouched). A destination
+// that output_folder_problem refuses (not empty, not an earlier output of out.kind, no overwrite)
+// is an error before anything is written.
+void write_folder_atomic(const ckpt::OutputFolder& out, const std::function<void(const std::string& tmp)>& write);
 
 }  // namespace titan::models

@@ -8,6 +8,7 @@
 #include "titan/checkpoint/atomic_file.h"
 #include "titan/checkpoint/json_file.h"
 #include "titan/checkpoint/safetensors.h"
+#include "titan/core/abbreviate.h"
 #include "titan/core/log.h"
 #include "titan/models/decoder/hf_checkpoint.h"
 #include "titan/models/decoder/hf_names.h"
@@ -83,6 +84,13 @@ PeftAdapter read_peft_adapter(const std::string& dir) {
   if (bias != nullptr && (!bias->is_string() || bias->get<std::string>() != "none")) {
     refuse("bias", "is not \"none\"; trained biases are not supported");
   }
+  // The adapted modules come from the tensors' names; target_modules must still be what PEFT
+  // reads (a list of module names, or one string: a regex or "all-linear"), or the file is not PEFT's.
+  if (const nlohmann::json* t = field("target_modules"); t != nullptr && !t->is_string()) {
+    bool strings = t->is_array();
+    for (const nlohmann::json& m : strings ? *t : nlohmann::json::array()) strings = strings && m.is_string();
+    if (!strings) refuse("target_modules", str("is ", abbreviate(t->dump()), "; it must be a list of strings or a string"));
+  }
   for (const char* extra : {"modules_to_save", "target_parameters", "trainable_token_indices"}) {
     const nlohmann::json* f = field(extra);
     if (f != nullptr && !f->empty()) refuse(extra, "is set; only lora_A / lora_B tensors of projections are applied");
@@ -155,7 +163,7 @@ std::unique_ptr<nn::Decoder> load_hf_model_with_adapter(const ModelSpec& spec, c
   return model;
 }
 
-void save_peft_adapter(nn::Decoder& model, const std::string& dir, int64_t rank, double alpha,
+void save_peft_adapter(nn::Decoder& model, const ckpt::OutputFolder& dir, int64_t rank, double alpha,
                        const std::string& base_model_name_or_path) {
   const std::map<std::string, nn::LoraLinear*> lora = nn::lora_linears(model);
   TITAN_CHECK(!lora.empty(), "[adapter] the model has no LoRA projections to save");
@@ -188,7 +196,7 @@ void save_peft_adapter(nn::Decoder& model, const std::string& dir, int64_t rank,
     ckpt::write_safetensors(tmp + "/adapter_model.safetensors", tensors, {{"format", "pt"}});
     ckpt::write_text_file_atomic(tmp + "/adapter_config.json", c.dump(2) + "\n");
   });
-  log_info(str("[adapter] wrote ", dir, " (PEFT LoRA, r = ", rank, ", ", lora.size(), " projections)"));
+  log_info(str("[adapter] wrote ", dir.path, " (PEFT LoRA, r = ", rank, ", ", lora.size(), " projections)"));
 }
 
 }  // namespace titan::models

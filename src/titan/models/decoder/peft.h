@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "titan/checkpoint/output_folder.h"
 #include "titan/models/model_spec.h"
 
 namespace titan::models {
@@ -35,9 +36,11 @@ void load_peft_weights(nn::Decoder& model, const PeftAdapter& adapter);
 std::unique_ptr<nn::Decoder> load_hf_model_with_adapter(const ModelSpec& spec, const std::string& dir,
                                                          const std::string& adapter_dir);
 
-// Writes `model`'s adapters as a PEFT folder at `dir` (atomically: a temporary folder swapped in).
-// target_modules lists the adapted HF modules by full name, so PEFT adapts exactly those.
-void save_peft_adapter(nn::Decoder& model, const std::string& dir, int64_t rank, double alpha,
+// Writes `model`'s adapters as a PEFT folder at dir.path (atomically: a temporary folder swapped
+// in; an existing folder only when it is an earlier adapter output or dir.overwrite, see
+// checkpoint/output_folder.h). target_modules lists the adapted HF modules by full name, so PEFT
+// adapts exactly those.
+void save_peft_adapter(nn::Decoder& model, const ckpt::OutputFolder& dir, int64_t rank, double alpha,
                        const std::string& base_model_name_or_path);
 
 }  // namespace titan::models
