@@ -26,7 +26,8 @@ constexpr auto npos = std::string::npos;
 class CliSafety : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = testing::scratch_dir(std::string("safety_") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = testing::scratch_dir(std::string("safety_") +
+                                ::testing::UnitTest::GetInstance()->current_test_info()->name());
     // A copy: a test that failed could otherwise delete a folder of the source tree.
     fs::create_directories(dir_ / "tok");
     fs::copy_file(fs::path(TITAN_SOURCE_DIR) / "tests/fixtures/tokenizer/trained/tokenizer.json",
@@ -152,6 +153,12 @@ TEST_F(CliSafety, ASharedCheckpointFolderIsRefused) {
                                              " is in use by another titan train (pid 4242 on otherhost)"),
             npos) << read_text(dir_ / "out.txt");
   EXPECT_FALSE(fs::exists(shared / "step-1"));
+  // Once the holder is gone the folder is the run's: it saves there and labels the lock as its own.
+  const CommandResult r = run_titan(args);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(shared / "step-1" / "manifest.json"));
+  EXPECT_EQ(read_text(shared / ".titan.lock").rfind("pid ", 0), 0u) << read_text(shared / ".titan.lock");
+  EXPECT_EQ(read_text(shared / ".titan.lock").find("4242"), npos) << read_text(shared / ".titan.lock");
 }
 
 // A job file that never ends (/dev/zero) or is far larger than any job file is refused before

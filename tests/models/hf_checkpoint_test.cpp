@@ -199,22 +199,35 @@ TEST(HfExport, TokenizerFilesAndTokenIdsAreCarried) {
   EXPECT_EQ(config["eos_token_id"], nlohmann::json({6, 7}));
 }
 
+// An earlier export is replaced whole, and only once the new one is complete; a folder of other
+// files is refused (checkpoint/output_folder.h) unless options.overwrite.
 TEST(HfExport, ReplacesAnExistingFolderOnlyWhenComplete) {
   TempDir tmp("atomic");
-  fs::create_directories(tmp / "out");
-  std::ofstream(tmp / "out/old.txt") << "previous export";
   std::unique_ptr<nn::Decoder> model = load_hf_model(fixture("qwen2_bias"));
+  save_hf_folder(*model, tmp / "out");
+  std::ofstream(tmp / "out/tokenizer_config.json") << "{\"marker\": \"previous export\"}";
   HfExportOptions bad;
   bad.architecture = "MistralForCausalLM";  // cannot express q/k/v biases: fails mid-export
   EXPECT_ERROR_CONTAINS(save_hf_folder(*model, tmp / "out", bad),
                         "MistralForCausalLM cannot express this model");
-  EXPECT_TRUE(fs::exists(tmp / "out/old.txt"));
+  EXPECT_TRUE(fs::exists(tmp / "out/tokenizer_config.json"));
   EXPECT_EQ(std::distance(fs::directory_iterator(tmp.str()), fs::directory_iterator()), 1) << "no tmp folder left";
 
   save_hf_folder(*model, tmp / "out/");  // a trailing slash names the same folder
-  EXPECT_FALSE(fs::exists(tmp / "out/old.txt"));
+  EXPECT_FALSE(fs::exists(tmp / "out/tokenizer_config.json"));
   EXPECT_TRUE(fs::exists(tmp / "out/config.json"));
   EXPECT_EQ(std::distance(fs::directory_iterator(tmp.str()), fs::directory_iterator()), 1);
+
+  fs::create_directories(tmp / "mine");
+  std::ofstream(tmp / "mine/notes.txt") << "my notes";
+  EXPECT_ERROR_CONTAINS(save_hf_folder(*model, tmp / "mine"),
+                        "is not empty and is not a Hugging Face model folder; writing it would delete what is there");
+  EXPECT_TRUE(fs::exists(tmp / "mine/notes.txt"));
+  HfExportOptions overwrite;
+  overwrite.overwrite = true;
+  save_hf_folder(*model, tmp / "mine", overwrite);
+  EXPECT_FALSE(fs::exists(tmp / "mine/notes.txt"));
+  EXPECT_TRUE(fs::exists(tmp / "mine/config.json"));
   EXPECT_ERROR_CONTAINS(save_hf_folder(*model, tmp / "x", HfExportOptions{"float16", 1, "", ""}),
                         "dtype 'float16' is not float32 or bfloat16");
 }

@@ -184,7 +184,8 @@ TEST(HfErrors, AdapterTargetModulesMustBeStrings) {
   fs::remove_all(dir);
   fs::copy(testing::source_path("tests/fixtures/lora/dense_all_linear/adapter"), dir);
   nlohmann::json config = ckpt::read_json_file((dir / "adapter_config.json").string());
-  for (const nlohmann::json& bad : {nlohmann::json(5), nlohmann::json::array({"q_proj", 7}), nlohmann::json::object()}) {
+  using nlohmann::json;
+  for (const json& bad : {json(5), json::array({"q_proj", 7}), json::object()}) {
     config["target_modules"] = bad;
     std::ofstream(dir / "adapter_config.json") << config.dump(2);
     EXPECT_ERROR_CONTAINS(read_peft_adapter(dir.string()),

@@ -83,8 +83,8 @@ std::string output_folder_problem(const OutputFolder& out, const std::vector<Gua
     const std::string f = resolved_dir(g.path);
     const std::string of = str(g.flag, " ", g.path);
     if (t == f) {
-      return str(name, " is ", g.flag, " itself; writing it would replace what ", g.outputs_inside ? "the run" : "the job",
-                 " reads and writes there. HINT: choose another ", out.flag);
+      return str(name, " is ", g.flag, " itself; writing it would replace what ",
+                 g.outputs_inside ? "the run" : "the job", " reads and writes there. HINT: choose another ", out.flag);
     }
     if (f.starts_with(t)) {
       return str(name, " holds ", of, "; replacing it would delete that. HINT: choose another ", out.flag);

@@ -43,8 +43,9 @@ const ModelSpec& family_of_size(const std::string& size_name) {
     if (f->find_size(size_name) != nullptr) return *f;
     for (const NamedSize& s : f->sizes) known += (known.empty() ? "" : ", ") + s.name;
   }
-  TITAN_FAIL("[model] unknown model.name '", abbreviate(size_name), "': no model family has a size of that name. HINT: use one "
-             "of ", known, ", or an empty model.name to build the model from model.hf_assets_path/config.json");
+  TITAN_FAIL("[model] unknown model.name '", abbreviate(size_name), "': no model family has a size of that name. "
+             "HINT: use one of ", known,
+             ", or an empty model.name to build the model from model.hf_assets_path/config.json");
 }
 
 const NamedSize& find_size(const std::string& size_name) { return *family_of_size(size_name).find_size(size_name); }

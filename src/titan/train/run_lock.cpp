@@ -36,8 +36,8 @@ RunLock::RunLock(const std::string& folder, const std::string& field) {
     if (err != EWOULDBLOCK) TITAN_FAIL("[train] cannot lock ", path, ": ", std::strerror(err));
     config::config_fail("[train] ", field, " ", folder, " is in use by another titan train (", who,
                         "); two runs on one folder would overwrite each other's checkpoints",
-                        field == "job.dump_folder" ? " and metrics" : "", ". HINT: wait for that run, or pass another --",
-                        field);
+                        field == "job.dump_folder" ? " and metrics" : "",
+                        ". HINT: wait for that run, or pass another --", field);
   }
   char host[128] = {};
   ::gethostname(host, sizeof(host) - 1);

@@ -293,7 +293,8 @@ void Trainer::setup() {
     run_lock_ = std::make_unique<RunLock>(c_.job.dump_folder, "job.dump_folder");
     // An absolute (or ../) checkpoint.folder can be named by runs with other dump folders.
     const std::string checkpoints = checkpoint_folder(c_);
-    if ((c_.checkpoint.enable || c_.checkpoint.last_save_in_hf) && !ckpt::folder_contains(c_.job.dump_folder, checkpoints)) {
+    const bool writes_checkpoints = c_.checkpoint.enable || c_.checkpoint.last_save_in_hf;
+    if (writes_checkpoints && !ckpt::folder_contains(c_.job.dump_folder, checkpoints)) {
       checkpoint_lock_ = std::make_unique<RunLock>(checkpoints, "checkpoint.folder");
     }
     check_output_folders(c_);

@@ -173,7 +173,8 @@ std::string hf_architecture(const std::string& dir) {
   return j["architectures"][0].get<std::string>();
 }
 
-void write_folder_atomic(const ckpt::OutputFolder& destination, const std::function<void(const std::string& tmp)>& write) {
+void write_folder_atomic(const ckpt::OutputFolder& destination,
+                         const std::function<void(const std::string& tmp)>& write) {
   const std::string& out_dir = destination.path;
   TITAN_CHECK(!out_dir.empty(), "[hf export] the output folder is empty. HINT: set a path");
   // Checked again here, not only at startup: the folder may have changed during the run.

@@ -89,7 +89,9 @@ PeftAdapter read_peft_adapter(const std::string& dir) {
   if (const nlohmann::json* t = field("target_modules"); t != nullptr && !t->is_string()) {
     bool strings = t->is_array();
     for (const nlohmann::json& m : strings ? *t : nlohmann::json::array()) strings = strings && m.is_string();
-    if (!strings) refuse("target_modules", str("is ", abbreviate(t->dump()), "; it must be a list of strings or a string"));
+    if (!strings) {
+      refuse("target_modules", str("is ", abbreviate(t->dump()), "; it must be a list of strings or a string"));
+    }
   }
   for (const char* extra : {"modules_to_save", "target_parameters", "trainable_token_indices"}) {
     const nlohmann::json* f = field(extra);
