@@ -35,10 +35,10 @@ fi
 if [[ "${FUZZ:-1}" != 0 ]]; then
   cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTITAN_FUZZ=ON \
     -DTITAN_WERROR=ON -DTITAN_BUILD_TESTS=OFF -DTITAN_BUILD_BENCH=OFF "${lld[@]}" > /dev/null
-  ninja -C build-fuzz safetensors_fuzz hf_config_fuzz
+  ninja -C build-fuzz safetensors_fuzz hf_config_fuzz jinja_fuzz
   scratch=$(mktemp -d)  # new inputs go here, never into the committed seed corpus
   trap 'rm -rf "$scratch"' EXIT
-  for target in safetensors hf_config; do
+  for target in safetensors hf_config jinja; do
     mkdir -p "$scratch/$target"
     build-fuzz/tests/fuzz/${target}_fuzz -runs=500 -seed=1 -dict="tests/fuzz/$target.dict" \
       -artifact_prefix="$scratch/" "$scratch/$target" "tests/fuzz/corpus/$target"

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "integration/cli_runner.h"
 #include "ops/op_harness.h"
@@ -105,6 +106,48 @@ TEST(CliForward, BadInputsAreOneLineErrors) {
   std::ifstream in(keep);
   std::string content((std::istreambuf_iterator<char>(in)), {});
   EXPECT_EQ(content, "precious");
+  fs::remove_all(tmp);
+}
+
+// A config.json of 1e9 layers, or a PEFT adapter of rank 1e8, needs terabytes: forward and
+// generate refuse it (exit 2, the error the last line, naming the field to lower) before building
+// anything, instead of growing until the OOM killer ends them.
+TEST(CliForward, SizesNoMachineHoldsAreRefusedBeforeLoading) {
+  const std::string dir = testing::source_path("tests/fixtures/hf/untied_gqa2");
+  const fs::path tmp = scratch_dir("huge");
+  {
+    std::ifstream in(dir + "/config.json");
+    nlohmann::json config = nlohmann::json::parse(in);
+    config["num_hidden_layers"] = 1000000000;
+    fs::create_directories(tmp / "deep");
+    std::ofstream(tmp / "deep" / "config.json") << config.dump(2);
+    fs::copy_file(dir + "/model.safetensors", tmp / "deep" / "model.safetensors");
+  }
+  fs::copy(testing::source_path("tests/fixtures/lora/dense_all_linear/adapter"), tmp / "wide");
+  {
+    std::ifstream in(tmp / "wide" / "adapter_config.json");
+    nlohmann::json adapter = nlohmann::json::parse(in);
+    adapter["r"] = 100000000;
+    in.close();
+    std::ofstream(tmp / "wide" / "adapter_config.json") << adapter.dump(2);
+  }
+  const std::string tokens = " --tokens " + dir + "/tokens.safetensors --out " + (tmp / "o.safetensors").string();
+  const std::string deep = (tmp / "deep").string();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"forward --model " + deep + tokens, "HINT: lower num_hidden_layers in " + deep + "/config.json"},
+      {"generate --max-new-tokens 1 --model " + deep + tokens, "HINT: lower num_hidden_layers in " + deep + "/config.json"},
+      {"generate --max-new-tokens 1 --model " + dir + " --adapter " + (tmp / "wide").string() + tokens,
+       "HINT: lower r in " + (tmp / "wide").string() + "/adapter_config.json"},
+  };
+  for (const auto& [args, hint] : cases) {
+    const CommandResult r = run_titan(args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
+    const size_t error = r.output.find("titan: error: [memory] ");
+    ASSERT_NE(error, std::string::npos) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(hint, error), std::string::npos) << args << "\n" << r.output;
+    EXPECT_EQ(r.output.find('\n', error), r.output.size() - 1) << "the error is the last line\n" << r.output;
+  }
+  EXPECT_FALSE(fs::exists(tmp / "o.safetensors"));
   fs::remove_all(tmp);
 }
 

@@ -452,6 +452,37 @@ TEST(CliTrainConfig, ErrorsAreOneLineWithExitCode2) {
   }
 }
 
+// LoRA target modules that match no projection of the model (the debug model has 4 layers) would
+// train 0 parameters: refused with exit 2 before step 1, the error the last line.
+TEST_F(CliTrain, LoraTargetsMatchingNothingAreRefused) {
+  const CommandResult r = train("lora_targets", "--training.steps 1 --training.seq_len 16 --lora.rank 4 "
+                                                "--lora.target_modules 'layers.99.*'");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  const size_t error = r.output.find("titan: error: [lora] lora.target_modules='layers.99.*' matches no projection");
+  ASSERT_NE(error, std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find('\n', error), r.output.size() - 1) << "the error is the last line\n" << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "lora_targets" / "metrics.jsonl")) << "refused before step 1";
+}
+
+// A LoRA checkpoint resumed with another lora.alpha would scale its adapters' update by
+// alpha / rank differently from the steps that trained them: refused (exit 2), naming both values.
+TEST_F(CliTrain, ResumingLoraWithAnotherAlphaIsRefused) {
+  const std::string run = "--model.n_layers 1 --training.seq_len 16 --training.local_batch_size 2 --lora.rank 2 "
+                          "--checkpoint.enable --no-checkpoint.last_save_model_only ";
+  const CommandResult first = train("lora_alpha", run + "--training.steps 1 --lora.alpha 8");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const CommandResult other = train("lora_alpha", run + "--training.steps 2 --lora.alpha 4");
+  EXPECT_EQ(other.exit_code, 2) << other.output;
+  const size_t error = other.output.find("titan: error: ");
+  ASSERT_NE(error, std::string::npos) << other.output;
+  EXPECT_NE(other.output.find("was trained with lora.alpha 8", error), std::string::npos) << other.output;
+  EXPECT_NE(other.output.find("this run has lora.alpha 4", error), std::string::npos) << other.output;
+  EXPECT_EQ(other.output.find('\n', error), other.output.size() - 1) << "the error is the last line\n" << other.output;
+  EXPECT_FALSE(fs::exists(dir_ / "lora_alpha" / "checkpoint" / "step-2")) << "refused before step 2";
+  const CommandResult same = train("lora_alpha", run + "--training.steps 2 --lora.alpha 8");
+  EXPECT_EQ(same.exit_code, 0) << same.output;
+}
+
 // MoE settings the model cannot take fail before any work, in one line.
 // A tokenizer larger than the named model, in a folder that has a config.json (the fine-tune flow
 // with model.name left at the config function's): the hint says --model.name= builds the folder's model.
@@ -478,7 +509,9 @@ TEST(CliTrainConfig, ImpossibleSizesAreRefusedBeforeAllocating) {
       {"--model.n_layers 1000000", "HINT: lower model.n_layers"},
       {"--model.name 32B", "pick a smaller model.name"},
       {"--model.name debug_moe --model.num_experts 100000", "HINT: lower model.num_experts"},
-      {"--training.local_batch_size 100000000", "HINT: lower training.local_batch_size"}};
+      {"--training.local_batch_size 100000000", "HINT: lower training.local_batch_size"},
+      // 14 adapted projections of rank 1e8: terabytes of adapters, gradients and moments
+      {"--lora.rank 100000000", "HINT: lower lora.rank"}};
   for (const auto& [args, hint] : cases) {
     const CommandResult r = run_titan("train --config qwen3_debug --training.steps 1 " + args);
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
@@ -495,6 +528,15 @@ TEST(CliTrainConfig, ImpossibleSizesAreRefusedBeforeAllocating) {
                                     "--model.hf_assets_path " + dir.string() + " --job.dump_folder " + (dir / "out").string());
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("HINT: the vocabulary holds most of it"), std::string::npos) << r.output;
+  // 1e9 layers: refused naming config.json's field, before any per-layer structure exists.
+  config["vocab_size"] = 1000;
+  config["num_hidden_layers"] = 1000000000;
+  { std::ofstream(dir / "config.json") << config.dump(2); }
+  const CommandResult deep = run_titan("train --config qwen3_debug --training.steps 1 --training.seq_len 64 --model.name= "
+                                       "--model.hf_assets_path " + dir.string() + " --job.dump_folder " + (dir / "out").string());
+  EXPECT_EQ(deep.exit_code, 2) << deep.output;
+  EXPECT_NE(deep.output.find("HINT: lower num_hidden_layers in " + dir.string() + "/config.json"), std::string::npos)
+      << deep.output;
   fs::remove_all(dir);
 }
 

@@ -127,6 +127,28 @@ TEST(PickToken, GreedyTopK1AndTinyTopPAreTheArgmax) {
   }
 }
 
+// A temperature so small that logits / T overflow float (1e-45 is a denormal): softmax(inf - inf)
+// would be NaN, which picked the least likely token. The limit of softmax(x / T) as T -> 0 is the
+// argmax, so the picker is greedy there, whatever the draw, also when every logit is negative
+// (x / T = -inf for all of them) and with top-k / top-p on.
+TEST(PickToken, ATemperatureWhoseLogitsOverflowIsGreedy) {
+  std::vector<std::pair<float, int64_t>> scratch;
+  const std::vector<float> mixed = {0.5f, 3.0f, -2.0f, 2.5f};
+  const std::vector<float> negative = {-4.0f, -1.0f, -3.0f, -2.0f};
+  for (float t : {1e-45f, 1e-40f}) {
+    nn::SamplingConfig s;
+    s.temperature = t;
+    nn::SamplingConfig truncated = s;
+    truncated.top_k = 3;
+    truncated.top_p = 0.9f;
+    for (float u : {0.0f, 0.5f, 0.999f}) {
+      EXPECT_EQ(nn::pick_token(mixed.data(), 4, s, u, scratch), 1) << "T=" << t << " u=" << u;
+      EXPECT_EQ(nn::pick_token(negative.data(), 4, s, u, scratch), 1) << "T=" << t << " u=" << u;
+      EXPECT_EQ(nn::pick_token(mixed.data(), 4, truncated, u, scratch), 1) << "T=" << t << " u=" << u;
+    }
+  }
+}
+
 TEST(PickToken, SamplesTheSoftmaxAndItsTruncations) {
   nn::SamplingConfig plain;
   EXPECT_TRUE(all_close("T=1", frequencies(plain), {0.5, 0.3, 0.15, 0.05}, {2e-4, 0.0}));

@@ -146,6 +146,28 @@ TEST(MoeModel, SparseLayersCountsAndHfNames) {
   EXPECT_EQ(c.num_params() - c.num_active_params(), 2 * 2 * 3 * c.dim * c.moe_hidden_dim);
 }
 
+// num_moe_layers is a closed form (the memory check calls it for a config.json's 1e9 layers):
+// it counts what is_moe_layer says layer by layer, duplicate and out-of-range mlp_only_layers
+// included.
+TEST(MoeModel, SparseLayerCountIsTheLayerByLayerCount) {
+  nn::DecoderConfig c = tiny_dense();
+  c.num_experts = 4;
+  for (const std::vector<int64_t>& dense : {std::vector<int64_t>{}, {3}, {3, 3, 1}, {0, 2, 4, 99, -1}}) {
+    c.mlp_only_layers = dense;
+    for (int64_t step = 0; step <= 3; ++step) {
+      c.decoder_sparse_step = step;
+      for (int64_t layers = 0; layers <= 7; ++layers) {
+        c.num_layers = layers;
+        int64_t want = 0;
+        for (int64_t i = 0; i < layers; ++i) want += c.is_moe_layer(i);
+        EXPECT_EQ(c.num_moe_layers(), want) << "step " << step << ", " << layers << " layers";
+      }
+    }
+  }
+  c.num_experts = 0;
+  EXPECT_EQ(c.num_moe_layers(), 0);
+}
+
 TEST(MoeModel, BiasBalancingUpdateAndItEvensTheLoad) {
   // One MoE layer (dim 16, 4 experts of width 8, top-1), built from its config tree.
   nn::DecoderConfig c = find_spec("debug_moe").config;

@@ -43,7 +43,8 @@ int run_forward(int argc, char** argv) {
   if (precision != "float32" && precision != "bfloat16") {
     throw UsageError(str("titan forward: --mixed-precision ", precision, " is not float32 or bfloat16"));
   }
-  LoadedModel loaded = load_inference_model(args.get("model"), args.get("adapter"));
+  LoadedModel loaded = load_inference_model(args.get("model"), args.get("adapter"),
+                                            {ids.size(0), 0, ids.size(1), "the rows or positions of --tokens"});
   std::unique_ptr<nn::Decoder>& model = loaded.model;
   const models::ModelSpec& spec = *loaded.spec;
   model->set_compute_dtype(train::compute_dtype(train::parse_precision(precision)));

@@ -144,7 +144,8 @@ int run_generate(int argc, char** argv) {
                   "(left padding: 0 before a row's tokens)", ""},
        {"out", "write output_ids [B, T + n] (I64) here (required with --tokens)", ""},
        {"max-new-tokens", "generate at most this many tokens per row (>= 1)", "", false, true},
-       {"temperature", "0: greedy; > 0: sample from softmax(logits / temperature)", "0"},
+       {"temperature", "0: greedy; > 0: sample from softmax(logits / temperature) (greedy where a tiny temperature "
+                       "makes logits / temperature overflow)", "0"},
        {"top-k", "sample among the k most likely tokens (0: all)", "0"},
        {"top-p", "sample among the most likely tokens holding this probability mass (1: all)", "1"},
        {"seed", "sampling seed (the same seed, the same tokens)", "0"},
@@ -219,6 +220,9 @@ int run_generate(int argc, char** argv) {
   TITAN_CHECK(T + options.max_new_tokens <= context, "[generate] ", T, " prompt tokens + --max-new-tokens ",
               options.max_new_tokens, " exceed the model's context of ", context,
               " positions (max_position_embeddings). HINT: --max-new-tokens ", context - T, " at most");
+  // The weights passed the floor at load; the KV cache of the batch and the last logits join them.
+  check_inference_memory(loaded, {B, T + options.max_new_tokens, 1,
+                                  "the number of prompts, the prompt length or --max-new-tokens"});
   model.prepare_inference(train::compute_dtype(train::parse_precision(precision)));
 
   std::unique_ptr<TextStream> stream;

@@ -9,13 +9,48 @@
 #include "titan/models/builtin.h"
 #include "titan/models/decoder/peft.h"
 #include "titan/train/checkpointer.h"
+#include "titan/train/memory_check.h"
 #include "titan/train/trainer.h"
 
 namespace titan::cli {
 
 namespace fs = std::filesystem;
 
-LoadedModel load_inference_model(const std::string& dir, const std::string& adapter_dir) {
+// The memory floor of inference (train/memory_check.h) for `config`, refused in one line naming
+// config.json's field (or the batch) to lower.
+static void check_floor(const nn::DecoderConfig& config, const std::string& label, const std::string& config_path,
+                        double adapter_elements, const InferenceSize& size, const std::string& adapter_dir = "") {
+  train::FloorFields fields;
+  fields.adapter_rank = "r in " + adapter_dir + "/adapter_config.json";
+  fields.layers = "num_hidden_layers in " + config_path;
+  fields.vocab = "vocab_size in " + config_path;
+  fields.batch = size.batch;
+  train::check_memory_floor(train::inference_memory_floor(config, adapter_elements, size.rows, size.cache_positions,
+                                                          size.logit_positions),
+                            train::available_memory_per_rank(), label, fields);
+}
+
+void check_inference_memory(const LoadedModel& loaded, const InferenceSize& size) {
+  check_floor(loaded.model->config(), loaded.label, loaded.config_path, loaded.adapter_elements, size,
+              loaded.adapter_dir);
+}
+
+// rank x (in + out) over the projections a PEFT adapter names (those the model lacks are named by
+// load_hf_model_with_adapter), checked only after the base alone passed the floor: the config
+// tree it walks has a node per layer.
+static double adapter_elements(const nn::DecoderConfig& config, const std::string& adapter_dir) {
+  const models::PeftAdapter adapter = models::read_peft_adapter(adapter_dir);
+  const nn::ConfigTree tree = nn::decoder_config_tree(config);
+  double n = 0;
+  for (const std::string& path : adapter.modules) {
+    const auto it = tree.find(path);
+    const auto* linear = it == tree.end() ? nullptr : dynamic_cast<const nn::LinearConfig*>(it->second.get());
+    if (linear) n += static_cast<double>(adapter.rank) * static_cast<double>(linear->in_features + linear->out_features);
+  }
+  return n;
+}
+
+LoadedModel load_inference_model(const std::string& dir, const std::string& adapter_dir, const InferenceSize& size) {
   TITAN_CHECK(fs::is_directory(dir), "[model] ", dir, " is not a folder. HINT: pass a Hugging Face model folder "
               "(config.json + safetensors) or a checkpoint step-<N> folder");
   LoadedModel out;
@@ -27,6 +62,10 @@ LoadedModel load_inference_model(const std::string& dir, const std::string& adap
     config::JobConfig c;
     config::apply_toml_text(c, state.config_toml, dir + "/config.toml");
     const models::ResolvedModel resolved = train::resolve_model(c);
+    out.label = c.model.name.empty() ? "the model of " + c.model.hf_assets_path + "/config.json"
+                                     : "model '" + c.model.name + "'";
+    out.config_path = c.model.name.empty() ? c.model.hf_assets_path + "/config.json" : dir + "/config.toml";
+    check_floor(resolved.config, out.label, out.config_path, 0.0, size);
     out.model = std::make_unique<nn::Decoder>(resolved.config);
     train::restore_model(state, out.model->state(), dir);
     out.spec = resolved.spec;
@@ -34,6 +73,16 @@ LoadedModel load_inference_model(const std::string& dir, const std::string& adap
     return out;
   }
   out.spec = &models::family_of_hf_folder(dir);  // names config.json when it is missing
+  out.config_path = (fs::path(dir) / "config.json").string();
+  const nn::DecoderConfig config = out.spec->hf.read_config(dir);
+  out.label = "the model of " + out.config_path;
+  check_floor(config, out.label, out.config_path, 0.0, size);  // the base first: a config.json's 1e9 layers
+  if (!adapter_dir.empty()) {
+    out.adapter_elements = adapter_elements(config, adapter_dir);
+    out.adapter_dir = adapter_dir;
+    out.label += " with the adapter " + adapter_dir;
+    check_floor(config, out.label, out.config_path, out.adapter_elements, size, adapter_dir);
+  }
   out.model = models::load_hf_model_with_adapter(*out.spec, dir, adapter_dir);
   out.assets_dir = dir;
   return out;

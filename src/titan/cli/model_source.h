@@ -21,11 +21,28 @@ struct LoadedModel {
   std::unique_ptr<nn::Decoder> model;
   const models::ModelSpec* spec = nullptr;
   std::string assets_dir;  // tokenizer.json / generation_config.json / config.json; may be empty
+  std::string label;        // "the model of DIR/config.json", for the memory check's errors
+  std::string config_path;  // the file whose sizes the memory check's hint names
+  double adapter_elements = 0;  // a PEFT adapter's rank x (in + out) over its projections
+  std::string adapter_dir;
+};
+
+// The activations an inference command holds besides the weights (train/memory_check.h):
+// K and V of `rows` x `cache_positions`, and logits of `rows` x `logit_positions`. `batch`
+// names what the user lowers when these tip the floor over.
+struct InferenceSize {
+  int64_t rows = 0, cache_positions = 0, logit_positions = 0;
+  std::string batch = "the batch";
 };
 
 // `adapter_dir` (empty: none) applies to Hugging Face folders only. Throws a one-line
-// titan::Error naming the folder when it is neither kind or cannot be read.
-LoadedModel load_inference_model(const std::string& dir, const std::string& adapter_dir = "");
+// titan::Error naming the folder when it is neither kind or cannot be read, and a
+// config::ConfigError (exit 2) before building anything when the weights (+ adapter) and `size`
+// exceed the memory this machine has available.
+LoadedModel load_inference_model(const std::string& dir, const std::string& adapter_dir = "",
+                                 const InferenceSize& size = {});
+// The same memory check for a loaded model once its batch is known (generate: after tokenizing).
+void check_inference_memory(const LoadedModel& loaded, const InferenceSize& size);
 
 // Tensor `name` of a tokens file (input_ids, labels, attention_mask) as i64 [B, T]; I32 is widened.
 // Throws naming the file when it is missing or not a non-empty [B, T] I64/I32 tensor.

@@ -21,6 +21,16 @@
 // a filter or method not listed, printing a list) is a titan::Error
 // "[chat] template line L: ..." naming the construct: never a silently different rendering.
 //
+// A template is untrusted input (a tokenizer folder's chat_template renders every conversation of
+// a training run): parsing and rendering are bounded, each bound a one-line titan::Error
+// "[chat] <where>: ... exceeds the limit of N ..." naming it (jinja_ast.h holds the numbers):
+// nesting of expressions, blocks and values; evaluation depth; range() length (100,000 as
+// Transformers' sandbox); loop iterations of one render; the length of any string and of the
+// output; and the work of one render (bytes of strings and lists made, plus a charge per
+// evaluated expression), so that no template crashes, hangs or grows without end. Integer
+// arithmetic that overflows 64 bits is an error (Python's ints are unbounded), and a namespace()
+// cannot hold a namespace (no cycles, no unbounded chains).
+//
 // Undefined follows jinja2's default: printing it gives "", it is false, it compares unequal, and
 // its attributes or arithmetic on it are errors. Strings are UTF-8; length, indexing and slicing
 // count code points, as Python does.
@@ -52,20 +62,21 @@ struct Value {
   std::shared_ptr<Object> obj;  // a dict, or (is_namespace) a namespace() object
 
   bool is_namespace = false;
+  // Nesting of lists / dicts (0 for a scalar; a namespace counts 1, whatever it holds later) and
+  // whether a namespace is in it: fixed when the value is made (jinja_value.cpp).
+  int depth = 0;
+  bool holds_namespace = false;
 
   static Value none() { Value v; v.kind = Kind::none; return v; }
   static Value boolean(bool x) { Value v; v.kind = Kind::boolean; v.b = x; return v; }
   static Value integer(int64_t x) { Value v; v.kind = Kind::integer; v.i = x; return v; }
   static Value floating(double x) { Value v; v.kind = Kind::floating; v.f = x; return v; }
   static Value string(std::string x) { Value v; v.kind = Kind::string; v.s = std::move(x); return v; }
-  static Value array(Array a = {}) {
-    Value v; v.kind = Kind::array; v.arr = std::make_shared<Array>(std::move(a)); return v;
-  }
-  static Value object(Object o = {}) {
-    Value v; v.kind = Kind::object; v.obj = std::make_shared<Object>(std::move(o)); return v;
-  }
+  static Value array(Array a = {});
+  static Value object(Object o = {});
   static Value function(std::string name) { Value v; v.kind = Kind::function; v.s = std::move(name); return v; }
-  static Value from_json(const nlohmann::ordered_json& j);
+  // Throws naming the limit when `j` nests deeper than the template limits allow.
+  static Value from_json(const nlohmann::ordered_json& j, int depth = 0);
 
   const Value* find(const std::string& key) const;  // object member or nullptr
   void set(const std::string& key, Value v);        // object member, replaced or appended

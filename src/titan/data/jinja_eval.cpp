@@ -29,6 +29,66 @@ class Evaluator {
   }
 
  private:
+  // ---- the bounds of an untrusted template (jinja.h) ----
+  [[noreturn]] void over(size_t pos, const std::string& what, int64_t limit, const char* unit) const {
+    fail(pos, str(what, " exceeds the limit of ", limit, " ", unit, ". HINT: the chat_template is hostile or runs away "
+                  "(titan bounds a render as a sandbox does)"));
+  }
+  // Work of the render: bytes made, kEvalCost per evaluated expression.
+  void charge(int64_t units, size_t pos) {
+    work_ += units;
+    if (work_ > kMaxWork) over(pos, "the render's work (bytes of strings and lists made, plus each evaluation)", kMaxWork, "units");
+  }
+  Value text(std::string s, size_t pos) {
+    if (s.size() > kMaxTextBytes) over(pos, str("a string of ", s.size(), " bytes"), static_cast<int64_t>(kMaxTextBytes), "bytes");
+    charge(static_cast<int64_t>(s.size()), pos);
+    return Value::string(std::move(s));
+  }
+  void append(std::string& out, const std::string& piece, size_t pos) {
+    if (out.size() + piece.size() > kMaxTextBytes) {
+      over(pos, "the rendered text", static_cast<int64_t>(kMaxTextBytes), "bytes");
+    }
+    charge(static_cast<int64_t>(piece.size()), pos);
+    out += piece;
+  }
+  // code_points() of a string: 8 bytes per code point made.
+  std::vector<size_t> points(const std::string& str_, size_t pos) {
+    charge(8 * static_cast<int64_t>(str_.size()), pos);
+    return code_points(str_);
+  }
+  // A list made of `items` copies (their strings are copied).
+  Value list(Array items, size_t pos) {
+    int64_t cost = 0;
+    for (const Value& v : items) cost += copy_cost(v);
+    charge(cost, pos);
+    return Value::array(std::move(items));
+  }
+  bool same(const Value& a, const Value& b, size_t pos) {
+    int64_t steps = 0;
+    const int64_t left = (kMaxWork - work_) / kEvalCost;
+    const bool r = equal(a, b, steps, left);
+    charge(steps * kEvalCost, pos);  // fails when the comparison stopped early
+    return r;
+  }
+  struct DepthGuard {
+    DepthGuard(Evaluator& ev, size_t pos) : ev_(ev) {
+      if (++ev_.depth_ > kMaxEvalDepth) ev_.over(pos, "the evaluation depth", kMaxEvalDepth, "levels");
+    }
+    ~DepthGuard() { --ev_.depth_; }
+    Evaluator& ev_;
+  };
+  // Python ints are unbounded; the subset's are 64-bit, and overflowing them is an error.
+  int64_t checked(bool overflowed, int64_t v, size_t pos) const {
+    if (overflowed) fail(pos, "integer overflow (the subset's integers are 64-bit)");
+    return v;
+  }
+  // A value stored into a namespace: no namespace in it (no cycles or chains of namespaces, which
+  // make its nesting unbounded) and its nesting within the limit.
+  void check_storable(const Value& v, size_t pos) const {
+    if (v.holds_namespace) unsupported(pos, "a namespace inside a namespace");
+    if (v.depth + 1 > kMaxNesting) over(pos, "the nesting of the value stored", kMaxNesting, "levels");
+  }
+
   [[noreturn]] void fail(size_t pos, const std::string& what) const {
     TITAN_FAIL("[chat] ", where_in(where_, src_, pos), ": ", what);
   }
@@ -60,12 +120,13 @@ class Evaluator {
 
   // ---- statements ----
   void exec(const Node& n, std::string& out) {
+    const DepthGuard guard(*this, n.pos);
     switch (n.kind) {
       case Node::Kind::body:
         for (const auto& c : n.children) exec(*c, out);
         return;
-      case Node::Kind::text: out += n.text; return;
-      case Node::Kind::output: out += to_text(eval(*n.expr), n.expr->pos); return;
+      case Node::Kind::text: append(out, n.text, n.pos); return;
+      case Node::Kind::output: append(out, to_text(eval(*n.expr), n.expr->pos), n.expr->pos); return;
       case Node::Kind::if_:
         for (size_t k = 0; k < n.branches.size(); ++k) {
           if (k >= n.conditions.size() || truthy(eval(*n.conditions[k]))) {
@@ -81,6 +142,7 @@ class Evaluator {
         } else {
           Value ns = lookup(n.targets[0]);
           if (!ns.is_namespace) fail(n.pos, str("'set ", n.targets[0], ".", n.targets[1], "' needs a namespace(), got ", kind_name(ns)));
+          check_storable(v, n.pos);
           ns.set(n.targets[1], std::move(v));
         }
         return;
@@ -91,14 +153,17 @@ class Evaluator {
 
   void exec_for(const Node& n, std::string& out) {
     const Value seq = eval(*n.expr);
-    Array items;
+    // A list is iterated in place (lists are never changed in place here); a dict's keys and a
+    // string's characters are made.
+    Array made;
+    const Array& items = seq.kind == Kind::array ? *seq.arr : made;
     if (seq.kind == Kind::array) {
-      items = *seq.arr;
     } else if (seq.kind == Kind::object) {  // iterating a dict gives its keys
-      for (const auto& [k, v] : *seq.obj) items.push_back(Value::string(k));
+      for (const auto& [k, v] : *seq.obj) made.push_back(Value::string(k));
     } else if (seq.kind == Kind::string) {
-      const auto at = code_points(seq.s);
-      for (size_t k = 0; k + 1 < at.size(); ++k) items.push_back(Value::string(seq.s.substr(at[k], at[k + 1] - at[k])));
+      const auto at = points(seq.s, n.expr->pos);
+      charge(static_cast<int64_t>(at.size() * sizeof(Value)), n.expr->pos);
+      for (size_t k = 0; k + 1 < at.size(); ++k) made.push_back(Value::string(seq.s.substr(at[k], at[k + 1] - at[k])));
     } else if (seq.kind != Kind::undefined && seq.kind != Kind::none) {
       fail(n.expr->pos, str("cannot iterate over a ", kind_name(seq)));
     } else if (seq.kind == Kind::none) {
@@ -106,6 +171,7 @@ class Evaluator {
     }
     const int64_t len = static_cast<int64_t>(items.size());
     for (int64_t k = 0; k < len; ++k) {
+      if (++iterations_ > kMaxLoopIterations) over(n.pos, "the loop iterations of the render", kMaxLoopIterations, "iterations");
       Object scope;
       const Value& item = items[static_cast<size_t>(k)];
       if (n.targets.size() == 1) {
@@ -148,6 +214,12 @@ class Evaluator {
 
   // ---- expressions ----
   Value eval(const Expr& e) {
+    const DepthGuard guard(*this, e.pos);
+    Value v = eval_op(e);
+    charge(kEvalCost + (v.kind == Kind::string ? static_cast<int64_t>(v.s.size()) : 0), e.pos);
+    return v;
+  }
+  Value eval_op(const Expr& e) {
     switch (e.op) {
       case Expr::Op::literal: return e.value;
       case Expr::Op::name: {
@@ -164,7 +236,7 @@ class Evaluator {
       case Expr::Op::not_: return Value::boolean(!truthy(eval(*e.args[0])));
       case Expr::Op::neg: {
         Value v = eval(*e.args[0]);
-        if (v.kind == Kind::integer) return Value::integer(-v.i);
+        if (v.kind == Kind::integer) return Value::integer(checked(v.i == INT64_MIN, -v.i, e.pos));
         if (v.kind == Kind::floating) return Value::floating(-v.f);
         fail(e.pos, str("cannot negate a ", kind_name(v)));
       }
@@ -175,12 +247,16 @@ class Evaluator {
       case Expr::Op::list: {
         Array a;
         for (const auto& x : e.args) a.push_back(eval(*x));
-        return Value::array(std::move(a));
+        Value v = Value::array(std::move(a));
+        if (v.depth > kMaxNesting) over(e.pos, "the nesting of a list", kMaxNesting, "levels");
+        return v;
       }
       case Expr::Op::dict: {
         Object o;
         for (const auto& [k, x] : e.kwargs) o.emplace_back(k, eval(*x));
-        return Value::object(std::move(o));
+        Value v = Value::object(std::move(o));
+        if (v.depth > kMaxNesting) over(e.pos, "the nesting of a dict", kMaxNesting, "levels");
+        return v;
       }
     }
     fail(e.pos, "unknown expression");
@@ -208,7 +284,7 @@ class Evaluator {
         const int64_t k = key.i < 0 ? key.i + n : key.i;
         return k >= 0 && k < n ? (*v.arr)[static_cast<size_t>(k)] : Value{};
       }
-      const auto at = code_points(v.s);
+      const auto at = points(v.s, pos);
       const int64_t n = static_cast<int64_t>(at.size()) - 1;
       const int64_t k = key.i < 0 ? key.i + n : key.i;
       if (k < 0 || k >= n) return Value{};
@@ -235,7 +311,7 @@ class Evaluator {
     if (v.kind == Kind::array) {
       n = static_cast<int64_t>(v.arr->size());
     } else if (v.kind == Kind::string) {
-      at = code_points(v.s);
+      at = points(v.s, e.pos);
       n = static_cast<int64_t>(at.size()) - 1;
     } else {
       fail(e.pos, str("cannot slice a ", kind_name(v)));
@@ -252,11 +328,13 @@ class Evaluator {
     const int64_t stop = clamp(p[1], given[1], step > 0 ? n : -1);
     Array items;
     std::string s;
-    for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) {
-      if (v.kind == Kind::array) items.push_back((*v.arr)[static_cast<size_t>(k)]);
-      else s += v.s.substr(at[static_cast<size_t>(k)], at[static_cast<size_t>(k) + 1] - at[static_cast<size_t>(k)]);
+    // k in 128 bits: start + step may pass int64 (a step of 2^62).
+    for (__int128 k = start; step > 0 ? k < stop : k > stop; k += step) {
+      const auto i = static_cast<size_t>(k);
+      if (v.kind == Kind::array) items.push_back((*v.arr)[i]);
+      else s.append(v.s, at[i], at[i + 1] - at[i]);
     }
-    return v.kind == Kind::array ? Value::array(std::move(items)) : Value::string(std::move(s));
+    return v.kind == Kind::array ? list(std::move(items), e.pos) : text(std::move(s), e.pos);
   }
 
   Value binary(const Expr& e) {
@@ -271,10 +349,10 @@ class Evaluator {
     }
     const Value a = eval(*e.args[0]);
     const Value b = eval(*e.args[1]);
-    if (op == "==") return Value::boolean(equal(a, b));
-    if (op == "!=") return Value::boolean(!equal(a, b));
+    if (op == "==") return Value::boolean(same(a, b, e.pos));
+    if (op == "!=") return Value::boolean(!same(a, b, e.pos));
     if (op == "in" || op == "not in") return Value::boolean(contains(b, a, e.pos) == (op == "in"));
-    if (op == "~") return Value::string(to_text(a, e.pos) + to_text(b, e.pos));
+    if (op == "~") return joined(to_text(a, e.pos), to_text(b, e.pos), e.pos);
     if (op == "<" || op == "<=" || op == ">" || op == ">=") {
       int c = 0;
       if (is_number(a) && is_number(b)) c = as_double(a) < as_double(b) ? -1 : as_double(a) > as_double(b) ? 1 : 0;
@@ -282,34 +360,45 @@ class Evaluator {
       else fail(e.pos, str("cannot compare a ", kind_name(a), " with a ", kind_name(b), " ('", op, "')"));
       return Value::boolean(op == "<" ? c < 0 : op == "<=" ? c <= 0 : op == ">" ? c > 0 : c >= 0);
     }
-    if (op == "+" && a.kind == Kind::string && b.kind == Kind::string) return Value::string(a.s + b.s);
+    if (op == "+" && a.kind == Kind::string && b.kind == Kind::string) return joined(a.s, b.s, e.pos);
     if (op == "+" && a.kind == Kind::array && b.kind == Kind::array) {
+      charge(static_cast<int64_t>((a.arr->size() + b.arr->size()) * sizeof(Value)), e.pos);  // before copying
       Array c = *a.arr;
       c.insert(c.end(), b.arr->begin(), b.arr->end());
-      return Value::array(std::move(c));
+      return list(std::move(c), e.pos);
     }
     if (is_number(a) && is_number(b)) {
       const bool ints = a.kind != Kind::floating && b.kind != Kind::floating;
       const int64_t x = a.kind == Kind::boolean ? a.b : a.i, y = b.kind == Kind::boolean ? b.b : b.i;
-      if (op == "+") return ints ? Value::integer(x + y) : Value::floating(as_double(a) + as_double(b));
-      if (op == "-") return ints ? Value::integer(x - y) : Value::floating(as_double(a) - as_double(b));
-      if (op == "*") return ints ? Value::integer(x * y) : Value::floating(as_double(a) * as_double(b));
+      int64_t r = 0;
+      if (ints && (op == "+" || op == "-" || op == "*")) {
+        const bool overflow = op == "+"   ? __builtin_add_overflow(x, y, &r)
+                              : op == "-" ? __builtin_sub_overflow(x, y, &r)
+                                          : __builtin_mul_overflow(x, y, &r);
+        return Value::integer(checked(overflow, r, e.pos));
+      }
+      if (op == "+") return Value::floating(as_double(a) + as_double(b));
+      if (op == "-") return Value::floating(as_double(a) - as_double(b));
+      if (op == "*") return Value::floating(as_double(a) * as_double(b));
       if (as_double(b) == 0.0) fail(e.pos, "division by zero");
       if (op == "/") return Value::floating(as_double(a) / as_double(b));
-      if (op == "//" && ints) return Value::integer(static_cast<int64_t>(std::floor(static_cast<double>(x) / y)));
-      if (op == "%" && ints) return Value::integer(((x % y) + y) % y);
+      if ((op == "//" || op == "%") && ints) {  // Python's floor division and modulo, in integers
+        checked(x == INT64_MIN && y == -1, 0, e.pos);
+        const int64_t q = x / y - ((x % y != 0) && ((x < 0) != (y < 0)) ? 1 : 0);
+        return Value::integer(op == "//" ? q : x - q * y);
+      }
     }
     fail(e.pos, str("unsupported operand types for '", op, "': ", kind_name(a), " and ", kind_name(b)));
   }
 
-  bool contains(const Value& container, const Value& item, size_t pos) const {
+  bool contains(const Value& container, const Value& item, size_t pos) {
     if (container.kind == Kind::string) {
       if (item.kind != Kind::string) fail(pos, str("'in <string>' needs a string on the left, got a ", kind_name(item)));
       return container.s.find(item.s) != std::string::npos;
     }
     if (container.kind == Kind::array) {
       for (const auto& x : *container.arr) {
-        if (equal(x, item)) return true;
+        if (same(x, item, pos)) return true;
       }
       return false;
     }
@@ -345,8 +434,9 @@ class Evaluator {
       if (f == "namespace") {
         Value ns = Value::object();
         ns.is_namespace = true;
-        for (auto& [k, v] : a.kw) ns.set(k, v);
-        for (const auto& [k, x] : e.kwargs) ns.set(k, a.kw[k]);  // keep the written order
+        ns.holds_namespace = true;
+        for (auto& [k, v] : a.kw) check_storable(v, e.pos);
+        for (const auto& [k, x] : e.kwargs) ns.set(k, a.kw[k]);  // in the written order
         return ns;
       }
       if (f == "raise_exception") {
@@ -362,9 +452,14 @@ class Evaluator {
         else if (a.pos.size() >= 2) { lo = a.pos[0].i; hi = a.pos[1].i; }
         if (a.pos.size() == 3) step = a.pos[2].i;
         if (step == 0 || a.pos.empty()) fail(e.pos, "range() needs 1 to 3 integers and a non-zero step");
+        // Its length first (in 128 bits), then the items: range(10**13) is refused, not made.
+        const __int128 span = step > 0 ? __int128{hi} - lo : __int128{lo} - hi;
+        const __int128 abs_step = step > 0 ? __int128{step} : -__int128{step};
+        const __int128 count = span <= 0 ? 0 : (span + abs_step - 1) / abs_step;
+        if (count > kMaxRange) over(e.pos, str("range() of ", static_cast<long long>(std::min<__int128>(count, INT64_MAX)), " items"), kMaxRange, "items");
         Array r;
-        for (int64_t k = lo; step > 0 ? k < hi : k > hi; k += step) r.push_back(Value::integer(k));
-        return Value::array(std::move(r));
+        for (int64_t k = 0; k < static_cast<int64_t>(count); ++k) r.push_back(Value::integer(static_cast<int64_t>(lo + __int128{k} * step)));
+        return list(std::move(r), e.pos);
       }
       if (f == "strftime_now") {
         const std::time_t now = std::time(nullptr);
@@ -410,7 +505,10 @@ class Evaluator {
         if (sep && sep->kind == Kind::string && sep->s.empty()) fail(pos, "split() with an empty separator");
         if (sep && sep->kind != Kind::string && sep->kind != Kind::none) fail(pos, "split() needs a string separator");
         const Value* maxsplit = a.at(1, "maxsplit");
-        return split(s, sep, maxsplit && maxsplit->kind == Kind::integer ? maxsplit->i : -1);
+        const size_t max_items = static_cast<size_t>(std::max<int64_t>(0, kMaxWork - work_)) / sizeof(Value);
+        charge(static_cast<int64_t>(s.size()), pos);  // the parts' bytes
+        Value parts = split(s, sep, maxsplit && maxsplit->kind == Kind::integer ? maxsplit->i : -1, max_items);
+        return list(std::move(*parts.arr), pos);
       }
       if (m == "lower" || m == "upper") {
         for (char c : s) {
@@ -422,8 +520,9 @@ class Evaluator {
         return Value::string(r);
       }
       if (m == "replace") {
-        return Value::string(replace_all(s, string_arg(a.at(0, "old"), pos, "replace"),
-                                         string_arg(a.at(1, "new"), pos, "replace")));
+        return text(replace_all(s, string_arg(a.at(0, "old"), pos, "replace"), string_arg(a.at(1, "new"), pos, "replace"),
+                                kMaxTextBytes),
+                    pos);
       }
     }
     if (self.kind == Kind::object && !self.is_namespace) {
@@ -433,7 +532,7 @@ class Evaluator {
           if (m == "items") r.push_back(Value::array({Value::string(k), v}));
           else r.push_back(m == "keys" ? Value::string(k) : v);
         }
-        return Value::array(std::move(r));
+        return list(std::move(r), pos);
       }
       if (m == "get") {
         const Value* found = self.find(string_arg(a.at(0, "key"), pos, "get"));
@@ -451,7 +550,7 @@ class Evaluator {
     const Value v = eval(*e.args[0]);
     Args a = args_of(e, 1);
     if (f == "length" || f == "count") {
-      if (v.kind == Kind::string) return Value::integer(static_cast<int64_t>(code_points(v.s).size()) - 1);
+      if (v.kind == Kind::string) return Value::integer(static_cast<int64_t>(points(v.s, e.pos).size()) - 1);
       if (v.kind == Kind::array) return Value::integer(static_cast<int64_t>(v.arr->size()));
       if (v.kind == Kind::object) return Value::integer(static_cast<int64_t>(v.obj->size()));
       fail(e.pos, str("'length' of a ", kind_name(v)));
@@ -462,9 +561,10 @@ class Evaluator {
       }
       const Value* indent = a.at(1000, "indent");
       std::string out;
-      to_json(v, indent && indent->kind == Kind::integer ? static_cast<int>(indent->i) : -1, 0, out,
-              where_in(where_, src_, e.pos));
-      return Value::string(out);
+      const int64_t width = indent && indent->kind == Kind::integer ? indent->i : -1;
+      if (width > 1000) over(e.pos, "tojson's indent", 1000, "spaces");
+      to_json(v, static_cast<int>(std::max<int64_t>(width, -1)), 0, out, where_in(where_, src_, e.pos));
+      return text(std::move(out), e.pos);
     }
     if (f == "trim") {
       if (v.kind != Kind::string) fail(e.pos, str("'trim' of a ", kind_name(v)));
@@ -492,7 +592,7 @@ class Evaluator {
     if (f == "reverse") {
       if (v.kind != Kind::array) fail(e.pos, str("'reverse' of a ", kind_name(v)));
       Array r(v.arr->rbegin(), v.arr->rend());
-      return Value::array(std::move(r));
+      return list(std::move(r), e.pos);
     }
     if (f == "join") {
       if (v.kind != Kind::array) fail(e.pos, str("'join' of a ", kind_name(v)));
@@ -501,8 +601,9 @@ class Evaluator {
       for (size_t k = 0; k < v.arr->size(); ++k) {
         if (k > 0 && sep) out += string_arg(sep, e.pos, "join");
         out += to_text((*v.arr)[k], e.pos);
+        if (out.size() > kMaxTextBytes) break;  // refused by text()
       }
-      return Value::string(out);
+      return text(std::move(out), e.pos);
     }
     if (f == "default" || f == "d") {
       const Value* d = a.at(0, "default_value");
@@ -518,7 +619,7 @@ class Evaluator {
         const bool t = named_test(a.pos[0].s, x, std::vector<Value>(a.pos.begin() + 1, a.pos.end()), e.pos);
         if (t == (f == "select")) r.push_back(x);
       }
-      return Value::array(std::move(r));
+      return list(std::move(r), e.pos);
     }
     unsupported(e.pos, str("the filter '", f, "'"));
   }
@@ -529,7 +630,7 @@ class Evaluator {
     return named_test(e.name, v, a.pos, e.pos);
   }
 
-  bool named_test(const std::string& t, const Value& v, const std::vector<Value>& args, size_t pos) const {
+  bool named_test(const std::string& t, const Value& v, const std::vector<Value>& args, size_t pos) {
     if (t == "defined") return v.kind != Kind::undefined;
     if (t == "undefined") return v.kind == Kind::undefined;
     if (t == "none") return v.kind == Kind::none;
@@ -545,14 +646,25 @@ class Evaluator {
     if (t == "sequence") return v.kind == Kind::array || v.kind == Kind::string || v.kind == Kind::object;
     if (t == "equalto" || t == "eq" || t == "==") {
       if (args.empty()) fail(pos, str("test '", t, "' needs a value"));
-      return equal(v, args[0]);
+      return same(v, args[0], pos);
     }
     unsupported(pos, str("the test '", t, "'"));
+  }
+
+  // "a" + "b" (~ and + of strings), refused past kMaxTextBytes before it is made.
+  Value joined(const std::string& a, const std::string& b, size_t pos) {
+    if (a.size() + b.size() > kMaxTextBytes) {
+      over(pos, str("a string of ", a.size() + b.size(), " bytes"), static_cast<int64_t>(kMaxTextBytes), "bytes");
+    }
+    return text(a + b, pos);
   }
 
   const std::string& src_;
   const std::string& where_;
   std::vector<Object> scopes_;  // globals, then one per for-loop iteration
+  int depth_ = 0;               // exec/eval calls in progress
+  int64_t iterations_ = 0;      // loop iterations of this render
+  int64_t work_ = 0;            // charge()
 };
 
 }  // namespace

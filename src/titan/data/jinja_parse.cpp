@@ -2,6 +2,8 @@
 // the `-` markers) and a recursive-descent parser with jinja2's precedence:
 //   ternary < or < and < not < compare (== != < <= > >= in, not in) < + - < ~ < * / // % < unary -
 //   < primary with postfix (.a [i] [a:b:c] (args)) and filters / tests (| f, is t).
+#include <algorithm>
+#include <charconv>
 #include <cstring>
 
 #include "titan/core/error.h"
@@ -174,10 +176,28 @@ std::vector<Tok> tokenize(const std::string& body, size_t base, const std::strin
   return out;
 }
 
+// Counts a recursion level of a parser; past kMaxNesting the template is refused (a deeper
+// recursion would overflow the stack: 10,000 nested '(' did).
+class NestingGuard {
+ public:
+  NestingGuard(int& depth, const std::string& where, const std::string& src, size_t pos) : depth_(depth) {
+    TITAN_CHECK(++depth_ <= kMaxNesting, "[chat] ", where_in(where, src, pos), ": the template nests deeper than the "
+                "limit of ", kMaxNesting, " levels (expressions or blocks). HINT: the chat_template is malformed or "
+                "hostile");
+  }
+  ~NestingGuard() { --depth_; }
+  NestingGuard(const NestingGuard&) = delete;
+  NestingGuard& operator=(const NestingGuard&) = delete;
+
+ private:
+  int& depth_;
+};
+
 class ExprParser {
  public:
   ExprParser(std::vector<Tok> toks, const std::string& src, const std::string& where)
       : t_(std::move(toks)), src_(src), where_(where) {}
+  ExprParser(ExprParser&&) = default;
 
   std::unique_ptr<Expr> expression() { return ternary(); }
   // Without the `x if c else y` level: a for loop's iterable, where `if` starts a loop filter.
@@ -214,21 +234,34 @@ class ExprParser {
     e->name = std::move(name);
     return e;
   }
-  static std::unique_ptr<Expr> binary(std::string op, std::unique_ptr<Expr> a, std::unique_ptr<Expr> b) {
+  // `e` with its depth set from its children's, refused past kMaxNesting: chains the parser
+  // builds in a loop (a.b.c..., 1 + 1 + ..., x|f|f...) nest as deep as recursion does, and
+  // evaluating or freeing a tree recurses over its depth.
+  std::unique_ptr<Expr> sized(std::unique_ptr<Expr> e) const {
+    for (const auto& a : e->args) {
+      if (a) e->depth = std::max(e->depth, a->depth + 1);
+    }
+    for (const auto& [k, a] : e->kwargs) e->depth = std::max(e->depth, a->depth + 1);
+    TITAN_CHECK(e->depth <= kMaxNesting, "[chat] ", where_in(where_, src_, e->pos), ": the expression nests deeper "
+                "than the limit of ", kMaxNesting, " levels. HINT: the chat_template is malformed or hostile");
+    return e;
+  }
+  std::unique_ptr<Expr> binary(std::string op, std::unique_ptr<Expr> a, std::unique_ptr<Expr> b) const {
     auto e = make(Expr::Op::binary, a->pos, std::move(op));
     e->args.push_back(std::move(a));
     e->args.push_back(std::move(b));
-    return e;
+    return sized(std::move(e));
   }
 
   std::unique_ptr<Expr> ternary() {
+    const NestingGuard guard(nesting_, where_, src_, peek().pos);
     auto value = or_();
     while (accept_name("if")) {
       auto e = make(Expr::Op::ternary, value->pos);
       e->args.push_back(or_());
       e->args.push_back(std::move(value));
       e->args.push_back(accept_name("else") ? ternary() : nullptr);
-      value = std::move(e);
+      value = sized(std::move(e));
     }
     return value;
   }
@@ -245,9 +278,10 @@ class ExprParser {
   std::unique_ptr<Expr> not_() {
     const size_t pos = peek().pos;
     if (accept_name("not")) {
+      const NestingGuard guard(nesting_, where_, src_, pos);
       auto e = make(Expr::Op::not_, pos);
       e->args.push_back(not_());
-      return e;
+      return sized(std::move(e));
     }
     return compare();
   }
@@ -300,6 +334,7 @@ class ExprParser {
     if (accept_op("-")) {
       e = make(Expr::Op::neg, pos);
       e->args.push_back(unary_no_filter());
+      e = sized(std::move(e));
     } else {
       e = postfix(primary());
     }
@@ -308,9 +343,10 @@ class ExprParser {
   std::unique_ptr<Expr> unary_no_filter() {
     const size_t pos = peek().pos;
     if (accept_op("-")) {
+      const NestingGuard guard(nesting_, where_, src_, pos);
       auto e = make(Expr::Op::neg, pos);
       e->args.push_back(unary_no_filter());
-      return e;
+      return sized(std::move(e));
     }
     return postfix(primary());
   }
@@ -334,7 +370,7 @@ class ExprParser {
         auto f = make(Expr::Op::filter, pos, expect_name());
         f->args.push_back(std::move(e));
         if (accept_op("(")) call_args(*f);
-        e = std::move(f);
+        e = sized(std::move(f));
       } else if (accept_name("is")) {
         auto t = make(Expr::Op::test, pos);
         t->negate = accept_name("not");
@@ -347,7 +383,7 @@ class ExprParser {
                    (peek().kind == Tok::Kind::name && !is_keyword(peek().text))) {
           t->args.push_back(postfix(primary()));  // `is equalto 'x'`, `is sameas false`
         }
-        e = std::move(t);
+        e = sized(std::move(t));
       } else {
         return e;
       }
@@ -362,7 +398,7 @@ class ExprParser {
       if (accept_op(".")) {
         auto a = make(Expr::Op::attr, pos, expect_name());
         a->args.push_back(std::move(e));
-        e = std::move(a);
+        e = sized(std::move(a));
       } else if (accept_op("[")) {
         std::unique_ptr<Expr> parts[3];
         int n = 0;
@@ -381,12 +417,12 @@ class ExprParser {
         ix->args.push_back(std::move(e));
         TITAN_CHECK(is_slice || parts[0], "[chat] ", where_in(where_, src_, pos), ": empty subscript '[]'");
         for (int k = 0; k < (is_slice ? 3 : 1); ++k) ix->args.push_back(std::move(parts[k]));
-        e = std::move(ix);
+        e = sized(std::move(ix));
       } else if (accept_op("(")) {
         auto c = make(Expr::Op::call, pos);
         c->args.push_back(std::move(e));
         call_args(*c);
-        e = std::move(c);
+        e = sized(std::move(c));
       } else {
         return e;
       }
@@ -405,12 +441,17 @@ class ExprParser {
       }
       case Tok::Kind::integer: {
         auto e = make(Expr::Op::literal, tok.pos);
-        e->value = Value::integer(std::stoll(tok.text));
+        int64_t v = 0;
+        const auto [end, ec] = std::from_chars(tok.text.data(), tok.text.data() + tok.text.size(), v);
+        TITAN_CHECK(ec == std::errc() && end == tok.text.data() + tok.text.size(), "[chat] ",
+                    where_in(where_, src_, tok.pos), ": the integer ", tok.text.substr(0, 40),
+                    " does not fit 64 bits (the subset's integers)");
+        e->value = Value::integer(v);
         return e;
       }
       case Tok::Kind::floating: {
         auto e = make(Expr::Op::literal, tok.pos);
-        e->value = Value::floating(std::stod(tok.text));
+        e->value = Value::floating(std::strtod(tok.text.c_str(), nullptr));  // inf past the range, as Python
         return e;
       }
       case Tok::Kind::name: {
@@ -436,7 +477,7 @@ class ExprParser {
             do { e->args.push_back(expression()); } while (accept_op(","));
             expect_op("]");
           }
-          return e;
+          return sized(std::move(e));
         }
         if (tok.text == "{") {
           auto e = make(Expr::Op::dict, tok.pos);
@@ -450,7 +491,7 @@ class ExprParser {
             } while (accept_op(","));
             expect_op("}");
           }
-          return e;
+          return sized(std::move(e));
         }
         break;
       }
@@ -463,6 +504,7 @@ class ExprParser {
 
   std::vector<Tok> t_;
   size_t k_ = 0;
+  int nesting_ = 0;  // recursion levels in progress (NestingGuard)
   const std::string& src_;
   const std::string& where_;
 };
@@ -494,6 +536,7 @@ class StmtParser {
 
   // Parses nodes until a statement whose keyword is in `stops` (returned in *stop), or the end.
   std::unique_ptr<Node> block(const std::vector<std::string>& stops, std::string* stop) {
+    const NestingGuard guard(nesting_, where_, src_, i_ < tags_.size() ? tags_[i_].pos : src_.size());
     auto body = std::make_unique<Node>();
     body->kind = Node::Kind::body;
     while (i_ < tags_.size()) {
@@ -615,6 +658,7 @@ class StmtParser {
 
   std::vector<Tag> tags_;
   size_t i_ = 0;
+  int nesting_ = 0;  // blocks in progress (NestingGuard)
   const std::string& src_;
   const std::string& where_;
 };

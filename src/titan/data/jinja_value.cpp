@@ -11,7 +11,33 @@ namespace titan::data::jinja {
 
 using Kind = Value::Kind;
 
-Value Value::from_json(const nlohmann::ordered_json& j) {
+Value Value::array(Array a) {
+  Value v;
+  v.kind = Kind::array;
+  for (const Value& x : a) {
+    v.depth = std::max(v.depth, x.depth + 1);
+    v.holds_namespace = v.holds_namespace || x.holds_namespace;
+  }
+  v.depth = std::max(v.depth, 1);
+  v.arr = std::make_shared<Array>(std::move(a));
+  return v;
+}
+
+Value Value::object(Object o) {
+  Value v;
+  v.kind = Kind::object;
+  for (const auto& [k, x] : o) {
+    v.depth = std::max(v.depth, x.depth + 1);
+    v.holds_namespace = v.holds_namespace || x.holds_namespace;
+  }
+  v.depth = std::max(v.depth, 1);
+  v.obj = std::make_shared<Object>(std::move(o));
+  return v;
+}
+
+Value Value::from_json(const nlohmann::ordered_json& j, int depth) {
+  TITAN_CHECK(depth <= kMaxNesting, "[chat] the template's variables (messages, tools) nest deeper than the limit of ",
+              kMaxNesting, " levels. HINT: flatten the data");
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null: return none();
     case nlohmann::ordered_json::value_t::boolean: return boolean(j.get<bool>());
@@ -21,12 +47,12 @@ Value Value::from_json(const nlohmann::ordered_json& j) {
     case nlohmann::ordered_json::value_t::string: return string(j.get<std::string>());
     case nlohmann::ordered_json::value_t::array: {
       Array a;
-      for (const auto& e : j) a.push_back(from_json(e));
+      for (const auto& e : j) a.push_back(from_json(e, depth + 1));
       return array(std::move(a));
     }
     case nlohmann::ordered_json::value_t::object: {
       Object o;
-      for (auto it = j.begin(); it != j.end(); ++it) o.emplace_back(it.key(), from_json(it.value()));
+      for (auto it = j.begin(); it != j.end(); ++it) o.emplace_back(it.key(), from_json(it.value(), depth + 1));
       return object(std::move(o));
     }
     default: return Value{};
@@ -84,7 +110,8 @@ double as_double(const Value& v) {
   return v.kind == Kind::floating ? v.f : v.kind == Kind::boolean ? (v.b ? 1.0 : 0.0) : static_cast<double>(v.i);
 }
 
-bool equal(const Value& a, const Value& b) {
+bool equal(const Value& a, const Value& b, int64_t& steps, int64_t max_steps) {
+  if (++steps > max_steps) return false;
   if (is_number(a) && is_number(b)) return as_double(a) == as_double(b);
   if (a.kind != b.kind) return false;
   switch (a.kind) {
@@ -95,7 +122,7 @@ bool equal(const Value& a, const Value& b) {
     case Kind::array: {
       if (a.arr->size() != b.arr->size()) return false;
       for (size_t k = 0; k < a.arr->size(); ++k) {
-        if (!equal((*a.arr)[k], (*b.arr)[k])) return false;
+        if (!equal((*a.arr)[k], (*b.arr)[k], steps, max_steps)) return false;
       }
       return true;
     }
@@ -104,7 +131,7 @@ bool equal(const Value& a, const Value& b) {
       if (a.obj->size() != b.obj->size()) return false;
       for (const auto& [k, v] : *a.obj) {
         const Value* w = b.find(k);
-        if (!w || !equal(v, *w)) return false;
+        if (!w || !equal(v, *w, steps, max_steps)) return false;
       }
       return true;
     }
@@ -137,6 +164,10 @@ std::string format_float(double d) {  // Python's repr for the usual cases
 
 // Python's json.dumps(ensure_ascii=False) with indent None (", " and ": ") or an int indent.
 void to_json(const Value& v, int indent, int depth, std::string& out, const std::string& where) {
+  // Shared lists can make the text exponential in the template's size: bounded as it grows.
+  TITAN_CHECK(out.size() <= kMaxTextBytes, "[chat] ", where, ": tojson's text exceeds the limit of ", kMaxTextBytes,
+              " bytes. HINT: the template builds a runaway value");
+  TITAN_CHECK(indent <= 1000, "[chat] ", where, ": tojson indent=", indent, " exceeds the limit of 1000");
   auto newline = [&](int d) {
     out += '\n';
     out.append(static_cast<size_t>(indent * d), ' ');
@@ -245,11 +276,11 @@ std::string strip(const std::string& s, const Value* chars, bool left, bool righ
   return s.substr(b, e - b);
 }
 
-Value split(const std::string& s, const Value* sep, int64_t maxsplit) {
+Value split(const std::string& s, const Value* sep, int64_t maxsplit, size_t max_items) {
   Array parts;
   if (!sep || sep->kind == Kind::none) {  // runs of whitespace, no empty parts
     size_t k = 0, n = 0;
-    while (k < s.size()) {
+    while (k < s.size() && parts.size() <= max_items) {
       while (k < s.size() && py_space(code_point_at(s, k, &n))) k += n;
       if (k >= s.size()) break;
       size_t e = k;
@@ -267,7 +298,7 @@ Value split(const std::string& s, const Value* sep, int64_t maxsplit) {
   for (;;) {
     const size_t at = (maxsplit >= 0 && static_cast<int64_t>(parts.size()) == maxsplit) ? std::string::npos
                                                                                          : s.find(sep->s, k);
-    if (at == std::string::npos) {
+    if (at == std::string::npos || parts.size() > max_items) {
       parts.push_back(Value::string(s.substr(k)));
       return Value::array(std::move(parts));
     }
@@ -276,12 +307,15 @@ Value split(const std::string& s, const Value* sep, int64_t maxsplit) {
   }
 }
 
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+std::string replace_all(std::string s, const std::string& from, const std::string& to, size_t max_bytes) {
   if (from.empty()) return s;
   std::string out;
   size_t k = 0;
-  for (size_t at; (at = s.find(from, k)) != std::string::npos; k = at + from.size()) out += s.substr(k, at - k) + to;
-  return out + s.substr(k);
+  for (size_t at; (at = s.find(from, k)) != std::string::npos; k = at + from.size()) {
+    out.append(s, k, at - k).append(to);
+    if (out.size() > max_bytes) return out;
+  }
+  return out.append(s, k);
 }
 
 }  // namespace titan::data::jinja

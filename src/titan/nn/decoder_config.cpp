@@ -50,9 +50,16 @@ bool DecoderConfig::is_moe_layer(int64_t layer) const {
   return (layer + 1) % decoder_sparse_step == 0;
 }
 
+// Closed form, not a loop over the layers: the memory check calls it on any num_layers a
+// config.json holds (1e9). Layers l with (l + 1) % step == 0 below num_layers, less the distinct
+// mlp_only_layers among them.
 int64_t DecoderConfig::num_moe_layers() const {
-  int64_t n = 0;
-  for (int64_t i = 0; i < num_layers; ++i) n += is_moe_layer(i);
+  if (num_experts == 0 || decoder_sparse_step <= 0) return 0;
+  int64_t n = num_layers / decoder_sparse_step;
+  std::vector<int64_t> dense = mlp_only_layers;
+  std::sort(dense.begin(), dense.end());
+  dense.erase(std::unique(dense.begin(), dense.end()), dense.end());
+  for (int64_t l : dense) n -= l >= 0 && l < num_layers && (l + 1) % decoder_sparse_step == 0;
   return n;
 }
 

@@ -21,6 +21,10 @@ int64_t pick_token(const float* logits_V, int64_t V, const SamplingConfig& sampl
   } else {
     std::sort(scratch.begin(), scratch.end(), more_likely);
   }
+  // A temperature so small that logit / T overflows float (1e-45, a denormal) leaves +-inf, and
+  // softmax(inf - inf) is NaN. The limit of softmax(x / T) as T -> 0 is the argmax: greedy (what
+  // HF's float division amounts to where it does not fail outright).
+  if (!std::isfinite(scratch.front().first)) return std::max_element(logits_V, logits_V + V) - logits_V;
   // Softmax over the kept logits (in double), then top-p: a token stays while the mass before it
   // is below top_p (the most likely one always stays), as HF's TopPLogitsWarper keeps it.
   const double max = scratch.front().first;

@@ -22,7 +22,8 @@ struct SamplingConfig {
   uint64_t seed = 0;         // Rng(seed).uniform(step * B + row) draws the token
 };
 
-// The token picked from logits_V with the uniform draw u in [0, 1): argmax when temperature is 0;
+// The token picked from logits_V with the uniform draw u in [0, 1): argmax when temperature is 0,
+// or so small that the most likely logit / temperature overflows float (the T -> 0 limit);
 // otherwise HF's warpers in their order (temperature, top-k, top-p) and then the token at which
 // the kept probabilities' cumulative sum (most likely first) reaches u. `scratch` is reused.
 int64_t pick_token(const float* logits_V, int64_t V, const SamplingConfig& sampling, float u,

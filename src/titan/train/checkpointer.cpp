@@ -9,6 +9,7 @@
 #include "titan/config/config_error.h"
 #include "titan/config/overrides.h"
 #include "titan/config/validate.h"
+#include "titan/config/value_text.h"
 #include "titan/core/abbreviate.h"
 #include "titan/core/clock.h"
 #include "titan/core/log.h"
@@ -327,10 +328,27 @@ ResumePoint Checkpointer::load_initial_native() {
   return {s.step, s.tokens_seen, false};
 }
 
+// LoRA adapters are trained for the scale alpha / rank they were saved with: resumed under another
+// lora.alpha, the same A and B would add a differently scaled update from the first step on (and
+// the rank must match for the tensors to load at all). A config mistake, refused before any step.
+void Checkpointer::check_same_lora_scale(const ckpt::TrainState& s, const std::string& path) const {
+  const config::JobConfig& c = config_;
+  if (c.lora.rank == 0 || s.config_toml.empty()) return;
+  config::JobConfig saved;
+  config::apply_toml_text(saved, s.config_toml, path + "/config.toml");
+  if (saved.lora.rank == 0 || saved.lora.alpha == c.lora.alpha) return;
+  config::config_fail("[checkpoint] ", path, " was trained with lora.alpha ", config::format_double(saved.lora.alpha),
+                      " (adapter scale alpha / rank = ", config::format_double(saved.lora.alpha / saved.lora.rank),
+                      "), this run has lora.alpha ", config::format_double(c.lora.alpha),
+                      ": resuming would rescale the trained adapters. HINT: resume with --lora.alpha ",
+                      config::format_double(saved.lora.alpha), ", or start a new run in another job.dump_folder");
+}
+
 ResumePoint Checkpointer::load_at_start(const std::optional<ckpt::CheckpointEntry>& resume) {
   const config::JobConfig& c = config_;
   if (resume) {
     const ckpt::TrainState s = ckpt::load_train_state(resume->path);
+    check_same_lora_scale(s, resume->path);
     restore_weights(s, resume->path);
     if (!s.model_only()) restore_training(s, resume->path);
     if (s.seed != static_cast<uint64_t>(c.training.seed)) {

@@ -88,6 +88,7 @@ class Checkpointer {
  private:
   struct Staging;
   ckpt::TrainState capture(int64_t step, int64_t tokens_seen, bool model_only, bool staged);
+  void check_same_lora_scale(const ckpt::TrainState& s, const std::string& path) const;  // exit 2 on another alpha
   void restore_weights(const ckpt::TrainState& s, const std::string& dir);
   void restore_training(const ckpt::TrainState& s, const std::string& dir);
   ResumePoint load_initial_native();

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "titan/config/config_error.h"
+#include "titan/nn/lora.h"
 #include "titan/parallel/comm.h"
 #include "titan/train/planner.h"
 
@@ -38,39 +39,51 @@ double read_bytes_file(const char* path) {
 
 }  // namespace
 
-MemoryFloor memory_floor(const MemoryFloorInput& in) {
-  const nn::DecoderConfig& c = in.model;
-  // Elements, in double: the sizes this check exists for overflow nothing here.
+// Parameter elements of a model, in double: the sizes this check exists for overflow nothing here.
+struct Elements {
+  double total = 0, root = 0, experts = 0, expert_weights = 0;  // root: embedding (+ head) + final norm
+};
+static Elements model_elements(const nn::DecoderConfig& c) {
   const double d = static_cast<double>(c.dim), k = static_cast<double>(c.head_dim);
   const double q = static_cast<double>(c.num_heads) * k, kv = static_cast<double>(c.num_kv_heads) * k;
-  const double root = static_cast<double>(c.vocab_size) * d * (c.tie_embeddings ? 1 : 2) + d;
   const double attention = 2 * d * q + 2 * d * kv + 2 * d + (c.qk_norm ? 2 * k : 0);
   const double dense_mlp = 3 * d * static_cast<double>(c.hidden_dim);
   const double experts = static_cast<double>(c.num_experts) * (d + 3 * d * static_cast<double>(c.moe_hidden_dim));
   const double moe_layers = static_cast<double>(c.num_moe_layers());
   const double layers = static_cast<double>(c.num_layers);
-  const double expert_elements = moe_layers * experts;
-  const double elements = root + layers * attention + (layers - moe_layers) * dense_mlp + expert_elements;
+  Elements e;
+  e.root = static_cast<double>(c.vocab_size) * d * (c.tie_embeddings ? 1 : 2) + d;
+  e.experts = moe_layers * experts;
+  e.expert_weights = moe_layers * static_cast<double>(c.num_experts) * 3 * d * static_cast<double>(c.moe_hidden_dim);
+  e.total = e.root + layers * attention + (layers - moe_layers) * dense_mlp + e.experts;
+  return e;
+}
 
+MemoryFloor memory_floor_states(const MemoryFloorInput& in) {
+  const Elements e = model_elements(in.model);
   MemoryFloor f;
   // A frozen base stays whole on every rank; trained parameters are sharded over FSDP x TP.
   // A pipeline splits the layers over pp stage ranks: the most loaded rank holds at least 1 / pp.
   const double stage = 1.0 / static_cast<double>(in.pp);
-  const double share =
-      stage * (in.frozen_base || in.world == 1 ? 1.0 : 1.0 / static_cast<double>(in.dp_shard * in.tp));
+  const double trained_share = stage * (in.world == 1 ? 1.0 : 1.0 / static_cast<double>(in.dp_shard * in.tp));
+  const double share = in.frozen_base ? stage : trained_share;
   const double per_element = in.frozen_base ? (in.bf16 ? 2.0 : 4.0) : 16.0;
   // Expert parallelism: the stacked expert weights are whole on their ep rank (1 / ep of them).
-  const double expert_weights = moe_layers * static_cast<double>(c.num_experts) * 3 * d *
-                                static_cast<double>(c.moe_hidden_dim);
   const double expert_share = in.ep > 1 ? 1.0 / static_cast<double>(in.ep) : share;
-  const double expert_shift = expert_weights * (expert_share - share) * per_element;
-  f.states = elements * share * per_element + expert_shift;
-  f.embedding_states = root * share * per_element;
-  f.expert_states = expert_elements * share * per_element + expert_shift;
+  const double expert_shift = e.expert_weights * (expert_share - share) * per_element;
+  // LoRA adapters train like any parameter: f32 master, gradient and two AdamW moments.
+  f.adapter_states = in.adapter_elements * trained_share * 16.0;
+  f.states = e.total * share * per_element + expert_shift + f.adapter_states;
+  f.embedding_states = e.root * share * per_element;
+  f.expert_states = e.experts * share * per_element + expert_shift;
   f.frozen = in.frozen_base;
+  return f;
+}
 
+MemoryFloor memory_floor(const MemoryFloorInput& in) {
+  MemoryFloor f = memory_floor_states(in);
   PlanInput p;
-  p.model = c;
+  p.model = in.model;
   p.world = in.world;
   p.dp_replicate = in.world / (in.dp_shard * in.tp);
   p.seq_len = in.seq_len;
@@ -83,6 +96,32 @@ MemoryFloor memory_floor(const MemoryFloorInput& in) {
   for (const LayoutPlan& l : plan_layouts(p)) {
     if (l.tp == in.tp && l.dp_shard == in.dp_shard) f.activations = 0.85 * l.activations;
   }
+  return f;
+}
+
+double lora_adapter_elements(const nn::ConfigTree& tree) {
+  double n = 0;
+  for (const auto& [path, node] : tree) {
+    if (const auto* lora = dynamic_cast<const nn::LoraLinearConfig*>(node.get())) {
+      n += static_cast<double>(lora->rank) * static_cast<double>(lora->in_features + lora->out_features);
+    }
+  }
+  return n;
+}
+
+MemoryFloor inference_memory_floor(const nn::DecoderConfig& c, double adapter_elements, int64_t rows,
+                                   int64_t cache_positions, int64_t logit_positions) {
+  const Elements e = model_elements(c);
+  MemoryFloor f;
+  f.inference = true;
+  f.states = 4.0 * (e.total + adapter_elements);
+  f.embedding_states = 4.0 * e.root;
+  f.expert_states = 4.0 * e.experts;
+  f.adapter_states = 4.0 * adapter_elements;
+  const double kv = 2.0 * static_cast<double>(c.num_layers) * static_cast<double>(c.num_kv_heads) *
+                    static_cast<double>(c.head_dim) * static_cast<double>(cache_positions);
+  f.activations = 4.0 * static_cast<double>(rows) *
+                  (kv + static_cast<double>(logit_positions) * static_cast<double>(c.vocab_size));
   return f;
 }
 
@@ -101,25 +140,31 @@ double available_memory_per_rank() {
   return available / std::max(1, parallel::launch_info().local_world);
 }
 
-void check_memory_floor(const MemoryFloor& floor, double available, const std::string& model_label) {
+void check_memory_floor(const MemoryFloor& floor, double available, const std::string& model_label,
+                        const FloorFields& fields) {
   if (available <= 0 || floor.total() <= available) return;
-  const double layer_states = floor.states - floor.embedding_states - floor.expert_states;
+  const double layer_states = floor.states - floor.embedding_states - floor.expert_states - floor.adapter_states;
+  const std::string more_ranks = floor.inference ? "" : ", or shard over more ranks";
   std::string hint;
   // States past the budget on their own: only a smaller model (or more ranks) helps; else the
   // batch's activations tip it over.
   if (floor.states <= available) {
-    hint = "lower training.local_batch_size or training.seq_len, or set activation_checkpoint.mode full";
+    hint = "lower " + fields.batch;
+  } else if (floor.adapter_states >= std::max({floor.expert_states, floor.embedding_states, layer_states})) {
+    hint = "lower " + fields.adapter_rank + " (the LoRA adapters hold most of it)";
   } else if (floor.expert_states >= std::max(floor.embedding_states, layer_states)) {
-    hint = "lower model.num_experts (the experts hold most of it), or shard over more ranks";
+    hint = "lower model.num_experts (the experts hold most of it)" + more_ranks;
   } else if (floor.embedding_states >= layer_states) {
-    hint = "the vocabulary holds most of it: check vocab_size (model.name, or config.json's vocab_size)";
+    hint = "the vocabulary holds most of it: check " + fields.vocab;
   } else {
-    hint = "lower model.n_layers or pick a smaller model.name, or shard over more ranks "
-           "(parallelism.data_parallel_shard_degree; titan plan shows the layouts)";
+    hint = "lower " + fields.layers +
+           (floor.inference ? "" : more_ranks + " (parallelism.data_parallel_shard_degree; titan plan shows the layouts)");
   }
+  const char* states = floor.inference ? "weights "
+                       : floor.frozen  ? "frozen base weights and trained adapters "
+                                       : "parameters with gradients and optimizer state ";
   config::config_fail("[memory] ", model_label, " needs at least ", bytes_text(floor.total()),
-                      " per rank (", floor.frozen ? "frozen base weights " : "parameters with gradients and optimizer state ",
-                      bytes_text(floor.states),
+                      floor.inference ? " (" : " per rank (", states, bytes_text(floor.states),
                       ", activations ", bytes_text(floor.activations), "), but ", bytes_text(available),
                       " is available. HINT: ", hint);
 }

@@ -6,18 +6,24 @@
 // The floor counts what a rank cannot do without:
 //   states       the parameters a rank holds with their gradients and AdamW moments (4 + 4 + 8
 //                bytes per element of its FSDP/TP share), or a frozen LoRA base in its compute
-//                dtype (whole on every rank; the adapters are left out)
+//                dtype (whole on every rank) plus its adapters with their gradients and moments
+//                (16 bytes per element of the share)
 //   activations  85% of what the planner predicts the modules save for backward (the planner is
 //                within 15% of measured), with activation checkpointing as configured; none
 //                under a pipeline (its schedule decides them)
 // Nothing else (gathered FSDP units, the head's logits, backward temporaries, the allocator's
 // slack) is counted, so a job under the floor may still not fit; one over it never does.
 // A job whose floor exceeds the memory available to the rank cannot run, whatever else it holds.
+// Inference (titan forward / generate) has a floor too: the weights as loaded (f32, adapters
+// included), the KV cache and the logits; no gradients, no optimizer.
+// The check runs on closed forms, never a per-layer loop or vector: a config.json with 1e9
+// layers is refused in microseconds.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "titan/nn/config_tree.h"
 #include "titan/nn/decoder.h"
 
 namespace titan::train {
@@ -32,24 +38,46 @@ struct MemoryFloorInput {
   std::vector<nn::Recompute> recompute;  // per layer; empty = keep_all
   bool bf16 = false;                     // compute dtype bf16 (a frozen base takes 2 bytes)
   bool frozen_base = false;              // LoRA: no gradients or optimizer state for the base
+  double adapter_elements = 0;           // LoRA adapters (trained: 16 bytes each); lora_adapter_elements
 };
 
 struct MemoryFloor {
   double states = 0, activations = 0;
   double embedding_states = 0, expert_states = 0;  // parts of `states`, for the hint
-  bool frozen = false;                             // states are a frozen base's weights only
+  double adapter_states = 0;                       // part of `states`: LoRA adapters trained
+  bool frozen = false;                             // states are a frozen base's weights (+ adapters)
+  bool inference = false;                          // states are the weights of titan forward / generate
   double total() const { return states + activations; }
 };
 
 MemoryFloor memory_floor(const MemoryFloorInput& in);
+// The states alone (activations 0): no planner, so it is safe before anything per layer exists.
+MemoryFloor memory_floor_states(const MemoryFloorInput& in);
+
+// rank x (in + out) summed over the LoraLinear nodes of a config tree (after the LoRA override).
+double lora_adapter_elements(const nn::ConfigTree& tree);
+
+// Inference: every weight in f32 (and `adapter_elements` more), a KV cache of `rows` x
+// `cache_positions` (K and V, f32, every layer) and logits of `rows` x `logit_positions` x vocab.
+MemoryFloor inference_memory_floor(const nn::DecoderConfig& model, double adapter_elements, int64_t rows,
+                                   int64_t cache_positions, int64_t logit_positions);
 
 // Bytes this process may still use: /proc/meminfo's MemAvailable, or less where a cgroup limit
 // says so, shared by the ranks on this node (parallel::launch_info().local_world).
 double available_memory_per_rank();
 
+// What the hint calls the fields to lower: a named spec's CLI fields, or config.json's.
+struct FloorFields {
+  std::string layers = "model.n_layers or pick a smaller model.name";
+  std::string vocab = "vocab_size (model.name, or config.json's vocab_size)";
+  std::string batch = "training.local_batch_size or training.seq_len, or set activation_checkpoint.mode full";
+  std::string adapter_rank = "lora.rank";
+};
+
 // Throws config::ConfigError when `floor` exceeds `available`: the figures, and a hint naming
-// the field to lower (the batch when the states alone fit, else the experts, the vocabulary or
-// the layers, whichever holds the most).
-void check_memory_floor(const MemoryFloor& floor, double available, const std::string& model_label);
+// the field to lower (the batch when the states alone fit, else the adapters' rank, the experts,
+// the vocabulary or the layers, whichever holds the most).
+void check_memory_floor(const MemoryFloor& floor, double available, const std::string& model_label,
+                        const FloorFields& fields = {});
 
 }  // namespace titan::train

@@ -151,21 +151,35 @@ void Trainer::check_model() {
                         " tokens over tensor_parallel_degree = ", tp,
                         ", which does not divide them. HINT: change validation.local_batch_size / seq_len");
   }
+  check_memory(0.0, /*states_only=*/true);  // before anything per layer: a config.json's 1e9 layers
   check_pipeline();
   const config::ActivationCheckpointSection& ac = c_.activation_checkpoint;
   recompute_ = nn::recompute_per_layer(ac.mode, ac.selective_ac_option, resolved_.config.num_layers);
-  check_memory();
+  check_memory(0.0, false);
   const plugins::LoadedPlugins loaded = plugins::load_plugins(plugins::split_imports(c_.overrides.imports));
   TITAN_CHECK(tp == 1 || loaded.files.empty(), "[parallel] plugin overrides are not tensor-parallel yet. HINT: "
               "use them with data_parallel_shard_degree, or drop override.imports");
   std::vector<plugins::Override> overrides = loaded.overrides;  // opt-in: imported ones only
-  if (c_.lora.rank > 0) overrides.push_back(plugins::lora_override(lora_options(c_)));
   tree_ = nn::decoder_config_tree(resolved_.config);
+  if (c_.lora.rank > 0) {
+    const plugins::Override lora = as_config_error([&] { return plugins::lora_override(lora_options(c_)); });
+    // An adapter on nothing trains 0 parameters: a run that only looks like fine-tuning.
+    if (plugins::matching_nodes(lora, tree_).empty()) {
+      config::config_fail("[lora] lora.target_modules='", c_.lora.target_modules, "' matches no projection of ",
+                          model_label(c_), " (layers 0..", resolved_.config.num_layers - 1,
+                          "). HINT: PEFT names (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj), "
+                          "all-linear, or a glob such as layers.*.attention.wq");
+    }
+    overrides.push_back(lora);
+  }
   if (!overrides.empty()) plugins::apply_overrides(tree_, overrides);
+  // The adapters' size is known once the tree has them (the rank times each targeted projection).
+  if (c_.lora.rank > 0) check_memory(lora_adapter_elements(tree_), false);
 }
 
-// Before the config tree or any weight exists: the least this rank needs against what it has.
-void Trainer::check_memory() const {
+// Before any weight exists: the least this rank needs against what it has (`adapter_elements`:
+// LoRA's, trained; `states_only`: without the planner's activations, which walk every layer).
+void Trainer::check_memory(double adapter_elements, bool states_only) const {
   MemoryFloorInput in;
   in.model = resolved_.config;
   in.world = world_->size();
@@ -178,7 +192,13 @@ void Trainer::check_memory() const {
   in.recompute = recompute_;
   in.bf16 = parse_precision(c_.training.mixed_precision_param) == Precision::bfloat16;
   in.frozen_base = c_.lora.rank > 0;
-  check_memory_floor(memory_floor(in), available_memory_per_rank(), model_label(c_));
+  in.adapter_elements = adapter_elements;
+  FloorFields fields;
+  if (c_.model.name.empty()) {  // the model of a config.json
+    fields.layers = "num_hidden_layers in " + c_.model.hf_assets_path + "/config.json (or set model.n_layers)";
+  }
+  check_memory_floor(states_only ? memory_floor_states(in) : memory_floor(in), available_memory_per_rank(),
+                     model_label(c_), fields);
 }
 
 // With pipeline_parallel_degree > 1: the stages of the model's layers and the schedule's order for

@@ -74,7 +74,7 @@ class Trainer {
  private:
   void setup_mesh();
   void check_model();                        // the config tree, overrides, every shape constraint
-  void check_memory() const;                 // the memory floor against what is available
+  void check_memory(double adapter_elements, bool states_only) const;  // the memory floor against what is available
   int agreed_stop_signal() const;            // SIGINT/SIGTERM on any rank, after a step; else 0
   void check_pipeline();                     // the pipeline's stages and schedule (no-op without one)
   std::unique_ptr<nn::Decoder> build_model();  // the whole model from the tree, shapes checked

@@ -23,6 +23,7 @@
 #include "titan/parallel/parallelize.h"
 #include "titan/parallel/mesh.h"
 #include "titan/parallel/tensor_parallel.h"
+#include "titan/plugins/lora.h"
 #include "titan/train/memory_check.h"
 #include "titan/train/planner.h"
 
@@ -348,6 +349,39 @@ TEST(MemoryFloor, StatesCountEveryParameterOnce) {
   } catch (const config::ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("model 'debug_moe' needs at least"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("HINT: lower training.local_batch_size"), std::string::npos) << e.what();
+  }
+}
+
+// LoRA adapters are trained states (f32 master, gradient, two AdamW moments: 16 bytes an element),
+// counted from the config tree the override made: rank r on all seven projections of every layer
+// has r x (in + out) per projection. Adapters that
+// hold most of an over-budget floor name lora.rank.
+TEST(MemoryFloor, LoraAdaptersAreTrainedStates) {
+  const nn::DecoderConfig c = models::find_size("debug").config;
+  nn::ConfigTree tree = nn::decoder_config_tree(c);
+  plugins::LoraOptions lora;
+  lora.rank = 8;
+  plugins::apply_overrides(tree, {plugins::lora_override(lora)});
+  const double d = static_cast<double>(c.dim), f = static_cast<double>(c.hidden_dim);
+  const double q = static_cast<double>(c.num_heads * c.head_dim), kv = static_cast<double>(c.num_kv_heads * c.head_dim);
+  const double per_layer = 8.0 * ((d + q) + 2 * (d + kv) + (q + d) + 2 * (d + f) + (f + d));  // wq wk wv wo w1 w3 w2
+  const double adapters = static_cast<double>(c.num_layers) * per_layer;
+  EXPECT_DOUBLE_EQ(train::lora_adapter_elements(tree), adapters);
+  train::MemoryFloorInput in;
+  in.model = c;
+  in.seq_len = 64;
+  in.frozen_base = true;
+  in.adapter_elements = adapters;
+  const double params = static_cast<double>(c.num_params());
+  EXPECT_DOUBLE_EQ(train::memory_floor(in).states, 4.0 * params + 16.0 * adapters);
+  in.adapter_elements = 1e12;
+  const train::MemoryFloor huge = train::memory_floor_states(in);
+  EXPECT_DOUBLE_EQ(huge.activations, 0.0);
+  try {
+    train::check_memory_floor(huge, 1e9, "model 'debug'");
+    ADD_FAILURE() << "16 TB of adapters must be refused";
+  } catch (const config::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("HINT: lower lora.rank"), std::string::npos) << e.what();
   }
 }
 
