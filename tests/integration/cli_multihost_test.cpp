@@ -151,6 +151,33 @@ TEST_F(CliMultiHost, FsdpOnTwoHostsTrainsTheOneHostLossesAndResumesOnOne) {
   expect_losses_near(read_jsonl(dir_ / "two" / "metrics.jsonl"), base_rows, 5, 2, "resumed on 1 host x 2 ranks");
 }
 
+// SIGTERM to launch reaches the ranks of both hosts (relayed through mpirun and host b's daemon):
+// all four stop after the same step, that step's checkpoint is written, launch exits 143.
+TEST_F(CliMultiHost, SigtermToLaunchStopsTheRanksOfBothHosts) {
+  const fs::path dump = dir_ / "term", log = dir_ / "term.log";
+  const std::string job = launch_on_two_hosts(
+      train_args("term", 1, "--training.steps 100000 --checkpoint.enable --checkpoint.interval 1"), false);
+  const CommandResult r = run_command(
+      job + " > " + log.string() + " 2>&1 & launch=$!; for i in $(seq 1200); do grep -qs '\"step\":2,' " +
+      (dump / "metrics.jsonl").string() + " && break; sleep 0.1; done; kill -TERM $launch; "
+      "for i in $(seq 1200); do kill -0 $launch 2>/dev/null || break; sleep 0.1; done; kill -9 $launch 2>/dev/null; "
+      "wait $launch; echo $?");
+  const std::string out = read_text(log);
+  EXPECT_EQ(r.output, "143\n") << out;
+  const std::vector<nlohmann::json> rows = read_jsonl(dump / "metrics.jsonl");
+  ASSERT_GE(rows.size(), 2u) << out;
+  const std::string last = std::to_string(rows.back()["step"].get<int64_t>());
+  EXPECT_NE(out.find("titan: stopped by SIGTERM after step " + last + " of 100000"), std::string::npos) << out;
+  for (const char* rank : {"[rank2]", "[rank3]"}) {  // host b's ranks trained that step too, and no further
+    const std::string line = std::string(rank) + " step:" + std::string(6 - last.size(), ' ') + last;
+    EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
+    const std::string next = std::to_string(rows.back()["step"].get<int64_t>() + 1);
+    EXPECT_EQ(out.find(std::string(rank) + " step:" + std::string(6 - next.size(), ' ') + next), std::string::npos)
+        << out;
+  }
+  EXPECT_TRUE(fs::is_directory(dump / "checkpoint" / ("step-" + last))) << out;
+}
+
 // A host that drops off the network (its veth pair deleted mid-run: no TCP reset reaches anyone)
 // ends the job within seconds, and the output names that host.
 TEST_F(CliMultiHost, AHostThatDropsOffEndsTheJobNamingIt) {
