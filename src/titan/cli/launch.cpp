@@ -265,6 +265,12 @@ int run_launch(int argc, char** argv) {
   ::sigaction(SIGINT, &relay, nullptr);
   ::sigaction(SIGTERM, &relay, nullptr);
   ::sigprocmask(SIG_SETMASK, &previous, nullptr);
+  // mpirun's end is seen before it is reaped, and the relay stops then: a late signal must not
+  // reach whatever process gets its pid next.
+  siginfo_t ended{};
+  while (::waitid(P_PID, static_cast<id_t>(pid), &ended, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
+  }
+  ::sigprocmask(SIG_BLOCK, &stop_signals, nullptr);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
