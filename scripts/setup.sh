@@ -9,9 +9,10 @@ set -euo pipefail
 # clang, libclang-rt-14-dev (libFuzzer + sanitizer runtimes), libomp-dev (clang's OpenMP): the fuzz
 # targets in tests/fuzz (scripts/test.sh builds them). lld: the test builds link with it (faster).
 # libopenmpi-dev, openmpi-bin: the MPI communicator and mpirun (multi-rank training, titan launch).
+# iproute2 (`ip netns`): the multi-host test plays two hosts with network namespaces.
 packages=(g++ cmake ninja-build libdnnl-dev nlohmann-json3-dev libgtest-dev libgmock-dev libeigen3-dev
           pkg-config libpcre2-dev libutf8proc-dev libzstd-dev libtomlplusplus-dev
-          clang libclang-rt-14-dev libomp-dev lld libopenmpi-dev openmpi-bin)
+          clang libclang-rt-14-dev libomp-dev lld libopenmpi-dev openmpi-bin iproute2)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -26,8 +26,9 @@ if [[ "${SANITIZE:-1}" != 0 ]]; then
   ninja -C build-sanitize
   # Multi-rank tests under the sanitizers: the ones that together run every parallel code path
   # (FSDP x TP with sequence parallelism, TP without it, HSDP, resharded resumes, the gathered HF
-  # export); the others repeat those paths with other degrees and run in the first pass.
-  mpi_repeats='CliParallel\.(FsdpTwoRanks|FsdpFourRanks|ReplicateOnly|TensorParallelMatchesOneRank|Launch|DeadRank|BadMeshes)'
+  # export); the others repeat those paths with other degrees and run in the first pass, as do the
+  # multi-host tests (FSDP again, over TCP between network namespaces).
+  mpi_repeats='CliParallel\.(FsdpTwoRanks|FsdpFourRanks|ReplicateOnly|TensorParallelMatchesOneRank|Launch|DeadRank|BadMeshes)|CliMultiHost\.'
   (cd build-sanitize && DNNL_MAX_CPU_ISA=AVX2 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --output-on-failure -j "$jobs" -E "$mpi_repeats")
 fi

@@ -9,8 +9,16 @@
 // A rank that dies takes the job down (mpirun's default); the exit code is the job's. A rank that
 // fails with an error leaves its line in a scratch folder (TITAN_LAUNCH_ERRORS): launch repeats
 // the first rank's as its last line, below mpirun's report, and exits with that rank's code (2 for
-// a config or mesh error). SIGINT / SIGTERM reach the ranks, which stop after their step; launch
-// waits for mpirun and passes its code on (130 / 143).
+// a config or mesh error).
+// Signals: mpirun runs in a process group of its own, so a terminal's Ctrl-C reaches launch only
+// (mpirun would kill the job on SIGINT / SIGTERM rather than let it finish its step). Launch relays
+// the first SIGINT / SIGTERM as SIGUSR1 / SIGUSR2, which mpirun forwards to every rank on every host,
+// and the ranks (TITAN_LAUNCH_SIGNALS) take them for SIGINT / SIGTERM: they stop together after the
+// step in progress; launch waits for mpirun and exits 130 / 143. A second signal is passed to mpirun
+// as SIGTERM: it kills the job at once. If launch dies (even by SIGKILL), the kernel sends mpirun
+// SIGTERM (PR_SET_PDEATHSIG), and mpirun takes its ranks down: no job trains on headless.
+#include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,9 +42,37 @@
 namespace titan::cli {
 namespace {
 
-pid_t g_mpirun = 0;
-extern "C" void forward_to_mpirun(int signal) {
-  if (g_mpirun > 0) ::kill(g_mpirun, signal);
+volatile sig_atomic_t g_mpirun = 0;
+volatile sig_atomic_t g_signal = 0;  // the first SIGINT / SIGTERM launch received, else 0
+extern "C" void relay_to_job(int signal) {
+  if (g_signal == 0) {
+    g_signal = signal;
+    ::kill(static_cast<pid_t>(g_mpirun), signal == SIGINT ? SIGUSR1 : SIGUSR2);
+  } else {
+    ::kill(static_cast<pid_t>(g_mpirun), SIGTERM);  // the second one: mpirun ends the job now
+  }
+}
+
+// Runs mpirun as a child: in a process group of its own, stdin from /dev/null (a background
+// group reading the terminal would be stopped), SIGTERM when launch dies, and the signals the
+// parent `blocked` unblocked again (exec keeps the mask). Returns its pid.
+pid_t start_mpirun(std::vector<char*>& argv, const sigset_t& blocked) {
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  TITAN_CHECK(pid >= 0, "[launch] fork failed: ", std::strerror(errno));
+  if (pid != 0) return pid;
+  ::setpgid(0, 0);
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (::getppid() != parent) ::_exit(143);  // launch died before the line above took effect
+  const int null = ::open("/dev/null", O_RDONLY);
+  if (null > STDIN_FILENO) {
+    ::dup2(null, STDIN_FILENO);
+    ::close(null);
+  }
+  ::sigprocmask(SIG_UNBLOCK, &blocked, nullptr);
+  ::execvp(argv[0], argv.data());
+  std::fprintf(stderr, "titan: error: [launch] cannot run %s: %s\n", argv[0], std::strerror(errno));
+  ::_exit(127);
 }
 
 struct RankError {
@@ -90,7 +126,9 @@ constexpr const char* kLaunchUsage =
     "  --hostfile F             OpenMPI hostfile (one node per line); default: this machine only\n"
     "  --local-ranks-filter R   ranks whose info lines reach the console (default: all); e.g. 0\n"
     "  --tee DIR                also write each rank's log to DIR/rank<r>.log\n"
-    "  --mpirun PATH            the MPI launcher (default: mpirun on PATH)\n";
+    "  --mpirun PATH            the MPI launcher (default: mpirun on PATH)\n"
+    "SIGINT (Ctrl-C) / SIGTERM to launch: every rank stops after the same step; launch exits 130 / 143\n"
+    "once they have ended (a second signal kills the job). If launch dies, its job dies with it.\n";
 
 bool on_path(const std::string& exe) {
   if (exe.find('/') != std::string::npos) return ::access(exe.c_str(), X_OK) == 0;
@@ -176,6 +214,15 @@ int run_launch(int argc, char** argv) {
     tee = std::filesystem::absolute(tee).string();
   }
 
+  if (!hostfile.empty()) {
+    // A host that drops off the network sends no TCP reset: with OpenMPI's keepalive defaults
+    // (300 s idle, then 9 probes 20 s apart) mpirun would notice its daemon gone after 8 minutes,
+    // waiting that long in its abort too. Probing an idle daemon link after 5 s, every 2 s, ends
+    // such a job in about 15 s, with mpirun's report naming the host. The user's values win.
+    ::setenv("OMPI_MCA_oob_tcp_keepalive_time", "5", 0);
+    ::setenv("OMPI_MCA_oob_tcp_keepalive_intvl", "2", 0);
+    ::setenv("OMPI_MCA_oob_tcp_keepalive_probes", "4", 0);
+  }
   const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
   std::vector<std::string> cmd = {mpirun};
   if (hostfile.empty()) {
@@ -193,7 +240,7 @@ int run_launch(int argc, char** argv) {
   if (!filter.empty()) cmd.insert(cmd.end(), {"-x", "TITAN_LOCAL_RANKS_FILTER=" + filter});
   if (!tee.empty()) cmd.insert(cmd.end(), {"-x", "TITAN_TEE_DIR=" + tee});
   const ErrorFolder errors;
-  cmd.insert(cmd.end(), {"-x", "TITAN_LAUNCH_ERRORS=" + errors.path});
+  cmd.insert(cmd.end(), {"-x", "TITAN_LAUNCH_ERRORS=" + errors.path, "-x", "TITAN_LAUNCH_SIGNALS=1"});
   cmd.push_back(self_exe());
   cmd.insert(cmd.end(), command.begin(), command.end());
 
@@ -204,18 +251,26 @@ int run_launch(int argc, char** argv) {
   std::vector<char*> cargv;
   for (std::string& s : cmd) cargv.push_back(s.data());
   cargv.push_back(nullptr);
-  const pid_t pid = ::fork();
-  TITAN_CHECK(pid >= 0, "[launch] fork failed: ", std::strerror(errno));
-  if (pid == 0) {
-    ::execvp(cargv[0], cargv.data());
-    std::fprintf(stderr, "titan: error: [launch] cannot run %s: %s\n", cargv[0], std::strerror(errno));
-    ::_exit(127);
-  }
-  // The terminal's Ctrl-C reaches mpirun and the ranks too (one process group): launch only waits.
-  // A SIGTERM sent to launch alone is passed on to mpirun.
+  // SIGINT / SIGTERM wait (blocked) until the handler knows mpirun's pid.
+  sigset_t stop_signals, previous;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  ::sigprocmask(SIG_BLOCK, &stop_signals, &previous);
+  const pid_t pid = start_mpirun(cargv, stop_signals);
   g_mpirun = pid;
-  std::signal(SIGINT, SIG_IGN);
-  std::signal(SIGTERM, forward_to_mpirun);
+  struct sigaction relay {};
+  relay.sa_handler = relay_to_job;
+  sigemptyset(&relay.sa_mask);
+  ::sigaction(SIGINT, &relay, nullptr);
+  ::sigaction(SIGTERM, &relay, nullptr);
+  ::sigprocmask(SIG_SETMASK, &previous, nullptr);
+  // mpirun's end is seen before it is reaped, and the relay stops then: a late signal must not
+  // reach whatever process gets its pid next.
+  siginfo_t ended{};
+  while (::waitid(P_PID, static_cast<id_t>(pid), &ended, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
+  }
+  ::sigprocmask(SIG_BLOCK, &stop_signals, nullptr);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
@@ -224,9 +279,16 @@ int run_launch(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", e->line.c_str());
     return e->code;
   }
+  if (g_signal != 0) {  // rank 0's own line above says after which step the ranks stopped
+    if (code != 128 + g_signal) {
+      std::fprintf(stderr, "titan: [launch] %s: the job ended with exit code %d, not at a step its ranks agreed "
+                   "on\n", g_signal == SIGINT ? "SIGINT" : "SIGTERM", code);
+    }
+    return 128 + g_signal;
+  }
   if (code != 0) {
     std::fprintf(stderr, "titan: error: [launch] the job failed (exit code %d); mpirun's lines above name the "
-                 "rank that failed%s\n", code, tee.empty() ? "" : str(", and ", tee, "/rank<r>.log hold each rank's log").c_str());
+                 "rank or host that failed%s\n", code, tee.empty() ? "" : str(", and ", tee, "/rank<r>.log hold each rank's log").c_str());
   }
   return code;
 }

@@ -1,7 +1,9 @@
 // SIGINT / SIGTERM while training: the first one asks the run to stop after the step in progress
 // (every rank agrees on the step), finish the in-flight checkpoint write, flush the metrics and
 // exit 128 + signal (130, 143), as a shell expects of an interrupted command. A second signal of
-// either kind ends the process at once (the handler is one-shot: SA_RESETHAND).
+// either kind ends the process at once (the handler is one-shot: SA_RESETHAND). Under titan launch
+// (TITAN_LAUNCH_SIGNALS set) SIGUSR1 / SIGUSR2 count as SIGINT / SIGTERM: launch relays them so,
+// through mpirun.
 #pragma once
 
 #include "titan/core/error.h"
