@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# The whole test suite: install what is missing, build with warnings as errors, run every test
-# (ctest); then rebuild with AddressSanitizer + UndefinedBehaviorSanitizer and run it again. The
-# second pass also compiles only the AVX2 baseline kernels and caps oneDNN at AVX2, so the path an
-# AVX2-only machine takes is tested too (the first pass tests the AVX-512 path this CPU picks).
-# Third, the libFuzzer targets (tests/fuzz) are built with clang and run over their seed corpora
-# plus a few hundred mutations, so they keep building and running; fuzzing for real is manual
-# (tests/fuzz/README.md). SANITIZE=0 skips the second pass, FUZZ=0 the third (for a quick local loop).
+# The whole test suite, in three passes; each proves something the others do not.
+#
+# 1. Release, warnings as errors: every test (ctest). The kernels this CPU picks (AVX-512 / bf16
+#    where it has them), every op against its reference and finite differences, HF parity, every
+#    CLI command, every parallel layout on 1, 2 and 4 ranks, multi-host over network namespaces.
+# 2. AddressSanitizer + UndefinedBehaviorSanitizer, AVX2 baseline kernels only and oneDNN capped at
+#    AVX2: the path an AVX2-only machine takes, and memory/UB errors on every code path: each op's
+#    kernels, the parsers, checkpoint write/read, the CLI commands, every parallel dimension once.
+#    It skips the tests that repeat a path already run here with other degrees or more steps
+#    (sanitizer_repeats below names each one and what covers it).
+# 3. The libFuzzer targets (tests/fuzz), built with clang, over their seed corpora plus a few
+#    hundred mutations, so they keep building and running; fuzzing for real is manual
+#    (tests/fuzz/README.md).
+# SANITIZE=0 skips the second pass, FUZZ=0 the third (for a quick local loop). Each pass prints its
+# build and test seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -16,24 +24,42 @@ jobs=$(nproc)
 lld=(-DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld -DCMAKE_MODULE_LINKER_FLAGS=-fuse-ld=lld
      -DCMAKE_SHARED_LINKER_FLAGS=-fuse-ld=lld)
 
+# timed NAME CMD...: runs CMD and prints how long it took, so CI's log gives each pass's figures.
+timed() {
+  local name=$1 start=$SECONDS
+  shift
+  "$@"
+  echo "[test] $name: $((SECONDS - start)) s"
+}
+
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTITAN_WERROR=ON "${lld[@]}" > /dev/null
-ninja -C build
-(cd build && ctest --output-on-failure -j "$jobs")
+timed "release build" ninja -C build
+(cd build && timed "release tests" ctest --output-on-failure -j "$jobs")
 
 if [[ "${SANITIZE:-1}" != 0 ]]; then
   cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1" \
     -DTITAN_SANITIZE=ON -DTITAN_BASELINE_ONLY=ON -DTITAN_WERROR=ON -DTITAN_BUILD_BENCH=OFF "${lld[@]}" > /dev/null
-  ninja -C build-sanitize
-  # Multi-rank tests under the sanitizers: the ones that together run every parallel code path
-  # (FSDP x TP with sequence parallelism, TP without it, HSDP, resharded resumes, the gathered HF
-  # export); the others repeat those paths with other degrees and run in the first pass, as do the
-  # multi-host tests (FSDP again, over TCP between network namespaces).
-  mpi_repeats='CliParallel\.(FsdpTwoRanks|FsdpFourRanks|ReplicateOnly|TensorParallelMatchesOneRank|Launch|DeadRank|BadMeshes)|CliMultiHost\.'
+  timed "sanitizer build" ninja -C build-sanitize
+  # Tests the sanitizer pass skips: each repeats a code path that a test kept here runs too.
+  #   CliParallel.FsdpTwoRanks / FsdpFourRanks / TensorParallelMatchesOneRank: FsdpTimesTensorParallel;
+  #   ReplicateOnly: Hsdp; Launch*: CliLaunch.*; DeadRank*: CliParallel.SigtermToOneRank (a rank's
+  #   exit ending the job); BadMeshes: the same validation as the unit tests of the mesh.
+  #   CliMultiHost.*: FSDP again, over TCP between network namespaces.
+  #   CliTrain.LearnsBeyondUnigram (60 steps): CliTrain.DeterministicRunsAreBitIdentical's train loop.
+  #   CliTrain.Bf16TracksFloat32 (2 x 60 steps): CliValidation.Bf16WithActivationCheckpointing (bf16
+  #   training with every recompute mode) and CliParallel.Bf16Meshes.
+  #   CliCheckpoint.KilledAtRandomMoments (20 kills): CliCheckpoint.ResumeIsBitIdenticalAndAsyncEqualsSync
+  #   (write, read, resume) and CliCheckpoint.SigtermAndSigintStopCleanly.
+  #   CliChat.TrainsOnAssistantTokens (16 steps): CliChat.ResumeContinuesTheLossSequenceToTheBit.
+  sanitizer_repeats='CliParallel\.(FsdpTwoRanks|FsdpFourRanks|ReplicateOnly|TensorParallelMatchesOneRank|Launch|DeadRank|BadMeshes)|CliMultiHost\.'
+  sanitizer_repeats+='|CliTrain\.(LearnsBeyondUnigram|Bf16TracksFloat32)|CliCheckpoint\.KilledAtRandomMoments'
+  sanitizer_repeats+='|CliChat\.TrainsOnAssistantTokens'
   (cd build-sanitize && DNNL_MAX_CPU_ISA=AVX2 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    ctest --output-on-failure -j "$jobs" -E "$mpi_repeats")
+    timed "sanitizer tests" ctest --output-on-failure -j "$jobs" -E "$sanitizer_repeats")
 fi
 
 if [[ "${FUZZ:-1}" != 0 ]]; then
+  fuzz_start=$SECONDS
   cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTITAN_FUZZ=ON \
     -DTITAN_WERROR=ON -DTITAN_BUILD_TESTS=OFF -DTITAN_BUILD_BENCH=OFF "${lld[@]}" > /dev/null
   ninja -C build-fuzz safetensors_fuzz hf_config_fuzz jinja_fuzz
@@ -44,4 +70,5 @@ if [[ "${FUZZ:-1}" != 0 ]]; then
     build-fuzz/tests/fuzz/${target}_fuzz -runs=500 -seed=1 -dict="tests/fuzz/$target.dict" \
       -artifact_prefix="$scratch/" "$scratch/$target" "tests/fuzz/corpus/$target"
   done
+  echo "[test] fuzz build and smoke: $((SECONDS - fuzz_start)) s"
 fi

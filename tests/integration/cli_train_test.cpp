@@ -102,9 +102,13 @@ TEST_F(CliTrain, DeterministicRunsAreBitIdentical) {
 }
 
 // Activation checkpointing replays the same kernels: every mode trains the same losses and gradient
-// norms bit for bit (the 8 steps of qwen3_debug), and full keeps less than none at its peak.
+// norms bit for bit, and full keeps less than none at its peak. qwen3_debug's 4 layers (so every
+// 2nd block is a real selection), on a quarter of its batch for 4 steps: each step after the first
+// runs the same code as the next, so more steps repeat the proof (the 8 steps of the full
+// batch cost 8x the time and tested nothing more).
 TEST_F(CliTrain, ActivationCheckpointingTrainsTheSameBits) {
-  const std::string common = "--training.steps 8 --metrics.log_freq 1 --training.deterministic ";
+  const std::string common = "--training.steps 4 --metrics.log_freq 1 --training.deterministic "
+                             "--training.local_batch_size 4 --training.seq_len 128 ";
   const std::vector<std::pair<std::string, std::string>> modes = {
       {"ac_none", "--activation_checkpoint.mode none"},
       {"ac_full", "--activation_checkpoint.mode full"},
@@ -115,15 +119,15 @@ TEST_F(CliTrain, ActivationCheckpointingTrainsTheSameBits) {
     const CommandResult r = train(name, common + flags);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     rows.push_back(read_jsonl(dir_ / name / "metrics.jsonl"));
-    ASSERT_EQ(rows.back().size(), 8u) << name;
+    ASSERT_EQ(rows.back().size(), 4u) << name;
   }
   for (size_t m = 1; m < modes.size(); ++m) {
-    for (size_t i = 0; i < 8; ++i) {
+    for (size_t i = 0; i < 4; ++i) {
       EXPECT_EQ(rows[m][i]["loss"].get<double>(), rows[0][i]["loss"].get<double>()) << modes[m].first << " step " << i + 1;
       EXPECT_EQ(rows[m][i]["grad_norm"].get<double>(), rows[0][i]["grad_norm"].get<double>()) << modes[m].first;
     }
     // Peak memory is the allocator's count of bytes, not a timing.
-    EXPECT_LT(rows[m][7]["memory_gib"].get<double>(), rows[0][7]["memory_gib"].get<double>()) << modes[m].first;
+    EXPECT_LT(rows[m][3]["memory_gib"].get<double>(), rows[0][3]["memory_gib"].get<double>()) << modes[m].first;
   }
 }
 
