@@ -36,6 +36,7 @@ using testing::kShakespeare;
 using testing::read_jsonl;
 using testing::read_text;
 using testing::scratch_dir;
+using testing::spawn_titan;
 
 class CliCheckpoint : public ::testing::Test {
  protected:
@@ -229,24 +230,6 @@ TEST_F(CliCheckpoint, CorruptNewestFallsBackToThePrevious) {
             std::string::npos)
       << b.output;
   EXPECT_NE(b.output.find("(step 2,"), std::string::npos) << b.output;
-}
-
-// Launches `titan train` without waiting; output to `log`.
-pid_t spawn_titan(const std::string& args, const fs::path& log) {
-  std::vector<std::string> words = {TITAN_BINARY};
-  std::istringstream is(args);
-  for (std::string w; is >> w;) words.push_back(w);
-  std::vector<char*> argv;
-  for (std::string& w : words) argv.push_back(w.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  return rc == 0 ? pid : -1;
 }
 
 // At least 20 launches, each SIGKILLed after a delay drawn from a fixed-seed RNG, so kills land at

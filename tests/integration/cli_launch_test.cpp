@@ -90,25 +90,7 @@ class CliLaunch : public ::testing::Test {
 
   // titan <args> in a process group of its own (as a shell's job is), output to `log`.
   static pid_t spawn_job(const std::string& args, const fs::path& log) {
-    std::vector<std::string> words = {TITAN_BINARY};
-    std::istringstream is(args);
-    for (std::string w; is >> w;) words.push_back(w);
-    std::vector<char*> argv;
-    for (std::string& w : words) argv.push_back(w.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-    posix_spawnattr_setpgroup(&attr, 0);
-    pid_t pid = -1;
-    const int rc = posix_spawn(&pid, argv[0], &fa, &attr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
-    return rc == 0 ? pid : -1;
+    return testing::spawn_titan(args, log, /*own_group=*/true);
   }
 
   // Waits until the job's metrics hold `rows` steps (up to 120 s).

@@ -2,6 +2,8 @@
 // TITAN_BINARY is the binary's path (set by tests/CMakeLists.txt).
 #pragma once
 
+#include <fcntl.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +14,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+extern char** environ;
 
 namespace titan::testing {
 
@@ -32,6 +36,33 @@ inline CommandResult run_command(const std::string& cmd) {
 
 inline CommandResult run_titan(const std::string& args, bool with_stderr = true) {
   return run_command(std::string(TITAN_BINARY) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null"));
+}
+
+// Starts `titan <args>` without waiting, stdout and stderr to `log`; with `own_group` in a process
+// group of its own, as a shell starts a job (so a signal to that group reaches only the job).
+// Returns its pid, or -1.
+inline pid_t spawn_titan(const std::string& args, const std::filesystem::path& log, bool own_group = false) {
+  std::vector<std::string> words = {TITAN_BINARY};
+  std::istringstream is(args);
+  for (std::string w; is >> w;) words.push_back(w);
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  if (own_group) {
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);
+  }
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, argv[0], &fa, &attr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  return rc == 0 ? pid : -1;
 }
 
 // An empty folder unique to this process: <tmp>/titan_cli_<name>_<pid>.
