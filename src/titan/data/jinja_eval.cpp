@@ -236,7 +236,7 @@ class Evaluator {
       case Expr::Op::not_: return Value::boolean(!truthy(eval(*e.args[0])));
       case Expr::Op::neg: {
         Value v = eval(*e.args[0]);
-        if (v.kind == Kind::integer) return Value::integer(checked(v.i == INT64_MIN, -v.i, e.pos));
+        if (v.kind == Kind::integer) return Value::integer(checked(v.i == INT64_MIN, v.i == INT64_MIN ? 0 : -v.i, e.pos));  // -INT64_MIN is UB
         if (v.kind == Kind::floating) return Value::floating(-v.f);
         fail(e.pos, str("cannot negate a ", kind_name(v)));
       }
@@ -385,7 +385,9 @@ class Evaluator {
       if ((op == "//" || op == "%") && ints) {  // Python's floor division and modulo, in integers
         checked(x == INT64_MIN && y == -1, 0, e.pos);
         const int64_t q = x / y - ((x % y != 0) && ((x < 0) != (y < 0)) ? 1 : 0);
-        return Value::integer(op == "//" ? q : x - q * y);
+        // x - q*y in 128 bits: q*y alone can pass INT64_MIN (x = INT64_MIN + 1, y = 3); the result
+        // itself lies between 0 and y.
+        return Value::integer(op == "//" ? q : static_cast<int64_t>(static_cast<__int128>(x) - static_cast<__int128>(q) * y));
       }
     }
     fail(e.pos, str("unsupported operand types for '", op, "': ", kind_name(a), " and ", kind_name(b)));

@@ -112,6 +112,9 @@ TEST(ChatJinjaLimits, ValuesAndIntegersStayBounded) {
   expect_limit("{{ -(-9223372036854775807 - 1) }}", "integer overflow");
   EXPECT_EQ(jinja::Template("{{ -7 // 2 }} {{ -7 % 3 }} {{ 7 % -3 }} {{ 7 // -2 }}", "test").render(jinja::Value::object()),
             "-4 2 -2 -4");  // Python: -7 // 2, -7 % 3, 7 % -3, 7 // -2
+  // Near the bottom of the range floor(x / y) * y passes INT64_MIN; the modulo itself does not.
+  // Python: (-9223372036854775807) % 3 == 2, since 2**63 - 1 == 1 (mod 3).
+  EXPECT_EQ(jinja::Template("{{ -9223372036854775807 % 3 }}", "test").render(jinja::Value::object()), "2");
   // Messages nested deeper than any conversation: one line, not a stack overflow.
   ordered_json deep = 1;
   for (int i = 0; i < 100000; ++i) deep = ordered_json::array({std::move(deep)});
