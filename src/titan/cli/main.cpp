@@ -58,6 +58,8 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string command = argv[1];
+  // Before any thread starts (plugins, OpenMP, MPI, the data loader): see stop_signal.h.
+  if (command == "train") titan::train::take_stop_signals_on_own_thread();
   try {
     titan::models::register_config_functions();  // the model families' config functions, then plugins'
     if (command == "train") return titan::cli::run_train(argc, argv);
