@@ -110,6 +110,38 @@ void expect_refused(const json& spec, const std::string& want) {
   EXPECT_NE(got.find("[tokenizer] tokenizer.json: " + want), std::string::npos) << got;
 }
 
+// Older Metaspace fields, read as HF reads them (checked with tokenizers 0.23.3: the same ids as
+// the variant they rewrite): add_prefix_space true is ignored, false needs "never"; str_rep is
+// ignored; prepend_scheme defaults to "always" and split to true.
+TEST(TokenizerLayouts, OlderMetaspaceFields) {
+  const json base = layout_spec("other");
+  const json variants = json::parse(read_text(source_path("tests/fixtures/tokenizer/other/variants.json")));
+  const auto with = [&](const std::string& variant, const json& pre) {
+    json spec = base;
+    spec.update(variants.at(variant));
+    spec["pre_tokenizer"] = pre;
+    return spec;
+  };
+  const std::string rep = "\xE2\x96\x81";
+  for (const auto& [variant, pre] : std::vector<std::pair<std::string, json>>{
+           {"metaspace_never", {{"type", "Metaspace"}, {"replacement", rep}, {"add_prefix_space", false},
+                                {"prepend_scheme", "never"}}},
+           {"metaspace_first_nosplit", {{"type", "Metaspace"}, {"replacement", rep}, {"add_prefix_space", true},
+                                        {"prepend_scheme", "first"}, {"split", false}}},
+           {"metaspace_always_split", {{"type", "Metaspace"}, {"replacement", rep}, {"add_prefix_space", true},
+                                       {"str_rep", rep}}}}) {
+    json current = base;
+    current.update(variants.at(variant));
+    const Tokenizer want = Tokenizer::from_json_text(current.dump(), variant);
+    const Tokenizer got = Tokenizer::from_json_text(with(variant, pre).dump(), variant + " (older fields)");
+    for (const std::string text : {"Hello world", " two  spaces ", "", "a\tb\nc", "x \xE2\x96\x81 y"}) {
+      EXPECT_EQ(got.encode(text), want.encode(text)) << variant << " " << json(text).dump();
+    }
+  }
+  expect_refused(with("metaspace_never", {{"type", "Metaspace"}, {"replacement", rep}, {"add_prefix_space", false}}),
+                 "pre_tokenizer.add_prefix_space false does not match prepend_scheme \"always\"");
+}
+
 // One refusal per kind of component titan does not implement (HF would tokenize differently).
 TEST(TokenizerLayouts, UnsupportedComponentsAreOneLineErrors) {
   const json llama2 = layout_spec("llama2");

@@ -1,5 +1,6 @@
 #include "titan/data/tokenizer/decoder.h"
 
+#include "titan/data/tokenizer/pre_tokenizer.h"
 #include "titan/data/tokenizer/unicode.h"
 
 namespace titan::data {
@@ -22,11 +23,10 @@ void read_node(const JsonReader& r, const json& node, const std::string& path, s
     r.only_keys(node, path, {"type", "add_prefix_space", "trim_offsets", "use_regex"});
     step.kind = DecodeStep::Kind::byte_level;
   } else if (type == "Metaspace") {
-    r.only_keys(node, path, {"type", "replacement", "prepend_scheme", "split"});
     step.kind = DecodeStep::Kind::metaspace;
     step.text = r.string(node, path, "replacement");
     if (!is_one_char(step.text)) r.fail(path + ".replacement", "must be one character");
-    const std::string scheme = r.string(node, path, "prepend_scheme");
+    const std::string scheme = read_metaspace_scheme(r, node, path);
     if (scheme != "always" && scheme != "first" && scheme != "never") {
       r.fail(path + ".prepend_scheme", str("\"", scheme, "\" is not supported (always, first or never)"));
     }

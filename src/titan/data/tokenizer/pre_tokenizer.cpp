@@ -266,6 +266,21 @@ PreTokenizeStep pattern_step(std::string_view pattern, SplitBehavior behavior, b
 
 }  // namespace
 
+std::string read_metaspace_scheme(const JsonReader& r, const json& node, const std::string& path) {
+  // Older files also carry add_prefix_space and str_rep; HF reads them as below.
+  r.only_keys(node, path, {"type", "replacement", "prepend_scheme", "split", "add_prefix_space", "str_rep"});
+  if (const json* s = r.optional(node, "str_rep"); s != nullptr && !s->is_string()) {
+    r.fail(path + ".str_rep", "must be a string");  // HF ignores its value
+  }
+  const json* scheme_json = r.optional(node, "prepend_scheme");
+  if (scheme_json != nullptr && !scheme_json->is_string()) r.fail(path + ".prepend_scheme", "must be a string");
+  const std::string scheme = scheme_json ? scheme_json->get<std::string>() : "always";  // HF's default
+  if (!r.boolean(node, path, "add_prefix_space", true) && scheme != "never") {
+    r.fail(path + ".add_prefix_space", str("false does not match prepend_scheme \"", scheme, "\" (HF refuses it too)"));
+  }
+  return scheme;
+}
+
 void read_pre_tokenizer(const JsonReader& r, const json& node, const std::string& path,
                         std::vector<PreTokenizeStep>& steps) {
   const std::string type = r.string(node, path, "type");
@@ -304,12 +319,11 @@ void read_pre_tokenizer(const JsonReader& r, const json& node, const std::string
     }
     steps.push_back(std::move(step));
   } else if (type == "Metaspace") {
-    r.only_keys(node, path, {"type", "replacement", "prepend_scheme", "split"});
     PreTokenizeStep step;
     step.kind = PreTokenizeStep::Kind::metaspace;
     step.replacement = r.string(node, path, "replacement");
     if (!is_one_char(step.replacement)) r.fail(path + ".replacement", "must be one character");
-    const std::string scheme = r.string(node, path, "prepend_scheme");
+    const std::string scheme = read_metaspace_scheme(r, node, path);
     if (scheme == "always") {
       step.prepend = PreTokenizeStep::Prepend::always;
     } else if (scheme == "first") {

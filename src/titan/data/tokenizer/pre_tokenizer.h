@@ -58,6 +58,10 @@ struct PreTokenizeStep {
   bool split = true;                   // metaspace: split before each replacement character
 };
 
+// A Metaspace node's prepend_scheme (always / first / never, default always) as HF reads it, with
+// the older add_prefix_space (false requires "never") and str_rep (ignored) fields.
+std::string read_metaspace_scheme(const JsonReader& r, const nlohmann::json& node, const std::string& path);
+
 // Reads tokenizer.json's "pre_tokenizer" node at `path` into `steps` (Sequence flattened).
 void read_pre_tokenizer(const JsonReader& r, const nlohmann::json& node, const std::string& path,
                         std::vector<PreTokenizeStep>& steps);
