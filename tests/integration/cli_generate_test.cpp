@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "integration/cli_runner.h"
 #include "ops/op_harness.h"
@@ -107,6 +109,41 @@ TEST(CliGenerate, PromptsAreTokenizedAndCompletionsPrinted) {
   const int64_t L = two_t.size(1), n1 = static_cast<int64_t>(one.size());
   ASSERT_LE(n1, L);
   EXPECT_EQ(std::vector<int64_t>(two.begin() + (L - n1), two.begin() + L), one);
+  fs::remove_all(tmp);
+}
+
+// A folder whose tokenizer.json has a TemplateProcessing post-processor (as Llama's): each
+// --prompt starts with its special token, as HF's tokenizer(prompt) gives it to generate().
+TEST(CliGenerate, PromptsGetTheFoldersSpecialTokens) {
+  const fs::path tmp = scratch_dir("generate_special");
+  const fs::path dir = model_folder(tmp, "hf/untied_gqa2", "untied_gqa2");
+  CommandResult run = run_titan("train-tokenizer --dataset quickstart --vocab-size 290 --out " + (tmp / "tok").string());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  fs::copy_file(tmp / "tok" / "tokenizer.json", dir / "tokenizer.json");
+  const std::string cmd = "generate --model " + dir.string() + " --prompt 'The model' --max-new-tokens 1 --out ";
+  run = run_titan(cmd + (tmp / "plain.safetensors").string(), false);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  std::ifstream in(tmp / "tok" / "tokenizer.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json spec = nlohmann::json::parse(text.str());
+  const int64_t bos = spec["added_tokens"][0]["id"].get<int64_t>();  // <|endoftext|>
+  const std::string name = spec["added_tokens"][0]["content"].get<std::string>();
+  spec["post_processor"] = {{"type", "TemplateProcessing"},
+                            {"single", {{{"SpecialToken", {{"id", name}, {"type_id", 0}}}},
+                                        {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+                            {"pair", {{{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+                                      {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
+                            {"special_tokens", {{name, {{"id", name}, {"ids", {bos}}, {"tokens", {name}}}}}}};
+  std::ofstream(dir / "tokenizer.json", std::ios::trunc) << spec.dump();
+  run = run_titan(cmd + (tmp / "bos.safetensors").string(), false);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const std::vector<int64_t> plain = ids_in(tmp / "plain.safetensors"), with_bos = ids_in(tmp / "bos.safetensors");
+  ASSERT_EQ(with_bos.size(), plain.size() + 1);
+  EXPECT_EQ(with_bos[0], bos);
+  // The prompt's own ids follow (the generated token may differ: the model saw another prefix).
+  EXPECT_EQ(std::vector<int64_t>(with_bos.begin() + 1, with_bos.end() - 1),
+            std::vector<int64_t>(plain.begin(), plain.end() - 1));
   fs::remove_all(tmp);
 }
 

@@ -65,6 +65,34 @@ TEST(CliTokenize, EncodesAndDecodesLikeHfTokenizers) {
   fs::remove_all(tmp);
 }
 
+// A Llama 3 folder: its TemplateProcessing adds <|begin_of_text|>, as HF's encode(text) does
+// (ids_special in the fixture); --no-special-tokens gives encode(text, add_special_tokens=False).
+TEST(CliTokenize, AddsTheFoldersSpecialTokens) {
+  std::ifstream fixture(testing::source_path("tests/fixtures/tokenizer/llama3/cases.jsonl"));
+  std::vector<json> cases;
+  std::string line;
+  while (std::getline(fixture, line)) cases.push_back(json::parse(line));
+  ASSERT_GE(cases.size(), 50u);
+  const fs::path tmp = scratch_dir("tokenize_special");
+  {
+    std::ofstream texts(tmp / "texts.jsonl");
+    for (const json& c : cases) texts << json{{"text", c["text"]}}.dump() << "\n";
+  }
+  const std::string tok = testing::source_path("tests/fixtures/tokenizer/llama3");
+  for (const bool special : {true, false}) {
+    const CommandResult enc = run_titan("tokenize --tokenizer " + tok + "/tokenizer.json --input " +
+                                            (tmp / "texts.jsonl").string() + (special ? "" : " --no-special-tokens"),
+                                        false);
+    ASSERT_EQ(enc.exit_code, 0) << enc.output;
+    const std::vector<json> got = lines_of(enc.output);
+    ASSERT_EQ(got.size(), cases.size());
+    for (size_t i = 0; i < cases.size(); ++i) {
+      EXPECT_EQ(got[i]["ids"], cases[i][special ? "ids_special" : "ids"]) << "case " << i;
+    }
+  }
+  fs::remove_all(tmp);
+}
+
 TEST(CliTokenize, BadInputsAreOneLineErrors) {
   const fs::path tmp = scratch_dir("tokenize_errors");
   const std::string tok = testing::source_path(kTokenizerDir);

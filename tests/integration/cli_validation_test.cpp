@@ -102,7 +102,7 @@ TEST_F(CliValidation, LeavesTrainingUnchangedAndEqualsAnIndependentForward) {
   const data::Tokenizer tokenizer = data::Tokenizer::from_file(tok.string());
   const data::DocumentTokens doc = data::document_tokens_from_folder(tok.string(), tokenizer);
   std::vector<int32_t> stream;
-  if (doc.bos_id) stream.push_back(*doc.bos_id);
+  stream.insert(stream.end(), doc.prefix.begin(), doc.prefix.end());
   const std::vector<int32_t> ids = tokenizer.encode(read_text(dir_ / "val.txt"));
   stream.insert(stream.end(), ids.begin(), ids.end());
   stream.push_back(doc.eot_id);
@@ -152,7 +152,7 @@ TEST_F(CliValidation, Bf16WithActivationCheckpointingLeavesTrainingUnchanged) {
   const data::Tokenizer tokenizer = data::Tokenizer::from_file(tok.string());
   const data::DocumentTokens doc = data::document_tokens_from_folder(tok.string(), tokenizer);
   std::vector<int32_t> stream;
-  if (doc.bos_id) stream.push_back(*doc.bos_id);
+  stream.insert(stream.end(), doc.prefix.begin(), doc.prefix.end());
   const std::vector<int32_t> ids = tokenizer.encode(read_text(dir_ / "val.txt"));
   stream.insert(stream.end(), ids.begin(), ids.end());
   Tensor ids_RT = Tensor::empty({12, 65}, DType::i64);

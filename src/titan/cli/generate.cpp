@@ -13,6 +13,7 @@
 #include "titan/core/clock.h"
 #include "titan/core/log.h"
 #include "titan/data/chat_template.h"
+#include "titan/data/tokenizer/special_tokens.h"
 #include "titan/data/tokenizer/tokenizer.h"
 #include "titan/nn/generate.h"
 #include "titan/train/precision.h"
@@ -52,11 +53,18 @@ Batch batch_from_file(const std::string& path) {
   return batch;
 }
 
-Batch batch_from_prompts(const std::vector<std::string>& prompts, const data::Tokenizer& tokenizer, int64_t pad_id) {
+// `specials`: the folder's special tokens around each prompt (BOS for Llama), as HF's
+// tokenizer(prompt); none for a rendered chat template, which holds its own.
+Batch batch_from_prompts(const std::vector<std::string>& prompts, const data::Tokenizer& tokenizer, int64_t pad_id,
+                         const data::SequenceTokens& specials) {
   std::vector<std::vector<int32_t>> rows;
   size_t T = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    rows.push_back(tokenizer.encode(prompts[i]));
+    std::vector<int32_t> row = specials.prefix;
+    const std::vector<int32_t> ids = tokenizer.encode(prompts[i]);
+    row.insert(row.end(), ids.begin(), ids.end());
+    row.insert(row.end(), specials.suffix.begin(), specials.suffix.end());
+    rows.push_back(std::move(row));
     if (rows.back().empty()) throw UsageError(str("titan generate: --prompt #", i + 1, " is empty (no tokens)"));
     T = std::max(T, rows.back().size());
   }
@@ -196,13 +204,16 @@ int run_generate(int argc, char** argv) {
                 ". HINT: --prompt needs the model's tokenizer; pass token ids with --tokens instead");
     tokenizer = std::make_unique<data::Tokenizer>(data::Tokenizer::from_file(loaded.assets_dir));
     std::vector<std::string> texts = prompts;
+    data::SequenceTokens specials;  // none for chat: the rendered template holds its special tokens
     if (args.get_bool("chat")) {  // as apply_chat_template([{"role": "user", ...}], add_generation_prompt=True)
       const data::ChatTemplate chat = data::ChatTemplate::from_folder(loaded.assets_dir);
       for (std::string& text : texts) {
         text = chat.render(nlohmann::ordered_json::array({{{"role", "user"}, {"content", text}}}), true);
       }
+    } else {
+      specials = data::sequence_tokens_from_folder(loaded.assets_dir, *tokenizer);
     }
-    batch = batch_from_prompts(texts, *tokenizer, options.pad_id);
+    batch = batch_from_prompts(texts, *tokenizer, options.pad_id, specials);
   } else {
     batch = batch_from_file(args.get("tokens"));
   }

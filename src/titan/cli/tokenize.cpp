@@ -1,9 +1,12 @@
 // titan tokenize: JSONL in, JSONL out, through a Hugging Face tokenizer.json.
-//   encode: each input line is an object; its --field string becomes one {"ids":[...]} line.
+//   encode: each input line is an object; its --field string becomes one {"ids":[...]} line, with
+//   the special tokens the tokenizer's folder adds (HF's encode(add_special_tokens=True): BOS for
+//   Llama, nothing for Qwen3) unless --no-special-tokens.
 //   --decode: each input line is {"ids":[...]}; it becomes one {"text":"..."} line (bytes that are
 //   not valid UTF-8, from ids that cut a character, are written as U+FFFD, as HF's decode does).
 // A malformed line stops the run with an error naming the input and the line number.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -11,6 +14,7 @@
 #include "titan/cli/args.h"
 #include "titan/cli/commands.h"
 #include "titan/core/log.h"
+#include "titan/data/tokenizer/special_tokens.h"
 #include "titan/data/tokenizer/tokenizer.h"
 
 namespace titan::cli {
@@ -29,15 +33,19 @@ json parse_line(const std::string& line, const std::string& where) {
   }
 }
 
-std::string encode_line(const data::Tokenizer& tok, const json& record, const std::string& field,
-                        const std::string& where) {
+std::string encode_line(const data::Tokenizer& tok, const data::SequenceTokens& specials, const json& record,
+                        const std::string& field, const std::string& where) {
   TITAN_CHECK(record.is_object(), where, ": expected a JSON object with a \"", field, "\" string");
   const auto it = record.find(field);
   TITAN_CHECK(it != record.end() && it->is_string(), where, ": expected a \"", field,
               "\" string field. HINT: --field names the field to encode");
   std::string out = "{\"ids\":[";
   bool first = true;
-  for (const int32_t id : tok.encode(it->get_ref<const std::string&>())) {
+  std::vector<int32_t> ids = specials.prefix;
+  const std::vector<int32_t> text_ids = tok.encode(it->get_ref<const std::string&>());
+  ids.insert(ids.end(), text_ids.begin(), text_ids.end());
+  ids.insert(ids.end(), specials.suffix.begin(), specials.suffix.end());
+  for (const int32_t id : ids) {
     if (!first) out += ',';
     first = false;
     out += std::to_string(id);
@@ -68,13 +76,22 @@ int run_tokenize(int argc, char** argv) {
                   {{"tokenizer", "tokenizer.json, or a folder that holds one", "", false, true},
                    {"input", "JSONL input file (default: stdin)", ""},
                    {"field", "the string field of each input object to encode", "text"},
-                   {"decode", "read {\"ids\": [...]} lines and write {\"text\": ...} lines", "", true}},
+                   {"decode", "read {\"ids\": [...]} lines and write {\"text\": ...} lines", "", true},
+                   {"no-special-tokens", "encode without the special tokens the tokenizer's folder adds (BOS for Llama)",
+                    "", true}},
                   argc, argv, 2);
   if (args.help_requested()) {
     std::fputs(args.usage().c_str(), stdout);
     return 0;
   }
-  const data::Tokenizer tok = data::Tokenizer::from_file(args.get("tokenizer"));
+  const std::string tok_path = args.get("tokenizer");
+  const data::Tokenizer tok = data::Tokenizer::from_file(tok_path);
+  // The folder decides the special tokens (tokenizer.json's post_processor, tokenizer_config.json's
+  // add_bos_token / add_eos_token); a tokenizer.json path means the folder it is in.
+  std::filesystem::path folder(tok_path);
+  if (!std::filesystem::is_directory(folder)) folder = folder.has_parent_path() ? folder.parent_path() : ".";
+  data::SequenceTokens specials;
+  if (!args.get_bool("no-special-tokens")) specials = data::sequence_tokens_from_folder(folder.string(), tok);
   const std::string input = args.get("input");
   const std::string name = input.empty() ? "<stdin>" : input;
   std::ifstream file;
@@ -93,7 +110,7 @@ int run_tokenize(int argc, char** argv) {
     const json record = parse_line(line, where);
     std::string out;
     try {
-      out = decode ? decode_line(tok, record, where, skipped) : encode_line(tok, record, field, where);
+      out = decode ? decode_line(tok, record, where, skipped) : encode_line(tok, specials, record, field, where);
     } catch (const Error& e) {
       const std::string msg = e.what();
       if (msg.rfind(where, 0) == 0) throw;

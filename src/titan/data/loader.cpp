@@ -115,8 +115,12 @@ Loader::Loader(LoaderConfig config, const Tokenizer& tokenizer)
               " and seq_len ", c.seq_len, " must both be >= 1");
   TITAN_CHECK(c.eot_id >= 0 && c.eot_id < vocab, "[data] loader: eot_id ", c.eot_id,
               " is not a token id (vocabulary ", vocab, "). HINT: use tokenizer.token_id(\"<|endoftext|>\").");
-  TITAN_CHECK(!c.bos_id || (*c.bos_id >= 0 && *c.bos_id < vocab), "[data] loader: bos_id ",
-              c.bos_id.value_or(0), " is not a token id (vocabulary ", vocab, ")");
+  for (const auto* list : {&c.doc_prefix, &c.doc_suffix}) {
+    for (const int32_t id : *list) {
+      TITAN_CHECK(id >= 0 && id < vocab, "[data] loader: special token id ", id, " is not a token id (vocabulary ",
+                  vocab, ")");
+    }
+  }
   TITAN_CHECK(c.world >= 1 && c.rank >= 0 && c.rank < c.world, "[data] loader: rank ", c.rank,
               " of world ", c.world, " is out of range");
   TITAN_CHECK((c.dataset.format == "chat") == (c.chat != nullptr), "[data] loader: dataset format '", c.dataset.format,
@@ -165,13 +169,19 @@ Loader::Step Loader::advance(bool quiet) {
   if (config_.chat) {
     append_chat(*doc);
   } else {
-    if (config_.bos_id) carry_.push_back(*config_.bos_id);
+    // One document = one encoded sequence: the folder's special tokens around it, as HF's
+    // encode(add_special_tokens=True) gives them (BOS at each document start for Llama).
+    carry_.insert(carry_.end(), config_.doc_prefix.begin(), config_.doc_prefix.end());
     const std::vector<int32_t> ids = tokenizer_->encode(*doc);
     carry_.insert(carry_.end(), ids.begin(), ids.end());
+    carry_.insert(carry_.end(), config_.doc_suffix.begin(), config_.doc_suffix.end());
     carry_mask_.resize(carry_.size(), 1);
   }
-  carry_.push_back(config_.eot_id);
-  carry_mask_.push_back(config_.chat && config_.mask_non_assistant ? 0 : 1);
+  // The separator, unless the suffix already ended the document with it (add_eos_token).
+  if (config_.chat || config_.doc_suffix.empty() || config_.doc_suffix.back() != config_.eot_id) {
+    carry_.push_back(config_.eot_id);
+    carry_mask_.push_back(config_.chat && config_.mask_non_assistant ? 0 : 1);
+  }
   ++documents_seen_;
   carried_docs_.push_back({before, static_cast<int64_t>(carry_.size() - carried)});
   return Step::document;

@@ -52,7 +52,8 @@ struct LoaderConfig {
   int64_t batch_size = 1;         // B
   int64_t seq_len = 2048;         // T
   int32_t eot_id = -1;            // appended to every document, e.g. the id of <|endoftext|>
-  std::optional<int32_t> bos_id;  // prepended to every document when set
+  std::vector<int32_t> doc_prefix;  // before every text document (the folder's BOS), not chat ones
+  std::vector<int32_t> doc_suffix;  // after it, before eot_id (which it replaces when it ends in it)
   int rank = 0;                   // data-parallel rank and world size
   int world = 1;
   bool infinite = true;           // false: next() returns nullopt when the data runs out

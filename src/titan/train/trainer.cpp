@@ -272,7 +272,8 @@ void Trainer::setup_data() {
   loader_config_.batch_size = B_ * dp_;
   loader_config_.seq_len = T_;
   loader_config_.eot_id = doc_tokens.eot_id;
-  loader_config_.bos_id = doc_tokens.bos_id;
+  loader_config_.doc_prefix = doc_tokens.prefix;
+  loader_config_.doc_suffix = doc_tokens.suffix;
   loader_config_.dataset.format = c_.training.dataset_format;
   loader_config_.dataset.text_field = c_.training.dataset_text_field;
   loader_config_.dataset.skip_bad_lines = c_.training.dataset_skip_bad_lines;

@@ -46,13 +46,17 @@ struct Stream {
   std::vector<int64_t> tokens;
   std::vector<bool> doc_start;
 };
-Stream pack(const std::vector<std::string>& docs, std::optional<int32_t> bos = std::nullopt) {
+// `prefix` / `suffix`: the folder's special tokens around each document; a suffix that ends in
+// eot ends the document (no second eot).
+Stream pack(const std::vector<std::string>& docs, const std::vector<int32_t>& prefix = {},
+            const std::vector<int32_t>& suffix = {}) {
   Stream s;
   for (const auto& d : docs) {
     s.doc_start.push_back(true);
-    if (bos) s.tokens.push_back(*bos);
+    s.tokens.insert(s.tokens.end(), prefix.begin(), prefix.end());
     for (int32_t id : qwen3().encode(d)) s.tokens.push_back(id);
-    s.tokens.push_back(eot());
+    s.tokens.insert(s.tokens.end(), suffix.begin(), suffix.end());
+    if (suffix.empty() || suffix.back() != eot()) s.tokens.push_back(eot());
     s.doc_start.resize(s.tokens.size(), false);
   }
   return s;
@@ -122,10 +126,18 @@ TEST(Loader, BosIsPrependedAndTextFilesSplitOnBlankLines) {
   write_file(dir.file("s.txt"), text);
   LoaderConfig c = config_for(dir.file("s.txt"), 2, 24);
   c.dataset.split_blank_lines = true;
-  c.bos_id = qwen3().token_id("<|im_start|>").value();
+  c.doc_prefix = {qwen3().token_id("<|im_start|>").value()};
   c.infinite = false;
-  Loader loader(c, qwen3());
-  EXPECT_GT(expect_packed(loader, pack(docs, c.bos_id), 2, 24), 2);
+  {
+    Loader loader(c, qwen3());
+    EXPECT_GT(expect_packed(loader, pack(docs, c.doc_prefix), 2, 24), 2);
+  }
+  // A suffix (add_eos_token) goes after each document; one that is the eot is not doubled.
+  for (const int32_t last : {qwen3().token_id("<|im_end|>").value(), eot()}) {
+    c.doc_suffix = {qwen3().token_id("<|im_end|>").value(), last};
+    Loader loader(c, qwen3());
+    EXPECT_GT(expect_packed(loader, pack(docs, c.doc_prefix, c.doc_suffix), 2, 24), 2);
+  }
 }
 
 TEST(Loader, ShardsAreDisjointAndCovering) {

@@ -41,16 +41,41 @@ TEST_F(SpecialTokens, Qwen3UsesEndOfTextAndNoBos) {
   const DocumentTokens t =
       document_tokens_from_folder(testing::source_path("../shared/assets/qwen3-tokenizer"), *tokenizer_);
   EXPECT_EQ(t.eot_id, 151643);
-  EXPECT_FALSE(t.bos_id.has_value());
+  EXPECT_TRUE(t.prefix.empty());
+  EXPECT_TRUE(t.suffix.empty());
 }
 
 TEST_F(SpecialTokens, BosWhenTheConfigAsksForIt) {
   const fs::path dir = folder_with_config(R"({"add_bos_token": true, "bos_token": {"content": "<|im_start|>"}})");
-  EXPECT_EQ(document_tokens_from_folder(dir.string(), *tokenizer_).bos_id, 151644);
+  EXPECT_EQ(document_tokens_from_folder(dir.string(), *tokenizer_).prefix, std::vector<int32_t>{151644});
   folder_with_config(R"({"add_bos_token": false, "bos_token": "<|im_start|>"})");
-  EXPECT_FALSE(document_tokens_from_folder(dir.string(), *tokenizer_).bos_id.has_value());
+  EXPECT_TRUE(document_tokens_from_folder(dir.string(), *tokenizer_).prefix.empty());
   folder_with_config("");  // no config at all: eot only
   EXPECT_EQ(document_tokens_from_folder(dir.string(), *tokenizer_).eot_id, 151643);
+}
+
+// A Llama 2 folder: tokenizer.json's TemplateProcessing adds <s> (id 1 in the fixture); a
+// tokenizer_config.json add_bos_token / add_eos_token overrides that side, as transformers'
+// LlamaTokenizerFast rebuilds its template from them.
+TEST_F(SpecialTokens, TemplateAndConfigFlags) {
+  const fs::path dir = folder_with_config("");
+  fs::copy_file(testing::source_path("tests/fixtures/tokenizer/llama2/tokenizer.json"), dir / "tokenizer.json");
+  const Tokenizer llama2 = Tokenizer::from_file(dir.string());
+  const int32_t bos = llama2.token_id("<s>").value(), eos = llama2.token_id("</s>").value();
+  EXPECT_EQ(bos, 1);
+  SequenceTokens seq = sequence_tokens_from_folder(dir.string(), llama2);
+  EXPECT_EQ(seq.prefix, std::vector<int32_t>{bos});
+  EXPECT_TRUE(seq.suffix.empty());
+  std::ofstream(dir / "tokenizer_config.json")
+      << R"({"add_bos_token": false, "add_eos_token": true, "bos_token": "<s>", "eos_token": "</s>"})";
+  seq = sequence_tokens_from_folder(dir.string(), llama2);
+  EXPECT_TRUE(seq.prefix.empty());
+  EXPECT_EQ(seq.suffix, std::vector<int32_t>{eos});
+  // The loader's view: eos_token separates documents, the template's <s> starts each one.
+  std::ofstream(dir / "tokenizer_config.json") << R"({"eos_token": "</s>"})";
+  const DocumentTokens doc = document_tokens_from_folder(dir.string(), llama2);
+  EXPECT_EQ(doc.eot_id, eos);
+  EXPECT_EQ(doc.prefix, std::vector<int32_t>{bos});
 }
 
 TEST_F(SpecialTokens, BadConfigsNameFileAndField) {

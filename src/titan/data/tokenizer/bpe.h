@@ -1,6 +1,8 @@
-// The BPE model over byte-level pieces: a piece's bytes become single-character symbols (through
-// GPT-2's byte map), then adjacent symbols merge by rank, lowest first and leftmost on ties, as HF
-// tokenizers' BPE does. Results for short pieces are cached.
+// The BPE model, as HF tokenizers' BPE: a piece becomes symbols, one per character, then adjacent
+// symbols merge by rank, lowest first and leftmost on ties. Results for short pieces are cached.
+// Byte-level layouts (a ByteLevel pre-tokenizer) give it raw bytes, each one character through
+// GPT-2's byte map; other layouts (SentencePiece-converted) give it the characters themselves,
+// with byte_fallback (<0xNN> tokens), unk_token / fuse_unk and the subword prefix / suffix.
 #pragma once
 
 #include <array>
@@ -20,9 +22,17 @@ class Bpe {
     int32_t right = 0;
     int32_t merged = 0;
   };
-  // `vocab`: byte-level token text -> id. `merges` in rank order (a later duplicate pair wins, as in
-  // HF). `ignore_merges`: a piece that is itself a vocabulary entry maps to it directly.
-  Bpe(std::unordered_map<std::string, int32_t> vocab, const std::vector<Merge>& merges, bool ignore_merges);
+  struct Options {
+    bool byte_level = true;      // pieces are raw bytes to map through GPT-2's byte map
+    bool ignore_merges = false;  // a piece that is itself a vocabulary entry maps to it directly
+    bool byte_fallback = false;  // a character without a token becomes its bytes' <0xNN> tokens
+    int32_t unk_id = -1;         // else it becomes unk_token (-1: it is dropped)
+    bool fuse_unk = false;       // consecutive unknowns make one unk_token
+    std::string continuing_subword_prefix;  // looked up on every symbol but the first
+    std::string end_of_word_suffix;         // looked up on the last symbol
+  };
+  // `vocab`: token text -> id. `merges` in rank order (a later duplicate pair wins, as in HF).
+  Bpe(std::unordered_map<std::string, int32_t> vocab, const std::vector<Merge>& merges, Options options);
 
   // Appends the ids of one pre-tokenized piece (raw bytes, before the byte map).
   void encode_piece(std::string_view piece, std::vector<int32_t>& out) const;
@@ -31,6 +41,8 @@ class Bpe {
 
  private:
   void merge_word(std::string_view piece, std::vector<int32_t>& out) const;
+  // Symbol ids of a piece by HF's merge_word rules (characters, prefix/suffix, fallback, unk).
+  void initial_symbols(std::string_view piece, std::vector<int32_t>& ids) const;
 
   struct Rank {
     uint32_t rank = 0;
@@ -39,7 +51,8 @@ class Bpe {
   std::unordered_map<std::string, int32_t> vocab_;
   std::unordered_map<uint64_t, Rank> ranks_;  // (left << 32 | right) -> rank, merged id
   std::array<int32_t, 256> byte_ids_{};       // id of each byte's single-character token, -1 if absent
-  bool ignore_merges_ = false;
+  Options options_;
+  bool plain_bytes_ = true;  // byte-level without prefix, suffix or unk: the byte_ids_ fast path
 
   // The piece cache is split into shards, each behind its own mutex, so that threads encoding at
   // once rarely wait on each other.

@@ -29,8 +29,7 @@ static int32_t id_of(const Tokenizer& tokenizer, const std::string& token, const
   return *id;
 }
 
-DocumentTokens document_tokens_from_folder(const std::string& dir, const Tokenizer& tokenizer) {
-  const std::string path = (std::filesystem::path(dir) / "tokenizer_config.json").string();
+static json read_config(const std::string& path) {
   json config = json::object();
   if (std::filesystem::exists(path)) {
     std::ifstream in(path, std::ios::binary);
@@ -44,7 +43,30 @@ DocumentTokens document_tokens_from_folder(const std::string& dir, const Tokeniz
     }
     TITAN_CHECK(config.is_object(), path, ": expected a JSON object");
   }
+  return config;
+}
 
+// add_bos_token / add_eos_token: true -> [that token], false -> nothing, absent or null -> `fallback`.
+static std::vector<int32_t> flag_side(const json& config, const Tokenizer& tokenizer, const std::string& path,
+                                      const char* flag, const char* key, const std::vector<int32_t>& fallback) {
+  if (!config.contains(flag) || config[flag].is_null()) return fallback;
+  TITAN_CHECK(config[flag].is_boolean(), path, ": field '", flag, "' must be true or false");
+  if (!config[flag].get<bool>()) return {};
+  const auto token = token_field(config, key, path);
+  TITAN_CHECK(token.has_value(), path, ": ", flag, " is true but ", key, " is null. HINT: set ", key);
+  return {id_of(tokenizer, *token, path, key)};
+}
+
+SequenceTokens sequence_tokens_from_folder(const std::string& dir, const Tokenizer& tokenizer) {
+  const std::string path = (std::filesystem::path(dir) / "tokenizer_config.json").string();
+  const json config = read_config(path);
+  return {flag_side(config, tokenizer, path, "add_bos_token", "bos_token", tokenizer.special_prefix()),
+          flag_side(config, tokenizer, path, "add_eos_token", "eos_token", tokenizer.special_suffix())};
+}
+
+DocumentTokens document_tokens_from_folder(const std::string& dir, const Tokenizer& tokenizer) {
+  const std::string path = (std::filesystem::path(dir) / "tokenizer_config.json").string();
+  const json config = read_config(path);
   DocumentTokens out;
   if (const auto eot = tokenizer.token_id("<|endoftext|>")) {
     out.eot_id = *eot;
@@ -54,14 +76,9 @@ DocumentTokens document_tokens_from_folder(const std::string& dir, const Tokeniz
     TITAN_FAIL(path, ": the tokenizer has no <|endoftext|> and the config no eos_token; cannot ",
                "separate documents. HINT: set eos_token in tokenizer_config.json");
   }
-  if (config.contains("add_bos_token") && !config["add_bos_token"].is_null()) {
-    TITAN_CHECK(config["add_bos_token"].is_boolean(), path, ": field 'add_bos_token' must be true or false");
-    if (config["add_bos_token"].get<bool>()) {
-      const auto bos = token_field(config, "bos_token", path);
-      TITAN_CHECK(bos.has_value(), path, ": add_bos_token is true but bos_token is null. HINT: set bos_token");
-      out.bos_id = id_of(tokenizer, *bos, path, "bos_token");
-    }
-  }
+  SequenceTokens seq = sequence_tokens_from_folder(dir, tokenizer);
+  out.prefix = std::move(seq.prefix);
+  out.suffix = std::move(seq.suffix);
   return out;
 }
 

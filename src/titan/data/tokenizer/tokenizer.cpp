@@ -16,6 +16,10 @@
 #include "titan/core/error.h"
 #include "titan/data/tokenizer/added_tokens.h"
 #include "titan/data/tokenizer/bpe.h"
+#include "titan/data/tokenizer/decoder.h"
+#include "titan/data/tokenizer/json_reader.h"
+#include "titan/data/tokenizer/normalizer.h"
+#include "titan/data/tokenizer/post_processor.h"
 #include "titan/data/tokenizer/pre_tokenizer.h"
 #include "titan/data/tokenizer/unicode.h"
 
@@ -27,127 +31,23 @@ struct Tokenizer::Impl {
   std::vector<AddedToken> added;
   std::unordered_map<std::string, int32_t> added_ids;
   AddedTokenMatcher raw_matcher;         // added tokens with normalized == false
-  AddedTokenMatcher normalized_matcher;  // added tokens with normalized == true (NFC'd contents)
-  bool nfc = false;
+  AddedTokenMatcher normalized_matcher;  // added tokens with normalized == true (normalized contents)
+  Normalizer normalizer;
   std::vector<PreTokenizeStep> steps;
   std::unique_ptr<Bpe> bpe;
-  std::vector<std::string> id_bytes;  // id -> decoded bytes
+  SequenceSpecials specials;          // what add_special_tokens puts around a sequence
+  Decoder decoder;
+  bool byte_level = false;            // the ByteLevel layout: each id decodes on its own (fast path)
+  std::vector<std::string> id_token;  // id -> token text (vocabulary entry or added token content)
+  std::vector<std::string> id_bytes;  // id -> decoded bytes (byte-level layout)
   std::vector<uint8_t> id_known;      // id -> 1 when the id exists
 
-  void encode_normalized(std::string_view text, std::vector<int32_t>& ids) const;
+  void encode_normalized(std::string_view text, bool at_origin, std::vector<int32_t>& ids) const;
 };
 
 namespace {
 
-// Reads tokenizer.json fields with errors that name the file and the JSON path.
-class Reader {
- public:
-  explicit Reader(std::string where) : where_(std::move(where)) {}
-
-  [[noreturn]] void fail(const std::string& path, const std::string& what) const {
-    TITAN_FAIL("[tokenizer] ", where_, ": ", path, " ", what);
-  }
-
-  const json& member(const json& obj, const std::string& path, const char* key) const {
-    if (!obj.is_object()) fail(path, "must be an object");
-    const auto it = obj.find(key);
-    if (it == obj.end()) fail(join(path, key), "is missing");
-    return *it;
-  }
-  const json* optional(const json& obj, const char* key) const {
-    const auto it = obj.find(key);
-    return it == obj.end() || it->is_null() ? nullptr : &*it;
-  }
-  std::string string(const json& obj, const std::string& path, const char* key) const {
-    const json& v = member(obj, path, key);
-    if (!v.is_string()) fail(join(path, key), "must be a string");
-    return v.get<std::string>();
-  }
-  bool boolean(const json& obj, const std::string& path, const char* key, bool fallback) const {
-    const json* v = optional(obj, key);
-    if (v == nullptr) return fallback;
-    if (!v->is_boolean()) fail(join(path, key), "must be true or false");
-    return v->get<bool>();
-  }
-  // Rejects keys this reader does not know: an unknown option would otherwise be ignored silently.
-  void only_keys(const json& obj, const std::string& path, std::initializer_list<const char*> keys) const {
-    if (!obj.is_object()) fail(path.empty() ? "(top level)" : path, "must be an object");
-    for (const auto& item : obj.items()) {
-      const bool known = std::any_of(keys.begin(), keys.end(), [&](const char* k) { return item.key() == k; });
-      if (!known) fail(join(path, item.key()), "is not supported");
-    }
-  }
-  [[noreturn]] void unsupported_type(const std::string& path, const std::string& type) const {
-    fail(path + ".type", str("\"", type, "\" is not supported"));
-  }
-  const std::string& where() const { return where_; }
-
-  static std::string join(const std::string& path, const std::string& key) {
-    return path.empty() ? key : path + "." + key;
-  }
-
- private:
-  std::string where_;
-};
-
-void read_pre_tokenizer(const Reader& r, const json& node, const std::string& path,
-                        std::vector<PreTokenizeStep>& steps) {
-  const std::string type = r.string(node, path, "type");
-  if (type == "Sequence") {
-    r.only_keys(node, path, {"type", "pretokenizers"});
-    const json& list = r.member(node, path, "pretokenizers");
-    if (!list.is_array()) r.fail(path + ".pretokenizers", "must be an array");
-    for (size_t i = 0; i < list.size(); ++i) {
-      read_pre_tokenizer(r, list[i], str(path, ".pretokenizers[", i, "]"), steps);
-    }
-  } else if (type == "Split") {
-    r.only_keys(node, path, {"type", "pattern", "behavior", "invert"});
-    const std::string behavior = r.string(node, path, "behavior");
-    if (behavior != "Isolated") {
-      r.fail(path + ".behavior", str("\"", behavior, "\" is not supported (only \"Isolated\")"));
-    }
-    if (r.boolean(node, path, "invert", false)) r.fail(path + ".invert", "true is not supported");
-    const json& pattern = r.member(node, path, "pattern");
-    if (!pattern.is_object() || pattern.size() != 1 || !pattern.begin()->is_string() ||
-        (pattern.begin().key() != "Regex" && pattern.begin().key() != "String")) {
-      r.fail(path + ".pattern", "must be {\"Regex\": \"...\"} or {\"String\": \"...\"}");
-    }
-    PreTokenizeStep step;
-    step.kind = PreTokenizeStep::Kind::split_isolated;
-    step.regex = std::make_shared<const Regex>(pattern.begin()->get<std::string>(), pattern.begin().key() == "String",
-                                               r.where() + ": " + path + ".pattern");
-    steps.push_back(std::move(step));
-  } else if (type == "Digits") {
-    r.only_keys(node, path, {"type", "individual_digits"});
-    PreTokenizeStep step;
-    step.kind = PreTokenizeStep::Kind::digits;
-    step.individual_digits = r.boolean(node, path, "individual_digits", false);
-    steps.push_back(std::move(step));
-  } else if (type == "ByteLevel") {
-    r.only_keys(node, path, {"type", "add_prefix_space", "trim_offsets", "use_regex"});
-    PreTokenizeStep step;
-    step.kind = PreTokenizeStep::Kind::byte_level;
-    step.add_prefix_space = r.boolean(node, path, "add_prefix_space", true);  // HF's defaults
-    if (r.boolean(node, path, "use_regex", true)) {
-      step.regex = std::make_shared<const Regex>(kGpt2Pattern, false, "GPT-2 pattern");
-    }
-    steps.push_back(std::move(step));
-  } else {
-    r.unsupported_type(path, type);
-  }
-}
-
-// Decoder and post-processor: only ByteLevel, whose options affect offsets, not ids or bytes.
-void read_byte_level_only(const Reader& r, const json& root, const char* key, bool allow_null) {
-  const json* node = r.optional(root, key);
-  if (node == nullptr) {
-    if (!allow_null) r.fail(key, "is null; a byte-level BPE needs the ByteLevel decoder");
-    return;
-  }
-  const std::string type = r.string(*node, key, "type");
-  if (type != "ByteLevel") r.unsupported_type(key, type);
-  r.only_keys(*node, key, {"type", "add_prefix_space", "trim_offsets", "use_regex"});
-}
+using Reader = JsonReader;
 
 std::string read_file(const std::string& path) {
   struct stat st {};
@@ -160,21 +60,6 @@ std::string read_file(const std::string& path) {
   os << in.rdbuf();
   TITAN_CHECK(!in.bad(), "[tokenizer] cannot read ", path);
   return os.str();
-}
-
-// ByteLevel decoding of one token's text, as HF's ByteLevel decoder does: each character back to its
-// byte; a token with a character outside the byte map is kept as its own UTF-8 bytes.
-std::string byte_level_decode(std::string_view token) {
-  const ByteLevelMap& map = byte_level_map();
-  std::string out;
-  for (size_t i = 0; i < token.size();) {
-    int len = 1;
-    const char32_t cp = utf8_decode(token, i, len);
-    if (cp >= map.cp_to_byte.size() || map.cp_to_byte[cp] < 0) return std::string(token);
-    out += static_cast<char>(map.cp_to_byte[cp]);
-    i += static_cast<size_t>(len);
-  }
-  return out;
 }
 
 }  // namespace
@@ -197,43 +82,44 @@ Tokenizer Tokenizer::from_json_text(std::string_view json_text, const std::strin
 
   auto impl = std::make_unique<Impl>();
 
-  // normalizer: null or NFC.
-  if (const json* node = r.optional(root, "normalizer")) {
-    const std::string type = r.string(*node, "normalizer", "type");
-    if (type != "NFC") r.unsupported_type("normalizer", type);
-    r.only_keys(*node, "normalizer", {"type"});
-    impl->nfc = true;
-  }
+  impl->normalizer = Normalizer::read(r, r.optional(root, "normalizer"));
 
-  // pre_tokenizer: Split / Digits / Sequence of them, ending in ByteLevel.
-  const json* pre = r.optional(root, "pre_tokenizer");
-  if (pre == nullptr) r.fail("pre_tokenizer", "is null; a byte-level BPE needs a ByteLevel pre-tokenizer");
-  read_pre_tokenizer(r, *pre, "pre_tokenizer", impl->steps);
+  // pre_tokenizer: byte-level layouts end in one ByteLevel (Qwen3, GPT-2, Llama 3); the others
+  // (Metaspace, Whitespace, ..., or none: Llama 2, Mistral, Gemma) have no ByteLevel at all.
+  if (const json* pre = r.optional(root, "pre_tokenizer")) read_pre_tokenizer(r, *pre, "pre_tokenizer", impl->steps);
   const auto byte_levels = std::count_if(impl->steps.begin(), impl->steps.end(), [](const PreTokenizeStep& s) {
     return s.kind == PreTokenizeStep::Kind::byte_level;
   });
-  if (byte_levels != 1 || impl->steps.back().kind != PreTokenizeStep::Kind::byte_level) {
-    r.fail("pre_tokenizer", "must end with one ByteLevel pre-tokenizer (the only byte-level layout supported)");
+  impl->byte_level = byte_levels > 0;
+  if (impl->byte_level && (byte_levels != 1 || impl->steps.back().kind != PreTokenizeStep::Kind::byte_level)) {
+    r.fail("pre_tokenizer", "must end with its one ByteLevel pre-tokenizer (the only byte-level layout supported)");
   }
-  read_byte_level_only(r, root, "post_processor", true);
-  read_byte_level_only(r, root, "decoder", false);
+  impl->specials = read_post_processor(r, r.optional(root, "post_processor"));
+  const json* decoder = r.optional(root, "decoder");
+  if (decoder == nullptr) r.fail("decoder", "is null; titan needs the decoder that turns tokens back into text");
+  impl->decoder = Decoder::read(r, decoder);
 
-  // model: BPE with HF's default options.
+  // model: BPE.
   const json& model = r.member(root, "", "model");
   const std::string model_type = r.string(model, "model", "type");
   if (model_type != "BPE") r.unsupported_type("model", model_type);
   r.only_keys(model, "model", {"type", "dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix",
                                "fuse_unk", "byte_fallback", "ignore_merges", "vocab", "merges"});
-  if (r.optional(model, "dropout") != nullptr) r.fail("model.dropout", "must be null (BPE dropout is not supported)");
-  if (r.optional(model, "unk_token") != nullptr) r.fail("model.unk_token", "must be null (unk_token is not supported)");
-  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
-    if (const json* v = r.optional(model, key); v != nullptr && !(v->is_string() && v->get<std::string>().empty())) {
-      r.fail(str("model.", key), "must be null or \"\" (not supported)");
-    }
+  if (const json* v = r.optional(model, "dropout"); v != nullptr && !(v->is_number() && v->get<double>() == 0.0)) {
+    r.fail("model.dropout", "must be null or 0 (BPE dropout is not supported)");
   }
-  if (r.boolean(model, "model", "fuse_unk", false)) r.fail("model.fuse_unk", "true is not supported");
-  if (r.boolean(model, "model", "byte_fallback", false)) r.fail("model.byte_fallback", "true is not supported");
-  const bool ignore_merges = r.boolean(model, "model", "ignore_merges", false);
+  Bpe::Options options;
+  options.byte_level = impl->byte_level;
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    const json* v = r.optional(model, key);
+    if (v != nullptr && !v->is_string()) r.fail(str("model.", key), "must be null or a string");
+    (key[0] == 'c' ? options.continuing_subword_prefix : options.end_of_word_suffix) = v ? v->get<std::string>() : "";
+  }
+  options.fuse_unk = r.boolean(model, "model", "fuse_unk", false);
+  options.byte_fallback = r.boolean(model, "model", "byte_fallback", false);
+  options.ignore_merges = r.boolean(model, "model", "ignore_merges", false);
+  const json* unk_token = r.optional(model, "unk_token");
+  if (unk_token != nullptr && !unk_token->is_string()) r.fail("model.unk_token", "must be null or a string");
 
   const json& vocab_json = r.member(model, "model", "vocab");
   if (!vocab_json.is_object()) r.fail("model.vocab", "must be an object of token -> id");
@@ -289,9 +175,13 @@ Tokenizer Tokenizer::from_json_text(std::string_view json_text, const std::strin
     }
     const auto a = vocab.find(left);
     const auto b = vocab.find(right);
-    const auto ab = vocab.find(left + right);
+    // HF's merged token drops the right part's continuing_subword_prefix.
+    const std::string& prefix = options.continuing_subword_prefix;
+    const bool prefixed = !prefix.empty() && right.compare(0, prefix.size(), prefix) == 0;
+    const auto ab = vocab.find(left + (prefixed ? right.substr(prefix.size()) : right));
     if (a == vocab.end() || b == vocab.end() || ab == vocab.end()) {
-      const std::string& missing = a == vocab.end() ? left : b == vocab.end() ? right : left + right;
+      const std::string& missing =
+          a == vocab.end() ? left : b == vocab.end() ? right : left + (prefixed ? right.substr(prefix.size()) : right);
       r.fail(path, str("\"", missing, "\" is not in model.vocab"));
     }
     merges.push_back({a->second, b->second, ab->second});
@@ -323,33 +213,37 @@ Tokenizer Tokenizer::from_json_text(std::string_view json_text, const std::strin
       impl->added.push_back(std::move(token));
     }
   }
+  if (unk_token != nullptr) {
+    const auto it = vocab.find(unk_token->get<std::string>());
+    if (it == vocab.end()) r.fail("model.unk_token", str("\"", unk_token->get<std::string>(), "\" is not in model.vocab"));
+    options.unk_id = it->second;
+  }
+  // HF matches normalized added tokens in their normalized form, and its id -> token gives that form.
+  for (AddedToken& t : impl->added) {
+    if (t.normalized && !impl->normalizer.empty()) t.content = impl->normalizer.apply(t.content);
+  }
   std::vector<AddedToken> raw;
   std::vector<AddedToken> normalized;
-  for (const AddedToken& t : impl->added) {
-    if (t.normalized) {
-      AddedToken n = t;
-      if (impl->nfc) n.content = nfc(n.content);  // HF matches normalized tokens in their normalized form
-      normalized.push_back(std::move(n));
-    } else {
-      raw.push_back(t);
-    }
-  }
+  for (const AddedToken& t : impl->added) (t.normalized ? normalized : raw).push_back(t);
   impl->raw_matcher = AddedTokenMatcher(std::move(raw));
   impl->normalized_matcher = AddedTokenMatcher(std::move(normalized));
 
-  // id -> bytes for decode; added tokens take precedence over the vocabulary, as in HF.
-  impl->id_bytes.assign(static_cast<size_t>(max_id + 1), std::string());
+  // id -> token for decode; added tokens take precedence over the vocabulary, as in HF.
+  impl->id_token.assign(static_cast<size_t>(max_id + 1), std::string());
   impl->id_known.assign(static_cast<size_t>(max_id + 1), 0);
   for (const auto& [token, id] : vocab) {
-    impl->id_bytes[id] = byte_level_decode(token);
+    impl->id_token[id] = token;
     impl->id_known[id] = 1;
   }
   for (const AddedToken& t : impl->added) {
-    // HF's id -> token gives a normalized token's content in its normalized form.
-    impl->id_bytes[t.id] = byte_level_decode(t.normalized && impl->nfc ? nfc(t.content) : t.content);
+    impl->id_token[t.id] = t.content;
     impl->id_known[t.id] = 1;
   }
-  impl->bpe = std::make_unique<Bpe>(std::move(vocab), merges, ignore_merges);
+  if (impl->decoder.byte_level_only()) {  // each id decodes on its own: precompute the bytes
+    impl->id_bytes.resize(impl->id_token.size());
+    for (size_t id = 0; id < impl->id_token.size(); ++id) impl->id_bytes[id] = byte_level_decode(impl->id_token[id]);
+  }
+  impl->bpe = std::make_unique<Bpe>(std::move(vocab), merges, std::move(options));
   return Tokenizer(std::move(impl));
 }
 
@@ -360,18 +254,19 @@ Tokenizer Tokenizer::from_file(const std::string& path_or_dir) {
   return from_json_text(read_file(path), path);
 }
 
-void Tokenizer::Impl::encode_normalized(std::string_view text, std::vector<int32_t>& ids) const {
+void Tokenizer::Impl::encode_normalized(std::string_view text, bool at_origin, std::vector<int32_t>& ids) const {
   std::deque<std::string> arena;
   std::vector<std::string_view> pieces;
-  pre_tokenize(steps, text, arena, pieces);
+  pre_tokenize(steps, text, arena, pieces, at_origin);
   for (const std::string_view piece : pieces) bpe->encode_piece(piece, ids);
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
   const size_t bad = utf8_invalid_offset(text);
   TITAN_CHECK(bad == text.size(), "[tokenizer] encode: text is not valid UTF-8 at byte ", bad,
               ". HINT: decode the input as UTF-8 (or replace invalid bytes) before tokenizing");
   std::vector<int32_t> ids;
+  if (add_special_tokens) ids = impl_->specials.prefix;
   std::vector<Segment> segments;
   if (impl_->raw_matcher.empty()) {
     if (!text.empty()) segments.push_back({0, text.size(), -1});
@@ -387,12 +282,12 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
     const std::string_view part = text.substr(seg.begin, seg.end - seg.begin);
     std::string normalized_storage;
     std::string_view normalized = part;
-    if (impl_->nfc) {
-      normalized_storage = nfc(part);
+    if (!impl_->normalizer.empty()) {
+      normalized_storage = impl_->normalizer.apply(part);
       normalized = normalized_storage;
     }
     if (impl_->normalized_matcher.empty()) {
-      impl_->encode_normalized(normalized, ids);
+      impl_->encode_normalized(normalized, seg.begin == 0, ids);
       continue;
     }
     inner.clear();
@@ -401,24 +296,34 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
       if (s.id >= 0) {
         ids.push_back(s.id);
       } else {
-        impl_->encode_normalized(normalized.substr(s.begin, s.end - s.begin), ids);
+        impl_->encode_normalized(normalized.substr(s.begin, s.end - s.begin), seg.begin == 0 && s.begin == 0, ids);
       }
     }
   }
+  if (add_special_tokens) ids.insert(ids.end(), impl_->specials.suffix.begin(), impl_->specials.suffix.end());
   return ids;
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids, int64_t* skipped) const {
+  const bool fast = !impl_->id_bytes.empty();
   std::string out;
+  std::vector<std::string> tokens;
   for (const int32_t id : ids) {
     if (id < 0 || static_cast<size_t>(id) >= impl_->id_known.size() || !impl_->id_known[id]) {
       if (skipped != nullptr) ++*skipped;
       continue;
     }
-    out += impl_->id_bytes[id];
+    if (fast) {
+      out += impl_->id_bytes[id];
+    } else {
+      tokens.push_back(impl_->id_token[id]);
+    }
   }
-  return out;
+  return fast ? out : impl_->decoder.decode(std::move(tokens));
 }
+
+const std::vector<int32_t>& Tokenizer::special_prefix() const { return impl_->specials.prefix; }
+const std::vector<int32_t>& Tokenizer::special_suffix() const { return impl_->specials.suffix; }
 
 int64_t Tokenizer::vocab_size() const { return static_cast<int64_t>(impl_->id_known.size()); }
 

@@ -86,7 +86,14 @@ void utf8_append(std::string& out, char32_t cp) {
   }
 }
 
-std::string nfc(std::string_view text) {
+bool is_one_char(std::string_view text) {
+  if (text.empty() || utf8_invalid_offset(text) != text.size()) return false;
+  int len = 0;
+  utf8_decode(text, 0, len);
+  return static_cast<size_t>(len) == text.size();
+}
+
+std::string unicode_normalize(std::string_view text, UnicodeForm form) {
   bool ascii = true;
   for (const char c : text) {
     if (static_cast<unsigned char>(c) >= 0x80) {
@@ -94,16 +101,40 @@ std::string nfc(std::string_view text) {
       break;
     }
   }
-  if (ascii) return std::string(text);
+  if (ascii) return std::string(text);  // every form leaves ASCII as it is
+  int options = UTF8PROC_STABLE;
+  switch (form) {
+    case UnicodeForm::nfc: options |= UTF8PROC_COMPOSE; break;
+    case UnicodeForm::nfd: options |= UTF8PROC_DECOMPOSE; break;
+    case UnicodeForm::nfkc: options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
+    case UnicodeForm::nfkd: options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
+  }
   utf8proc_uint8_t* out = nullptr;
   // Not UTF8PROC_NULLTERM: the length bounds the input, so NUL characters pass through.
   const utf8proc_ssize_t n =
       utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
-                   static_cast<utf8proc_ssize_t>(text.size()), &out,
-                   static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+                   static_cast<utf8proc_ssize_t>(text.size()), &out, static_cast<utf8proc_option_t>(options));
   std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> owned(out, &std::free);
-  TITAN_CHECK(n >= 0, "[tokenizer] NFC normalization failed: ", utf8proc_errmsg(n));
+  TITAN_CHECK(n >= 0, "[tokenizer] Unicode normalization failed: ", utf8proc_errmsg(n));
   return std::string(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
+}
+
+std::string nfc(std::string_view text) { return unicode_normalize(text, UnicodeForm::nfc); }
+
+std::string lowercase(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    int len = 1;
+    const char32_t cp = utf8_decode(text, i, len);
+    i += static_cast<size_t>(len);
+    if (cp == 0x130) {
+      out += "i\xCC\x87";  // U+0069 U+0307
+    } else {
+      utf8_append(out, static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(cp))));
+    }
+  }
+  return out;
 }
 
 bool is_whitespace(char32_t cp) {

@@ -17,9 +17,16 @@ size_t utf8_invalid_offset(std::string_view text);
 // Decodes the code point starting at text[i] (text must be valid UTF-8); sets `len` to its bytes.
 char32_t utf8_decode(std::string_view text, size_t i, int& len);
 void utf8_append(std::string& out, char32_t cp);
+// True when `text` is exactly one valid UTF-8 character.
+bool is_one_char(std::string_view text);
 
 // NFC of valid UTF-8 (utf8proc); ASCII-only text is returned unchanged without a copy.
 std::string nfc(std::string_view text);
+enum class UnicodeForm { nfc, nfd, nfkc, nfkd };
+std::string unicode_normalize(std::string_view text, UnicodeForm form);
+// Rust's char::to_lowercase on every character (HF's Lowercase normalizer): the simple mapping
+// plus the one unconditional multi-character one, U+0130 -> "i\u0307".
+std::string lowercase(std::string_view text);
 
 // Rust's char::is_whitespace (the Unicode White_Space property), char::is_numeric (Nd, Nl, No)
 // and char::is_alphanumeric (Alphabetic or Numeric, approximated by the L* and N* categories).
