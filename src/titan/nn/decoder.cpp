@@ -175,7 +175,7 @@ StepContext Decoder::make_context(const Tensor& ids_BT) const {
   for (int64_t b = 0; b < ctx.batch; ++b) {
     for (int64_t t = 0; t < ctx.seq; ++t) pos[b * ctx.seq + t] = t;
   }
-  ctx.rope = ops::rope_tables({config_.rope_theta}, ctx.positions_N, config_.head_dim);
+  ctx.rope = ops::rope_tables({config_.rope_theta, config_.rope_scaling}, ctx.positions_N, config_.head_dim);
   return ctx;
 }
 
@@ -346,7 +346,7 @@ StepContext Decoder::make_cached_context(int64_t batch, int64_t seq, const KvCac
       pos[b * seq + s] = std::max<int64_t>(0, cache.length + s - cache.begin_B.data<int64_t>()[b]);
     }
   }
-  ctx.rope = ops::rope_tables({config_.rope_theta}, ctx.positions_N, config_.head_dim);
+  ctx.rope = ops::rope_tables({config_.rope_theta, config_.rope_scaling}, ctx.positions_N, config_.head_dim);
   return ctx;
 }
 
