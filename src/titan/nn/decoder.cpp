@@ -40,6 +40,12 @@ Decoder::Decoder(const DecoderConfig& config, const ConfigTree& tree) : config_(
   for (const auto& [path, node] : tree) {
     const std::string origin = registry.origin(node->type_name());
     if (!origin.empty() && origin != "built-in") plugin_nodes_.push_back(path);
+    // A plugin's RoPE node sees only theta (RopeConfig): it would compute unscaled tables.
+    TITAN_CHECK(config.rope_scaling.type == ops::RopeType::default_ || origin.empty() || origin == "built-in" ||
+                    !path.ends_with(".attention.rope"),
+                "[model] ", path, ": the override's RoPE (", node->type_name(), ") cannot apply the model's '",
+                ops::rope_type_name(config.rope_scaling.type), "' RoPE scaling (it sees only theta). HINT: drop the "
+                "override for this model");
   }
   const ModuleBuild root(registry, tree, "model");
   tok_embeddings = root.child<EmbeddingModule>("tok_embeddings");
