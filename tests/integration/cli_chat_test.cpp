@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -120,6 +121,29 @@ TEST(CliChat, ResumeContinuesTheLossSequenceToTheBit) {
   fs::remove_all(dir);
 }
 
+// A folder as Transformers 5 saves it: the template in chat_template.jinja, tokenizer_config.json
+// without one (tests/fixtures/chat/folders/jinja_only). It fine-tunes with no edits, the mask on
+// the assistant tokens, and the HF export carries the template file.
+TEST(CliChat, TemplateInChatTemplateJinjaFineTunes) {
+  const fs::path dir = scratch_dir("chat_jinja");
+  const fs::path model = make_model_dir(dir / "model", false);
+  const fs::path fixture = fs::path(TITAN_SOURCE_DIR) / "tests/fixtures/chat/folders/jinja_only";
+  fs::copy_file(fixture / "chat_template.jinja", model / "chat_template.jinja");
+  fs::copy_file(fixture / "tokenizer_config.json", model / "tokenizer_config.json", fs::copy_options::overwrite_existing);
+  write(dir / "chat.jsonl", chat_jsonl(8));
+  const CommandResult r = run_titan(train_args(model, dir / "chat.jsonl", dir / "run",
+                                               "--training.steps 2 --training.local_batch_size 2 --training.seq_len 48 "
+                                               "--metrics.log_freq 1 --checkpoint.enable --checkpoint.last_save_in_hf"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(read_jsonl(dir / "run" / "metrics.jsonl").size(), 2u) << r.output;
+  std::ifstream exported(dir / "run" / "checkpoint" / "hf" / "chat_template.jinja");
+  std::stringstream got, want;
+  got << exported.rdbuf();
+  want << std::ifstream(fixture / "chat_template.jinja").rdbuf();
+  EXPECT_EQ(got.str(), want.str());
+  fs::remove_all(dir);
+}
+
 TEST(CliChat, BadChatInputIsOneLineAndNonZeroExit) {
   const fs::path dir = scratch_dir("chat_bad");
   const fs::path plain = make_model_dir(dir / "plain", false);
@@ -129,7 +153,7 @@ TEST(CliChat, BadChatInputIsOneLineAndNonZeroExit) {
 
   CommandResult r = run_titan(train_args(plain, dir / "chat.jsonl", dir / "r1", small));
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("tokenizer_config.json has no \"chat_template\". HINT:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("tokenizer_config.json has no \"chat_template\" and there is no chat_template.jinja"), std::string::npos) << r.output;
 
   write(dir / "bad.jsonl", "\n{\"messages\": [{\"role\": \"robot\", \"content\": \"hi\"}]}\n" + chat_jsonl(1));
   r = run_titan(train_args(model, dir / "bad.jsonl", dir / "r2", small));

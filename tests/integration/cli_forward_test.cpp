@@ -2,6 +2,7 @@
 // Face fixture, and its one-line errors with a non-zero exit code.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -51,6 +52,48 @@ TEST_P(CliForwardParity, WritesLogitsLossAndGradsMatchingTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CliForwardParity,
                          ::testing::Values("hf/untied_gqa2", "hf_moe/e8_top2_nonorm_aux"));
+
+// RoPE scaling (tests/fixtures/hf_rope, tools/make_rope_fixtures.py): a case folder is its
+// config.json plus its architecture's shared weights; 64 tokens pass the original context (32), so
+// each type's scaling (and dynamic's / longrope's dependence on the length) is active. Transformers'
+// logits[..., :24] and logsumexp over the whole vocabulary, within 2e-4.
+class CliForwardRope : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CliForwardRope, LogitsMatchTransformers) {
+  const fs::path fixtures = testing::source_path("tests/fixtures/hf_rope");
+  const std::string name = GetParam();
+  const fs::path tmp = scratch_dir(std::string("rope_") + name);
+  const fs::path model = tmp / name;
+  fs::create_directories(model);
+  fs::copy_file(fixtures / name / "config.json", model / "config.json");
+  fs::copy_file(fixtures / (name.substr(0, name.find('_')) + ".safetensors"), model / "model.safetensors");
+  const fs::path out = tmp / "out.safetensors";
+  const CommandResult run = run_titan("forward --model " + model.string() + " --tokens " +
+                                      (fixtures / "tokens.safetensors").string() + " --out " + out.string());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto got = ckpt::SafetensorsFile::open(out.string());
+  const auto want = ckpt::SafetensorsFile::open((fixtures / name / "expected.safetensors").string());
+  const Tensor logits = got.get("logits");  // [1, T, V]
+  const Tensor want_slice = want.get("logits_slice"), want_lse = want.get("logsumexp");
+  const int64_t t = logits.size(1), v = logits.size(2), w = want_slice.size(2);
+  ASSERT_EQ(want_slice.size(1), t);
+  Tensor slice = Tensor::empty({1, t, w}), lse = Tensor::empty({1, t});
+  for (int64_t i = 0; i < t; ++i) {
+    const float* row = logits.data<float>() + i * v;
+    double mx = row[0], sum = 0.0;
+    for (int64_t j = 0; j < v; ++j) mx = std::max(mx, static_cast<double>(row[j]));
+    for (int64_t j = 0; j < v; ++j) sum += std::exp(row[j] - mx);
+    lse.data<float>()[i] = static_cast<float>(mx + std::log(sum));
+    for (int64_t j = 0; j < w; ++j) slice.data<float>()[i * w + j] = row[j];
+  }
+  EXPECT_TRUE(testing::all_close(name + " logits[..., :24]", slice, want_slice, {2e-4, 0.0}));
+  EXPECT_TRUE(testing::all_close(name + " logsumexp", lse, want_lse, {2e-4, 0.0}));
+  fs::remove_all(tmp);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, CliForwardRope,
+                         ::testing::Values("llama_linear", "llama_dynamic", "llama_yarn", "llama_llama3", "llama_longrope",
+                                           "qwen3_yarn"));
 
 // Loss semantics as Transformers' causal LM: without labels the loss is model(input_ids,
 // labels=input_ids)'s; with every label -100 it is the mean over no targets, nan (not 0).

@@ -203,5 +203,40 @@ TEST_F(CliHfInterop, FinetuneTwinRunsOnATinyHfFolder) {
   EXPECT_EQ(r.output.find("initial load from the HF folder"), std::string::npos) << r.output;
 }
 
+// A scaled-RoPE folder (tests/fixtures/hf_rope: llama3 in the v4 `rope_scaling` spelling, yarn in
+// the v5 `rope_parameters` one) fine-tunes 2 steps and exports a config.json whose RoPE fields are
+// the original's, unchanged (Transformers then builds the same RoPE from the export).
+TEST_F(CliHfInterop, ScaledRopeFieldsRoundTripThroughFinetuneAndExport) {
+  const fs::path fixtures = fs::path(TITAN_SOURCE_DIR) / "tests/fixtures/hf_rope";
+  const fs::path tok = dir_ / "tok300";  // the fixtures' vocabulary is 320
+  const CommandResult t = run_titan("train-tokenizer --input " + kShakespeare.string() + " --vocab-size 300 --out " +
+                                    tok.string());
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  for (const char* name : {"llama_llama3", "llama_yarn"}) {
+    const fs::path assets = dir_ / (std::string("rope-") + name);
+    fs::create_directories(assets);
+    fs::copy_file(fixtures / name / "config.json", assets / "config.json");
+    fs::copy_file(fixtures / "llama.safetensors", assets / "model.safetensors");
+    for (const char* file : {"tokenizer.json", "tokenizer_config.json"}) fs::copy_file(tok / file, assets / file);
+    const fs::path run = dir_ / (std::string("rope-run-") + name);
+    const CommandResult r = run_titan("train --config qwen3_debug_finetune --model.hf_assets_path " + assets.string() +
+                                      " --checkpoint.initial_load_path " + assets.string() + " --job.dump_folder " +
+                                      run.string() + " --training.dataset_path " + kShakespeare.string() +
+                                      " --metrics.peak_tflops 1 --training.steps 2 --training.seq_len 32 "
+                                      "--training.local_batch_size 2 --checkpoint.interval 2");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const nlohmann::json in = nlohmann::json::parse(read_text(fixtures / name / "config.json"));
+    const nlohmann::json out = nlohmann::json::parse(read_text(run / "checkpoint" / "hf" / "config.json"));
+    for (const char* key : {"rope_scaling", "rope_parameters", "rope_theta", "max_position_embeddings"}) {
+      if (in.contains(key)) {
+        EXPECT_EQ(out[key], in[key]) << name << " " << key << "\n" << out.dump(2);
+      }
+    }
+    // The block is written under the original's key only: a null rope_scaling beside rope_parameters
+    // would be the other spelling's.
+    EXPECT_EQ(out.contains("rope_scaling"), in.contains("rope_scaling")) << name;
+  }
+}
+
 }  // namespace
 }  // namespace titan

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "integration/cli_runner.h"
@@ -161,6 +162,26 @@ TEST_F(CliPlugin, KernelLibRefusesBiasesBeforeStepOne) {
                                     (dir_ / "bias").string() + " --override.imports " + kKernelLib);
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("titan: error: swiglu_w13 does not support feed-forward biases"), std::string::npos)
+      << r.output;
+}
+
+// A plugin RoPE sees only theta: on a model with scaled RoPE (a yarn folder, vocabulary widened to
+// the suite's 512-token tokenizer) it is refused at build, naming the node and the scaling.
+TEST_F(CliPlugin, RopeOverrideRefusesAScaledRope) {
+  const fs::path model = dir_ / "yarn";
+  fs::create_directories(model);
+  nlohmann::json config = nlohmann::json::parse(
+      testing::read_text(fs::path(TITAN_SOURCE_DIR) / "tests/fixtures/hf_rope/llama_yarn/config.json"));
+  config["vocab_size"] = 512;
+  std::ofstream(model / "config.json") << config.dump(2);
+  for (const char* file : {"tokenizer.json", "tokenizer_config.json"}) fs::copy_file(dir_ / "tok" / file, model / file);
+  const CommandResult r = run_titan("train --config qwen3_debug --model.name= --model.hf_assets_path " + model.string() +
+                                    " --training.seq_len 64 --training.steps 1 --training.local_batch_size 1"
+                                    " --job.dump_folder " + (dir_ / "yarn_run").string() + " --override.imports " + kRopeTiled);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("titan: error: [model] model.layers.0.attention.rope: the override's RoPE (RopeTiled) cannot "
+                          "apply the model's 'yarn' RoPE scaling"),
+            std::string::npos)
       << r.output;
 }
 

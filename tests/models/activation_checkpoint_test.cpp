@@ -116,7 +116,7 @@ TEST(ActivationCheckpoint, ABlockHoldsSeveralMicroBatches) {
     ctx.seq = 8;
     ctx.positions_N = Tensor::empty({8}, DType::i64);
     for (int64_t t = 0; t < 8; ++t) ctx.positions_N.data<int64_t>()[t] = t;
-    ctx.rope = ops::rope_tables({c.rope_theta}, ctx.positions_N, c.head_dim);
+    ctx.rope = ops::rope_tables({c.rope_theta, c.rope_scaling}, ctx.positions_N, c.head_dim);
     const Tensor x0 = testing::random_f32({8, c.dim}, 1), x1 = testing::random_f32({8, c.dim}, 2);
     const Tensor dy0 = testing::random_f32({8, c.dim}, 3), dy1 = testing::random_f32({8, c.dim}, 4);
     RouterTotals totals;

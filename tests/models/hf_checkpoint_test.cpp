@@ -308,7 +308,14 @@ TEST(HfConfig, ArchitectureDefaultsAndUnsupportedFields) {
   llama["rope_scaling"] = {{"rope_type", "default"}};
   EXPECT_EQ(from_json(llama).rope_theta, 10000.0f);
   llama["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
-  EXPECT_ERROR_CONTAINS(from_json(llama), "x/config.json: field 'rope_scaling' is");
+  EXPECT_ERROR_CONTAINS(from_json(llama), "x/config.json: field 'rope_scaling': rope_type 'llama3' needs "
+                                          "low_freq_factor and high_freq_factor");
+  llama["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0}};
+  EXPECT_EQ(from_json(llama).rope_scaling.type, ops::RopeType::llama3);
+  EXPECT_EQ(from_json(llama).rope_scaling.original_max_position_embeddings, 2048);  // max_position_embeddings
+  llama["original_max_position_embeddings"] = 1024;  // Phi3's top-level field wins, as in standardize_rope_params
+  EXPECT_EQ(from_json(llama).rope_scaling.original_max_position_embeddings, 1024);
+  llama.erase("original_max_position_embeddings");
   llama["rope_scaling"] = nullptr;
   llama["hidden_act"] = "gelu";
   EXPECT_ERROR_CONTAINS(from_json(llama), "field 'hidden_act' is \"gelu\"");

@@ -59,8 +59,23 @@ using testing::error_of;
 
 TEST(HfErrors, UnsupportedConfigFieldsAreNamed) {
   ScratchModel m("config");
-  m.edit_config([](auto& j) { j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; });
-  EXPECT_ERROR_CONTAINS(load_hf_config(m.dir()), "field 'rope_scaling'");
+  m.edit_config([](auto& j) { j["rope_scaling"] = {{"rope_type", "proportional"}, {"factor", 4.0}}; });
+  EXPECT_ERROR_CONTAINS(load_hf_config(m.dir()), "field 'rope_scaling': rope_type 'proportional' is not supported. "
+                        "HINT: supported: default, linear, dynamic, yarn, llama3, longrope");
+  m.edit_config([](auto& j) { j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"low_freq_factor", 1.0}}; });
+  EXPECT_ERROR_CONTAINS(load_hf_config(m.dir()), "field 'rope_scaling': key 'low_freq_factor' = 1.0 is not read by "
+                        "rope_type 'yarn'");
+  m.edit_config([](auto& j) { j["rope_scaling"] = {{"type", "linear"}}; });
+  EXPECT_ERROR_CONTAINS(load_hf_config(m.dir()), "rope_type 'linear' needs a positive \"factor\"");
+  m.edit_config([](auto& j) {
+    j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"partial_rotary_factor", 0.5}};
+  });
+  EXPECT_ERROR_CONTAINS(load_hf_config(m.dir()), "key 'partial_rotary_factor' = 0.5 is not read by rope_type 'yarn' "
+                        "(only full-width RoPE, 1.0, is supported)");
+  m.edit_config([](auto& j) {
+    j["rope_scaling"] = {{"rope_type", "longrope"}, {"long_factor", {1.0}}, {"short_factor", {1.0}}};
+  });
+  EXPECT_ERROR_CONTAINS(load_hf_config(m.dir()), "longrope: long_factor and short_factor must hold head_dim/2");
   m.edit_config([](auto& j) { j.erase("rope_scaling"); j["use_sliding_window"] = true; });
   EXPECT_ERROR_CONTAINS(load_hf_config(m.dir()), "field 'use_sliding_window'");
   m.edit_config([](auto& j) { j["use_sliding_window"] = false; j["architectures"] = {"GPTNeoXForCausalLM"}; });

@@ -3,6 +3,7 @@
 #include "titan/ops/rope/rope.h"
 
 #include <cmath>
+#include <numbers>
 
 #include "titan/core/rng.h"
 #include "ops/op_harness.h"
@@ -116,13 +117,13 @@ TEST(Rope, TablesMatchReference) {
 // and a large position where an f32 angle (HF's) would be off by ~4e-6 in cos.
 TEST(Rope, TablesMatchHandComputedValues) {
   const Tolerance f32_rounding{1e-7, 1e-7};
-  RopeTables t = rope_tables({1e6f}, positions({3}), 8);
+  RopeTables t = rope_tables({1e6f, {}}, positions({3}), 8);
   EXPECT_TRUE(all_close("cos p=3", to_doubles(t.cos_NK2),
                         {-0.9899924966004454, 0.9955033739876628, 0.999995500003375, 0.9999999955}, f32_rounding));
   EXPECT_TRUE(all_close("sin p=3", to_doubles(t.sin_NK2),
                         {0.1411200080598672, 0.0947260913327461, 0.002999995500002025, 9.48683296627489e-05},
                         f32_rounding));
-  t = rope_tables({1e4f}, positions({123457}), 4);  // inv_freq = 1, 0.01
+  t = rope_tables({1e4f, {}}, positions({123457}), 4);  // inv_freq = 1, 0.01
   EXPECT_TRUE(all_close("cos p=123457", to_doubles(t.cos_NK2), {0.259684572196596, -0.99712000224394}, f32_rounding));
   EXPECT_TRUE(all_close("sin p=123457", to_doubles(t.sin_NK2), {-0.9656934932798662, 0.07583997049739058},
                         f32_rounding));
@@ -131,7 +132,7 @@ TEST(Rope, TablesMatchHandComputedValues) {
 // K = 4, theta = 1e4, position 1: angles 1 and 0.01; x = [1, 2, 3, 4] gives
 // y = [1 cos1 - 3 sin1, 2 cos.01 - 4 sin.01, 3 cos1 + 1 sin1, 4 cos.01 + 2 sin.01].
 TEST(Rope, ForwardMatchesHandComputedValues) {
-  const RopeTables t = rope_tables({1e4f}, positions({1}), 4);
+  const RopeTables t = rope_tables({1e4f, {}}, positions({1}), 4);
   const Tensor x = from_doubles({1, 2, 3, 4}, {1, 1, 4});
   Tensor y = Tensor::empty({1, 1, 4});
   rope_forward(t, x, y);
@@ -208,6 +209,65 @@ TEST(Rope, RejectsBadShapes) {
   y = Tensor::empty({4, 8});
   msg = error_of([&] { rope_forward(t, x, y); });
   EXPECT_NE(msg.find("[rope] y: expected contiguous f32[4, 1, 8], got f32[4, 8]"), std::string::npos) << msg;
+}
+
+// Scaled frequencies against the formulas worked by hand for theta 1e4, head_dim 8 (base
+// inv_freq 1, 0.1, 0.01, 0.001) and an original context of 16 positions.
+TEST(RopeScaling, FrequenciesFromTheFormulas) {
+  const std::vector<double> base = {1.0, 0.1, 0.01, 0.001};
+  auto expect = [](const RopeFrequencies& f, const std::vector<double>& inv, double attention, const char* what) {
+    ASSERT_EQ(f.inv_freq.size(), inv.size()) << what;
+    for (size_t i = 0; i < inv.size(); ++i) EXPECT_NEAR(f.inv_freq[i], inv[i], 1e-12 * inv[i] + 1e-15) << what << " " << i;
+    EXPECT_NEAR(f.attention_factor, attention, 1e-12) << what;
+  };
+  RopeScaling s;
+  s.max_position_embeddings = 16;
+  s.original_max_position_embeddings = 16;
+  s.type = RopeType::linear;
+  s.factor = 2.0;
+  expect(rope_frequencies(1e4, 8, s, 64), {0.5, 0.05, 0.005, 0.0005}, 1.0, "linear");
+  // dynamic: theta' = theta * (factor * L / M - (factor - 1))^(K / (K - 2)), L = max(seq_len, M)
+  s.type = RopeType::dynamic;
+  const double theta2 = 1e4 * std::pow(2.0 * 32 / 16 - 1.0, 8.0 / 6.0);
+  expect(rope_frequencies(1e4, 8, s, 32), {1.0, std::pow(theta2, -0.25), std::pow(theta2, -0.5), std::pow(theta2, -0.75)},
+         1.0, "dynamic, 32 positions");
+  expect(rope_frequencies(1e4, 8, s, 8), base, 1.0, "dynamic, within the context");
+  // yarn, factor 4: correction range [floor(-1.10), ceil(0.41)] = [0, 1]: lane 0 kept, the rest / 4;
+  // attention factor 0.1 ln 4 + 1.
+  s.type = RopeType::yarn;
+  s.factor = 4.0;
+  expect(rope_frequencies(1e4, 8, s, 64), {1.0, 0.025, 0.0025, 0.00025}, 0.1 * std::log(4.0) + 1.0, "yarn");
+  s.mscale = 1.0;
+  s.mscale_all_dim = 0.5;  // DeepSeek: (0.1 ln 4 + 1) / (0.05 ln 4 + 1)
+  expect(rope_frequencies(1e4, 8, s, 64), {1.0, 0.025, 0.0025, 0.00025},
+         (0.1 * std::log(4.0) + 1.0) / (0.05 * std::log(4.0) + 1.0), "yarn mscale");
+  // llama3, factor 8, low 1, high 4: wavelengths 2 pi (medium: between 16/4 and 16/1), 20 pi ... (low)
+  s = RopeScaling{};
+  s.type = RopeType::llama3;
+  s.factor = 8.0;
+  s.original_max_position_embeddings = 16;
+  s.low_freq_factor = 1.0;
+  s.high_freq_factor = 4.0;
+  const double smooth = (16.0 / (2 * std::numbers::pi) - 1.0) / 3.0;
+  expect(rope_frequencies(1e4, 8, s, 64), {(1 - smooth) / 8 + smooth, 0.1 / 8, 0.01 / 8, 0.001 / 8}, 1.0, "llama3");
+  // longrope, factor 4: attention sqrt(1 + ln 4 / ln 16); long factors past 16 positions
+  s = RopeScaling{};
+  s.type = RopeType::longrope;
+  s.factor = 4.0;
+  s.max_position_embeddings = 64;
+  s.original_max_position_embeddings = 16;
+  s.long_factor = {1, 2, 4, 8};
+  s.short_factor = {1, 1, 2, 2};
+  expect(rope_frequencies(1e4, 8, s, 17), {1.0, 0.05, 0.0025, 0.000125}, std::sqrt(1.5), "longrope long");
+  expect(rope_frequencies(1e4, 8, s, 16), {1.0, 0.1, 0.005, 0.0005}, std::sqrt(1.5), "longrope short");
+  // The tables carry the attention factor on cos and sin; the length is max(position) + 1.
+  RopeArgs args{1e4f, {}};
+  args.scaling.type = RopeType::yarn;
+  args.scaling.factor = 4.0;
+  args.scaling.original_max_position_embeddings = 16;
+  const RopeTables t = rope_tables(args, positions({0, 5}), 8);
+  EXPECT_FLOAT_EQ(t.cos_NK2.data<float>()[0], static_cast<float>(0.1 * std::log(4.0) + 1.0));
+  EXPECT_FLOAT_EQ(t.sin_NK2.data<float>()[4 + 1], static_cast<float>((0.1 * std::log(4.0) + 1.0) * std::sin(5 * 0.025)));
 }
 
 }  // namespace

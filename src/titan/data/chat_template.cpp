@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "titan/core/error.h"
@@ -18,42 +19,94 @@ ChatTemplate::ChatTemplate(std::string source, std::string where, ordered_json v
   probe_end_of_turn();
 }
 
-ChatTemplate ChatTemplate::from_folder(const std::string& dir) {
-  const std::string path = (std::filesystem::path(dir) / "tokenizer_config.json").string();
+namespace {
+
+// The whole file, or nullopt when it does not exist.
+std::optional<std::string> read_if_present(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return std::nullopt;
+  TITAN_CHECK(std::filesystem::is_regular_file(path, ec), "[chat] ", path.string(), ": not a regular file. HINT: "
+              "it must be the file itself");
   std::ifstream in(path, std::ios::binary);
-  TITAN_CHECK(in.good(), "[chat] ", path, ": no such file. HINT: chat data needs model.hf_assets_path to be a "
-              "tokenizer folder whose tokenizer_config.json holds a chat_template");
+  TITAN_CHECK(in.good(), "[chat] ", path.string(), ": cannot be read. HINT: check its permissions");
   std::stringstream buf;
   buf << in.rdbuf();
-  ordered_json j = ordered_json::parse(buf.str(), nullptr, /*allow_exceptions=*/false);
+  return buf.str();
+}
+
+ordered_json parse_object(const std::string& text, const std::string& path) {
+  ordered_json j = ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   TITAN_CHECK(!j.is_discarded() && j.is_object(), "[chat] ", path, ": not a JSON object");
-  auto it = j.find("chat_template");
-  TITAN_CHECK(it != j.end() && !it->is_null(), "[chat] ", path, " has no \"chat_template\". HINT: use the "
-              "tokenizer folder of an instruct/chat model, add a chat_template to it, or set "
-              "training.dataset_format text");
-  std::string source;
-  if (it->is_string()) {
-    source = it->get<std::string>();
-  } else if (it->is_array()) {  // [{"name": "default", "template": ...}, {"name": "tool_use", ...}]
-    for (const auto& t : *it) {
-      if (t.is_object() && t.value("name", "") == "default" && t.contains("template") && t["template"].is_string()) {
-        source = t["template"].get<std::string>();
-      }
+  return j;
+}
+
+// A "chat_template" value: a string, or a list of {name, template} of which "default" is used
+// (what Transformers' apply_chat_template picks when no template name is given).
+std::string template_of(const ordered_json& value, const std::string& path) {
+  if (value.is_string()) return value.get<std::string>();
+  TITAN_CHECK(value.is_array(), "[chat] ", path, ": \"chat_template\" is a ", value.type_name(),
+              ", expected a string or a list of {\"name\", \"template\"}");
+  for (const auto& t : value) {  // [{"name": "default", "template": ...}, {"name": "tool_use", ...}]
+    if (t.is_object() && t.value("name", "") == "default" && t.contains("template") && t["template"].is_string()) {
+      return t["template"].get<std::string>();
     }
-    TITAN_CHECK(!source.empty(), "[chat] ", path, ": \"chat_template\" is a list without a \"default\" entry. "
-                "HINT: name one of its templates \"default\"");
+  }
+  TITAN_FAIL("[chat] ", path, ": \"chat_template\" is a list without a \"default\" entry. "
+             "HINT: name one of its templates \"default\"");
+}
+
+}  // namespace
+
+// Where the template comes from, first found wins. Transformers 5.25's tokenizer
+// (tokenization_utils_base.py _from_pretrained: "independent chat template file(s) ... take priority
+// over template entries in the tokenizer config") reads chat_template.jinja over tokenizer_config.json;
+// it never reads chat_template.json, which only a processor reads (processing_utils.py). So:
+//   1. chat_template.jinja       (the text; what Transformers >= 4.50 writes beside tokenizer_config.json)
+//   2. tokenizer_config.json's "chat_template" (a string, or a list whose "default" entry is used)
+//   3. chat_template.json's "chat_template" (a processor's legacy file), when the tokenizer has none:
+//      there AutoTokenizer would have no template, and the processor's is the model's.
+// bos/eos/pad/unk tokens come from tokenizer_config.json when it exists.
+ChatTemplate ChatTemplate::from_folder(const std::string& dir) {
+  const std::filesystem::path root(dir);
+  const std::string config_path = (root / "tokenizer_config.json").string();
+  const std::optional<std::string> config_text = read_if_present(config_path);
+  const ordered_json config = config_text ? parse_object(*config_text, config_path) : ordered_json::object();
+  const auto config_template = config.find("chat_template");
+
+  std::string source, where;
+  const std::string jinja_path = (root / "chat_template.jinja").string();
+  const std::string json_path = (root / "chat_template.json").string();
+  if (std::optional<std::string> text = read_if_present(jinja_path)) {
+    source = std::move(*text);
+    where = jinja_path;
+  } else if (config_template != config.end() && !config_template->is_null()) {
+    source = template_of(*config_template, config_path);
+    where = config_path + " chat_template";
+  } else if (std::optional<std::string> json_text = read_if_present(json_path)) {
+    const ordered_json j = parse_object(*json_text, json_path);
+    auto it = j.find("chat_template");
+    TITAN_CHECK(it != j.end() && !it->is_null(), "[chat] ", json_path, " has no \"chat_template\". HINT: write "
+                "{\"chat_template\": \"...\"} in it, or put the template in chat_template.jinja");
+    source = template_of(*it, json_path);
+    where = json_path + " chat_template";
+  } else if (config_text) {
+    TITAN_FAIL("[chat] ", config_path, " has no \"chat_template\" and there is no chat_template.jinja or "
+               "chat_template.json beside it. HINT: use the tokenizer folder of an instruct/chat model, add a "
+               "chat_template.jinja to it, or set training.dataset_format text");
   } else {
-    TITAN_FAIL("[chat] ", path, ": \"chat_template\" is a ", it->type_name(), ", expected a string");
+    TITAN_FAIL("[chat] ", dir, ": no chat template (no chat_template.jinja, tokenizer_config.json or "
+               "chat_template.json). HINT: chat data needs model.hf_assets_path to be the tokenizer folder of an "
+               "instruct/chat model");
   }
   ordered_json vars = ordered_json::object();
   for (const char* name : {"bos_token", "eos_token", "pad_token", "unk_token"}) {
-    auto t = j.find(name);
-    if (t == j.end()) continue;
+    auto t = config.find(name);
+    if (t == config.end()) continue;
     if (t->is_string()) vars[name] = *t;
     else if (t->is_object() && t->contains("content") && (*t)["content"].is_string()) vars[name] = (*t)["content"];
     else if (t->is_null()) vars[name] = nullptr;
   }
-  return ChatTemplate(std::move(source), path + " chat_template", std::move(vars));
+  return ChatTemplate(std::move(source), where, std::move(vars));
 }
 
 std::string ChatTemplate::render(const ordered_json& messages, bool add_generation_prompt,

@@ -1,4 +1,4 @@
-// Chat data: a tokenizer folder's chat_template (Jinja, see jinja.h) rendered as Transformers'
+// Chat data: a tokenizer folder's chat template (Jinja, see jinja.h) rendered as Transformers'
 // apply_chat_template renders it, then tokenized with a per-token loss mask.
 //
 // Messages are a JSON array of {"role": "system"|"user"|"assistant", "content": string, ...};
@@ -38,9 +38,10 @@ class ChatTemplate {
   // `source`: the template text; `where` names it in errors; `variables`: extra template variables
   // (bos_token, eos_token, ...), an object.
   ChatTemplate(std::string source, std::string where, nlohmann::ordered_json variables = nlohmann::ordered_json::object());
-  // dir/tokenizer_config.json's "chat_template" (a string, or a list of {name, template}: "default"),
-  // with its bos_token / eos_token / pad_token / unk_token as variables. Throws naming the file and
-  // the fix when there is none.
+  // The folder's template, as AutoTokenizer finds it (first found): dir/chat_template.jinja,
+  // tokenizer_config.json's "chat_template" (a string, or a list of {name, template}: "default"),
+  // then a processor's chat_template.json; tokenizer_config.json's bos_token / eos_token /
+  // pad_token / unk_token are variables. Throws naming the file and the fix when there is none.
   static ChatTemplate from_folder(const std::string& dir);
 
   // apply_chat_template(messages, tokenize=False, add_generation_prompt, **options): `options` is

@@ -40,6 +40,12 @@ Decoder::Decoder(const DecoderConfig& config, const ConfigTree& tree) : config_(
   for (const auto& [path, node] : tree) {
     const std::string origin = registry.origin(node->type_name());
     if (!origin.empty() && origin != "built-in") plugin_nodes_.push_back(path);
+    // A plugin's RoPE node sees only theta (RopeConfig): it would compute unscaled tables.
+    TITAN_CHECK(config.rope_scaling.type == ops::RopeType::default_ || origin.empty() || origin == "built-in" ||
+                    !path.ends_with(".attention.rope"),
+                "[model] ", path, ": the override's RoPE (", node->type_name(), ") cannot apply the model's '",
+                ops::rope_type_name(config.rope_scaling.type), "' RoPE scaling (it sees only theta). HINT: drop the "
+                "override for this model");
   }
   const ModuleBuild root(registry, tree, "model");
   tok_embeddings = root.child<EmbeddingModule>("tok_embeddings");
@@ -175,7 +181,7 @@ StepContext Decoder::make_context(const Tensor& ids_BT) const {
   for (int64_t b = 0; b < ctx.batch; ++b) {
     for (int64_t t = 0; t < ctx.seq; ++t) pos[b * ctx.seq + t] = t;
   }
-  ctx.rope = ops::rope_tables({config_.rope_theta}, ctx.positions_N, config_.head_dim);
+  ctx.rope = ops::rope_tables({config_.rope_theta, config_.rope_scaling}, ctx.positions_N, config_.head_dim);
   return ctx;
 }
 
@@ -346,7 +352,7 @@ StepContext Decoder::make_cached_context(int64_t batch, int64_t seq, const KvCac
       pos[b * seq + s] = std::max<int64_t>(0, cache.length + s - cache.begin_B.data<int64_t>()[b]);
     }
   }
-  ctx.rope = ops::rope_tables({config_.rope_theta}, ctx.positions_N, config_.head_dim);
+  ctx.rope = ops::rope_tables({config_.rope_theta, config_.rope_scaling}, ctx.positions_N, config_.head_dim);
   return ctx;
 }
 

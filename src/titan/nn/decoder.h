@@ -11,6 +11,7 @@
 #include "titan/nn/embedding.h"
 #include "titan/nn/head.h"
 #include "titan/nn/transformer_block.h"
+#include "titan/ops/rope/rope_scaling.h"
 
 namespace titan::nn {
 
@@ -24,6 +25,7 @@ struct DecoderConfig {
   int64_t hidden_dim = 0;  // FFN
   float norm_eps = 1e-6f;
   float rope_theta = 1e6f;
+  ops::RopeScaling rope_scaling;  // HF rope_type (linear, dynamic, yarn, llama3, longrope) and parameters
   bool tie_embeddings = false;
   bool attention_bias = false;  // q/k/v/o biases (HF attention_bias: Qwen3, Llama)
   bool qk_norm = true;

@@ -24,6 +24,7 @@ void DecoderConfig::validate() const {
               ") must be a multiple of num_kv_heads (", num_kv_heads, ")");
   TITAN_CHECK(head_dim % 2 == 0, "[model] head_dim must be even for RoPE, got ", head_dim);
   TITAN_CHECK(rope_theta > 0, "[model] rope_theta must be > 0, got ", rope_theta);
+  ops::check_rope_scaling(rope_scaling, head_dim);
   TITAN_CHECK(num_experts >= 0, "[model] num_experts must be >= 0 (0 = dense), got ", num_experts);
   if (num_experts == 0) return;
   TITAN_CHECK(num_experts_per_tok >= 1 && num_experts_per_tok <= num_experts, "[model] num_experts_per_tok (top_k) = ",

@@ -28,7 +28,7 @@ StepContext context(const ConfigTree& tree, int64_t batch, int64_t seq) {
   ctx.seq = seq;
   ctx.positions_N = Tensor::empty({batch * seq}, DType::i64);
   for (int64_t i = 0; i < batch * seq; ++i) ctx.positions_N.data<int64_t>()[i] = i % seq;
-  ctx.rope = ops::rope_tables({c.rope_theta}, ctx.positions_N, c.head_dim);
+  ctx.rope = ops::rope_tables({c.rope_theta, c.rope_scaling}, ctx.positions_N, c.head_dim);
   return ctx;
 }
 

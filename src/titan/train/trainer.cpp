@@ -54,8 +54,8 @@ std::string dataset_path(const config::JobConfig& c) {
 models::ResolvedModel resolve_model(const config::JobConfig& c) {
   models::ResolvedModel r = models::resolve_model(c.model.name, c.model.hf_assets_path, c.model.n_layers);
   nn::DecoderConfig& m = r.config;
-  // Positions past max_position_embeddings were never trained (and RoPE scaling is not
-  // implemented): a longer sequence is refused here, before anything is allocated.
+  // Positions past max_position_embeddings were never trained (a scaled RoPE's max_position_embeddings
+  // is already the extended length): a longer sequence is refused here, before anything is allocated.
   const std::string model_name = c.model.name.empty() ? c.model.hf_assets_path + "/config.json" : c.model.name;
   for (const auto& [field, len] : {std::pair<const char*, int64_t>{"training.seq_len", c.training.seq_len},
                                    {"validation.seq_len", c.validation.enable ? c.validation.seq_len : 0}}) {

@@ -234,6 +234,29 @@ TEST(ChatJinja, MalformedTemplatesAreOneLineErrors) {
   }
 }
 
+// Templates where Transformers keeps them (tests/fixtures/chat/folders, tools/make_chat_folder_fixtures.py):
+// chat_template.jinja over tokenizer_config.json's entry, the list form's "default", a processor's
+// chat_template.json only when the tokenizer has none. Each folder renders (text and ids) what
+// AutoTokenizer.from_pretrained(folder).apply_chat_template rendered.
+TEST(ChatTemplate, FolderLocationsRenderAsTransformers) {
+  const std::string root = titan::testing::source_path("tests/fixtures/chat/folders");
+  std::ifstream in(root + "/expected.json");
+  ASSERT_TRUE(in.good()) << root << "/expected.json is missing";
+  std::stringstream buf;
+  buf << in.rdbuf();
+  const ordered_json expected = ordered_json::parse(buf.str());
+  const Tokenizer tok = Tokenizer::from_file(kQwen3Dir);
+  ASSERT_EQ(expected["folders"].size(), 6u);
+  for (const auto& [name, cases] : expected["folders"].items()) {
+    const ChatTemplate chat = ChatTemplate::from_folder(root + "/" + name);
+    for (const auto& c : cases) {
+      const std::string got = chat.render(c["messages"], c["add_generation_prompt"].get<bool>());
+      EXPECT_EQ(got, c["text"].get<std::string>()) << name;
+      EXPECT_EQ(tok.encode(got), c["ids"].get<std::vector<int32_t>>()) << name;
+    }
+  }
+}
+
 TEST(ChatTemplate, FolderWithoutTemplateAndBadMessages) {
   testing::TempDir dir;
   testing::write_file(dir.file("tokenizer_config.json"), R"({"bos_token": null})");
@@ -241,7 +264,8 @@ TEST(ChatTemplate, FolderWithoutTemplateAndBadMessages) {
     ChatTemplate::from_folder(dir.path());
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("tokenizer_config.json has no \"chat_template\". HINT:"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("tokenizer_config.json has no \"chat_template\" and there is no chat_template.jinja or "
+                                         "chat_template.json beside it. HINT:"), std::string::npos) << e.what();
   }
   // A template without an end-of-turn marker renders, but cannot mask.
   const ChatTemplate bare("{% for m in messages %}{{ m.content }}{% endfor %}", "bare");

@@ -24,7 +24,8 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kTokenizerFiles[] = {"tokenizer.json",  "tokenizer_config.json", "special_tokens_map.json",
-                                           "vocab.json",      "merges.txt",            "generation_config.json"};
+                                           "vocab.json",      "merges.txt",            "generation_config.json",
+                                           "chat_template.jinja", "chat_template.json"};
 
 // The fields of a DecoderConfig that no tensor shape reveals, compared one by one.
 void check_same_math(const nn::DecoderConfig& model, const nn::DecoderConfig& file, const std::string& path) {
@@ -34,6 +35,11 @@ void check_same_math(const nn::DecoderConfig& model, const nn::DecoderConfig& fi
                 "or load a folder made for this spec");
   };
   same("rope_theta", model.rope_theta, file.rope_theta);
+  same("rope_type", std::string(ops::rope_type_name(model.rope_scaling.type)),
+       std::string(ops::rope_type_name(file.rope_scaling.type)));
+  if (file.rope_scaling.type != ops::RopeType::default_) {  // a plain block may be spelled many ways
+    same("RoPE scaling block", model.rope_scaling.hf_json, file.rope_scaling.hf_json);
+  }
   same("rms_norm_eps", model.norm_eps, file.norm_eps);
   same("architectures (q/k norm)", model.qk_norm, file.qk_norm);
   same("attention_bias", model.attention_bias, file.attention_bias);

@@ -1,9 +1,11 @@
 #include "titan/models/decoder/hf_config.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <vector>
 
 namespace titan::models {
 
@@ -80,24 +82,123 @@ class Reader {
   const std::string& source_;
 };
 
-// The RoPE block (rope_scaling wins over rope_parameters, as in transformers) must be plain RoPE;
-// returns its theta, or `theta` when it names none.
-double read_rope(const json& config, const Reader& r, const std::string& source, double theta) {
+// A number in the RoPE block, or `fallback` when absent or null.
+double rope_number(const json& rp, const char* key, const std::string& where, double fallback) {
+  if (!rp.contains(key) || rp[key].is_null()) return fallback;
+  TITAN_CHECK(rp[key].is_number(), where, ".", key, " must be a number, got ", rp[key].dump());
+  return rp[key].get<double>();
+}
+
+std::vector<double> rope_list(const json& rp, const char* key, const std::string& where) {
+  TITAN_CHECK(rp.contains(key) && rp[key].is_array(), where, ".", key, " must be a list of numbers (longrope), got ",
+              rp.contains(key) ? rp[key].dump() : "nothing");
+  std::vector<double> out;
+  for (const json& v : rp[key]) {
+    TITAN_CHECK(v.is_number(), where, ".", key, " must hold numbers, got ", v.dump());
+    out.push_back(v.get<double>());
+  }
+  return out;
+}
+
+// The keys each rope_type reads (transformers' _validate_*_rope_parameters: required + optional);
+// any other key would change math titan does not do, so it is refused by name.
+struct RopeTypeKeys {
+  const char* name;
+  ops::RopeType type;
+  std::vector<std::string> keys;
+};
+
+const std::vector<RopeTypeKeys>& rope_type_keys() {
+  static const std::vector<RopeTypeKeys> k = {
+      {"default", ops::RopeType::default_, {}},
+      {"linear", ops::RopeType::linear, {"factor"}},
+      {"dynamic", ops::RopeType::dynamic, {"factor"}},
+      {"yarn", ops::RopeType::yarn, {"factor", "attention_factor", "beta_fast", "beta_slow", "original_max_position_embeddings",
+                                     "mscale", "mscale_all_dim", "truncate"}},
+      {"llama3", ops::RopeType::llama3, {"factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"}},
+      {"longrope", ops::RopeType::longrope, {"factor", "attention_factor", "original_max_position_embeddings", "long_factor",
+                                             "short_factor"}},
+  };
+  return k;
+}
+
+// The RoPE block (rope_scaling wins over rope_parameters, as in transformers' standardize_rope_params),
+// read into `c.rope_scaling` as transformers' ROPE_INIT_FUNCTIONS read it; returns its theta, or
+// `theta` when it names none. The block is kept as text for export (written back unchanged).
+double read_rope(const json& config, const Reader& r, const std::string& source, double theta, nn::DecoderConfig& c) {
   const char* key = r.present("rope_scaling") ? "rope_scaling" : r.present("rope_parameters") ? "rope_parameters" : nullptr;
+  c.rope_scaling = ops::RopeScaling{};
   if (key == nullptr) return theta;
   const json& rp = config[key];
-  TITAN_CHECK(rp.is_object(), source, ": field '", key, "' must be an object or null, got ", rp.dump());
-  for (const char* type_key : {"rope_type", "type"}) {
-    if (rp.contains(type_key)) {
-      TITAN_CHECK(rp[type_key] == "default", source, ": field '", key, "' is ", rp.dump(), "; only \"", type_key,
-                  "\": \"default\" RoPE is supported (no scaling). HINT: set it to null");
+  const std::string where = source + ": field '" + key + "'";
+  TITAN_CHECK(rp.is_object(), where, " must be an object or null, got ", rp.dump());
+  // "type" is the pre-4.45 spelling of "rope_type".
+  const char* type_key = rp.contains("rope_type") ? "rope_type" : rp.contains("type") ? "type" : nullptr;
+  const std::string type_name = type_key == nullptr ? "default" : rp[type_key].is_string() ? rp[type_key].get<std::string>() : rp[type_key].dump();
+  const RopeTypeKeys* kind = nullptr;
+  for (const RopeTypeKeys& k : rope_type_keys()) {
+    if (type_name == k.name) kind = &k;
+  }
+  TITAN_CHECK(kind != nullptr, where, ": rope_type '", type_name, "' is not supported. HINT: supported: default, linear, "
+              "dynamic, yarn, llama3, longrope");
+  for (const auto& [k, v] : rp.items()) {
+    const bool known = k == "rope_type" || k == "type" || k == "rope_theta" ||
+                       std::find(kind->keys.begin(), kind->keys.end(), k) != kind->keys.end();
+    TITAN_CHECK(known || (k == "partial_rotary_factor" && v.is_number() && v.get<double>() == 1.0), where, ": key '", k,
+                "' = ", v.dump(), " is not read by rope_type '", type_name, "'",
+                k == "partial_rotary_factor" ? " (only full-width RoPE, 1.0, is supported)" : "",
+                ". HINT: remove it, or use a config transformers accepts for this model");
+  }
+  ops::RopeScaling& s = c.rope_scaling;
+  s.type = kind->type;
+  s.hf_key = key;
+  s.hf_json = rp.dump();
+  s.max_position_embeddings = c.max_seq_len;
+  s.factor = rope_number(rp, "factor", where, s.type == ops::RopeType::default_ ? 1.0 : 0.0);
+  if (s.type == ops::RopeType::linear || s.type == ops::RopeType::dynamic || s.type == ops::RopeType::yarn ||
+      s.type == ops::RopeType::llama3) {
+    TITAN_CHECK(rp.contains("factor") && s.factor > 0 && std::isfinite(s.factor), where, ": rope_type '", type_name,
+                "' needs a positive \"factor\", got ", rp.value("factor", json()).dump());
+  }
+  // standardize_rope_params: a top-level original_max_position_embeddings (Phi3's layout) wins over
+  // the block's, which defaults to max_position_embeddings.
+  const bool top_original = r.present("original_max_position_embeddings");
+  s.original_max_position_embeddings =
+      top_original ? r.integer("original_max_position_embeddings", 0)
+                   : static_cast<int64_t>(rope_number(rp, "original_max_position_embeddings", where,
+                                                      static_cast<double>(c.max_seq_len)));
+  if (s.type == ops::RopeType::longrope && !(rp.contains("factor") && !rp["factor"].is_null())) {
+    s.factor = static_cast<double>(c.max_seq_len) / static_cast<double>(s.original_max_position_embeddings);
+  }
+  if (rp.contains("attention_factor") && !rp["attention_factor"].is_null()) {
+    TITAN_CHECK(rope_number(rp, "attention_factor", where, 0) > 0, where, ".attention_factor must be > 0, got ",
+                rp["attention_factor"].dump(), ". HINT: remove it to use the type's default");
+  }
+  if (s.type == ops::RopeType::llama3) {
+    TITAN_CHECK(rp.contains("low_freq_factor") && rp.contains("high_freq_factor"), where,
+                ": rope_type 'llama3' needs low_freq_factor and high_freq_factor. HINT: Llama 3.1 uses 1 and 4");
+    s.low_freq_factor = rope_number(rp, "low_freq_factor", where, 0);
+    s.high_freq_factor = rope_number(rp, "high_freq_factor", where, 0);
+  }
+  if (s.type == ops::RopeType::yarn) {
+    // beta_fast / beta_slow: `or 32` / `or 1` in transformers, so 0 and null mean the default too.
+    s.beta_fast = rope_number(rp, "beta_fast", where, 0);
+    if (s.beta_fast == 0) s.beta_fast = 32;
+    s.beta_slow = rope_number(rp, "beta_slow", where, 0);
+    if (s.beta_slow == 0) s.beta_slow = 1;
+    s.attention_factor = rope_number(rp, "attention_factor", where, 0);
+    s.mscale = rope_number(rp, "mscale", where, 0);
+    s.mscale_all_dim = rope_number(rp, "mscale_all_dim", where, 0);
+    if (rp.contains("truncate")) {  // HF: rope_parameters.get("truncate", True), so null is falsy
+      TITAN_CHECK(rp["truncate"].is_boolean() || rp["truncate"].is_null(), where, ".truncate must be true or false, got ",
+                  rp["truncate"].dump());
+      s.truncate = rp["truncate"].is_boolean() && rp["truncate"].get<bool>();
     }
   }
-  for (const auto& [k, v] : rp.items()) {
-    const bool neutral = k == "rope_type" || k == "type" || k == "rope_theta" ||
-                         (k == "partial_rotary_factor" && v.is_number() && v.get<double>() == 1.0);
-    TITAN_CHECK(neutral, source, ": field '", key, "' is ", rp.dump(), "; its key '", k,
-                "' changes RoPE, which is not supported. HINT: set it to null or {\"rope_type\": \"default\"}");
+  if (s.type == ops::RopeType::longrope) {
+    s.long_factor = rope_list(rp, "long_factor", where);
+    s.short_factor = rope_list(rp, "short_factor", where);
+    s.attention_factor = rope_number(rp, "attention_factor", where, 0);
   }
   return Reader(rp, source).number("rope_theta", theta);
 }
@@ -180,10 +281,6 @@ nn::DecoderConfig config_from_hf(const json& config, const std::string& source) 
                   "; only \"full_attention\" is supported");
     }
   }
-  // transformers 5 writes rope_parameters {rope_theta, rope_type}; the Hub's files a top-level
-  // rope_theta (and maybe rope_scaling). Every supported config class defaults theta to 10000.
-  const double theta = read_rope(config, r, source, r.number("rope_theta", 10000.0));
-
   nn::DecoderConfig c;
   c.vocab_size = r.integer("vocab_size", arch->vocab_size);
   c.dim = r.integer("hidden_size", arch->hidden_size);
@@ -204,14 +301,17 @@ nn::DecoderConfig config_from_hf(const json& config, const std::string& source) 
     return static_cast<float>(v);
   };
   c.norm_eps = float32("rms_norm_eps", r.number("rms_norm_eps", 1e-6), true);
+  c.max_seq_len = r.integer("max_position_embeddings", arch->max_position_embeddings);
+  TITAN_CHECK(c.max_seq_len > 0, source, ": field 'max_position_embeddings' must be > 0, got ", c.max_seq_len);
+  // transformers 5 writes rope_parameters {rope_theta, rope_type, ...}; the Hub's files a top-level
+  // rope_theta (and maybe rope_scaling). Every supported config class defaults theta to 10000.
+  const double theta = read_rope(config, r, source, r.number("rope_theta", 10000.0), c);
   c.rope_theta = float32("rope_theta", theta, false);
   c.tie_embeddings = r.boolean("tie_word_embeddings", false);
   c.qk_norm = arch->qk_norm;
   c.attention_bias = arch->reads_attention_bias && r.boolean("attention_bias", false);
   c.qkv_bias = arch->fixed_qkv_bias;
   c.mlp_bias = arch->reads_mlp_bias && r.boolean("mlp_bias", false);
-  c.max_seq_len = r.integer("max_position_embeddings", arch->max_position_embeddings);
-  TITAN_CHECK(c.max_seq_len > 0, source, ": field 'max_position_embeddings' must be > 0, got ", c.max_seq_len);
   if (arch->moe) read_moe(config, r, source, c, float32);
   try {
     c.validate();
@@ -259,6 +359,11 @@ json config_to_hf(const nn::DecoderConfig& c, const std::string& architecture, c
   j["rms_norm_eps"] = shortest(c.norm_eps);
   j["rope_theta"] = shortest(c.rope_theta);
   j["rope_scaling"] = nullptr;
+  // A scaled RoPE goes back as the block it was read from, unchanged (same key, same values).
+  if (!c.rope_scaling.hf_key.empty()) {
+    if (c.rope_scaling.hf_key != "rope_scaling") j.erase("rope_scaling");
+    j[c.rope_scaling.hf_key] = json::parse(c.rope_scaling.hf_json);
+  }
   j["tie_word_embeddings"] = c.tie_embeddings;
   j["attention_dropout"] = 0.0;
   j["initializer_range"] = 0.02;

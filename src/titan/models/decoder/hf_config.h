@@ -4,9 +4,11 @@
 //   LlamaForCausalLM   no q/k norm; attention_bias -> q/k/v/o biases; mlp_bias -> gate/up/down
 //   MistralForCausalLM no q/k norm, no biases; sliding_window must be null (default 4096)
 // Fields absent from the file take that architecture's transformers defaults, as
-// AutoConfig.from_pretrained does (rope_theta 10000 for all four). Anything the decoder cannot
-// represent exactly (RoPE scaling, an active sliding window, another activation or architecture)
-// is a one-line error naming the file, the field and its value.
+// AutoConfig.from_pretrained does (rope_theta 10000 for all four). RoPE scaling (rope_parameters
+// or rope_scaling: default, linear, dynamic, yarn, llama3, longrope) is read as transformers reads
+// it and its block written back unchanged by config_to_hf. Anything the decoder cannot represent
+// exactly (another rope_type or a key it does not read, partial RoPE, an active sliding window,
+// another activation or architecture) is a one-line error naming the file, the field and its value.
 #pragma once
 
 #include <nlohmann/json.hpp>

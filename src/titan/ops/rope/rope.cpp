@@ -1,6 +1,7 @@
 // Table construction, contract checks and dispatch.
 #include "titan/ops/rope/rope.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "titan/core/parallel.h"
@@ -20,9 +21,13 @@ RopeTables rope_tables(const RopeArgs& args, const Tensor& positions_N, int64_t 
   const int64_t* pos = positions_N.data<int64_t>();
   float* cp = tables.cos_NK2.data<float>();
   float* sp = tables.sin_NK2.data<float>();
+  // The forward's length, as HF's dynamic_rope_update reads it: max(position_ids) + 1.
+  int64_t seq_len = 0;
+  for (int64_t t = 0; t < n; ++t) seq_len = std::max(seq_len, pos[t] + 1);
+  const RopeFrequencies freq = rope_frequencies(static_cast<double>(args.theta), head_dim, args.scaling, seq_len);
   // Rows are independent: the reference math on row slices, split over threads.
   parallel_for(n, 64, [&](int64_t b, int64_t e) {
-    ref::rope_tables(static_cast<double>(args.theta), e - b, head_dim, pos + b, cp + b * k2, sp + b * k2);
+    ref::rope_tables(freq.inv_freq.data(), freq.attention_factor, e - b, head_dim, pos + b, cp + b * k2, sp + b * k2);
   });
   return tables;
 }

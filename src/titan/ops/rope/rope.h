@@ -15,11 +15,13 @@
 
 #include "titan/core/tensor.h"
 #include "titan/ops/registry.h"
+#include "titan/ops/rope/rope_scaling.h"
 
 namespace titan::ops {
 
 struct RopeArgs {
   float theta = 1e6f;  // Qwen3's rope_theta
+  RopeScaling scaling;  // HF rope_type and its parameters (rope_scaling.h); default: none
 };
 
 struct RopeTables {
@@ -28,7 +30,9 @@ struct RopeTables {
   int64_t head_dim = 0;
 };
 
-// Angles in double, cos/sin rounded to f32. Throws if head_dim is odd or not positive.
+// Angles in double, cos/sin rounded to f32; inv_freq and the factor on cos/sin from
+// rope_frequencies(theta, head_dim, scaling, max(position) + 1). Throws if head_dim is odd or not
+// positive.
 RopeTables rope_tables(const RopeArgs& args, const Tensor& positions_N, int64_t head_dim);
 
 // Throws naming the tensor and the expected shape: x must be contiguous f32 with ndim >= 3,
@@ -50,6 +54,10 @@ namespace ref {
 // instance is what the finite-difference check differentiates). y may alias x, dx may alias dy.
 template <class T>
 void rope_tables(double theta, int64_t n, int64_t k, const int64_t* positions, T* cos, T* sin);
+// The same from given frequencies: cos = cos(position * inv_freq[i]) * attention_factor (and sin).
+template <class T>
+void rope_tables(const double* inv_freq, double attention_factor, int64_t n, int64_t k, const int64_t* positions,
+                 T* cos, T* sin);
 template <class T>
 void rope_forward(int64_t n, int64_t h, int64_t k, const T* cos, const T* sin, const T* x, T* y);
 template <class T>

@@ -8,19 +8,26 @@ namespace titan::ops {
 namespace ref {
 
 template <class T>
+void rope_tables(const double* inv_freq, double attention_factor, int64_t n, int64_t k, const int64_t* positions,
+                 T* cos, T* sin) {
+  const int64_t k2 = k / 2;
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t i = 0; i < k2; ++i) {
+      const double angle = static_cast<double>(positions[t]) * inv_freq[i];
+      cos[t * k2 + i] = static_cast<T>(std::cos(angle) * attention_factor);
+      sin[t * k2 + i] = static_cast<T>(std::sin(angle) * attention_factor);
+    }
+  }
+}
+
+template <class T>
 void rope_tables(double theta, int64_t n, int64_t k, const int64_t* positions, T* cos, T* sin) {
   const int64_t k2 = k / 2;
   std::vector<double> inv_freq(k2);
   for (int64_t i = 0; i < k2; ++i) {
     inv_freq[i] = 1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(k));
   }
-  for (int64_t t = 0; t < n; ++t) {
-    for (int64_t i = 0; i < k2; ++i) {
-      const double angle = static_cast<double>(positions[t]) * inv_freq[i];
-      cos[t * k2 + i] = static_cast<T>(std::cos(angle));
-      sin[t * k2 + i] = static_cast<T>(std::sin(angle));
-    }
-  }
+  rope_tables(inv_freq.data(), 1.0, n, k, positions, cos, sin);
 }
 
 // Rotates each (i, i + K/2) pair by its angle: by +angle (sign = 1) or -angle (sign = -1).
@@ -54,6 +61,8 @@ void rope_backward(int64_t n, int64_t h, int64_t k, const T* cos, const T* sin, 
 
 template void rope_tables<float>(double, int64_t, int64_t, const int64_t*, float*, float*);
 template void rope_tables<double>(double, int64_t, int64_t, const int64_t*, double*, double*);
+template void rope_tables<float>(const double*, double, int64_t, int64_t, const int64_t*, float*, float*);
+template void rope_tables<double>(const double*, double, int64_t, int64_t, const int64_t*, double*, double*);
 template void rope_forward<float>(int64_t, int64_t, int64_t, const float*, const float*, const float*, float*);
 template void rope_forward<double>(int64_t, int64_t, int64_t, const double*, const double*, const double*, double*);
 template void rope_backward<float>(int64_t, int64_t, int64_t, const float*, const float*, const float*, float*);
