@@ -3,11 +3,11 @@
 Transformers puts it, and what Transformers renders from each folder as it loads it.
 
   python3 tools/make_chat_folder_fixtures.py --tokenizer /work/shared/assets/qwen3-tokenizer \
-      --out tests/fixtures/chat/folders
+      --llama3-layout tests/fixtures/tokenizer/llama3 --out tests/fixtures/chat/folders
 
 Each folder <out>/<name>/ holds the template files only (tokenizer_config.json, chat_template.jinja,
-chat_template.json: small); the Qwen3 tokenizer.json from --tokenizer is copied beside them into a
-temporary folder, which AutoTokenizer.from_pretrained loads, so the precedence between the files is
+chat_template.json: small) and, for llama3_v5 alone, its own small tokenizer.json; elsewhere the Qwen3
+tokenizer.json from --tokenizer is copied beside them into a temporary folder, which AutoTokenizer.from_pretrained loads, so the precedence between the files is
 Transformers' own. <out>/expected.json: per folder, per conversation and add_generation_prompt,
 the text of apply_chat_template(messages, tokenize=False) and the ids of tokenize=True.
 Expected values come only from Transformers.
@@ -56,6 +56,25 @@ FOLDERS = {
     "json_only": {"chat_template.json": {"chat_template": JSON}, "tokenizer_config.json": BASE_CONFIG},
 }
 
+# A Transformers 5 save of a Llama-3-style instruct folder, as published: its own tokenizer.json
+# (tests/fixtures/tokenizer/llama3: byte-level BPE with ignore_merges and a TemplateProcessing that adds
+# <|begin_of_text|>, plus the header / end-of-turn tokens added here with HF tokenizers),
+# chat_template.jinja, and a tokenizer_config.json without a template.
+LLAMA3_TEMPLATE = ("{{- bos_token }}{%- for message in messages %}{{- '<|start_header_id|>' + message['role'] + "
+                   "'<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}{%- endfor %}"
+                   "{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{%- endif %}\n")
+LLAMA3_CONFIG = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<|begin_of_text|>",
+                 "eos_token": "<|eot_id|>", "model_max_length": 131072}
+
+
+def llama3_tokenizer_json(layout_dir):
+    from tokenizers import AddedToken, Tokenizer
+    tok = Tokenizer.from_file(os.path.join(layout_dir, "tokenizer.json"))
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False)
+                            for t in ("<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>")])
+    return json.loads(tok.to_str())
+
+
 CONVERSATIONS = [
     [{"role": "user", "content": "What is 2 plus 3?"}, {"role": "assistant", "content": "2 plus 3 is 5."}],
     [{"role": "system", "content": "You add numbers."}, {"role": "user", "content": "1 plus 1?"},
@@ -78,14 +97,18 @@ def write_folder(path, files):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tokenizer", required=True, help="folder holding the Qwen3 tokenizer.json")
+    ap.add_argument("--llama3-layout", required=True, help="tests/fixtures/tokenizer/llama3")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
+    FOLDERS["llama3_v5"] = {"tokenizer.json": llama3_tokenizer_json(args.llama3_layout),
+                            "chat_template.jinja": LLAMA3_TEMPLATE, "tokenizer_config.json": LLAMA3_CONFIG}
     expected = {"transformers": transformers.__version__, "folders": {}}
     for name, files in FOLDERS.items():
         write_folder(os.path.join(args.out, name), files)
         with tempfile.TemporaryDirectory() as tmp:
             write_folder(tmp, files)
-            shutil.copy(os.path.join(args.tokenizer, "tokenizer.json"), os.path.join(tmp, "tokenizer.json"))
+            if "tokenizer.json" not in files:  # the Qwen3 vocabulary, not committed again per folder
+                shutil.copy(os.path.join(args.tokenizer, "tokenizer.json"), os.path.join(tmp, "tokenizer.json"))
             tok = AutoTokenizer.from_pretrained(tmp)
             kw = {}
             if name == "json_only":

@@ -144,6 +144,46 @@ TEST(CliChat, TemplateInChatTemplateJinjaFineTunes) {
   fs::remove_all(dir);
 }
 
+// A published Llama-3.2-style instruct folder as Transformers 5 saves it — tokenizer.json with a
+// BOS-adding TemplateProcessing, chat_template.jinja, a tokenizer_config.json without a template,
+// config.json with llama3 RoPE scaling — fine-tunes on chat data with no edits to the folder, and
+// its export carries the template, the tokenizer and the RoPE block unchanged. (The rendered ids
+// equal apply_chat_template's: ChatTemplate.FolderLocationsRenderAsTransformers.)
+TEST(CliChat, TransformersV5LlamaFolderFineTunesAsItIs) {
+  const fs::path dir = scratch_dir("chat_v5");
+  const fs::path model = dir / "model";
+  fs::copy(fs::path(TITAN_SOURCE_DIR) / "tests/fixtures/chat/folders/llama3_v5", model, fs::copy_options::recursive);
+  const nlohmann::json rope = {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 32.0},
+                               {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                               {"original_max_position_embeddings", 8192}};
+  const nlohmann::json config = {
+      {"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"hidden_size", 64},
+      {"intermediate_size", 128}, {"num_hidden_layers", 2}, {"num_attention_heads", 4},
+      {"num_key_value_heads", 2}, {"head_dim", 16}, {"hidden_act", "silu"}, {"max_position_embeddings", 131072},
+      {"rms_norm_eps", 1e-5}, {"rope_parameters", rope}, {"tie_word_embeddings", true},
+      {"attention_bias", false}, {"mlp_bias", false}, {"vocab_size", 640}, {"bos_token_id", 0},
+      {"eos_token_id", 602}, {"dtype", "float32"}};
+  write(model / "config.json", config.dump(2));
+  write(dir / "chat.jsonl", chat_jsonl(16));
+  const CommandResult r = run_titan(train_args(model, dir / "chat.jsonl", dir / "run",
+                                               "--training.steps 3 --training.local_batch_size 2 --training.seq_len 64 "
+                                               "--metrics.log_freq 1 --checkpoint.enable --checkpoint.last_save_in_hf"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<nlohmann::json> rows = read_jsonl(dir / "run" / "metrics.jsonl");
+  ASSERT_EQ(rows.size(), 3u) << r.output;
+  for (const nlohmann::json& row : rows) EXPECT_TRUE(std::isfinite(row["loss"].get<double>())) << r.output;
+  const fs::path hf = dir / "run" / "checkpoint" / "hf";
+  for (const char* file : {"chat_template.jinja", "tokenizer.json", "tokenizer_config.json"}) {
+    std::stringstream got, want;
+    got << std::ifstream(hf / file).rdbuf();
+    want << std::ifstream(model / file).rdbuf();
+    EXPECT_EQ(got.str(), want.str()) << file;
+  }
+  std::ifstream exported(hf / "config.json");
+  EXPECT_EQ(nlohmann::json::parse(exported)["rope_parameters"], rope);
+  fs::remove_all(dir);
+}
+
 TEST(CliChat, BadChatInputIsOneLineAndNonZeroExit) {
   const fs::path dir = scratch_dir("chat_bad");
   const fs::path plain = make_model_dir(dir / "plain", false);
