@@ -15,6 +15,8 @@
 #   moe_aux    debug_moe, 50 steps, HF aux-loss balancing
 #   moe_bias   debug_moe, 50 steps, torchtitan bias balancing
 #   fsdp2      2 ranks, dp_shard=2;  tp2: 2 ranks, tp=2;  fsdp2_tp2: 4 ranks, dp_shard=2 x tp=2
+#   pp2        2 ranks, 1F1B pipeline of 2 stages, 2 micro-batches
+#   ep2        debug_moe on 2 ranks, ep=2 (bias balancing)
 #   resumed    qwen3_debug 20 steps with checkpoints every 5, stopped at 10 and rerun to 20
 #   export     6 steps with --checkpoint.last_save_in_hf (the HF folder is kept for cmp)
 # Each run's step, loss, grad_norm, lr, aux_loss and expert load go to OUT_DIR/<run>.txt.
@@ -55,6 +57,13 @@ for layout in "fsdp2 2 --parallelism.data_parallel_shard_degree 2" "tp2 2 --para
     "$flag" "$degree" --job.dump_folder "$runs/$name" > "$runs/$name.log" 2>&1
   extract "$runs/$name" "$out/$name.txt"
 done
+OMP_NUM_THREADS=1 "${mpi[@]}" -np 2 "$titan" train --config qwen3_debug "${small[@]}" "${common[@]}" \
+  --parallelism.pipeline_parallel_degree 2 --job.dump_folder "$runs/pp2" > "$runs/pp2.log" 2>&1
+extract "$runs/pp2" "$out/pp2.txt"
+OMP_NUM_THREADS=1 "${mpi[@]}" -np 2 "$titan" train --config qwen3_debug "${small[@]}" "${common[@]}" \
+  --model.name debug_moe --model.load_balance bias --parallelism.expert_parallel_degree 2 \
+  --job.dump_folder "$runs/ep2" > "$runs/ep2.log" 2>&1
+extract "$runs/ep2" "$out/ep2.txt"
 ck=(--config qwen3_debug --checkpoint.enable --checkpoint.interval 5 --no-checkpoint.last_save_model_only)
 train resumed "${ck[@]}" --training.steps 10
 rm -rf "$out/ckpt-step-10"; cp -r "$runs/resumed/checkpoint/step-10" "$out/ckpt-step-10"

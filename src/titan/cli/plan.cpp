@@ -19,6 +19,7 @@
 #include "titan/config/overrides.h"
 #include "titan/config/validate.h"
 #include "titan/core/error.h"
+#include "titan/models/decoder/parallelize.h"
 #include "titan/parallel/pipeline_schedule.h"
 #include "titan/train/planner.h"
 #include "titan/train/trainer.h"
@@ -105,7 +106,7 @@ int run_plan(int argc, char** argv) {
                           "training.local_batch_size=", in.local_batch);
     }
     in.schedule = parallel::parse_pipeline_schedule(ps.pipeline_parallel_schedule);
-    in.pipeline = parallel::pipeline_layout(in.model.num_layers, ps.pipeline_parallel_degree, in.schedule,
+    in.pipeline = models::decoder_pipeline_layout(in.model.num_layers, ps.pipeline_parallel_degree, in.schedule,
                                             ps.pipeline_parallel_layers_per_stage, ps.pipeline_parallel_split_points);
     in.micro_rows = ps.pipeline_parallel_microbatch_size;
     (void)parallel::pipeline_schedule(in.schedule, in.pipeline, 0, in.local_batch / in.micro_rows);

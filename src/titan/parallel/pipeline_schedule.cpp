@@ -19,30 +19,6 @@ std::string lower(std::string s) {
   return s;
 }
 
-// "layers.2,layers.4" -> {2, 4}; every point a layer index in (0, num_layers), ascending.
-std::vector<int64_t> parse_split_points(const std::string& text, int64_t num_layers) {
-  std::vector<int64_t> points;
-  std::string rest = text;
-  while (!rest.empty()) {
-    const size_t comma = rest.find(',');
-    std::string item = rest.substr(0, comma);
-    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t") + 1);
-    const std::string prefix = "layers.";
-    const std::string digits = item.starts_with(prefix) ? item.substr(prefix.size()) : "";
-    check(!digits.empty() && digits.size() < 10 && digits.find_first_not_of("0123456789") == std::string::npos,
-                "[pipeline] parallelism.pipeline_parallel_split_points: '", item, "' is not a layer name. HINT: "
-                "write the first layer of each stage after the first, e.g. layers.2,layers.4");
-    const int64_t layer = std::stoll(digits);
-    check(layer > 0 && layer < num_layers && (points.empty() || layer > points.back()),
-                "[pipeline] parallelism.pipeline_parallel_split_points: ", item, " leaves a stage empty (the model has ",
-                num_layers, " layers; points must be ascending, in layers.1 .. layers.", num_layers - 1, ")");
-    points.push_back(layer);
-  }
-  return points;
-}
-
 }  // namespace
 
 PipelineScheduleKind parse_pipeline_schedule(const std::string& name) {
@@ -81,10 +57,7 @@ std::vector<int64_t> PipelineLayout::layers_of(int64_t pp_rank) const {
   return out;
 }
 
-int64_t PipelineLayout::stage_of(const std::string& fqn) const {
-  if (fqn.starts_with("tok_embeddings.")) return 0;
-  if (!fqn.starts_with("layers.")) return num_stages() - 1;
-  const int64_t layer = std::stoll(fqn.substr(std::string("layers.").size()));
+int64_t PipelineLayout::stage_of_layer(int64_t layer) const {
   const auto it = std::upper_bound(first_layer.begin(), first_layer.end(), layer);
   return static_cast<int64_t>(it - first_layer.begin()) - 1;
 }
@@ -101,14 +74,14 @@ std::string PipelineLayout::describe() const {
 }
 
 PipelineLayout pipeline_layout(int64_t num_layers, int64_t pp, PipelineScheduleKind kind, int64_t layers_per_stage,
-                               const std::string& split_points) {
+                               const std::vector<int64_t>& split_layers) {
   check(pp >= 1, "[pipeline] parallelism.pipeline_parallel_degree=", pp, " must be >= 1");
   PipelineLayout layout;
   layout.pp = pp;
   std::vector<int64_t>& first = layout.first_layer;
   first.push_back(0);
-  if (!split_points.empty()) {
-    for (int64_t p : parse_split_points(split_points, num_layers)) first.push_back(p);
+  if (!split_layers.empty()) {
+    for (int64_t p : split_layers) first.push_back(p);
   } else if (layers_per_stage > 0) {
     for (int64_t l = layers_per_stage; l < num_layers; l += layers_per_stage) first.push_back(l);
   } else {

@@ -41,21 +41,19 @@ struct PipelineLayout {
   int64_t owner(int64_t stage) const { return stage % pp; }
   std::vector<int64_t> stages_of(int64_t pp_rank) const;  // ascending
   std::vector<int64_t> layers_of(int64_t pp_rank) const;  // global layer indices, ascending
-  // The stage holding a parameter or buffer, by FQN: tok_embeddings.* stage 0, layers.<i>.* the
-  // stage of layer i, the rest (norm, output) the last.
-  int64_t stage_of(const std::string& fqn) const;
+  int64_t stage_of_layer(int64_t layer) const;
   std::string describe() const;  // "stage 0: layers 0-1 (+ embedding) on rank 0, ..."
 };
 
 // The stages of `num_layers` layers on `pp` ranks (torchtitan's rules):
-//   split_points "layers.2,layers.4" (comma-separated, ascending): stage s starts at its point;
+//   split_layers {2, 4} (ascending, in (0, num_layers): the family parses its split-point names,
+//   models/decoder/parallelize.h): stage s starts at its point;
 //   else layers_per_stage > 0: stages of that many layers (the last one may be shorter);
 //   else pp x (2 for a multi-stage schedule, else 1) stages of near-equal size (the first ones larger).
 // Throws a one-line Error naming the field and the fix when a stage would be empty, the stage count is
-// not a multiple of pp (or not pp for a single-stage schedule, or not >= 2 pp for Interleaved1F1B), or a
-// split point is malformed or out of range.
+// not a multiple of pp (or not pp for a single-stage schedule, or not >= 2 pp for Interleaved1F1B).
 PipelineLayout pipeline_layout(int64_t num_layers, int64_t pp, PipelineScheduleKind kind, int64_t layers_per_stage,
-                               const std::string& split_points);
+                               const std::vector<int64_t>& split_layers);
 
 struct PipelineAction {
   enum Kind { forward, backward };

@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
-#include <map>
 
 #include "titan/core/error.h"
 #include "titan/core/parallel.h"
@@ -12,30 +10,6 @@
 #include "titan/ops/matmul/linear.h"
 
 namespace titan::parallel {
-namespace {
-
-std::map<std::string, nn::Parameter*> by_name(nn::Decoder& model) {
-  std::map<std::string, nn::Parameter*> out;
-  for (nn::Parameter* p : model.parameters()) out[p->fqn] = p;
-  return out;
-}
-
-// whole[..., start:start+size along dim, ...] = part, for dim 0 or 1 of a 2-D tensor (or dim 0 of any).
-void write_slice(Tensor& whole, int dim, int64_t start, const Tensor& part) {
-  if (dim == 0) {
-    Tensor rows = whole.narrow(0, start, part.size(0));
-    rows.copy_from(part);
-    return;
-  }
-  TITAN_CHECK(whole.ndim() == 2 && dim == 1, "[parallel] tensor-parallel slices are along dim 0 or 1 of a matrix");
-  const int64_t rows = whole.size(0), cols = whole.size(1), pc = part.size(1);
-  const float* src = part.data<float>();
-  float* dst = whole.data<float>();
-  for (int64_t i = 0; i < rows; ++i) std::memcpy(dst + i * cols + start, src + i * pc, static_cast<size_t>(pc) * sizeof(float));
-}
-
-}  // namespace
-
 void TensorParallel::all_reduce(Tensor& x) {
   CommTimer t{stats_.seconds};
   comm_.all_reduce_sum(x);
@@ -155,44 +129,6 @@ ops::LmHeadXentResult TensorParallel::head_xent(const Tensor& x_ND, const Tensor
     ops::linear_backward(z, x, w_VD, dx, dw_VD, no_bias);
   }
   return result;
-}
-
-void copy_tp_shard(const models::ParallelPlan& plan, nn::Decoder& full, nn::Decoder& local, int64_t tp_rank,
-                   int64_t tp_degree) {
-  const std::map<std::string, nn::Parameter*> src = by_name(full);
-  for (nn::Parameter* p : local.parameters()) {
-    const Tensor& whole = src.at(p->fqn)->value;
-    const int dim = plan.tp_split_dim(p->fqn);
-    if (dim < 0) {
-      p->value.copy_from(whole);
-    } else {
-      const int64_t size = p->value.size(dim);
-      TITAN_CHECK(whole.size(dim) == size * tp_degree, "[parallel] ", p->fqn, ": ", whole.describe(), " is not ",
-                  tp_degree, " x ", p->value.describe());
-      p->value.copy_from(whole.narrow(dim, tp_rank * size, size).contiguous());
-    }
-  }
-  for (size_t i = 0; i < local.buffers().size(); ++i) local.buffers()[i]->value.copy_from(full.buffers()[i]->value);
-}
-
-void gather_tp_shards(const models::ParallelPlan& plan, nn::Decoder& local, nn::Decoder& full, Comm& tp) {
-  const std::map<std::string, nn::Parameter*> dst = by_name(full);
-  const int64_t t = tp.size();
-  for (nn::Parameter* p : local.parameters()) {
-    Tensor& whole = dst.at(p->fqn)->value;
-    const int dim = plan.tp_split_dim(p->fqn);
-    const Tensor mine = p->value.contiguous();
-    if (dim < 0) {
-      whole.copy_from(mine);
-      continue;
-    }
-    Tensor all = Tensor::empty({t * mine.numel()});
-    tp.all_gather(mine, all);
-    const int64_t size = mine.size(dim);
-    for (int64_t r = 0; r < t; ++r) {
-      write_slice(whole, dim, r * size, all.narrow(0, r * mine.numel(), mine.numel()).reshape(mine.shape()));
-    }
-  }
 }
 
 }  // namespace titan::parallel

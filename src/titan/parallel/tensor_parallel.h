@@ -3,8 +3,6 @@
 // optional sequence parallelism (norms and residuals on this rank's N/tp tokens).
 #pragma once
 
-#include "titan/models/model_spec.h"
-#include "titan/nn/decoder.h"
 #include "titan/nn/tensor_parallel.h"
 #include "titan/parallel/comm.h"
 #include "titan/parallel/fsdp.h"
@@ -36,11 +34,5 @@ class TensorParallel final : public nn::TensorParallelOps {
   bool sequence_parallel_;
   CommStats stats_;
 };
-
-// This rank's share of `full`'s parameters (split by the family's plan) copied into `local` (built
-// from plan.tp_local_config), and the reverse: every rank's shares gathered into `full`.
-void copy_tp_shard(const models::ParallelPlan& plan, nn::Decoder& full, nn::Decoder& local, int64_t tp_rank,
-                   int64_t tp_degree);
-void gather_tp_shards(const models::ParallelPlan& plan, nn::Decoder& local, nn::Decoder& full, Comm& tp);
 
 }  // namespace titan::parallel

@@ -187,7 +187,7 @@ struct Checkpointer::Staging {
   }
 };
 
-Checkpointer::Checkpointer(const config::JobConfig& config, parallel::Parallelized& model, AdamW& optimizer,
+Checkpointer::Checkpointer(const config::JobConfig& config, models::Parallelized& model, AdamW& optimizer,
                            data::PrefetchLoader& loader)
     : config_(config), model_(model), optimizer_(optimizer), loader_(loader),
       writer_(config.checkpoint.async_mode == "async" && !model.sharded()), staging_(std::make_unique<Staging>()) {

@@ -22,7 +22,7 @@
 #include "titan/checkpoint/train_state.h"
 #include "titan/config/job_config.h"
 #include "titan/data/prefetch_loader.h"
-#include "titan/parallel/parallelize.h"
+#include "titan/models/decoder/parallelize.h"
 #include "titan/train/optimizer.h"
 
 namespace titan::train {
@@ -65,7 +65,7 @@ struct RestoreTarget {
 
 class Checkpointer {
  public:
-  Checkpointer(const config::JobConfig& config, parallel::Parallelized& model, AdamW& optimizer,
+  Checkpointer(const config::JobConfig& config, models::Parallelized& model, AdamW& optimizer,
                data::PrefetchLoader& loader);
   ~Checkpointer();
   Checkpointer(const Checkpointer&) = delete;
@@ -94,7 +94,7 @@ class Checkpointer {
   ResumePoint load_initial_native();
 
   const config::JobConfig& config_;
-  parallel::Parallelized& model_;
+  models::Parallelized& model_;
   AdamW& optimizer_;
   data::PrefetchLoader& loader_;
   std::vector<RestoreTarget> targets_;  // one per optimizer parameter, in its order

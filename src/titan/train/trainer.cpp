@@ -217,7 +217,7 @@ void Trainer::check_pipeline() {
                         "aux_loss: the aux loss couples every layer's router; use load_balance=bias or none");
   }
   pipeline_schedule_ = parallel::parse_pipeline_schedule(ps.pipeline_parallel_schedule);
-  pipeline_layout_ = parallel::pipeline_layout(mc.num_layers, ps.pipeline_parallel_degree, pipeline_schedule_,
+  pipeline_layout_ = models::decoder_pipeline_layout(mc.num_layers, ps.pipeline_parallel_degree, pipeline_schedule_,
                                                ps.pipeline_parallel_layers_per_stage, ps.pipeline_parallel_split_points);
   (void)parallel::pipeline_schedule(pipeline_schedule_, pipeline_layout_, 0, B_ / ps.pipeline_parallel_microbatch_size);
   const int64_t tp = mesh_->degrees().tp, tokens = ps.pipeline_parallel_microbatch_size * T_;
@@ -240,7 +240,7 @@ std::unique_ptr<nn::Decoder> Trainer::build_model() {
   whole->check_shapes(B_, T_);
   if (c_.validation.enable) whole->check_shapes(val_B_, val_T_);
   whole->set_recompute(recompute_);
-  parallel::Parallelized::check(*whole, *mesh_);
+  models::Parallelized::check(*whole, *mesh_);
   return whole;
 }
 
@@ -343,9 +343,9 @@ void Trainer::setup() {
   }
   trainable_params_ = 0;
   for (const nn::Parameter* p : nn::trainable(whole->parameters())) trainable_params_ += p->data().numel();
-  model_ = std::make_unique<parallel::Parallelized>(
+  model_ = std::make_unique<models::Parallelized>(
       std::move(whole), spec, *mesh_,
-      parallel::ParallelizeOptions{c_.parallelism.enable_sequence_parallel, c_.parallelism.fsdp_prefetch,
+      models::ParallelizeOptions{c_.parallelism.enable_sequence_parallel, c_.parallelism.fsdp_prefetch,
                                    compute_dtype(parse_precision(c_.training.mixed_precision_param)),
                                    compute_dtype(parse_precision(c_.training.mixed_precision_reduce)),
                                    pipeline_layout_, pipeline_schedule_});

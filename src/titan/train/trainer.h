@@ -28,7 +28,7 @@
 #include "titan/data/prefetch_loader.h"
 #include "titan/models/model_spec.h"
 #include "titan/nn/config_tree.h"
-#include "titan/parallel/parallelize.h"
+#include "titan/models/decoder/parallelize.h"
 #include "titan/plugins/lora.h"
 #include "titan/train/checkpointer.h"
 #include "titan/train/lr_schedule.h"
@@ -101,7 +101,7 @@ class Trainer {
   std::unique_ptr<data::PrefetchLoader> loader_;
   std::unique_ptr<Validator> validator_;  // null unless validation.enable
   int64_t val_B_ = 0, val_T_ = 0;         // validation batch rows per rank and sequence length
-  std::unique_ptr<parallel::Parallelized> model_;
+  std::unique_ptr<models::Parallelized> model_;
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<Checkpointer> checkpointer_;

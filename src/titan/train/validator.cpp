@@ -36,7 +36,7 @@ int64_t Validator::check_set() const {
              "validation.seq_len");
 }
 
-ValidationMetrics Validator::run(parallel::Parallelized& model, int64_t step) const {
+ValidationMetrics Validator::run(models::Parallelized& model, int64_t step) const {
   const auto t0 = Clock::now();
   data::PrefetchLoader loader(global_, *tokenizer_);
   nn::Decoder& decoder = model.model();

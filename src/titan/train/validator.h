@@ -26,7 +26,7 @@
 #include <memory>
 
 #include "titan/data/loader.h"
-#include "titan/parallel/parallelize.h"
+#include "titan/models/decoder/parallelize.h"
 #include "titan/train/metrics.h"
 
 namespace titan::train {
@@ -45,7 +45,7 @@ class Validator {
   // count and the batch's). Returns the tokens of the first batch (B x dp x T) otherwise.
   int64_t check_set() const;
   // One pass at `step` (a collective over the model's mesh: every rank calls it).
-  ValidationMetrics run(parallel::Parallelized& model, int64_t step) const;
+  ValidationMetrics run(models::Parallelized& model, int64_t step) const;
 
   const data::LoaderConfig& loader_config() const { return global_; }
 

@@ -20,7 +20,7 @@
 #include "titan/models/builtin.h"
 #include "titan/parallel/expert_parallel.h"
 #include "titan/parallel/fsdp.h"
-#include "titan/parallel/parallelize.h"
+#include "titan/models/decoder/parallelize.h"
 #include "titan/parallel/mesh.h"
 #include "titan/parallel/tensor_parallel.h"
 #include "titan/plugins/lora.h"
@@ -88,7 +88,7 @@ TEST(Fsdp, OneRankShardingLeavesTrainingUnchanged) {
   models::find_family("qwen3").init_weights(plain, 7);
   models::find_family("qwen3").init_weights(sharded, 7);
   std::unique_ptr<parallel::Comm> a = parallel::make_local_comm(), b = parallel::make_local_comm();
-  parallel::Fsdp fsdp(parallel::decoder_units(sharded), *a, *b);
+  parallel::Fsdp fsdp(models::decoder_units(sharded), *a, *b);
   sharded.set_unit_hooks(&fsdp);
   for (nn::Parameter* p : sharded.parameters()) EXPECT_FALSE(p->value.defined()) << p->fqn;
   plain.zero_grad();
@@ -198,8 +198,8 @@ TEST(TensorParallel, ShardsRoundTrip) {
   models::find_family("qwen3").init_weights(whole, 3);
   const nn::DecoderConfig lc = plan.tp_local_config(tiny(), 2);
   nn::Decoder r0(lc), r1(lc);
-  parallel::copy_tp_shard(plan, whole, r0, 0, 2);
-  parallel::copy_tp_shard(plan, whole, r1, 1, 2);
+  models::copy_tp_shard(plan, whole, r0, 0, 2);
+  models::copy_tp_shard(plan, whole, r1, 1, 2);
   // wo is row-parallel: rank 1 holds the second half of its columns.
   const Tensor& wo = dynamic_cast<nn::Linear&>(*dynamic_cast<nn::Attention&>(*whole.layers[0]->attention).wo).weight.value;
   const Tensor& wo1 = dynamic_cast<nn::Linear&>(*dynamic_cast<nn::Attention&>(*r1.layers[0]->attention).wo).weight.value;
@@ -415,7 +415,7 @@ TEST(Planner, PipelineRanksHoldTheirStagesAndTheScheduleDecidesTheActivations) {
   in.micro_rows = 1;
   const auto plan = [&](parallel::PipelineScheduleKind kind) {
     in.schedule = kind;
-    in.pipeline = parallel::pipeline_layout(4, 2, kind, -1, "");
+    in.pipeline = parallel::pipeline_layout(4, 2, kind, -1, {});
     return train::plan_layouts(in);
   };
   const std::vector<train::LayoutPlan> f1b1 = plan(parallel::PipelineScheduleKind::one_f_one_b);

@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "titan/config/config_error.h"
+#include "titan/models/decoder/parallelize.h"
 #include "titan/parallel/pipeline_schedule.h"
 
 namespace titan {
@@ -32,52 +33,52 @@ std::string config_error_of(const std::function<void()>& fn) {
 }
 
 TEST(PipelineLayout, SplitsAsTorchtitan) {
-  EXPECT_EQ(pipeline_layout(8, 2, Kind::one_f_one_b, -1, "").first_layer, (std::vector<int64_t>{0, 4, 8}));
-  EXPECT_EQ(pipeline_layout(5, 2, Kind::gpipe, -1, "").first_layer, (std::vector<int64_t>{0, 3, 5}));  // first larger
-  EXPECT_EQ(pipeline_layout(8, 2, Kind::interleaved_1f1b, -1, "").first_layer,
+  EXPECT_EQ(pipeline_layout(8, 2, Kind::one_f_one_b, -1, {}).first_layer, (std::vector<int64_t>{0, 4, 8}));
+  EXPECT_EQ(pipeline_layout(5, 2, Kind::gpipe, -1, {}).first_layer, (std::vector<int64_t>{0, 3, 5}));  // first larger
+  EXPECT_EQ(pipeline_layout(8, 2, Kind::interleaved_1f1b, -1, {}).first_layer,
             (std::vector<int64_t>{0, 2, 4, 6, 8}));  // two stages per rank
-  EXPECT_EQ(pipeline_layout(9, 3, Kind::one_f_one_b, 3, "").first_layer, (std::vector<int64_t>{0, 3, 6, 9}));
-  EXPECT_EQ(pipeline_layout(7, 2, Kind::interleaved_1f1b, 2, "").first_layer,
+  EXPECT_EQ(pipeline_layout(9, 3, Kind::one_f_one_b, 3, {}).first_layer, (std::vector<int64_t>{0, 3, 6, 9}));
+  EXPECT_EQ(pipeline_layout(7, 2, Kind::interleaved_1f1b, 2, {}).first_layer,
             (std::vector<int64_t>{0, 2, 4, 6, 7}));  // the last stage shorter
-  EXPECT_EQ(pipeline_layout(8, 3, Kind::one_f_one_b, 2, "layers.3, layers.5").first_layer,
+  EXPECT_EQ(models::decoder_pipeline_layout(8, 3, Kind::one_f_one_b, 2, "layers.3, layers.5").first_layer,
             (std::vector<int64_t>{0, 3, 5, 8}));  // split points win over layers_per_stage
 
-  const PipelineLayout l = pipeline_layout(8, 2, Kind::interleaved_1f1b, -1, "");
+  const PipelineLayout l = pipeline_layout(8, 2, Kind::interleaved_1f1b, -1, {});
   EXPECT_EQ(l.stages_of(1), (std::vector<int64_t>{1, 3}));
   EXPECT_EQ(l.layers_of(1), (std::vector<int64_t>{2, 3, 6, 7}));
-  EXPECT_EQ(l.stage_of("tok_embeddings.weight"), 0);
-  EXPECT_EQ(l.stage_of("layers.5.attention.wq.weight"), 2);
-  EXPECT_EQ(l.stage_of("layers.6.moe.expert_bias"), 3);
-  EXPECT_EQ(l.stage_of("norm.weight"), 3);
-  EXPECT_EQ(l.stage_of("output.weight"), 3);
+  EXPECT_EQ(models::decoder_stage_of(l, "tok_embeddings.weight"), 0);
+  EXPECT_EQ(models::decoder_stage_of(l, "layers.5.attention.wq.weight"), 2);
+  EXPECT_EQ(models::decoder_stage_of(l, "layers.6.moe.expert_bias"), 3);
+  EXPECT_EQ(models::decoder_stage_of(l, "norm.weight"), 3);
+  EXPECT_EQ(models::decoder_stage_of(l, "output.weight"), 3);
   EXPECT_EQ(l.describe(), "stage 0 on rank 0: embedding + layers 0-1; stage 1 on rank 1: layers 2-3; stage 2 on "
                           "rank 0: layers 4-5; stage 3 on rank 1: layers 6-7 + norm + head");
 }
 
 TEST(PipelineLayout, ImpossibleSplitsAreOneLineConfigErrors) {
   const std::vector<std::tuple<std::function<void()>, std::string>> cases = {
-      {[] { pipeline_layout(2, 4, Kind::one_f_one_b, -1, ""); },
+      {[] { pipeline_layout(2, 4, Kind::one_f_one_b, -1, {}); },
        "[pipeline] 4 pipeline stages (parallelism.pipeline_parallel_degree=4) for 2 layers leave a stage empty"},
-      {[] { pipeline_layout(4, 2, Kind::one_f_one_b, -1, "layers.4"); },
+      {[] { models::decoder_pipeline_layout(4, 2, Kind::one_f_one_b, -1, "layers.4"); },
        "[pipeline] parallelism.pipeline_parallel_split_points: layers.4 leaves a stage empty"},
-      {[] { pipeline_layout(4, 2, Kind::one_f_one_b, -1, "layers.0"); },
+      {[] { models::decoder_pipeline_layout(4, 2, Kind::one_f_one_b, -1, "layers.0"); },
        "[pipeline] parallelism.pipeline_parallel_split_points: layers.0 leaves a stage empty"},
-      {[] { pipeline_layout(6, 3, Kind::one_f_one_b, -1, "layers.3,layers.2"); },
+      {[] { models::decoder_pipeline_layout(6, 3, Kind::one_f_one_b, -1, "layers.3,layers.2"); },
        "[pipeline] parallelism.pipeline_parallel_split_points: layers.2 leaves a stage empty"},
-      {[] { pipeline_layout(4, 2, Kind::one_f_one_b, -1, "block.2"); },
+      {[] { models::decoder_pipeline_layout(4, 2, Kind::one_f_one_b, -1, "block.2"); },
        "[pipeline] parallelism.pipeline_parallel_split_points: 'block.2' is not a layer name"},
-      {[] { pipeline_layout(6, 2, Kind::one_f_one_b, 2, ""); },
+      {[] { pipeline_layout(6, 2, Kind::one_f_one_b, 2, {}); },
        "[pipeline] 3 pipeline stages do not split over parallelism.pipeline_parallel_degree=2 ranks"},
-      {[] { pipeline_layout(8, 2, Kind::one_f_one_b, 2, ""); },
+      {[] { pipeline_layout(8, 2, Kind::one_f_one_b, 2, {}); },
        "[pipeline] parallelism.pipeline_parallel_schedule=1F1B runs one stage per rank, but the split gives 4"},
-      {[] { pipeline_layout(4, 2, Kind::interleaved_1f1b, 2, ""); },
+      {[] { pipeline_layout(4, 2, Kind::interleaved_1f1b, 2, {}); },
        "[pipeline] parallelism.pipeline_parallel_schedule=Interleaved1F1B needs >= 2 stages per rank"},
       {[] { parallel::parse_pipeline_schedule("ZeroBubble"); },
        "[pipeline] parallelism.pipeline_parallel_schedule='ZeroBubble' is unknown"},
-      {[] { parallel::pipeline_schedule(Kind::one_f_one_b, pipeline_layout(4, 2, Kind::one_f_one_b, -1, ""), 0, 1); },
+      {[] { parallel::pipeline_schedule(Kind::one_f_one_b, pipeline_layout(4, 2, Kind::one_f_one_b, -1, {}), 0, 1); },
        "[pipeline] 1 micro-batches for 2 pipeline stages: every stage needs one"},
       {[] {
-         parallel::pipeline_schedule(Kind::interleaved_1f1b, pipeline_layout(4, 2, Kind::interleaved_1f1b, -1, ""), 0,
+         parallel::pipeline_schedule(Kind::interleaved_1f1b, pipeline_layout(4, 2, Kind::interleaved_1f1b, -1, {}), 0,
                                      5);
        },
        "[pipeline] Interleaved1F1B takes the micro-batches in groups of pipeline_parallel_degree=2, but there are 5"},
@@ -136,7 +137,7 @@ std::vector<int64_t> simulate(Kind kind, const PipelineLayout& layout, int64_t M
 TEST(PipelineSchedule, EveryScheduleFinishesAndHoldsWhatItPromises) {
   for (int64_t P : {2, 3, 4}) {
     for (int64_t M : {P, P + 1, 2 * P, 3 * P + 1}) {
-      const PipelineLayout one = pipeline_layout(4 * P, P, Kind::one_f_one_b, -1, "");
+      const PipelineLayout one = pipeline_layout(4 * P, P, Kind::one_f_one_b, -1, {});
       const std::vector<int64_t> gpipe = simulate(Kind::gpipe, one, M);
       const std::vector<int64_t> f1b1 = simulate(Kind::one_f_one_b, one, M);
       for (int64_t r = 0; r < P; ++r) {
@@ -145,7 +146,7 @@ TEST(PipelineSchedule, EveryScheduleFinishesAndHoldsWhatItPromises) {
       }
     }
     for (int64_t V : {2, 3}) {
-      const PipelineLayout layout = pipeline_layout(V * P, P, Kind::interleaved_1f1b, 1, "");
+      const PipelineLayout layout = pipeline_layout(V * P, P, Kind::interleaved_1f1b, 1, {});
       ASSERT_EQ(layout.stages_per_rank(), V);
       for (int64_t M : {V * P, V * P + P, 4 * P * V}) simulate(Kind::interleaved_1f1b, layout, M);
     }
@@ -153,7 +154,7 @@ TEST(PipelineSchedule, EveryScheduleFinishesAndHoldsWhatItPromises) {
 }
 
 TEST(PipelineSchedule, OneFOneBAlternatesAfterWarmUp) {
-  const PipelineLayout layout = pipeline_layout(2, 2, Kind::one_f_one_b, -1, "");
+  const PipelineLayout layout = pipeline_layout(2, 2, Kind::one_f_one_b, -1, {});
   using A = PipelineAction;
   EXPECT_EQ(parallel::pipeline_schedule(Kind::one_f_one_b, layout, 0, 3),
             (std::vector<A>{{A::forward, 0, 0}, {A::forward, 0, 1}, {A::backward, 0, 0}, {A::forward, 0, 2},
@@ -165,8 +166,8 @@ TEST(PipelineSchedule, OneFOneBAlternatesAfterWarmUp) {
 
 TEST(PipelineSchedule, BubbleFraction) {
   // (pp - 1) / (V M + pp - 1): 1 / 5 for 2 ranks, 4 micro-batches; interleaving 2 stages: 1 / 9.
-  EXPECT_DOUBLE_EQ(parallel::pipeline_bubble_fraction(pipeline_layout(2, 2, Kind::gpipe, -1, ""), 4), 0.2);
-  EXPECT_DOUBLE_EQ(parallel::pipeline_bubble_fraction(pipeline_layout(4, 2, Kind::interleaved_1f1b, -1, ""), 4),
+  EXPECT_DOUBLE_EQ(parallel::pipeline_bubble_fraction(pipeline_layout(2, 2, Kind::gpipe, -1, {}), 4), 0.2);
+  EXPECT_DOUBLE_EQ(parallel::pipeline_bubble_fraction(pipeline_layout(4, 2, Kind::interleaved_1f1b, -1, {}), 4),
                    1.0 / 9.0);
 }
 

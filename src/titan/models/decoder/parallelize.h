@@ -1,5 +1,8 @@
-// parallelize (torchtitan's parallelize_fn): one rank's share of a model on a DeviceMesh, through
-// its family's parallel plan. It owns what the trainer must not know about: tensor parallelism
+// parallelize (torchtitan's parallelize_fn) for the decoder families: one rank's share of a model on
+// a DeviceMesh, through its family's parallel plan. It is the one place that knows both the decoder's
+// structure (its FSDP units, which FQNs each pipeline stage holds, which parameters TP splits) and
+// the mechanics in parallel/ (Comm, Fsdp, TensorParallel, ExpertParallel, Pipeline), which name no
+// model and no FQN. It owns what the trainer must not know about: tensor parallelism
 // (this rank's heads, FFN columns and vocabulary rows, cut from the whole model, and the TP regions'
 // collectives), expert parallelism (this rank's experts, cut from the whole model, whole on this
 // rank and outside FSDP; the MoE blocks exchange tokens through ExpertParallel), FSDP (flat
@@ -25,13 +28,25 @@
 #include <vector>
 
 #include "titan/models/model_spec.h"
+#include "titan/parallel/comm.h"
 #include "titan/parallel/expert_parallel.h"
 #include "titan/parallel/fsdp.h"
 #include "titan/parallel/mesh.h"
 #include "titan/parallel/pipeline.h"
 #include "titan/parallel/tensor_parallel.h"
 
-namespace titan::parallel {
+namespace titan::models {
+
+using parallel::Comm;
+using parallel::CommStats;
+using parallel::DeviceMesh;
+using parallel::ExpertParallel;
+using parallel::Fsdp;
+using parallel::Pipeline;
+using parallel::PipelineLayout;
+using parallel::PipelineScheduleKind;
+using parallel::ShardPiece;
+using parallel::TensorParallel;
 
 struct ParallelizeOptions {
   bool sequence_parallel = true;  // with tp > 1 (parallelism.enable_sequence_parallel)
@@ -49,11 +64,27 @@ struct ParallelizeOptions {
 // rank holds it whole, in its storage dtype, and it has no gradient to reduce).
 std::vector<nn::ParameterList> decoder_units(nn::Decoder& model);
 
+// The decoder's pipeline stages (parallel::pipeline_layout) with split points given as layer FQNs,
+// torchtitan's parallelism.pipeline_parallel_split_points: "layers.2,layers.4" (comma-separated,
+// ascending) starts stage s at its point. A malformed or out-of-range point is a config mistake.
+PipelineLayout decoder_pipeline_layout(int64_t num_layers, int64_t pp, PipelineScheduleKind kind,
+                                       int64_t layers_per_stage, const std::string& split_points);
+// The stage holding a decoder parameter or buffer, by FQN: tok_embeddings.* stage 0, layers.<i>.*
+// the stage of layer i, the rest (norm, output) the last.
+int64_t decoder_stage_of(const PipelineLayout& layout, const std::string& fqn);
+
+// Tensor parallelism's placement of the decoder's parameters, through the family's plan: this
+// rank's share of `full`'s parameters copied into `local` (built from plan.tp_local_config), and
+// the reverse, every rank's shares gathered into `full` (a collective over `tp`).
+void copy_tp_shard(const ParallelPlan& plan, nn::Decoder& full, nn::Decoder& local, int64_t tp_rank,
+                   int64_t tp_degree);
+void gather_tp_shards(const ParallelPlan& plan, nn::Decoder& local, nn::Decoder& full, Comm& tp);
+
 class Parallelized {
  public:
   // `whole` is the full model, initialised or loaded identically on every rank; under TP it is
   // replaced by this rank's share. `mesh` must outlive this object.
-  Parallelized(std::unique_ptr<nn::Decoder> whole, const models::ModelSpec& spec, DeviceMesh& mesh,
+  Parallelized(std::unique_ptr<nn::Decoder> whole, const ModelSpec& spec, DeviceMesh& mesh,
                ParallelizeOptions options);
   // What parallelize would refuse for `whole` on `mesh`, checked before any long work (throws).
   static void check(nn::Decoder& whole, DeviceMesh& mesh);
@@ -62,7 +93,7 @@ class Parallelized {
   Parallelized& operator=(const Parallelized&) = delete;
 
   nn::Decoder& model() { return *model_; }
-  const models::ModelSpec& spec() const { return spec_; }
+  const ModelSpec& spec() const { return spec_; }
   DeviceMesh& mesh() { return mesh_; }
   bool sharded() const { return fsdp_ != nullptr; }  // more than one rank
   int64_t tp_degree() const { return mesh_.degrees().tp; }
@@ -117,7 +148,7 @@ class Parallelized {
  private:
   void with_pipeline_model(const std::function<void(const nn::Decoder&)>& fn);
 
-  const models::ModelSpec& spec_;
+  const ModelSpec& spec_;
   DeviceMesh& mesh_;
   nn::DecoderConfig full_config_;  // the whole model's (this rank's is model().config())
   std::unique_ptr<nn::Decoder> model_;
@@ -137,4 +168,4 @@ class Parallelized {
   void gather_experts(std::vector<Tensor>& local);  // whole expert weights into the model (export)
 };
 
-}  // namespace titan::parallel
+}  // namespace titan::models

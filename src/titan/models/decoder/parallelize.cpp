@@ -1,13 +1,117 @@
-#include "titan/parallel/parallelize.h"
+#include "titan/models/decoder/parallelize.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <map>
 
+#include "titan/config/config_error.h"
 #include "titan/core/error.h"
 #include "titan/nn/feed_forward.h"
 
-namespace titan::parallel {
+namespace titan::models {
+namespace {
+
+std::map<std::string, nn::Parameter*> by_name(nn::Decoder& model) {
+  std::map<std::string, nn::Parameter*> out;
+  for (nn::Parameter* p : model.parameters()) out[p->fqn] = p;
+  return out;
+}
+
+// whole[..., start:start+size along dim, ...] = part, for dim 0 or 1 of a 2-D tensor (or dim 0 of any).
+void write_slice(Tensor& whole, int dim, int64_t start, const Tensor& part) {
+  if (dim == 0) {
+    Tensor rows = whole.narrow(0, start, part.size(0));
+    rows.copy_from(part);
+    return;
+  }
+  TITAN_CHECK(whole.ndim() == 2 && dim == 1, "[parallel] tensor-parallel slices are along dim 0 or 1 of a matrix");
+  const int64_t rows = whole.size(0), cols = whole.size(1), pc = part.size(1);
+  const float* src = part.data<float>();
+  float* dst = whole.data<float>();
+  for (int64_t i = 0; i < rows; ++i) std::memcpy(dst + i * cols + start, src + i * pc, static_cast<size_t>(pc) * sizeof(float));
+}
+
+// "layers.2,layers.4" -> {2, 4}; every point a layer index in (0, num_layers), ascending.
+std::vector<int64_t> parse_split_points(const std::string& text, int64_t num_layers) {
+  std::vector<int64_t> points;
+  std::string rest = text;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    std::string item = rest.substr(0, comma);
+    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    const std::string prefix = "layers.";
+    const std::string digits = item.starts_with(prefix) ? item.substr(prefix.size()) : "";
+    if (digits.empty() || digits.size() >= 10 || digits.find_first_not_of("0123456789") != std::string::npos) {
+      config::config_fail("[pipeline] parallelism.pipeline_parallel_split_points: '", item,
+                          "' is not a layer name. HINT: write the first layer of each stage after the first, e.g. "
+                          "layers.2,layers.4");
+    }
+    const int64_t layer = std::stoll(digits);
+    if (layer <= 0 || layer >= num_layers || (!points.empty() && layer <= points.back())) {
+      config::config_fail("[pipeline] parallelism.pipeline_parallel_split_points: ", item,
+                          " leaves a stage empty (the model has ", num_layers,
+                          " layers; points must be ascending, in layers.1 .. layers.", num_layers - 1, ")");
+    }
+    points.push_back(layer);
+  }
+  return points;
+}
+
+}  // namespace
+
+PipelineLayout decoder_pipeline_layout(int64_t num_layers, int64_t pp, PipelineScheduleKind kind,
+                                       int64_t layers_per_stage, const std::string& split_points) {
+  return parallel::pipeline_layout(num_layers, pp, kind, layers_per_stage,
+                                   split_points.empty() ? std::vector<int64_t>{}
+                                                        : parse_split_points(split_points, num_layers));
+}
+
+int64_t decoder_stage_of(const PipelineLayout& layout, const std::string& fqn) {
+  if (fqn.starts_with("tok_embeddings.")) return 0;
+  if (!fqn.starts_with("layers.")) return layout.num_stages() - 1;
+  return layout.stage_of_layer(std::stoll(fqn.substr(std::string("layers.").size())));
+}
+
+void copy_tp_shard(const ParallelPlan& plan, nn::Decoder& full, nn::Decoder& local, int64_t tp_rank,
+                   int64_t tp_degree) {
+  const std::map<std::string, nn::Parameter*> src = by_name(full);
+  for (nn::Parameter* p : local.parameters()) {
+    const Tensor& whole = src.at(p->fqn)->value;
+    const int dim = plan.tp_split_dim(p->fqn);
+    if (dim < 0) {
+      p->value.copy_from(whole);
+    } else {
+      const int64_t size = p->value.size(dim);
+      TITAN_CHECK(whole.size(dim) == size * tp_degree, "[parallel] ", p->fqn, ": ", whole.describe(), " is not ",
+                  tp_degree, " x ", p->value.describe());
+      p->value.copy_from(whole.narrow(dim, tp_rank * size, size).contiguous());
+    }
+  }
+  for (size_t i = 0; i < local.buffers().size(); ++i) local.buffers()[i]->value.copy_from(full.buffers()[i]->value);
+}
+
+void gather_tp_shards(const ParallelPlan& plan, nn::Decoder& local, nn::Decoder& full, Comm& tp) {
+  const std::map<std::string, nn::Parameter*> dst = by_name(full);
+  const int64_t t = tp.size();
+  for (nn::Parameter* p : local.parameters()) {
+    Tensor& whole = dst.at(p->fqn)->value;
+    const int dim = plan.tp_split_dim(p->fqn);
+    const Tensor mine = p->value.contiguous();
+    if (dim < 0) {
+      whole.copy_from(mine);
+      continue;
+    }
+    Tensor all = Tensor::empty({t * mine.numel()});
+    tp.all_gather(mine, all);
+    const int64_t size = mine.size(dim);
+    for (int64_t r = 0; r < t; ++r) {
+      write_slice(whole, dim, r * size, all.narrow(0, r * mine.numel(), mine.numel()).reshape(mine.shape()));
+    }
+  }
+}
 
 std::vector<nn::ParameterList> decoder_units(nn::Decoder& model) {
   std::vector<nn::ParameterList> units(1);
@@ -22,7 +126,7 @@ std::vector<nn::ParameterList> decoder_units(nn::Decoder& model) {
   return units;
 }
 
-Parallelized::Parallelized(std::unique_ptr<nn::Decoder> whole, const models::ModelSpec& spec, DeviceMesh& mesh,
+Parallelized::Parallelized(std::unique_ptr<nn::Decoder> whole, const ModelSpec& spec, DeviceMesh& mesh,
                            ParallelizeOptions options)
     : spec_(spec), mesh_(mesh), full_config_(whole->config()), tp_(mesh.tp(), mesh.degrees().tp > 1 && options.sequence_parallel) {
   const int64_t tp = tp_degree(), rank = tp_rank();
@@ -278,7 +382,7 @@ void Parallelized::with_pipeline_model(const std::function<void(const nn::Decode
     if (pp.rank() == 0) {
       if (!whole) whole = std::make_unique<nn::Decoder>(full_config_);
       for (nn::Parameter* p : whole->state()) {
-        const int64_t owner = layout.owner(layout.stage_of(p->fqn));
+        const int64_t owner = layout.owner(decoder_stage_of(layout, p->fqn));
         if (owner == 0) {
           TITAN_CHECK(mine.count(p->fqn), "[pipeline] rank 0 does not hold ", p->fqn);
           if (mine.at(p->fqn) != &p->value) p->value.copy_from(*mine.at(p->fqn));
@@ -295,4 +399,4 @@ void Parallelized::with_pipeline_model(const std::function<void(const nn::Decode
   mesh_.world().barrier();
 }
 
-}  // namespace titan::parallel
+}  // namespace titan::models
