@@ -95,22 +95,15 @@ int run_plan(int argc, char** argv) {
   in.memory_per_rank = memory;
   in.recompute = nn::recompute_per_layer(c.activation_checkpoint.mode, c.activation_checkpoint.selective_ac_option,
                                          in.model.num_layers);
-  in.bf16 = c.training.mixed_precision_param == "bfloat16";
-  in.bf16_reduce = c.training.mixed_precision_reduce == "bfloat16";
+  const train::PrecisionConfig precision = train::resolve_precision(c);
+  in.bf16 = precision.param == train::Precision::bfloat16;
+  in.bf16_reduce = precision.reduce == train::Precision::bfloat16;
   in.ep = c.parallelism.expert_parallel_degree > 1 ? c.parallelism.expert_parallel_degree : 0;
-  const config::ParallelismSection& ps = c.parallelism;
-  if (ps.pipeline_parallel_degree > 1) {  // the stages and schedule titan train would run (config errors as there)
-    const int64_t rows = ps.pipeline_parallel_microbatch_size;
-    if (rows < 1 || in.local_batch % rows != 0) {
-      config::config_fail("parallelism.pipeline_parallel_microbatch_size=", rows, " does not divide "
-                          "training.local_batch_size=", in.local_batch);
-    }
-    in.schedule = parallel::parse_pipeline_schedule(ps.pipeline_parallel_schedule);
-    in.pipeline = models::decoder_pipeline_layout(in.model.num_layers, ps.pipeline_parallel_degree, in.schedule,
-                                            ps.pipeline_parallel_layers_per_stage, ps.pipeline_parallel_split_points);
-    in.micro_rows = ps.pipeline_parallel_microbatch_size;
-    (void)parallel::pipeline_schedule(in.schedule, in.pipeline, 0, in.local_batch / in.micro_rows);
-  }
+  // The stages and schedule titan train would run (config errors as there).
+  const train::PipelineConfig pipeline = train::resolve_pipeline(c.parallelism, in.model.num_layers, in.local_batch);
+  in.schedule = pipeline.schedule;
+  in.pipeline = pipeline.layout;
+  in.micro_rows = pipeline.micro_rows;
   const std::vector<train::LayoutPlan> plans = train::plan_layouts(in);
   TITAN_CHECK(!plans.empty(), "[plan] no layout of ", world, " ranks with data_parallel_replicate_degree ",
               in.dp_replicate, " fits the model's divisibility (heads ", in.model.num_heads, ", kv heads ",

@@ -23,6 +23,7 @@
 #include "titan/config/job_config.h"
 #include "titan/data/prefetch_loader.h"
 #include "titan/models/decoder/parallelize.h"
+#include "titan/train/run_folders.h"
 #include "titan/train/optimizer.h"
 
 namespace titan::train {
@@ -33,24 +34,6 @@ struct ResumePoint {
   bool resumed = false;  // continued this run's own checkpoint (metrics.jsonl is appended)
 };
 
-// checkpoint.folder, relative to job.dump_folder unless absolute.
-std::string checkpoint_folder(const config::JobConfig& config);
-
-// lora.save_adapter: absolute, or relative to job.dump_folder.
-std::string adapter_folder(const config::JobConfig& config);
-
-// Before any work: the folders the run replaces at its end (checkpoint.last_save_in_hf's
-// <checkpoint folder>/hf, lora.save_adapter) follow checkpoint/output_folder.h's rule, and a
-// relative lora.save_adapter stays inside job.dump_folder; a ConfigError (exit 2) otherwise.
-void check_output_folders(const config::JobConfig& config);
-
-// This run's own newest valid checkpoint (or checkpoint.load_step), when checkpointing is on and
-// there is one. `primary` (world rank 0) also removes tmp folders that dead runs left.
-std::optional<ckpt::CheckpointEntry> find_resume_checkpoint(const config::JobConfig& config, bool primary);
-
-// checkpoint.initial_load_in_hf: the HF folder's weights into the whole model (every shape
-// checked, missing and unexpected keys listed). Weights only: the run starts at step 1.
-void load_initial_hf(const config::JobConfig& config, const models::ModelSpec& spec, nn::Decoder& model);
 
 // Copies a checkpoint's weights into `params` by FQN. Every parameter must be there with its shape
 // and nothing else: missing and unexpected names are listed in the error, which names `dir`.

@@ -28,9 +28,8 @@
 #include "titan/data/prefetch_loader.h"
 #include "titan/models/model_spec.h"
 #include "titan/nn/config_tree.h"
-#include "titan/models/decoder/parallelize.h"
-#include "titan/plugins/lora.h"
 #include "titan/train/checkpointer.h"
+#include "titan/train/job.h"
 #include "titan/train/lr_schedule.h"
 #include "titan/train/metrics.h"
 #include "titan/train/optimizer.h"
@@ -45,16 +44,6 @@ struct TrainSummary {
   std::vector<ValidationMetrics> validations;  // every validation pass, in order
   double seconds = 0.0;            // wall time of the loop (setup excluded)
 };
-
-// The model a run trains and its family: the named size model.name (or model.hf_assets_path/
-// config.json when empty), cut to model.n_layers, with the model.* mixture-of-experts fields
-// overriding the spec's where set (torchtitan's moe_args), max_seq_len raised to
-// training.seq_len (and validation.seq_len when validation is on); validated.
-models::ResolvedModel resolve_model(const config::JobConfig& config);
-inline nn::DecoderConfig model_config(const config::JobConfig& config) { return resolve_model(config).config; }
-
-// The LoRA options of a config (lora.*; target_modules split at commas).
-plugins::LoraOptions lora_options(const config::JobConfig& config);
 
 class Trainer {
  public:
@@ -91,8 +80,8 @@ class Trainer {
   int64_t dp_ = 1, dp_rank_ = 0, accumulation_ = 1, B_ = 0, T_ = 0;
   models::ResolvedModel resolved_;
   std::vector<nn::Recompute> recompute_;  // activation checkpointing, per layer
-  parallel::PipelineLayout pipeline_layout_;  // pipeline_parallel_degree > 1 only
-  parallel::PipelineScheduleKind pipeline_schedule_ = parallel::PipelineScheduleKind::one_f_one_b;
+  PrecisionConfig precision_;
+  PipelineConfig pipeline_;  // pipeline_parallel_degree > 1 only
   nn::ConfigTree tree_;  // the model's config tree, override replacements applied (outlives the model)
   std::unique_ptr<RunLock> run_lock_;  // rank 0: this run owns job.dump_folder
   std::unique_ptr<RunLock> checkpoint_lock_;  // and a checkpoint.folder outside it

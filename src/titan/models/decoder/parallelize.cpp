@@ -188,7 +188,22 @@ Parallelized::Parallelized(std::unique_ptr<nn::Decoder> whole, const ModelSpec& 
     if (tp > 1 && sharded() && spec.parallel_plan.tp_grad_is_partial(p->fqn, tp_.sequence_parallel())) {
       tp_partial_.push_back(p);
     }
+    placements_.push_back(place(p->fqn, pieces_[i].shape, pieces_[i].start));
   }
+  for (const auto& [name, shape] : full_) global_.emplace_back(name, place(name, shape, 0).shape);
+}
+
+// Where a TP-local tensor (or a flat piece of one, at `start`) sits in its global parameter.
+ckpt::TensorPiece Parallelized::place(const std::string& fqn, const Shape& local, int64_t start) const {
+  ckpt::TensorPiece p{local, start};
+  const int dim = tp_split_dim(fqn);
+  if (dim >= 0) {
+    p.tp_dim = dim;
+    p.tp_rank = mesh_.tp().rank();
+    p.tp_degree = tp_degree();
+    p.shape[static_cast<size_t>(dim)] *= tp_degree();
+  }
+  return p;
 }
 
 // This rank's experts of every MoE block (cut from the whole model's), exchanged through ep_.

@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "titan/checkpoint/train_state.h"
 #include "titan/models/model_spec.h"
 #include "titan/parallel/comm.h"
 #include "titan/parallel/expert_parallel.h"
@@ -109,6 +110,11 @@ class Parallelized {
   const std::vector<ShardPiece>& pieces() const { return pieces_; }
   // Every parameter of this rank's model (all FSDP pieces together): FQN and TP-local shape.
   const std::vector<std::pair<std::string, Shape>>& full_parameters() const { return full_; }
+  // The one placement of each piece, as checkpoints save and restore it: where shards()[i] sits in
+  // its global parameter (global shape, the TP slice, the flat start within that slice).
+  const std::vector<ckpt::TensorPiece>& placements() const { return placements_; }
+  // full_parameters() with their global shapes (every TP slice together).
+  const std::vector<std::pair<std::string, Shape>>& global_parameters() const { return global_; }
   // The shards the gradient norm counts: a TP-replicated parameter once (on tp rank 0), an expert
   // weight once (in the first ep group of dp_shard).
   const nn::ParameterList& norm_params() const { return norm_params_; }
@@ -158,6 +164,8 @@ class Parallelized {
   nn::ParameterList shards_;
   std::vector<ShardPiece> pieces_;
   std::vector<std::pair<std::string, Shape>> full_;
+  std::vector<ckpt::TensorPiece> placements_;
+  std::vector<std::pair<std::string, Shape>> global_;
   nn::ParameterList norm_params_;
   std::vector<char> is_copy_;
   nn::ParameterList tp_partial_;  // shards whose gradient is a partial sum over tp
@@ -165,6 +173,7 @@ class Parallelized {
   nn::ParameterList experts_;           // this rank's expert weights (whole, not FSDP-sharded)
 
   void split_experts();
+  ckpt::TensorPiece place(const std::string& fqn, const Shape& local, int64_t start) const;
   void gather_experts(std::vector<Tensor>& local);  // whole expert weights into the model (export)
 };
 

@@ -1,0 +1,101 @@
+#include "titan/train/job.h"
+
+#include <utility>
+
+#include "titan/config/config_error.h"
+#include "titan/models/builtin.h"
+
+namespace titan::train {
+
+models::ResolvedModel resolve_model(const config::JobConfig& c) {
+  models::ResolvedModel r = models::resolve_model(c.model.name, c.model.hf_assets_path, c.model.n_layers);
+  nn::DecoderConfig& m = r.config;
+  // Positions past max_position_embeddings were never trained (a scaled RoPE's max_position_embeddings
+  // is already the extended length): a longer sequence is refused here, before anything is allocated.
+  const std::string model_name = c.model.name.empty() ? c.model.hf_assets_path + "/config.json" : c.model.name;
+  for (const auto& [field, len] : {std::pair<const char*, int64_t>{"training.seq_len", c.training.seq_len},
+                                   {"validation.seq_len", c.validation.enable ? c.validation.seq_len : 0}}) {
+    if (len > m.max_seq_len) {
+      config::config_fail(field, "=", len, " is longer than the ", m.max_seq_len, " positions of model '", model_name,
+                          "' (max_position_embeddings). HINT: ", field, " <= ", m.max_seq_len);
+    }
+  }
+  const config::ModelSection& o = c.model;
+  const bool moe_set = o.num_experts != 0 || o.top_k != 0 || !o.load_balance.empty() || o.router_aux_loss_coef >= 0;
+  TITAN_CHECK(!moe_set || m.num_experts > 0, "[model] model.num_experts / top_k / load_balance / "
+              "router_aux_loss_coef are set but model '", o.name.empty() ? o.hf_assets_path : o.name,
+              "' is dense. HINT: pick a MoE spec (30B-A3B, 235B-A22B, debug_moe) or a Qwen3MoeForCausalLM folder");
+  TITAN_CHECK(o.num_experts >= 0 && o.top_k >= 0, "[model] model.num_experts=", o.num_experts, " and model.top_k=",
+              o.top_k, " must be >= 0 (0 = the spec's)");
+  if (o.num_experts > 0) m.num_experts = o.num_experts;
+  if (o.top_k > 0) m.num_experts_per_tok = o.top_k;
+  if (!o.load_balance.empty()) m.load_balance = nn::parse_load_balance(o.load_balance);
+  if (o.router_aux_loss_coef >= 0) m.router_aux_loss_coef = static_cast<float>(o.router_aux_loss_coef);
+  m.bias_update_rate = static_cast<float>(o.load_balance_coeff);
+  m.validate();
+  return r;
+}
+
+// "model 'debug'", or "the model of DIR/config.json" (an empty model.name).
+std::string model_label(const config::JobConfig& c) {
+  return c.model.name.empty() ? "the model of " + c.model.hf_assets_path + "/config.json" : "model '" + c.model.name + "'";
+}
+
+plugins::LoraOptions lora_options(const config::JobConfig& config) {
+  plugins::LoraOptions o;
+  o.rank = config.lora.rank;
+  o.alpha = config.lora.alpha;
+  o.target_modules.clear();
+  std::string rest = config.lora.target_modules;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    std::string item = rest.substr(0, comma);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (!item.empty()) o.target_modules.push_back(item);
+    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+  }
+  return o;
+}
+
+PrecisionConfig resolve_precision(const config::JobConfig& c) {
+  return {parse_precision(c.training.mixed_precision_param), parse_precision(c.training.mixed_precision_reduce)};
+}
+
+PipelineConfig resolve_pipeline(const config::ParallelismSection& ps, int64_t num_layers, int64_t local_batch) {
+  PipelineConfig out;
+  if (ps.pipeline_parallel_degree <= 1) return out;
+  const int64_t rows = ps.pipeline_parallel_microbatch_size;
+  if (rows < 1 || local_batch % rows != 0) {
+    config::config_fail("parallelism.pipeline_parallel_microbatch_size=", rows, " does not divide "
+                        "training.local_batch_size=", local_batch);
+  }
+  out.schedule = parallel::parse_pipeline_schedule(ps.pipeline_parallel_schedule);
+  out.layout = models::decoder_pipeline_layout(num_layers, ps.pipeline_parallel_degree, out.schedule,
+                                               ps.pipeline_parallel_layers_per_stage, ps.pipeline_parallel_split_points);
+  out.micro_rows = rows;
+  (void)parallel::pipeline_schedule(out.schedule, out.layout, 0, local_batch / rows);
+  return out;
+}
+
+models::ParallelizeOptions parallelize_options(const config::JobConfig& c, const PrecisionConfig& precision,
+                                               const PipelineConfig& pipeline) {
+  return {c.parallelism.enable_sequence_parallel, c.parallelism.fsdp_prefetch, compute_dtype(precision.param),
+          compute_dtype(precision.reduce), pipeline.layout, pipeline.schedule};
+}
+
+AdamWConfig adamw_config(const config::JobConfig& c) {
+  return {c.optimizer.beta1, c.optimizer.beta2, c.optimizer.eps, c.optimizer.weight_decay};
+}
+
+LrScheduleConfig lr_schedule_config(const config::JobConfig& c) {
+  return {c.training.steps, c.lr_scheduler.warmup_steps, c.lr_scheduler.decay_ratio, c.lr_scheduler.decay_type,
+          c.lr_scheduler.min_lr_factor};
+}
+
+MetricsOptions metrics_options(const config::JobConfig& c, const std::string& config_name) {
+  return {c.job.dump_folder, c.metrics.log_freq, c.training.steps, c.metrics.enable_jsonl,
+          c.metrics.enable_tensorboard, c.metrics.save_tb_folder, config_name};
+}
+
+}  // namespace titan::train
