@@ -29,6 +29,10 @@ std::vector<double> to_doubles(const Tensor& t) {
     }
     return v;
   }
+  if (t.dtype() == DType::f64) {  // row statistics (vocab_parallel_xent): kept exactly
+    const Tensor c = t.contiguous();
+    return std::vector<double>(c.data<double>(), c.data<double>() + c.numel());
+  }
   Tensor c = t.to(DType::f32);
   const float* p = c.data<float>();
   return std::vector<double>(p, p + c.numel());

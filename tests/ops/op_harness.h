@@ -38,7 +38,7 @@ Tolerance tolerance_for(DType dtype);
 
 Tensor random_f32(const Shape& shape, uint64_t seed, float scale = 1.0f);
 std::vector<double> random_doubles(size_t n, uint64_t seed, double scale = 1.0);
-std::vector<double> to_doubles(const Tensor& t);  // float or integer (i32, i64) tensors
+std::vector<double> to_doubles(const Tensor& t);  // float (f64 exactly) or integer (i32, i64) tensors
 Tensor from_doubles(const std::vector<double>& v, const Shape& shape);
 
 // |got - want| <= atol + rtol * |want| for every element.

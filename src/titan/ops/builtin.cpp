@@ -13,7 +13,9 @@ std::vector<std::pair<std::string, std::string>> selected_kernels(Device device)
           entry(lm_head_xent_table()), entry(adamw_table()), entry(moe_router_table()),
           entry(moe_dispatch_table()), entry(moe_experts_table()), entry(moe_combine_table()),
           entry(accumulate_table()), entry(scale_table()), entry(sum_squares_table()), entry(cast_table()),
-          entry(kv_attention_table())};
+          entry(kv_attention_table()), entry(multi_sum_squares_table()), entry(first_nonfinite_table()),
+          entry(vocab_parallel_xent_max_table()), entry(vocab_parallel_xent_sums_table()),
+          entry(vocab_parallel_xent_combine_table())};
 }
 
 // The table an implementation type belongs to (one overload per op).
@@ -34,6 +36,17 @@ static OpTable<ScaleImpl>& table_of(const ScaleImpl&) { return scale_table(); }
 static OpTable<SumSquaresImpl>& table_of(const SumSquaresImpl&) { return sum_squares_table(); }
 static OpTable<CastImpl>& table_of(const CastImpl&) { return cast_table(); }
 static OpTable<KvAttentionImpl>& table_of(const KvAttentionImpl&) { return kv_attention_table(); }
+static OpTable<MultiSumSquaresImpl>& table_of(const MultiSumSquaresImpl&) { return multi_sum_squares_table(); }
+static OpTable<FirstNonfiniteImpl>& table_of(const FirstNonfiniteImpl&) { return first_nonfinite_table(); }
+static OpTable<VocabParallelXentMaxImpl>& table_of(const VocabParallelXentMaxImpl&) {
+  return vocab_parallel_xent_max_table();
+}
+static OpTable<VocabParallelXentSumsImpl>& table_of(const VocabParallelXentSumsImpl&) {
+  return vocab_parallel_xent_sums_table();
+}
+static OpTable<VocabParallelXentCombineImpl>& table_of(const VocabParallelXentCombineImpl&) {
+  return vocab_parallel_xent_combine_table();
+}
 
 static std::vector<AddedKernel>& added() {
   static std::vector<AddedKernel> list;
@@ -142,6 +155,31 @@ void register_builtin_sum_squares(OpTable<SumSquaresImpl>& table) {
 void register_builtin_cast(OpTable<CastImpl>& table) {
   table.add(cast_impl_ref());
   table.add(cast_impl_cpu());
+}
+
+void register_builtin_multi_sum_squares(OpTable<MultiSumSquaresImpl>& table) {
+  table.add(multi_sum_squares_impl_ref());
+  table.add(multi_sum_squares_impl_cpu());
+}
+
+void register_builtin_first_nonfinite(OpTable<FirstNonfiniteImpl>& table) {
+  table.add(first_nonfinite_impl_ref());
+  table.add(first_nonfinite_impl_cpu());
+}
+
+void register_builtin_vocab_parallel_xent_max(OpTable<VocabParallelXentMaxImpl>& table) {
+  table.add(vocab_parallel_xent_max_impl_ref());
+  table.add(vocab_parallel_xent_max_impl_cpu());
+}
+
+void register_builtin_vocab_parallel_xent_sums(OpTable<VocabParallelXentSumsImpl>& table) {
+  table.add(vocab_parallel_xent_sums_impl_ref());
+  table.add(vocab_parallel_xent_sums_impl_cpu());
+}
+
+void register_builtin_vocab_parallel_xent_combine(OpTable<VocabParallelXentCombineImpl>& table) {
+  table.add(vocab_parallel_xent_combine_impl_ref());
+  table.add(vocab_parallel_xent_combine_impl_cpu());
 }
 
 }  // namespace titan::ops

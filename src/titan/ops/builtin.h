@@ -17,10 +17,12 @@
 #include "titan/ops/moe_dispatch/moe_dispatch.h"
 #include "titan/ops/moe_experts/moe_experts.h"
 #include "titan/ops/moe_router/moe_router.h"
+#include "titan/ops/multi_tensor/multi_tensor.h"
 #include "titan/ops/rms_norm/rms_norm.h"
 #include "titan/ops/rope/rope.h"
 #include "titan/ops/softmax_xent/softmax_xent.h"
 #include "titan/ops/swiglu/swiglu.h"
+#include "titan/ops/vocab_parallel_xent/vocab_parallel_xent.h"
 
 namespace titan::ops {
 
@@ -30,7 +32,9 @@ std::vector<std::pair<std::string, std::string>> selected_kernels(Device device)
 // An implementation of any op: the op is its type (the variant's alternatives are distinct).
 using Kernel = std::variant<EmbeddingImpl, RmsNormImpl, LinearImpl, RopeImpl, AttentionImpl, SwigluImpl,
                             LmHeadXentImpl, AdamWImpl, MoeRouterImpl, MoeDispatchImpl, MoeExpertsImpl, MoeCombineImpl,
-                            AccumulateImpl, ScaleImpl, SumSquaresImpl, CastImpl, KvAttentionImpl>;
+                            AccumulateImpl, ScaleImpl, SumSquaresImpl, CastImpl, KvAttentionImpl,
+                            MultiSumSquaresImpl, FirstNonfiniteImpl, VocabParallelXentMaxImpl,
+                            VocabParallelXentSumsImpl, VocabParallelXentCombineImpl>;
 // Adds `kernel` to the table of op `op` ("rms_norm", ...) after the implementations already
 // there, so dispatch prefers it on its device wherever its `supports` accepts the case (a plugin's
 // kernel; origin names the plugin). A one-line error when `op` is not the kernel's op, the kernel
@@ -56,5 +60,10 @@ void register_builtin_moe_router(OpTable<MoeRouterImpl>& table);
 void register_builtin_moe_dispatch(OpTable<MoeDispatchImpl>& table);
 void register_builtin_moe_experts(OpTable<MoeExpertsImpl>& table);
 void register_builtin_moe_combine(OpTable<MoeCombineImpl>& table);
+void register_builtin_multi_sum_squares(OpTable<MultiSumSquaresImpl>& table);
+void register_builtin_first_nonfinite(OpTable<FirstNonfiniteImpl>& table);
+void register_builtin_vocab_parallel_xent_max(OpTable<VocabParallelXentMaxImpl>& table);
+void register_builtin_vocab_parallel_xent_sums(OpTable<VocabParallelXentSumsImpl>& table);
+void register_builtin_vocab_parallel_xent_combine(OpTable<VocabParallelXentCombineImpl>& table);
 
 }  // namespace titan::ops

@@ -1,15 +1,14 @@
 #include "titan/parallel/tensor_parallel.h"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 
 #include "titan/core/error.h"
-#include "titan/core/parallel.h"
 #include "titan/ops/elementwise/elementwise.h"
 #include "titan/ops/matmul/linear.h"
+#include "titan/ops/vocab_parallel_xent/vocab_parallel_xent.h"
 
 namespace titan::parallel {
+
 void TensorParallel::all_reduce(Tensor& x) {
   CommTimer t{stats_.seconds};
   comm_.all_reduce_sum(x);
@@ -57,73 +56,39 @@ Tensor TensorParallel::leave_backward(const Tensor& dy_ND) { return sequence_par
 // Per chunk of tokens: local logits [C, V_l]; the global row max, then the global sum of
 // exp(z - max) and the target logit (from the rank that holds it), each one all-reduce over tp;
 // loss = log(sum) + max - z_target; dlogits = (softmax - onehot) * grad_scale on this rank's
-// columns, giving dw rows and a partial dx.
+// columns, giving dw rows and a partial dx. The passes over the logits are the
+// vocab_parallel_xent ops (ops/vocab_parallel_xent/vocab_parallel_xent.h).
 ops::LmHeadXentResult TensorParallel::head_xent(const Tensor& x_ND, const Tensor& w_VD, int64_t vocab_start,
                                                 const Tensor& targets_N, float grad_scale, Tensor& dx_ND,
                                                 Tensor& dw_VD) {
   const int64_t n = x_ND.size(0), v = w_VD.size(0);
   const Tensor targets = targets_N.contiguous();
   TITAN_CHECK(targets.numel() == n, "[parallel] head: ", targets.numel(), " targets for ", n, " tokens");
-  const int64_t* tgt = targets.data<int64_t>();
   const Tensor x_in = ops::cast_to(x_ND, w_VD.dtype());  // the bf16 path's weight is bf16
   const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(n, ops::kLmHeadXentChunkBytes / (4 * v)));
+  const ops::VocabParallelXentArgs args{.ignore_index = -100, .vocab_start = vocab_start};
+  const bool grads = dx_ND.defined() || dw_VD.defined();
   ops::LmHeadXentResult result;
   for (int64_t c0 = 0; c0 < n; c0 += chunk) {
     const int64_t c = std::min(chunk, n - c0);
     const Tensor x = x_in.narrow(0, c0, c);
+    const Tensor targets_C = targets.reshape({n}).narrow(0, c0, c);
     Tensor z = Tensor::empty({c, v});
     ops::linear_forward(x, w_VD, Tensor(), z);
-    float* zp = z.data<float>();
-    std::vector<double> max(static_cast<size_t>(c)), stats(static_cast<size_t>(2 * c), 0.0);
-    parallel_for(c, 16, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        const float* row = zp + i * v;
-        max[static_cast<size_t>(i)] = *std::max_element(row, row + v);
-      }
-    });
+    Tensor max_C = Tensor::empty({c}, DType::f64), stats_C2 = Tensor::empty({c, 2}, DType::f64);
+    ops::vocab_parallel_xent_max(z, max_C);
     {
       CommTimer t{stats_.seconds};
-      comm_.all_reduce_max(max.data(), c);
+      comm_.all_reduce_max(max_C.data<double>(), c);
     }
-    parallel_for(c, 16, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        const float* row = zp + i * v;
-        const double m = max[static_cast<size_t>(i)];
-        double sum = 0.0;
-        for (int64_t j = 0; j < v; ++j) sum += std::exp(static_cast<double>(row[j]) - m);
-        stats[static_cast<size_t>(2 * i)] = sum;
-        const int64_t local = tgt[c0 + i] - vocab_start;
-        if (tgt[c0 + i] != -100 && local >= 0 && local < v) stats[static_cast<size_t>(2 * i + 1)] = row[local];
-      }
-    });
+    ops::vocab_parallel_xent_sums(args, z, targets_C, max_C, stats_C2);
     {
       CommTimer t{stats_.seconds};
-      comm_.all_reduce_sum(stats.data(), 2 * c);
+      comm_.all_reduce_sum(stats_C2.data<double>(), 2 * c);
       stats_.all_reduce_bytes += 3 * c * static_cast<int64_t>(sizeof(double));
     }
-    const bool grads = dx_ND.defined() || dw_VD.defined();
-    for (int64_t i = 0; i < c; ++i) {
-      if (tgt[c0 + i] == -100) continue;
-      result.loss_sum += std::log(stats[static_cast<size_t>(2 * i)]) + max[static_cast<size_t>(i)] -
-                         stats[static_cast<size_t>(2 * i + 1)];
-      ++result.num_targets;
-    }
+    ops::vocab_parallel_xent_combine(args, z, targets_C, max_C, stats_C2, grad_scale, grads, result);
     if (!grads) continue;
-    parallel_for(c, 16, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        float* row = zp + i * v;
-        if (tgt[c0 + i] == -100) {
-          std::fill(row, row + v, 0.0f);
-          continue;
-        }
-        const double m = max[static_cast<size_t>(i)], s = stats[static_cast<size_t>(2 * i)];
-        for (int64_t j = 0; j < v; ++j) {
-          row[j] = static_cast<float>(std::exp(static_cast<double>(row[j]) - m) / s * grad_scale);
-        }
-        const int64_t local = tgt[c0 + i] - vocab_start;
-        if (local >= 0 && local < v) row[local] -= grad_scale;
-      }
-    });
     Tensor dx = dx_ND.defined() ? dx_ND.narrow(0, c0, c) : Tensor();
     Tensor no_bias;
     ops::linear_backward(z, x, w_VD, dx, dw_VD, no_bias);

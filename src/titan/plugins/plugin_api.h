@@ -40,7 +40,9 @@
 // built as children through ModuleBuild; a Parameter may be frozen (no gradient: a LoRA base).
 // 5: AttentionModule has a virtual forward_cached (generation with a KV cache; the default
 // throws), and ops::Kernel a kv_attention alternative (KvAttentionImpl).
-#define TITAN_PLUGIN_API_VERSION 5
+// 6: ops::Kernel alternatives for multi_sum_squares, first_nonfinite and the three
+// vocab_parallel_xent ops (MultiSumSquaresImpl, ..., VocabParallelXentCombineImpl).
+#define TITAN_PLUGIN_API_VERSION 6
 
 namespace titan::plugins {
 

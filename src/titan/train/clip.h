@@ -2,9 +2,9 @@
 // norm_type=2, error_if_nonfinite=False, foreach=False).
 //   total_norm = sqrt(sum over all parameters and elements of grad^2)     (accumulated in fp64)
 //   clip_coef  = min(max_norm / (total_norm + 1e-6), 1)                  (grads *= clip_coef)
-// Determinism: each gradient is cut into fixed chunks of kNormChunk elements whose partial
-// sums are formed in order and combined in chunk order, so the norm is the same bits for any
-// thread count and any schedule.
+// Determinism: each gradient is cut into fixed chunks of ops::kMultiSumSquaresChunk elements
+// whose partial sums are combined in list and chunk order (ops::multi_sum_squares), so the norm
+// is the same bits for any thread count and any schedule.
 #pragma once
 
 #include <functional>

@@ -1,6 +1,7 @@
 // Elementwise passes over whole parameter / gradient buffers: where two gradient paths meet
 // (residuals, q/k/v inputs), FSDP's shard-gradient accumulation, and grad-norm clipping
-// (train/clip.cpp). Ops so that a device backend can replace the host loops behind the registry.
+// (train/clip.cpp scales; its norm is ops/multi_tensor's multi_sum_squares, built on this
+// order). Ops so that a device backend can replace the host loops behind the registry.
 // Shapes: N flat elements, any rank (only numel matters); f32, contiguous, one device.
 //   accumulate:  a_N += b_N                       (same numel; b is a, or does not overlap it)
 //   scale:       a_N *= s
@@ -16,7 +17,7 @@
 // operation per element; the square of an f32 is exact in fp64 (24 + 24 bits < 53), so the sum
 // depends only on the fixed order above, with or without FMA contraction.
 // sum_squares is not split over threads: its order is the contract. A caller with a large tensor
-// cuts it into fixed chunks itself (train/clip.cpp: 64K elements) and sums the partials in order,
+// cuts it into fixed chunks itself (multi_sum_squares: 64K elements) and sums the partials in order,
 // so the result does not depend on the thread count.
 // These passes are never differentiated, so the ops have a forward only (the Impl's backward slot
 // is std::nullptr_t).

@@ -5,6 +5,7 @@
 #include "titan/core/parallel.h"
 #include "titan/kernels/cpu/cast.h"
 #include "titan/kernels/cpu/simd.h"
+#include "titan/kernels/cpu/sum_squares.h"
 #include "titan/ops/elementwise/elementwise.h"
 
 namespace titan::ops {
@@ -31,20 +32,6 @@ static void scale_range(float* a, float s, int64_t begin, int64_t end) {
   for (; i < end; ++i) a[i] *= s;
 }
 
-// acc[k] takes elements k, k + 8, k + 16, ... (the whole blocks of 8, then the tail from k = 0):
-// element i always lands in acc[i % 8], the contract's order. The inner loop over k is what GCC
-// turns into fp64 vector lanes; the lanes never mix until the final fixed tree.
-TITAN_CPU_MULTIVERSION
-static double sum_squares_range(const float* x, int64_t n) {
-  double acc[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int k = 0; k < 8; ++k) acc[k] += static_cast<double>(x[i + k]) * x[i + k];
-  }
-  for (int k = 0; i < n; ++i, ++k) acc[k] += static_cast<double>(x[i]) * x[i];
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-}
-
 static void accumulate_cpu(Tensor& a, const Tensor& b) {
   float* ap = a.data<float>();
   const float* bp = b.data<float>();
@@ -57,7 +44,7 @@ static void scale_cpu(Tensor& a, float s) {
   parallel_for(a.numel(), kScaleGrain, [&](int64_t begin, int64_t end) { scale_range(ap, s, begin, end); });
 }
 
-static double sum_squares_cpu(const Tensor& x) { return sum_squares_range(x.data<float>(), x.numel()); }
+static double sum_squares_cpu(const Tensor& x) { return sum_squares_f32(x.data<float>(), x.numel()); }
 
 constexpr int64_t kCastGrain = 1 << 15;
 
