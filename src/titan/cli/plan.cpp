@@ -22,6 +22,7 @@
 #include "titan/models/decoder/parallelize.h"
 #include "titan/parallel/pipeline_schedule.h"
 #include "titan/train/planner.h"
+#include "titan/train/support.h"
 #include "titan/train/trainer.h"
 
 namespace titan::cli {
@@ -46,6 +47,16 @@ int64_t positive(const std::string& flag, const std::string& v) {
     throw UsageError(str("titan plan: ", flag, " '", v, "' is not a positive integer"));
   }
   return x;
+}
+
+// The support matrix (train/support.h): every combination titan does not run yet, marked where
+// this config (its own degrees and model) hits it.
+void print_support_matrix(const config::JobConfig& c, const nn::DecoderConfig& model) {
+  const train::JobFeatures job = train::job_features(c, &model);
+  std::printf("\nnot combined yet (titan train refuses these; * = this config, with its own degrees):\n");
+  for (const train::SupportRule& rule : train::support_matrix()) {
+    std::printf("  %s %s with %s: %s\n", rule.hits(job) ? "*" : " ", rule.first, rule.second, rule.why);
+  }
 }
 
 }  // namespace
@@ -109,7 +120,19 @@ int run_plan(int argc, char** argv) {
               in.dp_replicate, " fits the model's divisibility (heads ", in.model.num_heads, ", kv heads ",
               in.model.num_kv_heads, ", FFN ", in.model.hidden_dim, ", vocab ", in.model.vocab_size,
               in.ep > 0 ? str(", experts ", in.model.num_experts, " for expert_parallel_degree ", in.ep) : "", ")");
-  const int pick = train::recommended_layout(plans);
+  // A layout titan train would refuse (train/support.h) is shown, marked, and never recommended.
+  std::vector<std::string> refused(plans.size());
+  int pick = -1;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    train::JobFeatures job = train::job_features(c, &in.model);
+    job.tp = plans[i].tp;
+    job.ep = plans[i].ep;
+    job.pp = plans[i].pp;
+    for (const train::SupportRule& rule : train::support_matrix()) {
+      if (refused[i].empty() && rule.hits(job)) refused[i] = str("not run yet: ", rule.first, " with ", rule.second);
+    }
+    if (pick < 0 && plans[i].fits && refused[i].empty()) pick = static_cast<int>(i);
+  }
   const config::ActivationCheckpointSection& ac = c.activation_checkpoint;
   std::printf("plan: %s (%.1fM parameters) on %lld ranks, micro-batch %lld x %lld tokens per data-parallel rank%s, "
               "activation checkpointing %s, %s compute\n",
@@ -146,10 +169,12 @@ int run_plan(int argc, char** argv) {
                 gib(p.parameters).c_str(),
                 gib(p.gradients).c_str(), gib(p.optimizer).c_str(), gib(p.gathered).c_str(),
                 gib(p.activations).c_str(), gib(p.logits).c_str(), gib(p.transient).c_str(), gib(p.total).c_str(),
-                p.comm_bytes / 1e9, p.all_to_all_bytes / 1e9, p.fits ? "" : "does not fit");
+                p.comm_bytes / 1e9, p.all_to_all_bytes / 1e9, !refused[i].empty() ? refused[i].c_str()
+                                                              : p.fits ? "" : "does not fit");
   }
+  print_support_matrix(c, in.model);
   if (pick < 0) {
-    std::printf("\nno layout fits in %s GiB per rank. HINT: more ranks, --activation_checkpoint.mode full, or a smaller "
+    std::printf("\nno layout that titan trains fits in %s GiB per rank. HINT: more ranks, --activation_checkpoint.mode full, or a smaller "
                 "training.local_batch_size or seq_len\n", gib(memory).c_str());
     return 1;
   }

@@ -20,6 +20,7 @@
 #include "titan/models/builtin.h"
 #include "titan/parallel/comm.h"
 #include "titan/plugins/plugin_loader.h"
+#include "titan/train/support.h"
 #include "titan/train/trainer.h"
 
 namespace titan::cli {
@@ -107,6 +108,7 @@ int run_train(int argc, char** argv) {
   }
   const config::JobConfig& c = resolved.config;
   config::validate(c, /*data_parallel_degree=*/1);
+  train::check_supported(train::job_features(c));
   if (!c.model.name.empty()) {  // an unknown spec is a config mistake: exit 2, before the banner
     try {
       (void)models::find_size(c.model.name);

@@ -57,10 +57,6 @@ void validate_pipeline(const JobConfig& c) {
                 " does not divide training.local_batch_size=", c.training.local_batch_size,
                 "; the local batch runs as micro-batches of that many rows");
   }
-  if (c.lora.rank > 0) {
-    config_fail("lora.rank=", c.lora.rank, " with parallelism.pipeline_parallel_degree=", p.pipeline_parallel_degree,
-                ": LoRA is not pipelined yet; use data_parallel_shard_degree (FSDP) instead");
-  }
 }
 
 }  // namespace
@@ -222,10 +218,6 @@ void validate(const JobConfig& c, int64_t data_parallel_degree) {
   if (p.expert_parallel_degree < 1) {
     config_fail("parallelism.expert_parallel_degree=", p.expert_parallel_degree, " must be >= 1");
   }
-  if (p.expert_parallel_degree > 1 && p.pipeline_parallel_degree > 1) {
-    config_fail("parallelism.expert_parallel_degree=", p.expert_parallel_degree, " with pipeline_parallel_degree=",
-                p.pipeline_parallel_degree, ": expert parallelism is not pipelined yet; use one of them");
-  }
   validate_pipeline(c);
 
   const ActivationCheckpointSection& ac = c.activation_checkpoint;
@@ -256,25 +248,17 @@ void validate(const JobConfig& c, int64_t data_parallel_degree) {
     if (lora.dropout != 0.0) {
       config_fail("lora.dropout=", lora.dropout, " is not supported yet; only 0 (PEFT's default for most recipes)");
     }
-    if (p.tensor_parallel_degree > 1) {
-      config_fail("lora.rank=", lora.rank, " with parallelism.tensor_parallel_degree=", p.tensor_parallel_degree,
-                  ": LoRA is not tensor-parallel yet; use data_parallel_shard_degree (FSDP) instead");
-    }
   } else if (!lora.save_adapter.empty()) {
     config_fail("lora.save_adapter='", lora.save_adapter, "' needs lora.rank > 0 (there is no adapter to save)");
   }
 }
 
-void validate_expert_parallel_mesh(const JobConfig& c, int64_t dp_shard, int64_t tp) {
+void validate_expert_parallel_mesh(const JobConfig& c, int64_t dp_shard) {
   const int64_t ep = c.parallelism.expert_parallel_degree;
   if (ep < 1) config_fail("parallelism.expert_parallel_degree=", ep, " must be >= 1");
   if (dp_shard % ep != 0) {
     config_fail("parallelism.expert_parallel_degree=", ep, " does not divide the data_parallel_shard_degree=",
                 dp_shard, " it borrows its ranks from; pick a divisor of it (or shard over more ranks)");
-  }
-  if (ep > 1 && tp > 1) {
-    config_fail("parallelism.expert_parallel_degree=", ep, " with tensor_parallel_degree=", tp,
-                ": mixture-of-experts layers are not tensor-parallel yet; use tensor_parallel_degree=1");
   }
 }
 
@@ -288,10 +272,6 @@ void validate_expert_parallel_model(const JobConfig& c, int64_t num_experts) {
   if (num_experts % ep != 0) {
     config_fail("parallelism.expert_parallel_degree=", ep, " does not divide the model's num_experts=", num_experts,
                 "; pick a divisor of it");
-  }
-  if (c.lora.rank > 0) {
-    config_fail("lora.rank=", c.lora.rank, " with parallelism.expert_parallel_degree=", ep,
-                ": LoRA is not expert-parallel yet; use expert_parallel_degree=1");
   }
 }
 

@@ -1,6 +1,7 @@
 // validate(): the one check of a resolved JobConfig, before step 1 (STYLE.md "check at the
 // boundary, once"). Each impossible value or combination is a ConfigError of one line: the field
-// and its value, what is allowed, and the fix.
+// and its value, what is allowed, and the fix. Combinations of features that are possible but not
+// run yet (LoRA with TP, EP with PP, ...) are the support matrix's (train/support.h).
 //
 // Conventions it enforces (the trainer relies on them):
 //   training.max_norm <= 0 disables gradient clipping (any positive value clips to that norm);
@@ -26,10 +27,10 @@ int64_t parse_byte_size(const std::string& text);
 int64_t accumulation_steps(const JobConfig& config, int64_t data_parallel_degree);
 
 // parallelism.expert_parallel_degree against the resolved mesh: ep >= 1 must divide dp_shard (it
-// borrows those ranks), without tensor parallelism (MoE layers are not tensor-parallel yet); then
-// against the model (num_experts 0: a dense model): it needs experts, and ep must divide their
-// number. ConfigError otherwise.
-void validate_expert_parallel_mesh(const JobConfig& config, int64_t dp_shard, int64_t tp);
+// borrows those ranks); then against the model (num_experts 0: a dense model): it needs experts, and
+// ep must divide their number. ConfigError otherwise. The combinations with other features that
+// do not run yet are train/support.h's.
+void validate_expert_parallel_mesh(const JobConfig& config, int64_t dp_shard);
 void validate_expert_parallel_model(const JobConfig& config, int64_t num_experts);
 
 }  // namespace titan::config

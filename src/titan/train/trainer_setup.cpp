@@ -16,6 +16,7 @@
 #include "titan/plugins/lora.h"
 #include "titan/plugins/plugin_loader.h"
 #include "titan/train/memory_check.h"
+#include "titan/train/support.h"
 #include "titan/train/trainer.h"
 
 namespace titan::train {
@@ -58,12 +59,13 @@ void Trainer::setup_mesh() {
                                   world_->size());
   });
   // The model's experts are checked in check_model; the mesh part here, before the ep groups form.
-  config::validate_expert_parallel_mesh(c_, degrees.dp_shard, degrees.tp);
+  config::validate_expert_parallel_mesh(c_, degrees.dp_shard);
   degrees.ep = ps.expert_parallel_degree;
   mesh_ = std::make_unique<parallel::DeviceMesh>(*world_, degrees);
   dp_ = degrees.dp();
   dp_rank_ = mesh_->dp_rank();
   config::validate(c_, dp_);
+  check_supported(job_features(c_));
   precision_ = resolve_precision(c_);
   accumulation_ = config::accumulation_steps(c_, dp_);
   B_ = c_.training.local_batch_size;
@@ -98,8 +100,6 @@ void Trainer::check_model() {
   recompute_ = nn::recompute_per_layer(ac.mode, ac.selective_ac_option, resolved_.config.num_layers);
   check_memory(0.0, false);
   const plugins::LoadedPlugins loaded = plugins::load_plugins(plugins::split_imports(c_.overrides.imports));
-  TITAN_CHECK(tp == 1 || loaded.files.empty(), "[parallel] plugin overrides are not tensor-parallel yet. HINT: "
-              "use them with data_parallel_shard_degree, or drop override.imports");
   std::vector<plugins::Override> overrides = loaded.overrides;  // opt-in: imported ones only
   tree_ = nn::decoder_config_tree(resolved_.config);
   if (c_.lora.rank > 0) {
@@ -148,15 +148,7 @@ void Trainer::check_pipeline() {
   const config::ParallelismSection& ps = c_.parallelism;
   if (ps.pipeline_parallel_degree == 1) return;
   const nn::DecoderConfig& mc = resolved_.config;
-  if (mc.tie_embeddings) {
-    config::config_fail("parallelism.pipeline_parallel_degree=", ps.pipeline_parallel_degree, ": ", model_label(c_),
-                        " ties its head to the embedding, which the first and last stages would share; pipeline "
-                        "parallelism needs untied embeddings");
-  }
-  if (mc.load_balance == nn::LoadBalance::aux_loss) {
-    config::config_fail("parallelism.pipeline_parallel_degree=", ps.pipeline_parallel_degree, " with model.load_balance="
-                        "aux_loss: the aux loss couples every layer's router; use load_balance=bias or none");
-  }
+  check_supported(job_features(c_, &mc));  // the model's facts (tied embeddings, aux loss)
   pipeline_ = resolve_pipeline(ps, mc.num_layers, B_);
   const int64_t tp = mesh_->degrees().tp, tokens = ps.pipeline_parallel_microbatch_size * T_;
   if (tp > 1 && ps.enable_sequence_parallel && tokens % tp != 0) {
