@@ -1,8 +1,7 @@
 #include "titan/nn/attention.h"
 
-#include <cstring>
-
 #include "titan/ops/kv_attention/kv_attention.h"
+#include "titan/ops/kv_cache/kv_cache.h"
 
 namespace titan::nn {
 
@@ -58,16 +57,6 @@ Tensor Attention::forward(const StepContext& ctx, const Tensor& x_ND, std::any& 
   return wo->forward(s.o_BTHK.reshape({B * T, H * K}), s.wo);
 }
 
-// Writes rows [start, start + S) of each batch row of cache_BCGK from x_BSGK.
-static void append_to_cache(const Tensor& x_BSGK, int64_t start, Tensor& cache_BCGK) {
-  const int64_t B = x_BSGK.size(0), S = x_BSGK.size(1), row = x_BSGK.size(2) * x_BSGK.size(3);
-  const int64_t C = cache_BCGK.size(1);
-  for (int64_t b = 0; b < B; ++b) {
-    std::memcpy(cache_BCGK.data<float>() + (b * C + start) * row, x_BSGK.data<float>() + b * S * row,
-                static_cast<size_t>(S * row) * sizeof(float));
-  }
-}
-
 Tensor Attention::forward_cached(const StepContext& ctx, const Tensor& x_ND, KvCache& cache, int64_t layer) const {
   const int64_t B = ctx.batch, S = ctx.seq, H = config_.num_heads, G = config_.num_kv_heads, K = config_.head_dim;
   const int64_t start = cache.length;
@@ -87,8 +76,8 @@ Tensor Attention::forward_cached(const StepContext& ctx, const Tensor& x_ND, KvC
   rope->forward(ctx, k);
   Tensor& k_cache = cache.k_BCGK[static_cast<size_t>(layer)];
   Tensor& v_cache = cache.v_BCGK[static_cast<size_t>(layer)];
-  append_to_cache(k, start, k_cache);
-  append_to_cache(v, start, v_cache);
+  ops::kv_cache_append(k, start, k_cache);
+  ops::kv_cache_append(v, start, v_cache);
   Tensor o_BSHK = Tensor::empty({B, S, H, K}, DType::f32, q.device());
   ops::kv_attention_forward({}, q, k_cache, v_cache, cache.begin_B, start + S, o_BSHK);
   return wo->forward(o_BSHK.reshape({B * S, H * K}), scratch);

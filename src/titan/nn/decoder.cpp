@@ -5,6 +5,8 @@
 
 #include "titan/ops/elementwise/elementwise.h"
 #include "titan/ops/matmul/linear.h"
+#include "titan/ops/positions/positions.h"
+#include "titan/ops/rows/rows.h"
 #include "titan/ops/softmax_xent/softmax_xent.h"
 
 namespace titan::nn {
@@ -176,11 +178,7 @@ StepContext Decoder::make_context(const Tensor& ids_BT) const {
   StepContext ctx;
   ctx.batch = ids_BT.size(0);
   ctx.seq = ids_BT.size(1);
-  ctx.positions_N = Tensor::empty({ctx.batch * ctx.seq}, DType::i64, Device::cpu);  // filled on the host
-  int64_t* pos = ctx.positions_N.data<int64_t>();
-  for (int64_t b = 0; b < ctx.batch; ++b) {
-    for (int64_t t = 0; t < ctx.seq; ++t) pos[b * ctx.seq + t] = t;
-  }
+  ctx.positions_N = ops::make_positions({ctx.batch, ctx.seq, 0});  // every row starts at 0
   ctx.rope = ops::rope_tables({config_.rope_theta, config_.rope_scaling}, ctx.positions_N, config_.head_dim);
   return ctx;
 }
@@ -331,8 +329,8 @@ KvCache Decoder::make_kv_cache(const std::vector<int64_t>& begin_B, int64_t capa
   TITAN_CHECK(!begin_B.empty() && capacity > 0, "[model] kv cache: ", begin_B.size(), " rows of ", capacity, " slots");
   KvCache cache;
   const auto B = static_cast<int64_t>(begin_B.size());
-  cache.begin_B = Tensor::empty({B}, DType::i64);
-  for (int64_t b = 0; b < B; ++b) cache.begin_B.data<int64_t>()[b] = begin_B[static_cast<size_t>(b)];
+  // A copy of the caller's vector (wrap borrows it for the clone only).
+  cache.begin_B = Tensor::wrap(const_cast<int64_t*>(begin_B.data()), {B}, DType::i64, nullptr).clone();
   for (size_t i = 0; i < layers.size(); ++i) {
     cache.k_BCGK.push_back(Tensor::zeros({B, capacity, config_.num_kv_heads, config_.head_dim}, DType::f32));
     cache.v_BCGK.push_back(Tensor::zeros({B, capacity, config_.num_kv_heads, config_.head_dim}, DType::f32));
@@ -345,13 +343,7 @@ StepContext Decoder::make_cached_context(int64_t batch, int64_t seq, const KvCac
   StepContext ctx;
   ctx.batch = batch;
   ctx.seq = seq;
-  ctx.positions_N = Tensor::empty({batch * seq}, DType::i64, Device::cpu);
-  int64_t* pos = ctx.positions_N.data<int64_t>();
-  for (int64_t b = 0; b < batch; ++b) {
-    for (int64_t s = 0; s < seq; ++s) {
-      pos[b * seq + s] = std::max<int64_t>(0, cache.length + s - cache.begin_B.data<int64_t>()[b]);
-    }
-  }
+  ctx.positions_N = ops::make_positions({batch, seq, cache.length}, cache.begin_B);
   ctx.rope = ops::rope_tables({config_.rope_theta, config_.rope_scaling}, ctx.positions_N, config_.head_dim);
   return ctx;
 }
@@ -370,10 +362,7 @@ Tensor Decoder::forward_cached(const Tensor& ids_BS, KvCache& cache, bool last_o
   cache.length += S;
   if (last_only && S > 1) {  // the head on each row's last token only
     Tensor last_BD = Tensor::empty({B, config_.dim}, DType::f32, h_ND.device());
-    for (int64_t b = 0; b < B; ++b) {
-      std::copy_n(h_ND.data<float>() + ((b + 1) * S - 1) * config_.dim, config_.dim,
-                  last_BD.data<float>() + b * config_.dim);
-    }
+    ops::rows_strided_forward(h_ND, S - 1, S, last_BD);  // rows S - 1, 2S - 1, ...
     h_ND = last_BD;
   }
   const Tensor logits_NV = output->logits(norm->forward(h_ND, scratch));

@@ -1,9 +1,9 @@
 #include "titan/nn/embedding.h"
 
-#include <algorithm>
-
 #include "titan/ops/elementwise/elementwise.h"
 #include "titan/ops/embedding/embedding.h"
+#include "titan/ops/local_ids/local_ids.h"
+#include "titan/ops/rows/rows.h"
 
 namespace titan::nn {
 
@@ -26,21 +26,11 @@ Tensor Embedding::forward(const Tensor& ids, std::any& any) const {
   }
   // Local ids (an outside id looks up row 0, then its row is zeroed; its gradient is dropped).
   const int64_t n = ids.numel();
-  Tensor local = Tensor::empty(ids.shape(), DType::i64, Device::cpu);  // ids are remapped on the host
-  saved.outside_N = Tensor::zeros({n}, DType::i32, Device::cpu);
-  const int64_t* id = ids.contiguous().data<int64_t>();
-  int64_t* l = local.data<int64_t>();
-  int32_t* out = saved.outside_N.data<int32_t>();
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t j = id[i] - vocab_start_;
-    out[i] = j < 0 || j >= config_.vocab_size;
-    l[i] = out[i] ? 0 : j;
-  }
+  Tensor local = Tensor::empty(ids.shape(), DType::i64, ids.device());
+  saved.outside_N = Tensor::empty({n}, DType::i32, ids.device());
+  ops::local_ids_forward({vocab_start_, config_.vocab_size}, ids.contiguous(), local, saved.outside_N);
   ops::embedding_forward(local, table_VD, y_ND);
-  float* y = y_ND.data<float>();
-  for (int64_t i = 0; i < n; ++i) {
-    if (out[i]) std::fill(y + i * config_.dim, y + (i + 1) * config_.dim, 0.0f);
-  }
+  ops::rows_mask(saved.outside_N, y_ND);
   saved.ids = local;
   return round_rows ? ops::cast_to(ops::cast_to(y_ND, DType::bf16), DType::f32) : y_ND;
 }
@@ -57,11 +47,7 @@ void Embedding::backward(const Tensor& dy_ND, std::any& any) {
     return;
   }
   Tensor dy = dy_ND.clone();
-  float* d = dy.data<float>();
-  const int32_t* out = saved.outside_N.data<int32_t>();
-  for (int64_t i = 0; i < saved.outside_N.numel(); ++i) {
-    if (out[i]) std::fill(d + i * config_.dim, d + (i + 1) * config_.dim, 0.0f);
-  }
+  ops::rows_mask(saved.outside_N, dy);  // the mask's gradient is the mask
   ops::embedding_backward(saved.ids, dy, weight.grad);
   any.reset();
 }

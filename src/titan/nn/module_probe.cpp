@@ -4,6 +4,8 @@
 #include <functional>
 
 #include "titan/core/rng.h"
+#include "titan/ops/elementwise/elementwise.h"
+#include "titan/ops/positions/positions.h"
 
 namespace titan::nn {
 namespace {
@@ -26,8 +28,7 @@ StepContext context(const ConfigTree& tree, int64_t batch, int64_t seq) {
   StepContext ctx;
   ctx.batch = batch;
   ctx.seq = seq;
-  ctx.positions_N = Tensor::empty({batch * seq}, DType::i64);
-  for (int64_t i = 0; i < batch * seq; ++i) ctx.positions_N.data<int64_t>()[i] = i % seq;
+  ctx.positions_N = ops::make_positions({batch, seq, 0});
   ctx.rope = ops::rope_tables({c.rope_theta, c.rope_scaling}, ctx.positions_N, c.head_dim);
   return ctx;
 }
@@ -46,7 +47,7 @@ void probe_parameters(Module& module, uint64_t seed) {
   for (Parameter* p : params) {
     Tensor w = random(p->value.shape(), seed ^ std::hash<std::string>{}(p->fqn));
     const float scale = 1.0f / std::sqrt(static_cast<float>(w.size(w.ndim() - 1)));
-    for (int64_t j = 0; j < w.numel(); ++j) w.data<float>()[j] *= scale;
+    ops::scale(w, scale);
     p->value.copy_from(w);
   }
 }
@@ -102,7 +103,7 @@ NamedTensors probe_module(Module& module, const ConfigTree& tree, const std::str
     for (int64_t e = 0; e <= ec.num_experts; ++e) offsets.data<int64_t>()[e] = e * (p / ec.num_experts);
     offsets.data<int64_t>()[ec.num_experts] = p;
     Tensor pair_of_row = Tensor::empty({p}, DType::i32);
-    for (int64_t r = 0; r < p; ++r) pair_of_row.data<int32_t>()[r] = static_cast<int32_t>(r);
+    ops::positions_forward({1, p, 0}, Tensor(), pair_of_row);  // row r is pair r
     const Tensor x = random({p, c.dim}, 1), weight = random({n, k}, 4);
     out.emplace_back("y", experts->forward(x, offsets, saved));
     Tensor dx = Tensor::empty({p, c.dim}), dweight = Tensor::empty({n, k});

@@ -4,8 +4,18 @@
 
 #include "titan/core/error.h"
 #include "titan/ops/moe_combine/moe_combine.h"
+#include "titan/ops/moe_load/moe_load.h"
+#include "titan/ops/positions/positions.h"
+#include "titan/ops/rows/rows.h"
 
 namespace titan::nn {
+
+// A tensor over a host vector's memory (no copy; the vector must outlive it and keep its size).
+template <class T>
+static Tensor host_view(const std::vector<T>& v) {
+  constexpr DType dtype = std::is_same_v<T, double> ? DType::f64 : DType::i64;
+  return Tensor::wrap(const_cast<T*>(v.data()), {static_cast<int64_t>(v.size())}, dtype, nullptr);
+}
 
 void MoeModule::drop_recomputable(std::any&) const {}
 void MoeModule::recompute(const Tensor&, std::any&) const {}
@@ -45,20 +55,18 @@ Tensor Moe::forward(const Tensor& x_ND, std::any& saved, RouterTotals* totals) {
   Tensor out_ND = Tensor::empty({n, config_.dim}, DType::f32, x_ND.device());
   ops::moe_combine_forward(y_PD, s.routing.weight_NK, s.layout.row_of_pair_NK, out_ND);
   if (totals == nullptr) return out_ND;
-  const int64_t* counts = s.routing.expert_counts_E.data<int64_t>();
-  std::vector<int64_t>& load_E = router->load();
-  for (size_t j = 0; j < load_E.size(); ++j) load_E[j] += counts[j];
-  if (config_.load_balance == LoadBalance::aux_loss) {
-    const auto ue = static_cast<size_t>(e);
-    totals->counts_E.resize(ue, 0.0);
-    totals->prob_sums_E.resize(ue, 0.0);
-    const float* p = s.routing.probs_NE.data<float>();
-    for (size_t j = 0; j < ue; ++j) totals->counts_E[j] += static_cast<double>(counts[j]);
-    for (int64_t t = 0; t < n; ++t) {
-      for (size_t j = 0; j < ue; ++j) totals->prob_sums_E[j] += p[static_cast<size_t>(t) * ue + j];
-    }
-    totals->rows += n;
+  // The running totals are host vectors (the router's load, the decoder's RouterTotals), seen by
+  // the op as tensors over their memory.
+  Tensor load_E = host_view(router->load()), count_sums_E, prob_sums_E;
+  const bool aux = config_.load_balance == LoadBalance::aux_loss;
+  if (aux) {
+    totals->counts_E.resize(static_cast<size_t>(e), 0.0);
+    totals->prob_sums_E.resize(static_cast<size_t>(e), 0.0);
+    count_sums_E = host_view(totals->counts_E);
+    prob_sums_E = host_view(totals->prob_sums_E);
   }
+  ops::moe_load_forward(s.routing.expert_counts_E, s.routing.probs_NE, load_E, count_sums_E, prob_sums_E);
+  if (aux) totals->rows += n;
   return out_ND;
 }
 
@@ -72,23 +80,6 @@ Tensor Moe::experts_forward(const Tensor& x_PD, Saved& s) const {
   return ep_->from_experts(y_RD, s.exchange);
 }
 
-// Softmax backward of the aux gradient q = dprobs (the same for every token):
-// dz_j = p_j (q_j - sum_i p_i q_i).
-static Tensor aux_logit_grad(const Tensor& probs_NE, const std::vector<double>& dprobs_E) {
-  const int64_t n = probs_NE.size(0), e = probs_NE.size(1);
-  Tensor dz_NE = Tensor::empty({n, e}, DType::f32, Device::cpu);  // filled on the host
-  const float* p = probs_NE.data<float>();
-  float* dz = dz_NE.data<float>();
-  for (int64_t t = 0; t < n; ++t) {
-    double pq = 0.0;
-    for (int64_t j = 0; j < e; ++j) pq += p[t * e + j] * dprobs_E[static_cast<size_t>(j)];
-    for (int64_t j = 0; j < e; ++j) {
-      dz[t * e + j] = static_cast<float>(p[t * e + j] * (dprobs_E[static_cast<size_t>(j)] - pq));
-    }
-  }
-  return dz_NE;
-}
-
 // The forward's ops backwards (ops/moe/moe.md): combine's unweighted backward gathers dout per
 // row; the experts' backward applies the routing weights and gives dweight; the router writes dx,
 // then dispatch's backward adds each token's rows.
@@ -96,8 +87,11 @@ Tensor Moe::backward(const StepContext& ctx, const Tensor& dy_ND, std::any& save
   Saved& s = std::any_cast<Saved&>(saved);
   const int64_t n = s.x_ND.size(0), e = config_.num_experts, p = n * config_.top_k, d = config_.dim;
   const Device dev = s.x_ND.device();
-  const Tensor drouter_logits_NE =
-      ctx.moe_aux_dprobs_E.empty() ? Tensor() : aux_logit_grad(s.routing.probs_NE, ctx.moe_aux_dprobs_E);
+  Tensor drouter_logits_NE;  // the aux loss's gradient onto the router logits, when it has one
+  if (!ctx.moe_aux_dprobs_E.empty()) {
+    drouter_logits_NE = Tensor::empty(s.routing.probs_NE.shape(), DType::f32, dev);
+    ops::moe_load_backward(s.routing.probs_NE, host_view(ctx.moe_aux_dprobs_E), drouter_logits_NE);
+  }
   Tensor g_PD = Tensor::empty({p, d}, DType::f32, dev), none;
   ops::moe_combine_backward(dy_ND, Tensor{}, Tensor{}, s.layout.row_of_pair_NK, g_PD, none);
   Tensor dweight_NK = Tensor::empty({n, config_.top_k}, DType::f32, dev);
@@ -128,24 +122,19 @@ void Moe::experts_backward(Tensor& g_PD, Saved& s, Tensor& dweight_NK) {
 void Moe::experts_backward_ep(Tensor& g_PD, Saved& s, Tensor& dweight_NK) {
   const int64_t p = g_PD.size(0), r = s.exchange.num_rows;
   const Device dev = g_PD.device();
-  Tensor weight_P1 = Tensor::empty({p, 1}, DType::f32, dev);  // filled on the host
-  const float* weight = s.routing.weight_NK.data<float>();
-  const int32_t* pair_of_row = s.layout.pair_of_row_P.data<int32_t>();
-  float* weight_of_row = weight_P1.data<float>();
-  for (int64_t row = 0; row < p; ++row) weight_of_row[row] = weight[pair_of_row[row]];
+  Tensor weight_P1 = Tensor::empty({p, 1}, DType::f32, dev);  // each row's routing weight
+  ops::rows_gather_forward(s.routing.weight_NK.reshape({p, 1}), s.layout.pair_of_row_P, weight_P1);
   Tensor g_RD = ep_->to_experts(g_PD, s.exchange);
   const Tensor weight_R1 = ep_->to_experts(weight_P1, s.exchange);
   Tensor own_pair_R = Tensor::empty({r}, DType::i32, dev);
-  int32_t* own_pair = own_pair_R.data<int32_t>();
-  for (int64_t row = 0; row < r; ++row) own_pair[row] = static_cast<int32_t>(row);
+  ops::positions_forward({1, r, 0}, Tensor(), own_pair_R);  // 0, 1, ..., r - 1
   Tensor dweight_R1 = Tensor::empty({r, 1}, DType::f32, dev);
   experts->backward(g_RD, weight_R1, own_pair_R, s.x_RD, s.exchange.offsets_E1, s.experts, g_RD, dweight_R1);
   s.x_RD = Tensor();
   g_PD = ep_->from_experts(g_RD, s.exchange);
   const Tensor dweight_P1 = ep_->from_experts(dweight_R1, s.exchange);
-  float* dweight = dweight_NK.data<float>();
-  const float* dweight_of_row = dweight_P1.data<float>();
-  for (int64_t row = 0; row < p; ++row) dweight[pair_of_row[row]] = dweight_of_row[row];
+  Tensor dweight_P1_of_pairs = dweight_NK.reshape({p, 1});  // pair_of_row is a permutation: every pair written
+  ops::rows_gather_backward(dweight_P1, s.layout.pair_of_row_P, dweight_P1_of_pairs);
 }
 
 void Moe::collect(ParameterList& out) {

@@ -1,5 +1,7 @@
 #include "titan/nn/moe_router.h"
 
+#include "titan/ops/moe_bias/moe_bias.h"
+
 namespace titan::nn {
 
 const char* load_balance_name(LoadBalance b) {
@@ -47,19 +49,9 @@ void Router::collect_buffers(ParameterList& out) {
 
 void Router::update_expert_bias(double rate) {
   if (!expert_bias.defined()) return;
-  const size_t e = load_E_.size();
-  double mean = 0.0;
-  for (int64_t c : load_E_) mean += static_cast<double>(c);
-  mean /= static_cast<double>(e);
-  std::vector<double> delta(e);
-  double delta_mean = 0.0;
-  for (size_t j = 0; j < e; ++j) {
-    const double gap = mean - static_cast<double>(load_E_[j]);
-    delta[j] = rate * static_cast<double>((gap > 0) - (gap < 0));
-    delta_mean += delta[j] / static_cast<double>(e);
-  }
-  float* bias = expert_bias.value.data<float>();
-  for (size_t j = 0; j < e; ++j) bias[j] += static_cast<float>(delta[j] - delta_mean);
+  // The load is a host vector; the op sees it as a tensor over its memory.
+  const Tensor load_E = Tensor::wrap(load_E_.data(), {static_cast<int64_t>(load_E_.size())}, DType::i64, nullptr);
+  ops::moe_bias_update(load_E, rate, expert_bias.value);
 }
 
 }  // namespace titan::nn

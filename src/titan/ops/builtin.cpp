@@ -15,7 +15,10 @@ std::vector<std::pair<std::string, std::string>> selected_kernels(Device device)
           entry(accumulate_table()), entry(scale_table()), entry(sum_squares_table()), entry(cast_table()),
           entry(kv_attention_table()), entry(multi_sum_squares_table()), entry(first_nonfinite_table()),
           entry(vocab_parallel_xent_max_table()), entry(vocab_parallel_xent_sums_table()),
-          entry(vocab_parallel_xent_combine_table())};
+          entry(vocab_parallel_xent_combine_table()),
+          entry(positions_table()), entry(rows_gather_table()),
+          entry(rows_strided_table()), entry(rows_mask_table()), entry(local_ids_table()),
+          entry(kv_cache_append_table()), entry(moe_load_table()), entry(moe_bias_update_table())};
 }
 
 // The table an implementation type belongs to (one overload per op).
@@ -47,6 +50,14 @@ static OpTable<VocabParallelXentSumsImpl>& table_of(const VocabParallelXentSumsI
 static OpTable<VocabParallelXentCombineImpl>& table_of(const VocabParallelXentCombineImpl&) {
   return vocab_parallel_xent_combine_table();
 }
+static OpTable<PositionsImpl>& table_of(const PositionsImpl&) { return positions_table(); }
+static OpTable<RowsGatherImpl>& table_of(const RowsGatherImpl&) { return rows_gather_table(); }
+static OpTable<RowsStridedImpl>& table_of(const RowsStridedImpl&) { return rows_strided_table(); }
+static OpTable<RowsMaskImpl>& table_of(const RowsMaskImpl&) { return rows_mask_table(); }
+static OpTable<LocalIdsImpl>& table_of(const LocalIdsImpl&) { return local_ids_table(); }
+static OpTable<KvCacheAppendImpl>& table_of(const KvCacheAppendImpl&) { return kv_cache_append_table(); }
+static OpTable<MoeLoadImpl>& table_of(const MoeLoadImpl&) { return moe_load_table(); }
+static OpTable<MoeBiasUpdateImpl>& table_of(const MoeBiasUpdateImpl&) { return moe_bias_update_table(); }
 
 static std::vector<AddedKernel>& added() {
   static std::vector<AddedKernel> list;
@@ -180,6 +191,46 @@ void register_builtin_vocab_parallel_xent_sums(OpTable<VocabParallelXentSumsImpl
 void register_builtin_vocab_parallel_xent_combine(OpTable<VocabParallelXentCombineImpl>& table) {
   table.add(vocab_parallel_xent_combine_impl_ref());
   table.add(vocab_parallel_xent_combine_impl_cpu());
+}
+
+void register_builtin_positions(OpTable<PositionsImpl>& table) {
+  table.add(positions_impl_ref());
+  table.add(positions_impl_cpu());
+}
+
+void register_builtin_rows_gather(OpTable<RowsGatherImpl>& table) {
+  table.add(rows_gather_impl_ref());
+  table.add(rows_gather_impl_cpu());
+}
+
+void register_builtin_rows_strided(OpTable<RowsStridedImpl>& table) {
+  table.add(rows_strided_impl_ref());
+  table.add(rows_strided_impl_cpu());
+}
+
+void register_builtin_rows_mask(OpTable<RowsMaskImpl>& table) {
+  table.add(rows_mask_impl_ref());
+  table.add(rows_mask_impl_cpu());
+}
+
+void register_builtin_local_ids(OpTable<LocalIdsImpl>& table) {
+  table.add(local_ids_impl_ref());
+  table.add(local_ids_impl_cpu());
+}
+
+void register_builtin_kv_cache_append(OpTable<KvCacheAppendImpl>& table) {
+  table.add(kv_cache_append_impl_ref());
+  table.add(kv_cache_append_impl_cpu());
+}
+
+void register_builtin_moe_load(OpTable<MoeLoadImpl>& table) {
+  table.add(moe_load_impl_ref());
+  table.add(moe_load_impl_cpu());
+}
+
+void register_builtin_moe_bias_update(OpTable<MoeBiasUpdateImpl>& table) {
+  table.add(moe_bias_update_impl_ref());
+  table.add(moe_bias_update_impl_cpu());
 }
 
 }  // namespace titan::ops

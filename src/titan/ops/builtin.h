@@ -12,14 +12,20 @@
 #include "titan/ops/elementwise/elementwise.h"
 #include "titan/ops/embedding/embedding.h"
 #include "titan/ops/kv_attention/kv_attention.h"
+#include "titan/ops/kv_cache/kv_cache.h"
+#include "titan/ops/local_ids/local_ids.h"
 #include "titan/ops/matmul/linear.h"
+#include "titan/ops/moe_bias/moe_bias.h"
 #include "titan/ops/moe_combine/moe_combine.h"
 #include "titan/ops/moe_dispatch/moe_dispatch.h"
 #include "titan/ops/moe_experts/moe_experts.h"
+#include "titan/ops/moe_load/moe_load.h"
 #include "titan/ops/moe_router/moe_router.h"
 #include "titan/ops/multi_tensor/multi_tensor.h"
+#include "titan/ops/positions/positions.h"
 #include "titan/ops/rms_norm/rms_norm.h"
 #include "titan/ops/rope/rope.h"
+#include "titan/ops/rows/rows.h"
 #include "titan/ops/softmax_xent/softmax_xent.h"
 #include "titan/ops/swiglu/swiglu.h"
 #include "titan/ops/vocab_parallel_xent/vocab_parallel_xent.h"
@@ -34,7 +40,9 @@ using Kernel = std::variant<EmbeddingImpl, RmsNormImpl, LinearImpl, RopeImpl, At
                             LmHeadXentImpl, AdamWImpl, MoeRouterImpl, MoeDispatchImpl, MoeExpertsImpl, MoeCombineImpl,
                             AccumulateImpl, ScaleImpl, SumSquaresImpl, CastImpl, KvAttentionImpl,
                             MultiSumSquaresImpl, FirstNonfiniteImpl, VocabParallelXentMaxImpl,
-                            VocabParallelXentSumsImpl, VocabParallelXentCombineImpl>;
+                            VocabParallelXentSumsImpl, VocabParallelXentCombineImpl, PositionsImpl,
+                            RowsGatherImpl, RowsStridedImpl, RowsMaskImpl, LocalIdsImpl, KvCacheAppendImpl,
+                            MoeLoadImpl, MoeBiasUpdateImpl>;
 // Adds `kernel` to the table of op `op` ("rms_norm", ...) after the implementations already
 // there, so dispatch prefers it on its device wherever its `supports` accepts the case (a plugin's
 // kernel; origin names the plugin). A one-line error when `op` is not the kernel's op, the kernel
@@ -65,5 +73,13 @@ void register_builtin_first_nonfinite(OpTable<FirstNonfiniteImpl>& table);
 void register_builtin_vocab_parallel_xent_max(OpTable<VocabParallelXentMaxImpl>& table);
 void register_builtin_vocab_parallel_xent_sums(OpTable<VocabParallelXentSumsImpl>& table);
 void register_builtin_vocab_parallel_xent_combine(OpTable<VocabParallelXentCombineImpl>& table);
+void register_builtin_positions(OpTable<PositionsImpl>& table);
+void register_builtin_rows_gather(OpTable<RowsGatherImpl>& table);
+void register_builtin_rows_strided(OpTable<RowsStridedImpl>& table);
+void register_builtin_rows_mask(OpTable<RowsMaskImpl>& table);
+void register_builtin_local_ids(OpTable<LocalIdsImpl>& table);
+void register_builtin_kv_cache_append(OpTable<KvCacheAppendImpl>& table);
+void register_builtin_moe_load(OpTable<MoeLoadImpl>& table);
+void register_builtin_moe_bias_update(OpTable<MoeBiasUpdateImpl>& table);
 
 }  // namespace titan::ops

@@ -14,7 +14,9 @@
 
 namespace titan::ops {
 
-template <class Supports, class Forward, class Backward>
+// An op's implementation. Tag tells apart two ops whose function types coincide (ops::Kernel
+// holds one alternative per op, so every op's OpImpl must be a distinct type).
+template <class Supports, class Forward, class Backward, class Tag = void>
 struct OpImpl {
   std::string name;             // e.g. "rms_norm_cpu"
   Device device = Device::cpu;

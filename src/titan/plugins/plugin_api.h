@@ -40,8 +40,10 @@
 // built as children through ModuleBuild; a Parameter may be frozen (no gradient: a LoRA base).
 // 5: AttentionModule has a virtual forward_cached (generation with a KV cache; the default
 // throws), and ops::Kernel a kv_attention alternative (KvAttentionImpl).
-// 6: ops::Kernel alternatives for multi_sum_squares, first_nonfinite and the three
-// vocab_parallel_xent ops (MultiSumSquaresImpl, ..., VocabParallelXentCombineImpl).
+// 6: ops::Kernel has the alternatives of the ops that replaced host loops over tensor data in nn/,
+// parallel/ and train/ (issue 28): positions, rows_gather, rows_strided, rows_mask, local_ids,
+// kv_cache_append, moe_load, moe_bias_update, multi_sum_squares, first_nonfinite and the three
+// vocab_parallel_xent ops.
 #define TITAN_PLUGIN_API_VERSION 6
 
 namespace titan::plugins {
