@@ -620,5 +620,25 @@ TEST(CliTrainConfig, PrintConfigRoundTripsThroughAJobFile) {
   fs::remove_all(dir);
 }
 
+// titan plan shows the support matrix (train/support.h), marks a layout titan train would refuse, and
+// never recommends it: with LoRA on 2 ranks, tp = 2 is listed but FSDP is the recommendation.
+TEST(CliPlan, MarksAndNeverRecommendsWhatTitanTrainRefuses) {
+  const CommandResult r = run_titan("plan --config qwen3_debug --world-size 2 --lora.rank 4");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("not run yet: LoRA with tensor parallelism"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("recommended: --parallelism.data_parallel_replicate_degree 1 "
+                          "--parallelism.data_parallel_shard_degree 2 --parallelism.tensor_parallel_degree 1"),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("    LoRA with tensor parallelism: "), std::string::npos) << r.output;  // listed, not hit
+  // The config's own degrees hit the rule: marked in the matrix, and titan train refuses it (exit 2).
+  const std::string tp = " --config qwen3_debug --lora.rank 4 --parallelism.tensor_parallel_degree 2";
+  const CommandResult hit = run_titan("plan --world-size 2" + tp);
+  ASSERT_EQ(hit.exit_code, 0) << hit.output;
+  EXPECT_NE(hit.output.find("  * LoRA with tensor parallelism: "), std::string::npos) << hit.output;
+  const CommandResult train = run_titan("train --training.steps 1" + tp);
+  EXPECT_EQ(train.exit_code, 2) << train.output;
+  EXPECT_NE(train.output.find("LoRA is not tensor-parallel yet"), std::string::npos) << train.output;
+}
+
 }  // namespace
 }  // namespace titan
