@@ -2,33 +2,63 @@
 // E experts (E_local per rank).
 #include "titan/parallel/expert_parallel.h"
 
-#include <cstring>
+#include <vector>
 
 #include "titan/core/error.h"
+#include "titan/ops/rows/rows.h"
 
 namespace titan::parallel {
 namespace {
 
-// Copies `rows` rows of `width` floats from src row `from` to dst row `to`.
-void copy_rows(const Tensor& src, int64_t from, Tensor& dst, int64_t to, int64_t rows, int64_t width) {
-  if (rows == 0) return;
-  std::memcpy(dst.data<float>() + to * width, src.data<float>() + from * width,
-              static_cast<size_t>(rows * width) * sizeof(float));
+// A tensor's int64 values on the host: the exchange's sizes are host metadata (the all-to-all needs
+// them on the host whatever device holds the counts); core's copy moves them.
+std::vector<int64_t> host_values(const Tensor& t_N) {
+  std::vector<int64_t> out(static_cast<size_t>(t_N.numel()));
+  Tensor::wrap(out.data(), {t_N.numel()}, DType::i64, nullptr).copy_from(t_N.contiguous());
+  return out;
 }
 
 // Where block (s, e) of the received rows sits once grouped by expert: expert e's rows start at
 // offsets[e], source ranks ascending within it. first_SE[s * E_local + e].
 std::vector<int64_t> grouped_starts(const nn::ExpertExchange& x, int64_t ep, int64_t local) {
   std::vector<int64_t> first(static_cast<size_t>(ep * local));
-  const int64_t* offsets = x.offsets_E1.data<int64_t>();
+  const std::vector<int64_t> offsets = host_values(x.offsets_E1);
   for (int64_t e = 0; e < local; ++e) {
-    int64_t at = offsets[e];
+    int64_t at = offsets[static_cast<size_t>(e)];
     for (int64_t s = 0; s < ep; ++s) {
       first[static_cast<size_t>(s * local + e)] = at;
       at += x.recv_rows_SE[static_cast<size_t>(s * local + e)];
     }
   }
   return first;
+}
+
+// The row index that regroups the received rows (by source rank, then expert) by expert
+// (`to_grouped`), or back: index_R[r] is the row of the input that row r of the output copies.
+std::vector<int64_t> regroup_index(const nn::ExpertExchange& x, int64_t ep, int64_t local, bool to_grouped) {
+  const std::vector<int64_t> first = grouped_starts(x, ep, local);
+  std::vector<int64_t> index(static_cast<size_t>(x.num_rows));
+  int64_t at = 0;
+  for (size_t block = 0; block < first.size(); ++block) {
+    for (int64_t k = 0; k < x.recv_rows_SE[block]; ++k) {
+      if (to_grouped) {
+        index[static_cast<size_t>(first[block] + k)] = at + k;
+      } else {
+        index[static_cast<size_t>(at + k)] = first[block] + k;
+      }
+    }
+    at += x.recv_rows_SE[block];
+  }
+  return index;
+}
+
+// rows_RC regrouped through `index` (ops/rows: a whole-row gather).
+Tensor regroup(const Tensor& rows_RC, std::vector<int64_t>& index) {
+  Tensor out_RC = Tensor::empty({rows_RC.size(0), rows_RC.size(1)});
+  if (rows_RC.size(0) == 0) return out_RC;
+  const Tensor index_R = Tensor::wrap(index.data(), {static_cast<int64_t>(index.size())}, DType::i64, nullptr);
+  ops::rows_gather_forward(rows_RC, index_R, out_RC);
+  return out_RC;
 }
 
 // Elements each source rank sends (or, backwards, receives): its rows for all local experts x C.
@@ -61,20 +91,20 @@ nn::ExpertExchange ExpertParallel::plan(const Tensor& counts_E) {
   Tensor received_SE = Tensor::zeros({ep * local}, DType::i64);
   comm_.all_to_all(counts_E.contiguous(), received_SE);
   nn::ExpertExchange x;
-  const int64_t* counts = counts_E.data<int64_t>();
+  const std::vector<int64_t> counts = host_values(counts_E);
   x.send_rows.assign(static_cast<size_t>(ep), 0);
   for (int64_t q = 0; q < ep; ++q) {
-    for (int64_t e = 0; e < local; ++e) x.send_rows[static_cast<size_t>(q)] += counts[q * local + e];
+    for (int64_t e = 0; e < local; ++e) x.send_rows[static_cast<size_t>(q)] += counts[static_cast<size_t>(q * local + e)];
   }
-  const int64_t* received = received_SE.data<int64_t>();
-  x.recv_rows_SE.assign(received, received + ep * local);
-  x.offsets_E1 = Tensor::zeros({local + 1}, DType::i64);
-  int64_t* offsets = x.offsets_E1.data<int64_t>();
+  x.recv_rows_SE = host_values(received_SE);
+  std::vector<int64_t> offsets(static_cast<size_t>(local + 1), 0);
   for (int64_t e = 0; e < local; ++e) {
-    offsets[e + 1] = offsets[e];
-    for (int64_t s = 0; s < ep; ++s) offsets[e + 1] += received[s * local + e];
+    offsets[static_cast<size_t>(e + 1)] = offsets[static_cast<size_t>(e)];
+    for (int64_t s = 0; s < ep; ++s) offsets[static_cast<size_t>(e + 1)] += x.recv_rows_SE[static_cast<size_t>(s * local + e)];
   }
-  x.num_rows = offsets[local];
+  x.offsets_E1 = Tensor::empty({local + 1}, DType::i64);
+  x.offsets_E1.copy_from(Tensor::wrap(offsets.data(), {local + 1}, DType::i64, nullptr));
+  x.num_rows = offsets[static_cast<size_t>(local)];
   return x;
 }
 
@@ -86,13 +116,8 @@ Tensor ExpertParallel::to_experts(const Tensor& rows_PC, const nn::ExpertExchang
   Tensor arrived_RC = Tensor::empty({x.num_rows, width});
   comm_.all_to_all_v(rows_PC.contiguous(), times(x.send_rows, width), arrived_RC, source_counts(x, ep, local, width));
   stats_.all_to_all_bytes += (rows_PC.numel() + arrived_RC.numel()) * static_cast<int64_t>(sizeof(float));
-  Tensor grouped_RC = Tensor::empty({x.num_rows, width});
-  const std::vector<int64_t> first = grouped_starts(x, ep, local);
-  int64_t at = 0;
-  for (size_t block = 0; block < first.size(); ++block) {
-    copy_rows(arrived_RC, at, grouped_RC, first[block], x.recv_rows_SE[block], width);
-    at += x.recv_rows_SE[block];
-  }
+  std::vector<int64_t> index = regroup_index(x, ep, local, /*to_grouped=*/true);
+  const Tensor grouped_RC = regroup(arrived_RC, index);
   return grouped_RC;
 }
 
@@ -102,14 +127,8 @@ Tensor ExpertParallel::from_experts(const Tensor& rows_RC, const nn::ExpertExcha
   const int64_t ep = degree(), local = num_local_, width = rows_RC.size(1);
   TITAN_CHECK(rows_RC.size(0) == x.num_rows, "[parallel] expert rows: expected ", x.num_rows, " rows, got ",
               rows_RC.describe());
-  const Tensor grouped_RC = rows_RC.contiguous();
-  Tensor by_source_RC = Tensor::empty({x.num_rows, width});
-  const std::vector<int64_t> first = grouped_starts(x, ep, local);
-  int64_t at = 0;
-  for (size_t block = 0; block < first.size(); ++block) {
-    copy_rows(grouped_RC, first[block], by_source_RC, at, x.recv_rows_SE[block], width);
-    at += x.recv_rows_SE[block];
-  }
+  std::vector<int64_t> index = regroup_index(x, ep, local, /*to_grouped=*/false);
+  const Tensor by_source_RC = regroup(rows_RC.contiguous(), index);
   int64_t p = 0;
   for (int64_t rows : x.send_rows) p += rows;
   Tensor back_PC = Tensor::empty({p, width});
