@@ -193,6 +193,27 @@ TEST_F(CliParallel, PipelineWithAccumulationAndCheckpointingMatchesOneRank) {
   }
 }
 
+// HF's aux loss couples every MoE layer of a forward, so under pp=2 the router totals travel forward
+// with the activations and the aux gradient back with theirs: a pipeline of 4 one-row micro-batches
+// trains the losses (aux loss included) of one rank taking the same 4 rows by accumulation.
+TEST_F(CliParallel, AuxLossMoePipelineMatchesOneRank) {
+  const std::string moe = "--model.name debug_moe --model.load_balance aux_loss --training.global_batch_size 4 ";
+  const CommandResult one = run_titan(train_args("pp_aux_one", 1, moe));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const CommandResult r = run_mpi(2, train_args("pp_aux", 4, moe + "--parallelism.pipeline_parallel_degree 2 "
+                                                "--parallelism.pipeline_parallel_microbatch_size 1"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<nlohmann::json> base = read_jsonl(dir_ / "pp_aux_one" / "metrics.jsonl");
+  const std::vector<nlohmann::json> rows = read_jsonl(dir_ / "pp_aux" / "metrics.jsonl");
+  expect_losses_of(base, rows);
+  ASSERT_EQ(rows.size(), base.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const double want = base[i]["aux_loss"].get<double>(), got = rows[i]["aux_loss"].get<double>();
+    EXPECT_GT(want, 1.0) << "step " << i + 1;  // top_k = 2 when balanced: the totals reached the loss
+    EXPECT_LT(std::abs(got - want) / want, 1e-5) << "aux_loss at step " << i + 1 << ": " << got << " vs " << want;
+  }
+}
+
 // A pp=2 checkpoint (each stage's rank writes its parameters) resumes on 1 rank and on dp_shard=2
 // with the single-rank losses; its HF export (gathered to rank 0) is titan convert's of the same
 // checkpoint byte for byte.

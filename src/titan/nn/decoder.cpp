@@ -138,9 +138,7 @@ LossResult Decoder::stage_loss(const Tensor& hn_ND, const Tensor& targets_BT) {
 }
 
 Tensor Decoder::stage_backward(const Tensor& dh_ND, const Tensor& targets_BT, float grad_scale,
-                               const StageSpan& span, Activations& acts, LossResult& loss) {
-  TITAN_CHECK(config_.load_balance != LoadBalance::aux_loss, "[model] aux-loss balancing is not pipelined "
-              "(internal: the trainer refuses it)");
+                               const StageSpan& span, Activations& acts, LossResult& loss, float aux_scale) {
   Tensor dx_ND = dh_ND;
   if (span.last) {
     const Tensor& hn_ND = acts.head_input_ND;
@@ -150,6 +148,7 @@ Tensor Decoder::stage_backward(const Tensor& dh_ND, const Tensor& targets_BT, fl
     loss.loss_sum = xent.loss_sum;
     loss.num_targets = xent.num_targets;
     loss.loss = xent.num_targets > 0 ? xent.loss_sum / static_cast<double>(xent.num_targets) : 0.0;
+    if (config_.load_balance == LoadBalance::aux_loss) add_aux_loss(acts, aux_scale, loss);
     acts.head_input_ND = Tensor();
     dx_ND = norm->backward(dhn_ND, acts.norm);
     if (hooks_) hooks_->after_backward(UnitHooks::kRoot);
@@ -243,6 +242,61 @@ static double aux_loss(const RouterTotals& totals, int64_t num_experts, std::vec
   return static_cast<double>(num_experts) * aux / r2;
 }
 
+// What is differentiated: ce_sum * grad_scale + coef * aux_scale * aux. The aux loss of the
+// forward's router totals goes to `result` (its loss includes coef * aux) and its gradient with
+// respect to every router's probs to acts.ctx, where each MoE layer's backward reads it.
+void Decoder::add_aux_loss(Activations& acts, float aux_scale, LossResult& result) const {
+  std::vector<double> dprobs_E;
+  result.aux_loss = aux_loss(acts.router, config_.num_experts, &dprobs_E);
+  result.loss += config_.router_aux_loss_coef * result.aux_loss;
+  for (double& g : dprobs_E) g *= static_cast<double>(config_.router_aux_loss_coef) * aux_scale;
+  acts.ctx.moe_aux_dprobs_E = std::move(dprobs_E);
+}
+
+// The router totals and the aux gradient as the f64 tensors a pipeline sends (Comm moves tensors).
+static Tensor f64_tensor(const std::vector<double>& values) {
+  Tensor out = Tensor::empty({static_cast<int64_t>(values.size())}, DType::f64);
+  out.copy_from(Tensor::wrap(const_cast<double*>(values.data()), out.shape(), DType::f64, nullptr));
+  return out;
+}
+
+static std::vector<double> f64_values(const Tensor& t_N, int64_t n, const char* what) {
+  TITAN_CHECK(t_N.dtype() == DType::f64 && t_N.numel() == n, "[model] pipeline ", what, ": expected f64 [", n,
+              "], got ", t_N.describe());
+  std::vector<double> out(static_cast<size_t>(n));
+  Tensor::wrap(out.data(), {n}, DType::f64, nullptr).copy_from(t_N.contiguous());
+  return out;
+}
+
+Tensor Decoder::stage_totals(const Activations& acts) const {
+  const auto e = static_cast<size_t>(config_.num_experts);
+  std::vector<double> packed = acts.router.counts_E, prob_sums_E = acts.router.prob_sums_E;
+  packed.resize(e, 0.0);  // empty before the first MoE layer
+  prob_sums_E.resize(e, 0.0);
+  packed.insert(packed.end(), prob_sums_E.begin(), prob_sums_E.end());
+  packed.push_back(static_cast<double>(acts.router.rows));
+  return f64_tensor(packed);
+}
+
+void Decoder::set_stage_totals(Activations& acts, const Tensor& totals) const {
+  const int64_t e = config_.num_experts;
+  const std::vector<double> packed = f64_values(totals, 2 * e + 1, "router totals");
+  RouterTotals& r = acts.router;
+  r.counts_E.assign(packed.begin(), packed.begin() + e);
+  r.prob_sums_E.assign(packed.begin() + e, packed.begin() + 2 * e);
+  r.rows = static_cast<int64_t>(packed[static_cast<size_t>(2 * e)]);
+}
+
+Tensor Decoder::stage_aux_grad(const Activations& acts) const {
+  TITAN_CHECK(acts.ctx.moe_aux_dprobs_E.size() == static_cast<size_t>(config_.num_experts),
+              "[model] pipeline: no aux-loss gradient to send (internal: the last stage's backward makes it)");
+  return f64_tensor(acts.ctx.moe_aux_dprobs_E);
+}
+
+void Decoder::set_stage_aux_grad(Activations& acts, const Tensor& dprobs_E) const {
+  acts.ctx.moe_aux_dprobs_E = f64_values(dprobs_E, config_.num_experts, "aux-loss gradient");
+}
+
 // The fused head + cross-entropy of the final norm's output against `targets_BT`, with the head
 // weight's gradient accumulated and dhn_ND (allocated here) the gradient of hn_ND; under TP the
 // vocabulary-parallel head over the gathered tokens, dhn back on this rank's share.
@@ -274,14 +328,7 @@ LossResult Decoder::forward_backward(const Tensor& ids_BT, const Tensor& targets
   const ops::LmHeadXentResult xent = head_loss_backward(hn_ND, targets_BT, grad_scale, dhn_ND);
   result.loss_sum = xent.loss_sum;
   result.loss = xent.num_targets > 0 ? xent.loss_sum / static_cast<double>(xent.num_targets) : 0.0;
-  if (config_.load_balance == LoadBalance::aux_loss) {
-    // What is differentiated: ce_sum * grad_scale + coef * aux_scale * aux.
-    std::vector<double> dprobs_E;
-    result.aux_loss = aux_loss(acts.router, config_.num_experts, &dprobs_E);
-    result.loss += config_.router_aux_loss_coef * result.aux_loss;
-    for (double& g : dprobs_E) g *= static_cast<double>(config_.router_aux_loss_coef) * aux_scale;
-    acts.ctx.moe_aux_dprobs_E = std::move(dprobs_E);
-  }
+  if (config_.load_balance == LoadBalance::aux_loss) add_aux_loss(acts, aux_scale, result);
 
   Tensor dh_ND = norm->backward(dhn_ND, acts.norm);
   for (size_t i = layers.size(); i-- > 0;) {

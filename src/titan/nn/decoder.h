@@ -171,9 +171,21 @@ class Decoder {
   // Backward: dh_ND is the gradient of the stage's output from the next stage; on the last stage the
   // head's cross-entropy against targets_BT (gradients scaled by grad_scale) gives it instead, and
   // its sums go to `loss`. Returns the gradient of the stage's input (undefined on the first stage).
-  // Not with aux-loss balancing (its loss couples every layer of the model).
+  // With aux-loss balancing the last stage also computes the micro-batch's aux loss from the router
+  // totals of every stage (see stage_totals) into `loss`, scaled into the gradients by aux_scale as
+  // forward_backward does.
   Tensor stage_backward(const Tensor& dh_ND, const Tensor& targets_BT, float grad_scale, const StageSpan& span,
-                        Activations& acts, LossResult& loss);
+                        Activations& acts, LossResult& loss, float aux_scale = 1.0f);
+  // Aux-loss balancing couples every MoE layer of a forward (HF's loss is over all layers' routing),
+  // so under a pipeline two small messages travel beside the activations: forward, the router
+  // totals of the stages so far (f64 [2E + 1]: counts, prob sums, rows), which a stage continues
+  // layer by layer (the single-rank summation order); backward, d aux / d probs (f64 [E]), which
+  // the last stage computes and every stage's routers use. False (nothing travels) otherwise.
+  bool stages_carry_router_totals() const { return config_.load_balance == LoadBalance::aux_loss; }
+  Tensor stage_totals(const Activations& acts) const;
+  void set_stage_totals(Activations& acts, const Tensor& totals) const;
+  Tensor stage_aux_grad(const Activations& acts) const;
+  void set_stage_aux_grad(Activations& acts, const Tensor& dprobs_E) const;
 
   // Forward-only mean cross-entropy (no gradients, no saved activations); under tensor
   // parallelism through the vocabulary-parallel head (a collective: every tp rank calls it).
@@ -233,6 +245,7 @@ class Decoder {
   // block's saved tensors dropped as soon as it is done, only the routing statistics kept).
   Tensor forward_hidden(const Tensor& ids_BT, Activations& acts, bool keep);
   // The head's loss and its backward to the final norm's output (dhn_ND), TP-aware.
+  void add_aux_loss(Activations& acts, float aux_scale, LossResult& result) const;
   ops::LmHeadXentResult head_loss_backward(const Tensor& hn_ND, const Tensor& targets_BT, float grad_scale,
                                            Tensor& dhn_ND);
 

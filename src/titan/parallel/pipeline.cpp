@@ -30,11 +30,12 @@ bool Pipeline::holds_last_stage() const { return layout_.owner(layout_.num_stage
 
 int64_t Pipeline::local_index(int64_t stage) const { return stage / layout_.pp; }
 
-int Pipeline::tag(bool gradient, int64_t stage, int64_t micro, int64_t micro_batches) const {
-  return static_cast<int>(((gradient ? layout_.num_stages() : 0) + stage) * micro_batches + micro);
+int Pipeline::tag(Message kind, int64_t stage, int64_t micro, int64_t micro_batches) const {
+  return static_cast<int>((static_cast<int64_t>(kind) * layout_.num_stages() + stage) * micro_batches + micro);
 }
 
-nn::LossResult Pipeline::run(const Tensor& ids_BT, const Tensor& labels_BT, int64_t micro_rows, float grad_scale) {
+nn::LossResult Pipeline::run(const Tensor& ids_BT, const Tensor& labels_BT, int64_t micro_rows, float grad_scale,
+                             float aux_scale) {
   const int64_t B = ids_BT.size(0), T = ids_BT.size(1), D = model_.config().dim;
   TITAN_CHECK(micro_rows > 0 && B % micro_rows == 0, "[pipeline] ", B, " rows do not split into micro-batches of ",
               micro_rows);
@@ -48,6 +49,18 @@ nn::LossResult Pipeline::run(const Tensor& ids_BT, const Tensor& labels_BT, int6
     std::unique_ptr<Pending> pending;
   };
   std::vector<InFlight> sends;
+  const auto send = [&](Tensor t, int64_t to_stage, Message kind, int64_t micro) {
+    auto pending = pp_.start_send(t, static_cast<int>(layout_.owner(to_stage)), tag(kind, to_stage, micro, M));
+    stats_.send_bytes += static_cast<int64_t>(t.nbytes());
+    sends.push_back({std::move(t), std::move(pending)});
+  };
+  const auto recv = [&](Tensor t, int64_t from_stage, Message kind, int64_t stage, int64_t micro) {
+    CommTimer timer{stats_.seconds};
+    pp_.recv(t, static_cast<int>(layout_.owner(from_stage)), tag(kind, stage, micro, M));
+    return t;
+  };
+  const bool totals = model_.stages_carry_router_totals();
+  const int64_t E = model_.config().num_experts;
   nn::LossResult total;
   const auto rows = [&](const Tensor& t, int64_t m) { return t.narrow(0, m * micro_rows, micro_rows).contiguous(); };
   for (const PipelineAction& a : pipeline_schedule(kind_, layout_, rank_, M)) {
@@ -56,38 +69,40 @@ nn::LossResult Pipeline::run(const Tensor& ids_BT, const Tensor& labels_BT, int6
     if (a.kind == PipelineAction::forward) {
       Tensor h_ND;
       if (!span.first) {
-        h_ND = Tensor::empty({N, D}, DType::f32);
-        CommTimer t{stats_.seconds};
-        pp_.recv(h_ND, static_cast<int>(layout_.owner(a.stage - 1)), tag(false, a.stage, a.micro, M));
+        h_ND = recv(Tensor::empty({N, D}, DType::f32), a.stage - 1, Message::activation, a.stage, a.micro);
+        if (totals) {
+          model_.set_stage_totals(slot.acts, recv(Tensor::empty({2 * E + 1}, DType::f64), a.stage - 1,
+                                                  Message::router_totals, a.stage, a.micro));
+        }
       }
       Tensor out_ND = model_.stage_forward(rows(ids_BT, a.micro), h_ND, span, slot.acts);
       slot.live = true;
       if (!span.last) {
-        auto pending = pp_.start_send(out_ND, static_cast<int>(layout_.owner(a.stage + 1)),
-                                      tag(false, a.stage + 1, a.micro, M));
-        stats_.send_bytes += static_cast<int64_t>(out_ND.nbytes());
-        sends.push_back({std::move(out_ND), std::move(pending)});
+        send(std::move(out_ND), a.stage + 1, Message::activation, a.micro);
+        if (totals) send(model_.stage_totals(slot.acts), a.stage + 1, Message::router_totals, a.micro);
       }
       continue;
     }
     TITAN_CHECK(slot.live, "[pipeline] backward of stage ", a.stage, " micro-batch ", a.micro, " before its forward");
     Tensor dh_ND;
     if (a.stage != last) {
-      dh_ND = Tensor::empty({N, D}, DType::f32);
-      CommTimer t{stats_.seconds};
-      pp_.recv(dh_ND, static_cast<int>(layout_.owner(a.stage + 1)), tag(true, a.stage, a.micro, M));
+      dh_ND = recv(Tensor::empty({N, D}, DType::f32), a.stage + 1, Message::gradient, a.stage, a.micro);
+      if (totals) {
+        model_.set_stage_aux_grad(slot.acts, recv(Tensor::empty({E}, DType::f64), a.stage + 1, Message::aux_gradient,
+                                                  a.stage, a.micro));
+      }
     }
     nn::LossResult loss;
-    Tensor dx_ND = model_.stage_backward(dh_ND, rows(labels_BT, a.micro), grad_scale, span, slot.acts, loss);
+    Tensor dx_ND =
+        model_.stage_backward(dh_ND, rows(labels_BT, a.micro), grad_scale, span, slot.acts, loss, aux_scale);
+    if (!span.first) {
+      send(std::move(dx_ND), a.stage - 1, Message::gradient, a.micro);
+      if (totals) send(model_.stage_aux_grad(slot.acts), a.stage - 1, Message::aux_gradient, a.micro);
+    }
     slot = Slot{};  // its activations are spent
     total.loss_sum += loss.loss_sum;
     total.num_targets += loss.num_targets;
-    if (!span.first) {
-      auto pending = pp_.start_send(dx_ND, static_cast<int>(layout_.owner(a.stage - 1)),
-                                    tag(true, a.stage - 1, a.micro, M));
-      stats_.send_bytes += static_cast<int64_t>(dx_ND.nbytes());
-      sends.push_back({std::move(dx_ND), std::move(pending)});
-    }
+    total.aux_loss += loss.aux_loss;
   }
   {
     CommTimer t{stats_.seconds};
@@ -108,7 +123,7 @@ nn::LossResult Pipeline::forward_loss(const Tensor& ids_BT, const Tensor& labels
     Tensor h_ND;
     if (!span.first) {
       h_ND = Tensor::empty({N, D}, DType::f32);
-      pp_.recv(h_ND, static_cast<int>(layout_.owner(stage - 1)), tag(false, stage, 0, 1));
+      pp_.recv(h_ND, static_cast<int>(layout_.owner(stage - 1)), tag(Message::activation, stage, 0, 1));
     }
     nn::Activations acts;
     Tensor out_ND = model_.stage_forward(ids_BT, h_ND, span, acts, false);
@@ -116,7 +131,8 @@ nn::LossResult Pipeline::forward_loss(const Tensor& ids_BT, const Tensor& labels
       loss = model_.stage_loss(out_ND, labels_BT);
       continue;
     }
-    auto pending = pp_.start_send(out_ND, static_cast<int>(layout_.owner(stage + 1)), tag(false, stage + 1, 0, 1));
+    auto pending =
+        pp_.start_send(out_ND, static_cast<int>(layout_.owner(stage + 1)), tag(Message::activation, stage + 1, 0, 1));
     sends.emplace_back(std::move(out_ND), std::move(pending));
   }
   for (auto& [t, pending] : sends) pending->wait();

@@ -36,8 +36,12 @@ class Pipeline {
   PipelineScheduleKind kind() const { return kind_; }
   bool holds_last_stage() const;
   // One pipeline step over the rows of ids_BT / labels_BT (i64 [B, T], B a multiple of micro_rows);
-  // returns the cross-entropy sum over the targets on the last stage (0 on other ranks).
-  nn::LossResult run(const Tensor& ids_BT, const Tensor& labels_BT, int64_t micro_rows, float grad_scale);
+  // returns the cross-entropy sum over the targets and, with aux-loss balancing, the sum of the
+  // micro-batches' aux losses (each scaled by aux_scale into the gradients) on the last stage (0 on
+  // other ranks). The router totals and the aux gradient travel beside the activations
+  // (nn::Decoder::stage_totals).
+  nn::LossResult run(const Tensor& ids_BT, const Tensor& labels_BT, int64_t micro_rows, float grad_scale,
+                     float aux_scale = 1.0f);
   // Forward only (validation): the whole batch through this rank's stages in order, nothing saved;
   // the loss sums on the last stage (0 on other ranks).
   nn::LossResult forward_loss(const Tensor& ids_BT, const Tensor& labels_BT);
@@ -48,7 +52,9 @@ class Pipeline {
  private:
   struct Slot;  // one (stage, micro-batch) in flight: its saved activations
   int64_t local_index(int64_t stage) const;  // this rank's k-th stage
-  int tag(bool gradient, int64_t stage, int64_t micro, int64_t micro_batches) const;
+  // What a message carries; with the (receiving stage, micro-batch) it makes the tag.
+  enum class Message { activation, gradient, router_totals, aux_gradient };
+  int tag(Message kind, int64_t stage, int64_t micro, int64_t micro_batches) const;
 
   nn::Decoder& model_;
   Comm& pp_;

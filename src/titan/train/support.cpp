@@ -18,7 +18,6 @@ JobFeatures job_features(const config::JobConfig& c, const nn::DecoderConfig* mo
   if (model != nullptr) {
     f.model_known = true;
     f.tied_embeddings = model->tie_embeddings;
-    f.aux_loss = model->load_balance == nn::LoadBalance::aux_loss;
   }
   return f;
 }
@@ -67,12 +66,6 @@ const std::vector<SupportRule>& support_matrix() {
          return str("parallelism.pipeline_parallel_degree=", j.pp, ": ", j.model_label,
                     " ties its head to the embedding, which the first and last stages would share; pipeline "
                     "parallelism needs untied embeddings");
-       }},
-      {"aux-loss balancing", "pipeline parallelism", "the router totals do not travel between stages yet", true,
-       [](const JobFeatures& j) { return j.aux_loss && j.pp > 1; },
-       [](const JobFeatures& j) {
-         return str("parallelism.pipeline_parallel_degree=", j.pp, " with model.load_balance=aux_loss: the aux loss "
-                    "couples every layer's router; use load_balance=bias or none");
        }},
   };
   return rules;

@@ -24,7 +24,6 @@ struct JobFeatures {
   bool plugin_overrides = false;  // override.imports set
   bool model_known = false;
   bool tied_embeddings = false;
-  bool aux_loss = false;           // model.load_balance = aux_loss
   std::string model_label;         // "model 'debug'" (model_label in job.h)
 };
 // The config's facts (degrees as the config states them); with `model`, its facts too.

@@ -140,13 +140,18 @@ int64_t Trainer::next_micro_batches(int64_t step) {
   return targets;
 }
 
+int64_t Trainer::forwards_per_step() const {
+  const int64_t pipelined = model_->pipeline() ? B_ / c_.parallelism.pipeline_parallel_microbatch_size : 1;
+  return accumulation_ * dp_ * pipelined;
+}
+
 nn::LossResult Trainer::forward_backward(const data::Batch& micro, int64_t step_targets) {
-  // The aux loss (aux_loss balancing) per micro-batch, as HF computes it for one forward, averaged
-  // over the micro-batches (and the ranks).
-  const float aux_scale = 1.0f / static_cast<float>(accumulation_ * dp_);
+  // The aux loss (aux_loss balancing) per forward, as HF computes it, averaged over the step's
+  // forwards: the micro-batches, a pipeline's micro-batches within each, and the ranks.
+  const float aux_scale = 1.0f / static_cast<float>(forwards_per_step());
   if (parallel::Pipeline* pipeline = model_->pipeline()) {
     return pipeline->run(micro.inputs_BT, micro.labels_BT, c_.parallelism.pipeline_parallel_microbatch_size,
-                         1.0f / static_cast<float>(step_targets));
+                         1.0f / static_cast<float>(step_targets), aux_scale);
   }
   return model_->model().forward_backward(micro.inputs_BT, micro.labels_BT,
                                           1.0f / static_cast<float>(step_targets), aux_scale);
@@ -176,11 +181,11 @@ StepMetrics Trainer::train_step(int64_t step) {
   for (data::Batch& b : micro_) b = data::Batch{};
   model_->finish_grads();
   loss_sum = model_->dp_sum(model_->pipeline_sum(loss_sum));  // the last stage's
-  aux_sum = model_->dp_sum(aux_sum);
+  aux_sum = model_->dp_sum(model_->pipeline_sum(aux_sum));  // the last stage's under a pipeline
   const nn::DecoderConfig& mc = resolved_.config;
   StepMetrics m;
   m.step = step;
-  m.aux_loss = aux_sum / static_cast<double>(accumulation_ * dp_);
+  m.aux_loss = aux_sum / static_cast<double>(forwards_per_step());
   m.loss = loss_sum / static_cast<double>(targets) + mc.router_aux_loss_coef * m.aux_loss;
   const SquaresReducer global = [&](double x) { return model_->grad_squares(x); };
   m.grad_norm = clip_grad_norm(model_->shards(), c_.training.max_norm, model_->sharded() ? global : nullptr,

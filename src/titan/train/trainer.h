@@ -59,6 +59,9 @@ class Trainer {
   StepMetrics train_step(int64_t step);
   // One micro-batch; returns its loss sums (cross-entropy summed over targets, aux loss unscaled).
   nn::LossResult forward_backward(const data::Batch& micro, int64_t step_targets);
+  // The forwards whose aux losses a step averages (HF's aux loss is one per forward): micro-batches x
+  // data-parallel ranks x a pipeline's micro-batches.
+  int64_t forwards_per_step() const;
 
  private:
   void setup_mesh();
