@@ -94,15 +94,18 @@ LayoutPlan plan_rank(const PlanInput& in, int64_t tp, int64_t dp_shard, int64_t 
   p.pp_rank = pp_rank;
   if (pipelined) p.bubble = parallel::pipeline_bubble_fraction(in.pipeline, micro_batches);
   Sizes s = tp_sizes(c, tp);
-  // A MoE model (tp = 1) counts its router and experts; expert parallelism (never with a pipeline)
-  // takes the experts out of the FSDP blocks, and each rank holds 1 / ep of them whole.
+  // A MoE model (tp = 1) counts its router and experts; expert parallelism takes the experts out of
+  // the FSDP blocks, and each rank holds 1 / ep of its stages' experts whole.
   const double all_layers = static_cast<double>(c.num_layers);
   if (c.num_experts > 0) s.layer = (static_cast<double>(c.num_params()) - s.root) / all_layers;
   const double experts = ep > 1 ? expert_elements(c) : 0.0;
   s.layer -= experts / all_layers;
-  const double own_experts = experts / static_cast<double>(ep);
   const RankPart part = rank_part(in, s, tp, pp_rank);
   const double layers = static_cast<double>(part.layers.size());
+  const double own_experts = experts / static_cast<double>(ep) * (layers / all_layers);
+  const double moe_layers = static_cast<double>(std::ranges::count_if(part.layers, [&](int64_t i) {
+    return c.is_moe_layer(i);
+  }));
   const double local = part.root + layers * s.layer;  // FSDP-sharded elements on this tp rank
   const bool fsdp = in.world > 1;  // titan shards (and gathers) on any multi-rank job
   const double shard = fsdp ? local / static_cast<double>(p.dp_shard) : local;
@@ -159,12 +162,18 @@ LayoutPlan plan_rank(const PlanInput& in, int64_t tp, int64_t dp_shard, int64_t 
   if (replays) saved += largest_layer;
   // The final norm's input, ids / targets / positions (i64) and the RoPE tables.
   p.activations = saved + kF * (norm_tokens * (d + 1) + full * k) + 8.0 * 3 * full;
+  // Under expert parallelism each MoE layer keeps the rows it received (top_k D floats per token
+  // at balanced load).
+  const double pairs = full * static_cast<double>(c.num_experts_per_tok);
+  const double ep_rows = kF * pairs * d;
   int64_t sends = 0;
   if (pipelined) {  // every live (stage, micro-batch) slot, and the sent activations
     const auto slot = [&](int64_t stage) {
       double bytes = kF * full * k + 8.0 * 3 * full;
       const auto u = static_cast<size_t>(stage);
-      for (int64_t i = in.pipeline.first_layer[u]; i < in.pipeline.first_layer[u + 1]; ++i) bytes += layer_saved(i);
+      for (int64_t i = in.pipeline.first_layer[u]; i < in.pipeline.first_layer[u + 1]; ++i) {
+        bytes += layer_saved(i) + (ep > 1 && c.is_moe_layer(i) ? ep_rows : 0.0);
+      }
       if (stage == in.pipeline.num_stages() - 1) bytes += kF * norm_tokens * (d + 1);
       return bytes;
     };
@@ -172,11 +181,7 @@ LayoutPlan plan_rank(const PlanInput& in, int64_t tp, int64_t dp_shard, int64_t 
     sends = sent;
     p.activations = peak + (replays ? largest_layer : 0.0) + kF * norm_tokens * d * static_cast<double>(sends);
   }
-  // Under expert parallelism each MoE layer keeps the rows it received (top_k D floats per token
-  // at balanced load).
-  const double pairs = full * static_cast<double>(c.num_experts_per_tok);
-  const double moe_layers = static_cast<double>(c.num_moe_layers());
-  if (ep > 1) p.activations += kF * pairs * d * moe_layers;
+  if (ep > 1 && !pipelined) p.activations += ep_rows * moe_layers;
   const double v = static_cast<double>(c.vocab_size / tp);
   // The fused head's chunk (bf16: f32 logits + bf16 dlogits in the same budget), and with bf16
   // compute the head weight's bf16 copy while the head runs.
@@ -212,7 +217,8 @@ LayoutPlan plan_rank(const PlanInput& in, int64_t tp, int64_t dp_shard, int64_t 
   // backward (dy with its routing weight, dx with dweight: D + 1), each counted sent and received;
   // the copies of this rank's experts in other ep groups sum their gradients.
   if (ep > 1) {
-    p.all_to_all_bytes = kF * 2 * pairs * (2 * d + 2 * (d + 1)) * moe_layers * static_cast<double>(in.accumulation);
+    p.all_to_all_bytes =
+        kF * 2 * pairs * (2 * d + 2 * (d + 1)) * moe_layers * static_cast<double>(in.accumulation * micro_batches);
     comm += p.all_to_all_bytes;
     if (p.dp_replicate * p.dp_shard > ep) comm += kF * own_experts;
   }
@@ -240,7 +246,7 @@ std::vector<LayoutPlan> plan_layouts(const PlanInput& in) {
     if (sp && n % tp != 0) continue;
     const int64_t dp_shard = in.world / (tp * in.dp_replicate * pp);
     for (int64_t ep = 1; ep <= dp_shard; ++ep) {
-      const bool valid = ep == 1 || (pp == 1 && c.num_experts > 0 && dp_shard % ep == 0 && c.num_experts % ep == 0);
+      const bool valid = ep == 1 || (c.num_experts > 0 && dp_shard % ep == 0 && c.num_experts % ep == 0);
       const bool asked = in.ep == 0 ? valid : ep == in.ep;
       if (!valid || !asked) continue;
       LayoutPlan worst = plan_rank(in, tp, dp_shard, 0, ep);

@@ -42,12 +42,6 @@ const std::vector<SupportRule>& support_matrix() {
          return str("lora.rank=", j.lora_rank, " with parallelism.expert_parallel_degree=", j.ep,
                     ": LoRA is not expert-parallel yet; use expert_parallel_degree=1");
        }},
-      {"expert parallelism", "pipeline parallelism", "the whole-model gathers do not compose the two yet", false,
-       [](const JobFeatures& j) { return j.ep > 1 && j.pp > 1; },
-       [](const JobFeatures& j) {
-         return str("parallelism.expert_parallel_degree=", j.ep, " with pipeline_parallel_degree=", j.pp,
-                    ": expert parallelism is not pipelined yet; use one of them");
-       }},
       {"expert parallelism", "tensor parallelism", "expert weights are not split over tp", false,
        [](const JobFeatures& j) { return j.ep > 1 && j.tp > 1; },
        [](const JobFeatures& j) {

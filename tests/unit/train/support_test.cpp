@@ -39,7 +39,6 @@ TEST(SupportMatrix, EachRuleHitsExactlyItsCombination) {
       {[](JobFeatures& j) { j.lora_rank = 8, j.pp = 2; }, "LoRA with pipeline parallelism"},
       {[](JobFeatures& j) { j.lora_rank = 8, j.tp = 2; }, "LoRA with tensor parallelism"},
       {[](JobFeatures& j) { j.lora_rank = 8, j.ep = 2; }, "LoRA with expert parallelism"},
-      {[](JobFeatures& j) { j.ep = 2, j.pp = 2; }, "expert parallelism with pipeline parallelism"},
       {[](JobFeatures& j) { j.ep = 2, j.tp = 2; }, "expert parallelism with tensor parallelism"},
       {[](JobFeatures& j) { j.plugin_overrides = true, j.tp = 2; }, "plugin overrides with tensor parallelism"},
       {[](JobFeatures& j) { j.tied_embeddings = true, j.pp = 2; }, "tied embeddings with pipeline parallelism"},

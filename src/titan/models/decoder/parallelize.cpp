@@ -141,7 +141,6 @@ Parallelized::Parallelized(std::unique_ptr<nn::Decoder> whole, const ModelSpec& 
   } else {
     model_ = std::move(whole);
   }
-  if (mesh.degrees().ep > 1) split_experts();
   if (pp_degree() > 1) {  // this rank's stages only: the other layers, and the embedding or head, go
     const int64_t pp_rank = mesh.pp().rank(), last = options.pipeline.num_stages() - 1;
     const std::vector<int64_t> stages = options.pipeline.stages_of(pp_rank);
@@ -149,6 +148,7 @@ Parallelized::Parallelized(std::unique_ptr<nn::Decoder> whole, const ModelSpec& 
     pipeline_ = std::make_unique<Pipeline>(*model_, mesh.pp(), options.pipeline, options.schedule,
                                            tp_.sequence_parallel() ? tp : 1);
   }
+  if (mesh.degrees().ep > 1) split_experts();  // of this rank's stages' MoE blocks
   model_->set_compute_dtype(options.param_dtype);
   if (mesh.world().size() > 1) {
     std::vector<nn::ParameterList> units = decoder_units(*model_);
@@ -282,6 +282,7 @@ std::vector<int64_t> Parallelized::ep_rank_loads() {
     const std::vector<int64_t>& load = layer->moe->load();
     for (size_t e = 0; e < load.size(); ++e) loads[e / static_cast<size_t>(local)] += load[e];
   }
+  if (pipeline_) mesh_.pp().all_reduce_sum(loads.data(), ep);  // every stage's MoE layers
   return loads;
 }
 
@@ -381,6 +382,8 @@ void Parallelized::with_pipeline_model(const std::function<void(const nn::Decode
   Comm& pp = mesh_.pp();
   const PipelineLayout& layout = pipeline_->layout();
   if (fsdp_) fsdp_->gather_full();
+  std::vector<Tensor> local_experts;
+  gather_experts(local_experts);  // a stage's experts, whole on each of its ranks
   std::unique_ptr<nn::Decoder> whole;  // TP: every stage's ranks gather theirs into one (collective over tp)
   if (tp_degree() > 1) {
     whole = std::make_unique<nn::Decoder>(full_config_);
@@ -411,6 +414,7 @@ void Parallelized::with_pipeline_model(const std::function<void(const nn::Decode
     }
   }
   if (fsdp_) fsdp_->release_full();
+  for (size_t i = 0; i < local_experts.size(); ++i) experts_[i]->value = local_experts[i];
   mesh_.world().barrier();
 }
 
