@@ -145,7 +145,7 @@ TEST(PipelineStage, ForwardOnlyStagesGiveForwardLoss) {
   const Tensor h = parts[0].model->stage_forward(ids, Tensor(), parts[0].spans[0], a0, false);
   const Tensor hn = parts[1].model->stage_forward(ids, h, parts[1].spans[0], a1, false);
   EXPECT_TRUE(a1.layers.empty());  // nothing kept for a backward
-  const LossResult got = parts[1].model->stage_loss(hn, targets);
+  const LossResult got = parts[1].model->stage_loss(hn, targets, parts[1].spans[0]);
   EXPECT_EQ(got.loss_sum, want.loss_sum);
   EXPECT_EQ(got.num_targets, want.num_targets);
 }

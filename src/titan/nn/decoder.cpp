@@ -95,17 +95,21 @@ void Decoder::keep_pipeline_part(const std::vector<int64_t>& layer_ids, bool fir
   }
 }
 
+// One execution path: the whole model is one stage (whole_span), a pipeline stage a part of it.
+// The root unit's hooks bracket its parts one by one on a pipeline stage; the whole model keeps
+// it gathered from the embedding to the end of the step (see UnitHooks).
 Tensor Decoder::stage_forward(const Tensor& ids_BT, const Tensor& h_ND, const StageSpan& span, Activations& acts,
                               bool keep) {
+  const bool whole = span.first && span.last;
   acts.ctx = make_context(ids_BT);
   acts.layers.resize(keep ? layers.size() : 1);
   Tensor x_ND = h_ND;
   if (span.first) {
     if (hooks_) hooks_->before_forward(UnitHooks::kRoot);
     x_ND = tok_embeddings->forward(ids_BT, acts.tok_embeddings);
-    if (hooks_) hooks_->after_forward(UnitHooks::kRoot);
+    if (hooks_ && !whole) hooks_->after_forward(UnitHooks::kRoot);
     if (!keep) acts.tok_embeddings.reset();
-    if (tp_) x_ND = tp_->leave(x_ND);
+    if (tp_) x_ND = tp_->leave(x_ND);  // each rank looked up its vocabulary rows
   }
   for (int64_t i = span.begin; i < span.end; ++i) {
     const auto u = static_cast<size_t>(i);
@@ -116,15 +120,17 @@ Tensor Decoder::stage_forward(const Tensor& ids_BT, const Tensor& h_ND, const St
   }
   if (!keep) acts.layers.clear();
   if (!span.last) return x_ND;
-  if (hooks_) hooks_->before_forward(UnitHooks::kRoot);
+  if (hooks_ && !whole) hooks_->before_forward(UnitHooks::kRoot);
   acts.head_input_ND = norm->forward(x_ND, acts.norm);
-  if (hooks_) hooks_->after_forward(UnitHooks::kRoot);
+  if (hooks_ && !whole) hooks_->after_forward(UnitHooks::kRoot);
   return acts.head_input_ND;
 }
 
-LossResult Decoder::stage_loss(const Tensor& hn_ND, const Tensor& targets_BT) {
-  if (hooks_) hooks_->before_forward(UnitHooks::kRoot);
+LossResult Decoder::stage_loss(const Tensor& hn_ND, const Tensor& targets_BT, const StageSpan& span) {
+  if (hooks_ && !(span.first && span.last)) hooks_->before_forward(UnitHooks::kRoot);
   Tensor no_dx, no_dw;
+  // Under TP the vocabulary-parallel head (forward only: no dx, no dw) gives every rank the loss of
+  // all N tokens, as the backward's does.
   const ops::LmHeadXentResult xent =
       tp_ ? tp_->head_xent(tp_->enter(hn_ND), head_weight().for_compute(), vocab_start_, targets_BT.reshape({-1}),
                            1.0f, no_dx, no_dw)
@@ -139,11 +145,12 @@ LossResult Decoder::stage_loss(const Tensor& hn_ND, const Tensor& targets_BT) {
 
 Tensor Decoder::stage_backward(const Tensor& dh_ND, const Tensor& targets_BT, float grad_scale,
                                const StageSpan& span, Activations& acts, LossResult& loss, float aux_scale) {
+  const bool whole = span.first && span.last;
   Tensor dx_ND = dh_ND;
   if (span.last) {
     const Tensor& hn_ND = acts.head_input_ND;
     Tensor dhn_ND;
-    if (hooks_) hooks_->before_backward(UnitHooks::kRoot);
+    if (hooks_) hooks_->before_backward(UnitHooks::kRoot);  // before the fused head writes its gradient
     const ops::LmHeadXentResult xent = head_loss_backward(hn_ND, targets_BT, grad_scale, dhn_ND);
     loss.loss_sum = xent.loss_sum;
     loss.num_targets = xent.num_targets;
@@ -151,7 +158,7 @@ Tensor Decoder::stage_backward(const Tensor& dh_ND, const Tensor& targets_BT, fl
     if (config_.load_balance == LoadBalance::aux_loss) add_aux_loss(acts, aux_scale, loss);
     acts.head_input_ND = Tensor();
     dx_ND = norm->backward(dhn_ND, acts.norm);
-    if (hooks_) hooks_->after_backward(UnitHooks::kRoot);
+    if (hooks_ && !whole) hooks_->after_backward(UnitHooks::kRoot);
   }
   for (int64_t i = span.end; i-- > span.begin;) {
     const auto u = static_cast<size_t>(i);
@@ -160,10 +167,14 @@ Tensor Decoder::stage_backward(const Tensor& dh_ND, const Tensor& targets_BT, fl
     if (hooks_) hooks_->after_backward(static_cast<int>(i));
   }
   if (!span.first) return dx_ND;
-  if (hooks_) hooks_->before_backward(UnitHooks::kRoot);
+  if (hooks_ && !whole) hooks_->before_backward(UnitHooks::kRoot);
   tok_embeddings->backward(tp_ ? tp_->leave_backward(dx_ND) : dx_ND, acts.tok_embeddings);
   if (hooks_) hooks_->after_backward(UnitHooks::kRoot);
   return Tensor();
+}
+
+StageSpan Decoder::whole_span() const {
+  return {0, static_cast<int64_t>(layers.size()), tok_embeddings != nullptr, norm != nullptr};
 }
 
 void Decoder::zero_grad() {
@@ -201,23 +212,6 @@ void Decoder::set_compute_dtype(DType dtype) {
   for (Parameter* p : parameters()) {
     if (p->value.defined()) p->compute_dtype = dtype;  // a frozen bf16-only base stays bf16
   }
-}
-
-Tensor Decoder::forward_hidden(const Tensor& ids_BT, Activations& acts, bool keep) {
-  acts.ctx = make_context(ids_BT);
-  acts.layers.resize(keep ? layers.size() : 1);
-  if (hooks_) hooks_->before_forward(UnitHooks::kRoot);
-  Tensor h_ND = tok_embeddings->forward(ids_BT, acts.tok_embeddings);
-  if (!keep) acts.tok_embeddings.reset();
-  if (tp_) h_ND = tp_->leave(h_ND);  // each rank looked up its vocabulary rows
-  for (size_t i = 0; i < layers.size(); ++i) {
-    if (hooks_) hooks_->before_forward(static_cast<int>(i));
-    const Recompute recompute = keep && !recompute_.empty() ? recompute_[i] : Recompute::keep_all;
-    h_ND = layers[i]->forward(acts.ctx, h_ND, acts.layers[keep ? i : 0], recompute, &acts.router);
-    if (hooks_) hooks_->after_forward(static_cast<int>(i));
-  }
-  if (!keep) acts.layers.clear();
-  return norm->forward(h_ND, acts.norm);
 }
 
 // HF's load_balancing_loss_func over the router outputs of every MoE layer of this forward,
@@ -317,59 +311,47 @@ LossResult Decoder::forward_backward(const Tensor& ids_BT, const Tensor& targets
                                      float grad_scale, float aux_scale) {
   TITAN_CHECK(targets_BT.shape() == ids_BT.shape(), "[model] targets ", targets_BT.describe(),
               " must have the shape of the input ids ", ids_BT.describe());
-  Activations acts;
-  const Tensor hn_ND = forward_hidden(ids_BT, acts, true);
-
-  LossResult result;
-  result.num_targets = ops::count_targets(targets_BT);
-  if (grad_scale == 0.0f && result.num_targets > 0) grad_scale = 1.0f / static_cast<float>(result.num_targets);
-  Tensor dhn_ND;
-  if (hooks_) hooks_->before_backward(UnitHooks::kRoot);
-  const ops::LmHeadXentResult xent = head_loss_backward(hn_ND, targets_BT, grad_scale, dhn_ND);
-  result.loss_sum = xent.loss_sum;
-  result.loss = xent.num_targets > 0 ? xent.loss_sum / static_cast<double>(xent.num_targets) : 0.0;
-  if (config_.load_balance == LoadBalance::aux_loss) add_aux_loss(acts, aux_scale, result);
-
-  Tensor dh_ND = norm->backward(dhn_ND, acts.norm);
-  for (size_t i = layers.size(); i-- > 0;) {
-    if (hooks_) hooks_->before_backward(static_cast<int>(i));
-    dh_ND = layers[i]->backward(acts.ctx, dh_ND, acts.layers[i]);
-    if (hooks_) hooks_->after_backward(static_cast<int>(i));
+  check_whole("forward_backward");
+  if (grad_scale == 0.0f) {
+    const int64_t n = ops::count_targets(targets_BT);
+    if (n > 0) grad_scale = 1.0f / static_cast<float>(n);
   }
-  tok_embeddings->backward(tp_ ? tp_->leave_backward(dh_ND) : dh_ND, acts.tok_embeddings);
-  if (hooks_) hooks_->after_backward(UnitHooks::kRoot);
+  Activations acts;
+  const StageSpan all = whole_span();
+  stage_forward(ids_BT, Tensor(), all, acts);
+  LossResult result;
+  stage_backward(Tensor(), targets_BT, grad_scale, all, acts, result, aux_scale);
   return result;
 }
 
 LossResult Decoder::forward_loss(const Tensor& ids_BT, const Tensor& targets_BT) {
   TITAN_CHECK(targets_BT.shape() == ids_BT.shape(), "[model] targets ", targets_BT.describe(),
               " must have the shape of the input ids ", ids_BT.describe());
+  check_whole("forward_loss");
   Activations acts;
-  const Tensor hn_ND = forward_hidden(ids_BT, acts, false);
-  LossResult result;
-  if (config_.load_balance == LoadBalance::aux_loss) result.aux_loss = aux_loss(acts.router, config_.num_experts, nullptr);
-  Tensor no_dx, no_dw;
-  // Under TP the vocabulary-parallel head (forward only: no dx, no dw) gives every rank the loss of
-  // all N tokens, as forward_backward's does.
-  const ops::LmHeadXentResult xent =
-      tp_ ? tp_->head_xent(tp_->enter(hn_ND), head_weight().for_compute(), vocab_start_, targets_BT.reshape({-1}),
-                           1.0f, no_dx, no_dw)
-          : output->loss(hn_ND, targets_BT, 1.0f, no_dx);
-  result.loss_sum = xent.loss_sum;
-  result.num_targets = xent.num_targets;
-  if (xent.num_targets > 0) result.loss = xent.loss_sum / static_cast<double>(xent.num_targets);
-  result.loss += config_.router_aux_loss_coef * result.aux_loss;
-  if (hooks_) hooks_->after_forward(UnitHooks::kRoot);
+  const StageSpan all = whole_span();
+  const Tensor hn_ND = stage_forward(ids_BT, Tensor(), all, acts, false);
+  LossResult result = stage_loss(hn_ND, targets_BT, all);
+  if (config_.load_balance == LoadBalance::aux_loss) {
+    result.aux_loss = aux_loss(acts.router, config_.num_experts, nullptr);
+    result.loss += config_.router_aux_loss_coef * result.aux_loss;
+  }
   return result;
 }
 
 Tensor Decoder::forward_logits(const Tensor& ids_BT) {
   TITAN_CHECK(tp_ == nullptr, "[model] forward_logits is not tensor-parallel");
+  check_whole("forward_logits");
   Activations acts;
-  const Tensor hn_ND = forward_hidden(ids_BT, acts, false);
+  const Tensor hn_ND = stage_forward(ids_BT, Tensor(), whole_span(), acts, false);
   const Tensor logits_NV = output->logits(hn_ND);
   if (hooks_) hooks_->after_forward(UnitHooks::kRoot);
   return logits_NV.reshape({acts.ctx.batch, acts.ctx.seq, config_.vocab_size});
+}
+
+void Decoder::check_whole(const char* what) const {
+  TITAN_CHECK(tok_embeddings && norm, "[model] ", what, " needs the whole model; this decoder holds a pipeline "
+              "stage (internal: a pipeline runs it)");
 }
 
 KvCache Decoder::make_kv_cache(const std::vector<int64_t>& begin_B, int64_t capacity) const {

@@ -159,6 +159,8 @@ class Decoder {
   // (parameters keep their global FQNs; layers and the per-layer recompute choices then hold the
   // kept ones only, in order). Not with tied embeddings.
   void keep_pipeline_part(const std::vector<int64_t>& layer_ids, bool first, bool last);
+  // One execution path: a span of the model (whole_span() for all of it, which forward_backward,
+  // forward_loss and forward_logits run; a pipeline stage's part otherwise).
   // One stage of a micro-batch. Forward: the stage's output h_ND (hn_ND after the final norm on the
   // last stage, also kept in acts.head_input_ND); its input is ids_BT on the first stage, else h_ND
   // from the previous stage (ids_BT gives every stage the micro-batch's shape for its positions).
@@ -167,7 +169,9 @@ class Decoder {
                        bool keep = true);
   // The last stage's forward-only loss on its output hn_ND (forward_loss's head; a collective over
   // tp under tensor parallelism).
-  LossResult stage_loss(const Tensor& hn_ND, const Tensor& targets_BT);
+  LossResult stage_loss(const Tensor& hn_ND, const Tensor& targets_BT, const StageSpan& span);
+  // The span of everything this decoder holds: the whole model as one stage, or its pipeline part.
+  StageSpan whole_span() const;
   // Backward: dh_ND is the gradient of the stage's output from the next stage; on the last stage the
   // head's cross-entropy against targets_BT (gradients scaled by grad_scale) gives it instead, and
   // its sums go to `loss`. Returns the gradient of the stage's input (undefined on the first stage).
@@ -241,9 +245,7 @@ class Decoder {
  private:
   StepContext make_context(const Tensor& ids_BT) const;
   StepContext make_cached_context(int64_t batch, int64_t seq, const KvCache& cache) const;
-  // Embedding, blocks and final norm; fills `acts` (keep = false: an inference forward, each
-  // block's saved tensors dropped as soon as it is done, only the routing statistics kept).
-  Tensor forward_hidden(const Tensor& ids_BT, Activations& acts, bool keep);
+  void check_whole(const char* what) const;  // forward_backward & co. run the whole model
   // The head's loss and its backward to the final norm's output (dhn_ND), TP-aware.
   void add_aux_loss(Activations& acts, float aux_scale, LossResult& result) const;
   ops::LmHeadXentResult head_loss_backward(const Tensor& hn_ND, const Tensor& targets_BT, float grad_scale,

@@ -128,7 +128,7 @@ nn::LossResult Pipeline::forward_loss(const Tensor& ids_BT, const Tensor& labels
     nn::Activations acts;
     Tensor out_ND = model_.stage_forward(ids_BT, h_ND, span, acts, false);
     if (span.last) {
-      loss = model_.stage_loss(out_ND, labels_BT);
+      loss = model_.stage_loss(out_ND, labels_BT, span);
       continue;
     }
     auto pending =

@@ -81,7 +81,7 @@ PipelineConfig resolve_pipeline(const config::ParallelismSection& ps, int64_t nu
 models::ParallelizeOptions parallelize_options(const config::JobConfig& c, const PrecisionConfig& precision,
                                                const PipelineConfig& pipeline) {
   return {c.parallelism.enable_sequence_parallel, c.parallelism.fsdp_prefetch, compute_dtype(precision.param),
-          compute_dtype(precision.reduce), pipeline.layout, pipeline.schedule};
+          compute_dtype(precision.reduce), pipeline.layout, pipeline.schedule, pipeline.micro_rows};
 }
 
 AdamWConfig adamw_config(const config::JobConfig& c) {

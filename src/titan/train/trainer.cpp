@@ -140,21 +140,14 @@ int64_t Trainer::next_micro_batches(int64_t step) {
   return targets;
 }
 
-int64_t Trainer::forwards_per_step() const {
-  const int64_t pipelined = model_->pipeline() ? B_ / c_.parallelism.pipeline_parallel_microbatch_size : 1;
-  return accumulation_ * dp_ * pipelined;
-}
+int64_t Trainer::forwards_per_step() const { return accumulation_ * dp_ * model_->forwards_per_batch(B_); }
 
 nn::LossResult Trainer::forward_backward(const data::Batch& micro, int64_t step_targets) {
   // The aux loss (aux_loss balancing) per forward, as HF computes it, averaged over the step's
   // forwards: the micro-batches, a pipeline's micro-batches within each, and the ranks.
   const float aux_scale = 1.0f / static_cast<float>(forwards_per_step());
-  if (parallel::Pipeline* pipeline = model_->pipeline()) {
-    return pipeline->run(micro.inputs_BT, micro.labels_BT, c_.parallelism.pipeline_parallel_microbatch_size,
-                         1.0f / static_cast<float>(step_targets), aux_scale);
-  }
-  return model_->model().forward_backward(micro.inputs_BT, micro.labels_BT,
-                                          1.0f / static_cast<float>(step_targets), aux_scale);
+  return model_->forward_backward(micro.inputs_BT, micro.labels_BT, 1.0f / static_cast<float>(step_targets),
+                                  aux_scale);
 }
 
 void Trainer::check_finite(int64_t step, double loss, double grad_norm) const {
@@ -180,8 +173,8 @@ StepMetrics Trainer::train_step(int64_t step) {
   }
   for (data::Batch& b : micro_) b = data::Batch{};
   model_->finish_grads();
-  loss_sum = model_->dp_sum(model_->pipeline_sum(loss_sum));  // the last stage's
-  aux_sum = model_->dp_sum(model_->pipeline_sum(aux_sum));  // the last stage's under a pipeline
+  loss_sum = model_->global_sum(loss_sum);  // a pipeline's last stage holds them
+  aux_sum = model_->global_sum(aux_sum);
   const nn::DecoderConfig& mc = resolved_.config;
   StepMetrics m;
   m.step = step;

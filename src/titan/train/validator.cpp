@@ -39,7 +39,6 @@ int64_t Validator::check_set() const {
 ValidationMetrics Validator::run(models::Parallelized& model, int64_t step) const {
   const auto t0 = Clock::now();
   data::PrefetchLoader loader(global_, *tokenizer_);
-  nn::Decoder& decoder = model.model();
   double sums[2] = {0.0, 0.0};  // cross-entropy over targets, target count (this rank's rows)
   ValidationMetrics r;
   r.step = step;
@@ -47,13 +46,12 @@ ValidationMetrics Validator::run(models::Parallelized& model, int64_t step) cons
     std::optional<data::Batch> global = loader.next();
     if (!global) break;
     const data::Batch mine = data_parallel_rows(*global, dp_rank_, local_batch_);
-    const nn::LossResult l = model.pipeline() ? model.pipeline()->forward_loss(mine.inputs_BT, mine.labels_BT)
-                                              : decoder.forward_loss(mine.inputs_BT, mine.labels_BT);
+    const nn::LossResult l = model.forward_loss(mine.inputs_BT, mine.labels_BT);
     sums[0] += l.loss_sum;
     sums[1] += static_cast<double>(l.num_targets);
     ++r.batches;
   }
-  decoder.reset_expert_load();  // the pass's routing counts are not the next step's load
+  model.model().reset_expert_load();  // the pass's routing counts are not the next step's load
   for (double& s : sums) s = model.pipeline_sum(s);  // a pipeline's last stage has them
   model.mesh().dp().all_reduce_sum(sums, 2);
   TITAN_CHECK(sums[1] > 0, "[validation] the pass at step ", step, " saw no target tokens in ",

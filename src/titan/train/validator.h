@@ -8,10 +8,10 @@
 //            rows (data_parallel_rows), as training does, so every mesh sees the same batches.
 //            Each pass starts at the beginning of the set and takes max_batches batches, or every
 //            whole batch the set holds (max_batches = -1); a partial last batch is dropped.
-//   compute  nn::Decoder::forward_loss per batch: no gradients, no saved activations (FSDP
-//            gathers each block for its forward and frees it; under TP the vocabulary-parallel
-//            head gives every tp rank the loss of all tokens); with a pipeline,
-//            Pipeline::forward_loss (the batch through the stages, the loss on the last one).
+//   compute  Parallelized::forward_loss per batch, the one path for every layout: no gradients, no
+//            saved activations (FSDP gathers each block for its forward and frees it; under TP
+//            the vocabulary-parallel head gives every tp rank the loss of all tokens; a pipeline
+//            runs the batch through its stages, the loss on the last one).
 //   reduce   cross-entropy summed over target tokens and the target count, summed over the
 //            pass's batches, then over the data-parallel ranks (an all-reduce on mesh.dp()):
 //            loss = sum / count, perplexity = exp(loss). The MoE aux loss is not part of it.

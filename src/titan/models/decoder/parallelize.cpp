@@ -128,7 +128,8 @@ std::vector<nn::ParameterList> decoder_units(nn::Decoder& model) {
 
 Parallelized::Parallelized(std::unique_ptr<nn::Decoder> whole, const ModelSpec& spec, DeviceMesh& mesh,
                            ParallelizeOptions options)
-    : spec_(spec), mesh_(mesh), full_config_(whole->config()), tp_(mesh.tp(), mesh.degrees().tp > 1 && options.sequence_parallel) {
+    : spec_(spec), mesh_(mesh), full_config_(whole->config()), pipeline_micro_rows_(options.pipeline_micro_rows),
+      tp_(mesh.tp(), mesh.degrees().tp > 1 && options.sequence_parallel) {
   const int64_t tp = tp_degree(), rank = tp_rank();
   check(*whole, mesh);
   if (tp > 1) {
@@ -284,6 +285,20 @@ std::vector<int64_t> Parallelized::ep_rank_loads() {
   }
   if (pipeline_) mesh_.pp().all_reduce_sum(loads.data(), ep);  // every stage's MoE layers
   return loads;
+}
+
+nn::LossResult Parallelized::forward_backward(const Tensor& ids_BT, const Tensor& labels_BT, float grad_scale,
+                                              float aux_scale) {
+  if (pipeline_) return pipeline_->run(ids_BT, labels_BT, pipeline_micro_rows_, grad_scale, aux_scale);
+  return model_->forward_backward(ids_BT, labels_BT, grad_scale, aux_scale);
+}
+
+nn::LossResult Parallelized::forward_loss(const Tensor& ids_BT, const Tensor& labels_BT) {
+  return pipeline_ ? pipeline_->forward_loss(ids_BT, labels_BT) : model_->forward_loss(ids_BT, labels_BT);
+}
+
+int64_t Parallelized::forwards_per_batch(int64_t rows) const {
+  return pipeline_ ? rows / pipeline_micro_rows_ : 1;
 }
 
 double Parallelized::dp_sum(double x) {

@@ -14,9 +14,9 @@
 // every reduction is skipped, so the single-rank path costs nothing extra.
 //
 //   setup    Parallelized p(std::move(whole), spec, mesh, options)   (every rank: the same whole model)
-//   pipeline with mesh pp > 1 each rank keeps its stages' modules only, and micro-batches go
-//            through p.pipeline()->run (parallel/pipeline.h) instead of p.model().forward_backward
-//   step     p.zero_grad(); micro-batches through p.model(); p.finish_grads();
+//   pipeline with mesh pp > 1 each rank keeps its stages' modules only (parallel/pipeline.h)
+//   step     p.zero_grad(); p.forward_backward(micro-batch) for each; p.finish_grads();
+//            p.global_sum(the losses);
 //            the optimizer updates p.shards(); clipping sums p.grad_squares() over p.norm_params()
 //   export   p.with_full_model(fn): the whole model gathered, fn on rank 0, freed again
 #pragma once
@@ -58,6 +58,7 @@ struct ParallelizeOptions {
   // each unit when it is used, without prefetch (a prefetched block could wait for a later stage).
   PipelineLayout pipeline;
   PipelineScheduleKind schedule = PipelineScheduleKind::one_f_one_b;
+  int64_t pipeline_micro_rows = 1;  // rows per pipeline micro-batch
 };
 
 // The decoder's FSDP units in nn::UnitHooks order: the root (embedding, final norm, head), then
@@ -130,6 +131,19 @@ class Parallelized {
   int64_t shard_numel() const;  // elements this rank holds (values; gradients as many)
 
   void zero_grad();
+  // One execution path for every layout: a micro-batch (i64 [B, T] ids and labels) through this
+  // rank's part of the model, forward and backward, gradients accumulated (grad_scale and aux_scale
+  // as nn::Decoder::forward_backward's) — the whole model as one stage, or this rank's pipeline
+  // stages over micro-batches of the pipeline's rows. The returned sums are this rank's (a
+  // pipeline's on its last stage only): global_sum makes a step's total global.
+  nn::LossResult forward_backward(const Tensor& ids_BT, const Tensor& labels_BT, float grad_scale, float aux_scale);
+  // Forward only (validation): the cross-entropy sums of the batch, as forward_backward's.
+  nn::LossResult forward_loss(const Tensor& ids_BT, const Tensor& labels_BT);
+  // The forwards one forward_backward of `rows` rows runs (a pipeline runs one per micro-batch):
+  // what the aux loss, one per forward as HF computes it, is averaged over.
+  int64_t forwards_per_batch(int64_t rows) const;
+  // A sum this rank holds part of (pipeline_sum, then dp_sum): the step's total on every rank.
+  double global_sum(double x) { return dp_sum(pipeline_sum(x)); }
   // After the step's last micro-batch: HSDP's replica sum, TP partial gradients summed over tp,
   // expert gradients summed over expert_dp, MoE expert loads summed over data-parallel ranks.
   // No-op on one rank.
@@ -157,6 +171,7 @@ class Parallelized {
   const ModelSpec& spec_;
   DeviceMesh& mesh_;
   nn::DecoderConfig full_config_;  // the whole model's (this rank's is model().config())
+  int64_t pipeline_micro_rows_ = 1;
   std::unique_ptr<nn::Decoder> model_;
   TensorParallel tp_;
   std::unique_ptr<Fsdp> fsdp_;  // null on one rank
