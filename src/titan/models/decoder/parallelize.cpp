@@ -359,18 +359,23 @@ void Parallelized::reset_comm_stats() {
   if (pipeline_) pipeline_->reset_stats();
 }
 
+// One assembly for every layout, in the order the dimensions were applied, undone: FSDP gathers
+// each unit, each stage's ep ranks gather their experts, each stage's tp ranks gather their
+// shards into a whole-shaped decoder, and under a pipeline the stages' tensors go to world rank 0,
+// which calls fn.
 void Parallelized::with_full_model(const std::function<void(const nn::Decoder&)>& fn) {
-  if (pipeline_) return with_pipeline_model(fn);
-  const bool primary = mesh_.world().rank() == 0;
   if (fsdp_) fsdp_->gather_full();
   std::vector<Tensor> local_experts;
   gather_experts(local_experts);
+  std::unique_ptr<nn::Decoder> gathered;  // TP: every tp rank gathers (a collective over tp)
   if (tp_degree() > 1) {
-    nn::Decoder gathered(full_config_);
-    gather_tp_shards(spec_.parallel_plan, *model_, gathered, mesh_.tp());
-    if (primary) fn(gathered);
-  } else if (primary) {
-    fn(*model_);
+    gathered = std::make_unique<nn::Decoder>(full_config_);
+    gather_tp_shards(spec_.parallel_plan, *model_, *gathered, mesh_.tp());
+  }
+  if (pipeline_) {
+    collect_stages(gathered, fn);
+  } else if (mesh_.world().rank() == 0) {
+    fn(gathered ? *gathered : *model_);
   }
   if (fsdp_) fsdp_->release_full();
   for (size_t i = 0; i < local_experts.size(); ++i) experts_[i]->value = local_experts[i];
@@ -390,47 +395,36 @@ void Parallelized::gather_experts(std::vector<Tensor>& local) {
   }
 }
 
-// Every stage gathered (FSDP, then TP into a whole-sized decoder) on its ranks; the first
-// data-parallel, first tp rank of each stage sends its parameters and buffers (in state() order)
-// to world rank 0, which places them by FQN into a whole decoder.
-void Parallelized::with_pipeline_model(const std::function<void(const nn::Decoder&)>& fn) {
+// A pipeline's stages, each whole on its ranks (in `gathered` under TP, else in the model): the
+// first data-parallel, first tp rank of each stage sends its parameters and buffers (in state()
+// order) to world rank 0, which places them by FQN into a whole decoder and calls fn.
+void Parallelized::collect_stages(std::unique_ptr<nn::Decoder>& gathered,
+                                  const std::function<void(const nn::Decoder&)>& fn) {
+  if (mesh_.dp().rank() != 0 || mesh_.tp().rank() != 0) return;  // the ranks of world rank 0's pp group
   Comm& pp = mesh_.pp();
   const PipelineLayout& layout = pipeline_->layout();
-  if (fsdp_) fsdp_->gather_full();
-  std::vector<Tensor> local_experts;
-  gather_experts(local_experts);  // a stage's experts, whole on each of its ranks
-  std::unique_ptr<nn::Decoder> whole;  // TP: every stage's ranks gather theirs into one (collective over tp)
-  if (tp_degree() > 1) {
-    whole = std::make_unique<nn::Decoder>(full_config_);
-    gather_tp_shards(spec_.parallel_plan, *model_, *whole, mesh_.tp());
-  }
-  std::map<std::string, const Tensor*> mine;  // this stage's tensors, whole: in `whole` under TP
+  std::map<std::string, const Tensor*> mine;  // this stage's tensors, whole
   for (const nn::Parameter* p : model_->state()) mine[p->fqn] = &p->value;
-  if (whole) {
-    for (nn::Parameter* p : whole->state()) {
+  if (gathered) {
+    for (nn::Parameter* p : gathered->state()) {
       if (mine.count(p->fqn)) mine[p->fqn] = &p->value;
     }
   }
-  if (mesh_.dp().rank() == 0 && mesh_.tp().rank() == 0) {  // the ranks of world rank 0's pp communicator
-    if (pp.rank() == 0) {
-      if (!whole) whole = std::make_unique<nn::Decoder>(full_config_);
-      for (nn::Parameter* p : whole->state()) {
-        const int64_t owner = layout.owner(decoder_stage_of(layout, p->fqn));
-        if (owner == 0) {
-          TITAN_CHECK(mine.count(p->fqn), "[pipeline] rank 0 does not hold ", p->fqn);
-          if (mine.at(p->fqn) != &p->value) p->value.copy_from(*mine.at(p->fqn));
-        } else {
-          pp.recv(p->value, static_cast<int>(owner), 0);
-        }
-      }
-      fn(*whole);
+  if (pp.rank() != 0) {
+    for (const nn::Parameter* p : model_->state()) pp.send(*mine.at(p->fqn), 0, 0);
+    return;
+  }
+  if (!gathered) gathered = std::make_unique<nn::Decoder>(full_config_);
+  for (nn::Parameter* p : gathered->state()) {
+    const int64_t owner = layout.owner(decoder_stage_of(layout, p->fqn));
+    if (owner == 0) {
+      TITAN_CHECK(mine.count(p->fqn), "[pipeline] rank 0 does not hold ", p->fqn);
+      if (mine.at(p->fqn) != &p->value) p->value.copy_from(*mine.at(p->fqn));
     } else {
-      for (const nn::Parameter* p : model_->state()) pp.send(*mine.at(p->fqn), 0, 0);
+      pp.recv(p->value, static_cast<int>(owner), 0);
     }
   }
-  if (fsdp_) fsdp_->release_full();
-  for (size_t i = 0; i < local_experts.size(); ++i) experts_[i]->value = local_experts[i];
-  mesh_.world().barrier();
+  fn(*gathered);
 }
 
 }  // namespace titan::models

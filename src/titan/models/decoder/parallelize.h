@@ -18,7 +18,8 @@
 //   step     p.zero_grad(); p.forward_backward(micro-batch) for each; p.finish_grads();
 //            p.global_sum(the losses);
 //            the optimizer updates p.shards(); clipping sums p.grad_squares() over p.norm_params()
-//   export   p.with_full_model(fn): the whole model gathered, fn on rank 0, freed again
+//   export   p.with_full_model(fn): the whole model assembled (one path for every layout), fn on
+//            world rank 0, freed again
 #pragma once
 
 #include <functional>
@@ -166,7 +167,7 @@ class Parallelized {
   void with_full_model(const std::function<void(const nn::Decoder&)>& fn);
 
  private:
-  void with_pipeline_model(const std::function<void(const nn::Decoder&)>& fn);
+  void collect_stages(std::unique_ptr<nn::Decoder>& gathered, const std::function<void(const nn::Decoder&)>& fn);
 
   const ModelSpec& spec_;
   DeviceMesh& mesh_;
