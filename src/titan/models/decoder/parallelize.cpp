@@ -1,13 +1,13 @@
 #include "titan/models/decoder/parallelize.h"
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
 #include <map>
 
 #include "titan/config/config_error.h"
 #include "titan/core/error.h"
 #include "titan/nn/feed_forward.h"
+#include "titan/ops/rows/rows.h"
 
 namespace titan::models {
 namespace {
@@ -16,20 +16,6 @@ std::map<std::string, nn::Parameter*> by_name(nn::Decoder& model) {
   std::map<std::string, nn::Parameter*> out;
   for (nn::Parameter* p : model.parameters()) out[p->fqn] = p;
   return out;
-}
-
-// whole[..., start:start+size along dim, ...] = part, for dim 0 or 1 of a 2-D tensor (or dim 0 of any).
-void write_slice(Tensor& whole, int dim, int64_t start, const Tensor& part) {
-  if (dim == 0) {
-    Tensor rows = whole.narrow(0, start, part.size(0));
-    rows.copy_from(part);
-    return;
-  }
-  TITAN_CHECK(whole.ndim() == 2 && dim == 1, "[parallel] tensor-parallel slices are along dim 0 or 1 of a matrix");
-  const int64_t rows = whole.size(0), cols = whole.size(1), pc = part.size(1);
-  const float* src = part.data<float>();
-  float* dst = whole.data<float>();
-  for (int64_t i = 0; i < rows; ++i) std::memcpy(dst + i * cols + start, src + i * pc, static_cast<size_t>(pc) * sizeof(float));
 }
 
 // "layers.2,layers.4" -> {2, 4}; every point a layer index in (0, num_layers), ascending.
@@ -106,10 +92,22 @@ void gather_tp_shards(const ParallelPlan& plan, nn::Decoder& local, nn::Decoder&
     }
     Tensor all = Tensor::empty({t * mine.numel()});
     tp.all_gather(mine, all);
-    const int64_t size = mine.size(dim);
-    for (int64_t r = 0; r < t; ++r) {
-      write_slice(whole, dim, r * size, all.narrow(0, r * mine.numel(), mine.numel()).reshape(mine.shape()));
+    if (dim == 0) {  // rank r's rows follow rank r - 1's
+      whole.copy_from(all.reshape(whole.shape()));
+      continue;
     }
+    // Columns of a matrix [R, t C]: its row i is rank 0's row i, rank 1's row i, ...; as rows of C,
+    // whole row (i t + r) is gathered row (r R + i).
+    TITAN_CHECK(whole.ndim() == 2 && dim == 1, "[parallel] ", p->fqn, ": tensor-parallel slices are along dim 0 or 1 "
+                "of a matrix");
+    const int64_t rows = mine.size(0), cols = mine.size(1);
+    std::vector<int64_t> index(static_cast<size_t>(rows * t));
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t r = 0; r < t; ++r) index[static_cast<size_t>(i * t + r)] = r * rows + i;
+    }
+    Tensor pieces = whole.reshape({rows * t, cols});
+    ops::rows_gather_forward(all.reshape({t * rows, cols}),
+                             Tensor::wrap(index.data(), {rows * t}, DType::i64, nullptr), pieces);
   }
 }
 
