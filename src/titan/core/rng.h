@@ -17,6 +17,8 @@ class Rng {
   float normal(uint64_t index) const;
   // Fills out[0..n) with mean + std * N(0, 1).
   void fill_normal(float* out, int64_t n, float mean, float std) const;
+  // Fills out[0..n) with bound * (2 U - 1), U uniform in [0, 1): uniform in [-bound, bound).
+  void fill_uniform(float* out, int64_t n, float bound) const;
   // Fills out[0..n) with integers uniform in [0, high).
   void fill_int(int64_t* out, int64_t n, int64_t high) const;
 

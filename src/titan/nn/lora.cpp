@@ -2,12 +2,14 @@
 
 #include <cmath>
 #include <functional>
+#include <vector>
 
 #include "titan/core/rng.h"
 #include "titan/nn/decoder.h"
 #include "titan/nn/feed_forward.h"
 #include "titan/ops/elementwise/elementwise.h"
 #include "titan/ops/matmul/linear.h"
+#include "titan/ops/rows/rows.h"
 
 namespace titan::nn {
 
@@ -70,10 +72,7 @@ void init_lora_parameter(Parameter& p, uint64_t seed) {
   value.zero_();
   if (!p.fqn.ends_with(".lora_A.weight")) return;  // B starts at zero
   const float bound = 1.0f / std::sqrt(static_cast<float>(value.size(1)));
-  const Rng rng(seed, std::hash<std::string>{}(p.fqn));
-  for (int64_t i = 0; i < value.numel(); ++i) {
-    value.data<float>()[i] = bound * (2.0f * rng.uniform(static_cast<uint64_t>(i)) - 1.0f);
-  }
+  Rng(seed, std::hash<std::string>{}(p.fqn)).fill_uniform(value.data<float>(), value.numel(), bound);
 }
 
 std::map<std::string, LoraLinear*> lora_linears(Decoder& model) {
@@ -110,10 +109,15 @@ Tensor lora_merged(const Tensor& w_OI, const Tensor& a_RI, const Tensor& b_OR, f
   // b a as the linear op's forward: y_OI = b_OR (a^T)_IR^T.
   const Tensor a32 = a_RI.to(DType::f32), b32 = b_OR.to(DType::f32);
   const int64_t r = a32.size(0), in = a32.size(1);
-  Tensor a_IR = Tensor::empty({in, r});
+  // a's transpose as a gather of one-element rows: a_IR[i, k] = a_RI[k, i].
+  std::vector<int64_t> index(static_cast<size_t>(in * r));
   for (int64_t i = 0; i < in; ++i) {
-    for (int64_t k = 0; k < r; ++k) a_IR.data<float>()[i * r + k] = a32.data<float>()[k * in + i];
+    for (int64_t k = 0; k < r; ++k) index[static_cast<size_t>(i * r + k)] = k * in + i;
   }
+  Tensor a_IR = Tensor::empty({in, r});
+  Tensor a_elements = a_IR.reshape({in * r, 1});
+  ops::rows_gather_forward(a32.reshape({r * in, 1}), Tensor::wrap(index.data(), {in * r}, DType::i64, nullptr),
+                           a_elements);
   Tensor ba_OI = Tensor::empty({b32.size(0), in});
   ops::linear_forward(b32, a_IR, Tensor(), ba_OI);
   ops::scale(ba_OI, scale);
