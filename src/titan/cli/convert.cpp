@@ -39,14 +39,14 @@ void native_to_hf(const std::string& from, const std::string& to, const models::
               "). HINT: rerun the run with --checkpoint.last_save_in_hf (the merged model) or --lora.save_adapter DIR "
               "(a PEFT adapter)");
   const models::ResolvedModel resolved = train::resolve_model(c);
-  nn::Decoder model(resolved.config);
-  train::restore_model(state, model.state(), from);
+  const std::unique_ptr<nn::Decoder> model = models::build_model(*resolved.spec, resolved.config);
+  train::restore_model(state, model->state(), from);
   models::HfExportOptions options = base;
   if (options.tokenizer_dir.empty() && !c.model.hf_assets_path.empty() &&
       fs::exists(fs::path(c.model.hf_assets_path) / "tokenizer.json")) {
     options.tokenizer_dir = c.model.hf_assets_path;
   }
-  resolved.spec->hf.save_folder(model, to, options);
+  resolved.spec->hf.save_folder(*model, to, options);
   log_info(str("converted native checkpoint ", from, " (step ", state.step, ") -> HF folder ", to));
 }
 

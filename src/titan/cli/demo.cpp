@@ -38,7 +38,8 @@ int run_demo(int argc, char** argv) {
   TITAN_CHECK(B > 0 && T > 0 && steps > 0, "titan demo: --batch, --seq and --steps must be > 0");
   const uint64_t seed = static_cast<uint64_t>(args.get_int("seed"));
 
-  nn::Decoder model(config);
+  const std::unique_ptr<nn::Decoder> built = models::build_model(spec, config);
+  nn::Decoder& model = *built;
   spec.init_weights(model, seed);
   log_info(str("model ", args.get("spec"), ": ", config.num_layers, " layers, dim ", config.dim, ", ",
                config.num_heads, "/", config.num_kv_heads, " heads, vocab ", config.vocab_size, ", ",

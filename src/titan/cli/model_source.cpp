@@ -38,9 +38,10 @@ void check_inference_memory(const LoadedModel& loaded, const InferenceSize& size
 // rank x (in + out) over the projections a PEFT adapter names (those the model lacks are named by
 // load_hf_model_with_adapter), checked only after the base alone passed the floor: the config
 // tree it walks has a node per layer.
-static double adapter_elements(const nn::DecoderConfig& config, const std::string& adapter_dir) {
+static double adapter_elements(const models::ModelSpec& spec, const nn::DecoderConfig& config,
+                               const std::string& adapter_dir) {
   const models::PeftAdapter adapter = models::read_peft_adapter(adapter_dir);
-  const nn::ConfigTree tree = nn::decoder_config_tree(config);
+  const nn::ConfigTree tree = spec.config_tree(config);
   double n = 0;
   for (const std::string& path : adapter.modules) {
     const auto it = tree.find(path);
@@ -66,7 +67,7 @@ LoadedModel load_inference_model(const std::string& dir, const std::string& adap
                                      : "model '" + c.model.name + "'";
     out.config_path = c.model.name.empty() ? c.model.hf_assets_path + "/config.json" : dir + "/config.toml";
     check_floor(resolved.config, out.label, out.config_path, 0.0, size);
-    out.model = std::make_unique<nn::Decoder>(resolved.config);
+    out.model = models::build_model(*resolved.spec, resolved.config);
     train::restore_model(state, out.model->state(), dir);
     out.spec = resolved.spec;
     out.assets_dir = c.model.hf_assets_path;
@@ -78,7 +79,7 @@ LoadedModel load_inference_model(const std::string& dir, const std::string& adap
   out.label = "the model of " + out.config_path;
   check_floor(config, out.label, out.config_path, 0.0, size);  // the base first: a config.json's 1e9 layers
   if (!adapter_dir.empty()) {
-    out.adapter_elements = adapter_elements(config, adapter_dir);
+    out.adapter_elements = adapter_elements(*out.spec, config, adapter_dir);
     out.adapter_dir = adapter_dir;
     out.label += " with the adapter " + adapter_dir;
     check_floor(config, out.label, out.config_path, out.adapter_elements, size, adapter_dir);

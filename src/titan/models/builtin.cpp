@@ -21,6 +21,10 @@ const std::vector<const ModelSpec*>& model_families() {
   return all;
 }
 
+std::unique_ptr<nn::Decoder> build_model(const ModelSpec& spec, const nn::DecoderConfig& config) {
+  return spec.build(config, spec.config_tree(config));
+}
+
 const NamedSize* ModelSpec::find_size(const std::string& size_name) const {
   for (const NamedSize& s : sizes) {
     if (s.name == size_name) return &s;
@@ -99,7 +103,7 @@ ResolvedModel resolve_model(const std::string& size_name, const std::string& hf_
 
 std::unique_ptr<nn::Decoder> load_hf_model(const ModelSpec& spec, const std::string& dir) {
   const nn::DecoderConfig config = spec.hf.read_config(dir);
-  std::unique_ptr<nn::Decoder> model = spec.build(config, nn::decoder_config_tree(config));
+  std::unique_ptr<nn::Decoder> model = build_model(spec, config);
   spec.hf.load_weights(*model, dir);
   return model;
 }

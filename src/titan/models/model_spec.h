@@ -3,10 +3,15 @@
 // functions, registered in one explicit list (models/builtin.cpp); adding a family is its own
 // folder plus one line there (docs/design.md, "Adding a model family").
 //
-// Every family today builds the generic decoder (nn::Decoder from an nn::DecoderConfig); what
-// differs is its named sizes, the Hugging Face layouts it reads and writes, its parallel plan,
-// its init and its config functions. The shared machinery for decoder families lives in
-// models/decoder/ and a family points its fields at it (or at its own functions).
+// A family owns its structure: config_tree says which node, and so which module type, stands at
+// each path of its model, and a family may put module types of its own there, registered in
+// nn::module_registry() like a plugin's (nn/module.h); build walks that tree. Every model is
+// built through build_model(spec, config), so titan train, the parallel layer's gathers, convert,
+// forward/generate and the demo all build the family's own structure. Today's families use the
+// generic decoder (nn::Decoder, its tree nn::decoder_config_tree); what differs is their named
+// sizes, the Hugging Face layouts they read and write, their parallel plan, init and config
+// functions. The shared machinery for decoder families lives in models/decoder/ and a family
+// points its fields at it (or at its own functions).
 #pragma once
 
 #include <cstdint>
@@ -79,6 +84,9 @@ struct ModelSpec {
   std::vector<NamedSize> sizes;
   HfAdapter hf;
   ParallelPlan parallel_plan;
+  // The family's structure for `config`: a node per module path (its module types, titan's or the
+  // family's own); overrides then replace nodes of it.
+  nn::ConfigTree (*config_tree)(const nn::DecoderConfig& config) = nullptr;
   // Builds the model from its config tree (override replacements applied).
   std::unique_ptr<nn::Decoder> (*build)(const nn::DecoderConfig& config, const nn::ConfigTree& tree) = nullptr;
   // Random init from `seed`; each parameter draws from its own stream keyed by its FQN.
@@ -90,6 +98,10 @@ struct ModelSpec {
 
   const NamedSize* find_size(const std::string& size_name) const;
 };
+
+// The family's model for `config`, built from its own tree (no overrides): the one way titan
+// builds a model outside a training run's setup.
+std::unique_ptr<nn::Decoder> build_model(const ModelSpec& spec, const nn::DecoderConfig& config);
 
 // A model a run trains: its family and its config.
 struct ResolvedModel {

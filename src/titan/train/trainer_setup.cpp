@@ -101,7 +101,7 @@ void Trainer::check_model() {
   check_memory(0.0, false);
   const plugins::LoadedPlugins loaded = plugins::load_plugins(plugins::split_imports(c_.overrides.imports));
   std::vector<plugins::Override> overrides = loaded.overrides;  // opt-in: imported ones only
-  tree_ = nn::decoder_config_tree(resolved_.config);
+  tree_ = resolved_.spec->config_tree(resolved_.config);
   if (c_.lora.rank > 0) {
     const plugins::Override lora = as_config_error([&] { return plugins::lora_override(lora_options(c_)); });
     // An adapter on nothing trains 0 parameters: a run that only looks like fine-tuning.

@@ -27,6 +27,7 @@ ModelSpec decoder_family(std::string name, std::string summary, std::vector<Name
   s.parallel_plan.tp_split_dim = &tp_split_dim;
   s.parallel_plan.tp_grad_is_partial = &tp_grad_is_partial;
   s.parallel_plan.tp_local_config = &tp_local_config;
+  s.config_tree = &nn::decoder_config_tree;
   s.build = &build_decoder;
   s.init_weights = &init_weights;
   s.flops_per_token = &train_flops_per_token;

@@ -133,7 +133,7 @@ Parallelized::Parallelized(std::unique_ptr<nn::Decoder> whole, const ModelSpec& 
   if (tp > 1) {
     // This rank's share is built and filled; the whole model goes.
     const nn::DecoderConfig local = spec.parallel_plan.tp_local_config(whole->config(), tp);
-    model_ = spec.build(local, nn::decoder_config_tree(local));
+    model_ = spec.build(local, spec.config_tree(local));
     copy_tp_shard(spec.parallel_plan, *whole, *model_, rank, tp);
     whole.reset();
     model_->set_tensor_parallel(&tp_, rank * local.vocab_size);
@@ -367,7 +367,7 @@ void Parallelized::with_full_model(const std::function<void(const nn::Decoder&)>
   gather_experts(local_experts);
   std::unique_ptr<nn::Decoder> gathered;  // TP: every tp rank gathers (a collective over tp)
   if (tp_degree() > 1) {
-    gathered = std::make_unique<nn::Decoder>(full_config_);
+    gathered = build_model(spec_, full_config_);
     gather_tp_shards(spec_.parallel_plan, *model_, *gathered, mesh_.tp());
   }
   if (pipeline_) {
@@ -412,7 +412,7 @@ void Parallelized::collect_stages(std::unique_ptr<nn::Decoder>& gathered,
     for (const nn::Parameter* p : model_->state()) pp.send(*mine.at(p->fqn), 0, 0);
     return;
   }
-  if (!gathered) gathered = std::make_unique<nn::Decoder>(full_config_);
+  if (!gathered) gathered = build_model(spec_, full_config_);
   for (nn::Parameter* p : gathered->state()) {
     const int64_t owner = layout.owner(decoder_stage_of(layout, p->fqn));
     if (owner == 0) {

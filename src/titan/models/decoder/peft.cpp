@@ -146,7 +146,7 @@ std::unique_ptr<nn::Decoder> load_hf_model_with_adapter(const ModelSpec& spec, c
   if (adapter_dir.empty()) return load_hf_model(spec, dir);
   const PeftAdapter adapter = read_peft_adapter(adapter_dir);
   const nn::DecoderConfig config = spec.hf.read_config(dir);
-  nn::ConfigTree tree = nn::decoder_config_tree(config);
+  nn::ConfigTree tree = spec.config_tree(config);
   for (const std::string& path : adapter.modules) {
     TITAN_CHECK(tree.count(path) > 0, "[adapter] ", adapter_dir, " adapts ", path, ", which the model in ", dir,
                 " does not have (", config.num_layers, " layers", config.num_experts > 0 ? ", MoE" : "",
