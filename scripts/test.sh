@@ -51,7 +51,9 @@ if [[ "${SANITIZE:-1}" != 0 ]]; then
   #   CliCheckpoint.KilledAtRandomMoments (20 kills): CliCheckpoint.ResumeIsBitIdenticalAndAsyncEqualsSync
   #   (write, read, resume) and CliCheckpoint.SigtermAndSigintStopCleanly.
   #   CliChat.TrainsOnAssistantTokens (16 steps): CliChat.ResumeContinuesTheLossSequenceToTheBit.
-  sanitizer_repeats='CliParallel\.(FsdpTwoRanks|FsdpFourRanks|ReplicateOnly|TensorParallelMatchesOneRank|Launch|DeadRank|BadMeshes)|CliMultiHost\.'
+  #   CliParallel.AuxLossMoePipeline (pp=2, the router totals between stages):
+  #   CliParallel.ExpertParallelInsidePipelineStages (the same messages, with ep inside each stage).
+  sanitizer_repeats='CliParallel\.(FsdpTwoRanks|FsdpFourRanks|ReplicateOnly|TensorParallelMatchesOneRank|Launch|DeadRank|BadMeshes|AuxLossMoePipeline)|CliMultiHost\.'
   sanitizer_repeats+='|CliTrain\.(LearnsBeyondUnigram|Bf16TracksFloat32)|CliCheckpoint\.KilledAtRandomMoments'
   sanitizer_repeats+='|CliChat\.TrainsOnAssistantTokens'
   (cd build-sanitize && DNNL_MAX_CPU_ISA=AVX2 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
