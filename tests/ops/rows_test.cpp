@@ -135,6 +135,22 @@ TEST(RowsStrided, LastTokenOfEachSequence) {
   }
 }
 
+// A transpose of a grid of rows: x's 6 one-element rows as a [2, 3] grid (0 1 2 / 3 4 5) become
+// the [3, 2] grid (0 3 / 1 4 / 2 5); rows of width 2 move whole. A bad grid is a one-line error.
+TEST(RowsTranspose, GridOfRowsFromMath) {
+  Tensor x = Tensor::empty({6, 1});
+  for (int64_t i = 0; i < 6; ++i) x.data<float>()[i] = static_cast<float>(i);
+  Tensor y = garbage({6, 1});
+  rows_transpose(x, 2, 3, y);
+  EXPECT_EQ(to_doubles(y), (Doubles{0, 3, 1, 4, 2, 5}));
+  Tensor w = Tensor::empty({4, 2});
+  for (int64_t i = 0; i < 8; ++i) w.data<float>()[i] = static_cast<float>(i);
+  Tensor v = garbage({4, 2});
+  rows_transpose(w, 2, 2, v);
+  EXPECT_EQ(to_doubles(v), (Doubles{0, 1, 4, 5, 2, 3, 6, 7}));
+  EXPECT_THROW(rows_transpose(x, 4, 2, y), std::exception);
+}
+
 struct MaskCase {
   int64_t n, d;
 };

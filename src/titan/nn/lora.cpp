@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <functional>
-#include <vector>
 
 #include "titan/core/rng.h"
 #include "titan/nn/decoder.h"
@@ -109,15 +108,10 @@ Tensor lora_merged(const Tensor& w_OI, const Tensor& a_RI, const Tensor& b_OR, f
   // b a as the linear op's forward: y_OI = b_OR (a^T)_IR^T.
   const Tensor a32 = a_RI.to(DType::f32), b32 = b_OR.to(DType::f32);
   const int64_t r = a32.size(0), in = a32.size(1);
-  // a's transpose as a gather of one-element rows: a_IR[i, k] = a_RI[k, i].
-  std::vector<int64_t> index(static_cast<size_t>(in * r));
-  for (int64_t i = 0; i < in; ++i) {
-    for (int64_t k = 0; k < r; ++k) index[static_cast<size_t>(i * r + k)] = k * in + i;
-  }
+  // a's transpose: its elements as one-element rows of an [r, in] grid.
   Tensor a_IR = Tensor::empty({in, r});
   Tensor a_elements = a_IR.reshape({in * r, 1});
-  ops::rows_gather_forward(a32.reshape({r * in, 1}), Tensor::wrap(index.data(), {in * r}, DType::i64, nullptr),
-                           a_elements);
+  ops::rows_transpose(a32.reshape({r * in, 1}), r, in, a_elements);
   Tensor ba_OI = Tensor::empty({b32.size(0), in});
   ops::linear_forward(b32, a_IR, Tensor(), ba_OI);
   ops::scale(ba_OI, scale);

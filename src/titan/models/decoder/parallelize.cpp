@@ -96,18 +96,13 @@ void gather_tp_shards(const ParallelPlan& plan, nn::Decoder& local, nn::Decoder&
       whole.copy_from(all.reshape(whole.shape()));
       continue;
     }
-    // Columns of a matrix [R, t C]: its row i is rank 0's row i, rank 1's row i, ...; as rows of C,
-    // whole row (i t + r) is gathered row (r R + i).
+    // Columns of a matrix [R, t C]: its row i is rank 0's row i, rank 1's row i, ...; as rows of C
+    // the gathered [t, R] grid transposed.
     TITAN_CHECK(whole.ndim() == 2 && dim == 1, "[parallel] ", p->fqn, ": tensor-parallel slices are along dim 0 or 1 "
                 "of a matrix");
     const int64_t rows = mine.size(0), cols = mine.size(1);
-    std::vector<int64_t> index(static_cast<size_t>(rows * t));
-    for (int64_t i = 0; i < rows; ++i) {
-      for (int64_t r = 0; r < t; ++r) index[static_cast<size_t>(i * t + r)] = r * rows + i;
-    }
     Tensor pieces = whole.reshape({rows * t, cols});
-    ops::rows_gather_forward(all.reshape({t * rows, cols}),
-                             Tensor::wrap(index.data(), {rows * t}, DType::i64, nullptr), pieces);
+    ops::rows_transpose(all.reshape({t * rows, cols}), t, rows, pieces);
   }
 }
 

@@ -2,6 +2,7 @@
 #include "titan/ops/rows/rows.h"
 
 #include <string>
+#include <vector>
 
 #include "titan/ops/builtin.h"
 
@@ -77,6 +78,16 @@ void rows_gather_backward(const Tensor& dy_MD, const Tensor& index_M, Tensor& dx
   OpTimer timer("rows_gather_backward");
   check_rows_gather(dx_ND, index_M, dy_MD);
   rows_gather_table().select(dx_ND.device(), dx_ND).backward(dy_MD, index_M, dx_ND);
+}
+
+void rows_transpose(const Tensor& x_ND, int64_t a, int64_t b, Tensor& y_ND) {
+  TITAN_CHECK(a >= 0 && b >= 0 && x_ND.ndim() == 2 && x_ND.size(0) == a * b, "[rows_transpose] x ", x_ND.describe(),
+              " is not an [", a, ", ", b, "] grid of rows");
+  std::vector<int64_t> index(static_cast<size_t>(a * b));
+  for (int64_t j = 0; j < b; ++j) {
+    for (int64_t i = 0; i < a; ++i) index[static_cast<size_t>(j * a + i)] = i * b + j;
+  }
+  rows_gather_forward(x_ND, Tensor::wrap(index.data(), {a * b}, DType::i64, nullptr), y_ND);
 }
 
 void rows_strided_forward(const Tensor& x_ND, int64_t start, int64_t step, Tensor& y_MD) {

@@ -11,6 +11,8 @@
 //     whose index does not cover x zeroes dx first. With distinct entries this is the gradient
 //     of the gather, copied rather than added, so no -0 + 0 changes a sign.
 //   rows_strided_forward:  y_MD[m] = x_ND[start + m * step], start + (M - 1) * step < N  (=)
+//   rows_transpose:        x_ND's rows as an [a, b] grid, y_ND the [b, a] grid:
+//                          y_ND[j a + i] = x_ND[i b + j], N = a b  (a gather by that index; =)
 //   rows_mask:             x_ND[n] = 0 for every n with mask_N[n] != 0 (in place). The mask is
 //     linear and symmetric: its gradient is the same mask applied to dy, so it has no separate
 //     backward.
@@ -33,6 +35,7 @@ void check_rows_mask(const Tensor& mask_N, const Tensor& x_ND);
 void rows_gather_forward(const Tensor& x_ND, const Tensor& index_M, Tensor& y_MD);
 void rows_gather_backward(const Tensor& dy_MD, const Tensor& index_M, Tensor& dx_ND);
 void rows_strided_forward(const Tensor& x_ND, int64_t start, int64_t step, Tensor& y_MD);
+void rows_transpose(const Tensor& x_ND, int64_t a, int64_t b, Tensor& y_ND);
 void rows_mask(const Tensor& mask_N, Tensor& x_ND);
 
 // (supports sees x only: the signature must differ from EmbeddingImpl's, the Kernel variant's
