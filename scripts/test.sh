@@ -53,7 +53,9 @@ if [[ "${SANITIZE:-1}" != 0 ]]; then
   #   CliChat.TrainsOnAssistantTokens (16 steps): CliChat.ResumeContinuesTheLossSequenceToTheBit.
   #   CliParallel.AuxLossMoePipeline (pp=2, the router totals between stages):
   #   CliParallel.ExpertParallelInsidePipelineStages (the same messages, with ep inside each stage).
-  sanitizer_repeats='CliParallel\.(FsdpTwoRanks|FsdpFourRanks|ReplicateOnly|TensorParallelMatchesOneRank|Launch|DeadRank|BadMeshes|AuxLossMoePipeline)|CliMultiHost\.'
+  #   CliParallel.PlanFromTheMetaDevice (12 runs against titan plan): the meta run itself is every
+  #   titan train's memory floor (each test here), and the Planner.* unit tests plan every layout kind.
+  sanitizer_repeats='CliParallel\.(FsdpTwoRanks|FsdpFourRanks|ReplicateOnly|TensorParallelMatchesOneRank|Launch|DeadRank|BadMeshes|AuxLossMoePipeline|PlanFromTheMetaDevice)|CliMultiHost\.'
   sanitizer_repeats+='|CliTrain\.(LearnsBeyondUnigram|Bf16TracksFloat32)|CliCheckpoint\.KilledAtRandomMoments'
   sanitizer_repeats+='|CliChat\.TrainsOnAssistantTokens'
   (cd build-sanitize && DNNL_MAX_CPU_ISA=AVX2 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \

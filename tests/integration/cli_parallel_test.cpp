@@ -15,10 +15,12 @@
 #include <functional>
 #include <tuple>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 
 #include "integration/cli_runner.h"
+#include "titan/core/error.h"
 
 extern char** environ;
 
@@ -865,6 +867,66 @@ TEST_F(CliParallel, ValidationBf16CheckpointedMeshLeavesTrainingUnchanged) {
   for (size_t i = 0; i < got.size(); ++i) {
     const double a = got[i]["loss"].get<double>(), b = want[i]["loss"].get<double>();
     EXPECT_LT(std::abs(a - b) / b, 1e-3) << "step " << got[i]["step"] << ": " << a << " vs " << b;
+  }
+}
+
+// titan plan runs the job's model and one step on the meta device (train/meta_plan.h); its total per
+// rank is the allocator peak a real run measures (the metrics' memory field, rank 0's, steps 2-3)
+// within 5%, for every kind of layout and module: dense, MoE with both balancings, each activation
+// checkpointing mode, bf16, a plugin module keeping a tensor the built-in does not (the formulas
+// before the meta device could not see it), FSDP 2, TP 2, pp=2 1F1B and ep=2.
+TEST_F(CliParallel, PlanFromTheMetaDeviceIsTheMeasuredPeak) {
+  struct Case {
+    const char* name;
+    int ranks, local, tp, ep;
+    std::string extra;
+  };
+  const std::string moe = "--model.name debug_moe --model.load_balance ";
+  const std::vector<Case> cases = {
+      {"dense", 1, 16, 1, 1, ""},
+      {"moe_aux", 1, 4, 1, 1, moe + "aux_loss"},
+      {"moe_bias", 1, 4, 1, 1, moe + "bias"},
+      {"ac_op", 1, 4, 1, 1, "--activation_checkpoint.mode selective --activation_checkpoint.selective_ac_option op"},
+      {"ac_2", 1, 4, 1, 1, "--activation_checkpoint.mode selective --activation_checkpoint.selective_ac_option 2"},
+      {"ac_full", 1, 4, 1, 1, "--activation_checkpoint.mode full"},
+      {"bf16", 1, 4, 1, 1, "--training.mixed_precision_param bfloat16"},
+      {"plugin", 1, 16, 1, 1, "--override.imports " TITAN_PLUGIN_DIR "/test_keep_output.so"},
+      {"fsdp2", 2, 2, 1, 1, ""},
+      {"tp2", 2, 4, 2, 1, "--parallelism.tensor_parallel_degree 2"},
+      {"pp2", 2, 4, 1, 1, "--parallelism.pipeline_parallel_degree 2 --parallelism.pipeline_parallel_microbatch_size 1"},
+      {"ep2", 2, 2, 1, 2, moe + "bias --parallelism.expert_parallel_degree 2"},
+  };
+  double plain = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string args = train_args(str("plan_", c.name), c.local, c.extra + " --training.steps 3");
+    const CommandResult run = c.ranks == 1 ? run_titan(args) : run_mpi(c.ranks, args);
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    double measured = 0;
+    for (const nlohmann::json& row : read_jsonl(dir_ / str("plan_", c.name) / "metrics.jsonl")) {
+      if (row["step"].get<int64_t>() >= 2) measured = std::max(measured, row["memory_gib"].get<double>());
+    }
+    const CommandResult plan =
+        run_titan(str("plan --world-size ", c.ranks, " ", args.substr(std::string("train ").size())), false);
+    ASSERT_EQ(plan.exit_code, 0) << plan.output;
+    // The table's row for (tp, ep): [pp pp_rank] dp_replicate shard tp ep params optim step total comm a2a.
+    double planned = -1;
+    std::istringstream lines(plan.output);
+    for (std::string line; std::getline(lines, line);) {
+      std::istringstream words(line.rfind("->", 0) == 0 ? line.substr(2) : line);
+      std::vector<std::string> w;
+      for (std::string x; words >> x;) w.push_back(x);
+      const size_t o = w.size() == 12 ? 2 : 0;  // a pipeline's two columns first
+      if (w.size() != 10 + o || w[0].find_first_not_of("0123456789") != std::string::npos) continue;
+      if (std::stoi(w[2 + o]) == c.tp && std::stoi(w[3 + o]) == c.ep) planned = std::stod(w[7 + o]);
+    }
+    ASSERT_GT(planned, 0) << plan.output;
+    EXPECT_NEAR(planned / measured, 1.0, 0.05) << "planned " << planned << " GiB, measured " << measured << " GiB\n"
+                                               << plan.output;
+    if (std::string(c.name) == "dense") plain = measured;
+    if (std::string(c.name) == "plugin") {
+      EXPECT_GT(measured, plain * 1.05);  // the extra tensors exist (as large a batch as "dense")
+    }
   }
 }
 

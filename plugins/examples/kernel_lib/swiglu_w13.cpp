@@ -32,15 +32,15 @@ class SwiGluW13 : public nn::FeedForwardModule {
  public:
   SwiGluW13(const nn::FeedForwardConfig& c, const std::string& fqn)
       : d_(c.dim), f_(c.hidden_dim), has_bias_(c.bias) {
-    w13_ = Tensor::zeros({2 * f_, d_}, DType::f32, nn::kParameterDevice);
-    dw13_ = Tensor::zeros({2 * f_, d_}, DType::f32, nn::kParameterDevice);
+    w13_ = Tensor::zeros({2 * f_, d_}, DType::f32, nn::parameter_device());
+    dw13_ = Tensor::zeros({2 * f_, d_}, DType::f32, nn::parameter_device());
     w1_.fqn = fqn + ".w1.weight";
     w1_.value = w13_.narrow(0, 0, f_);
     w1_.grad = dw13_.narrow(0, 0, f_);
     w3_.fqn = fqn + ".w3.weight";
     w3_.value = w13_.narrow(0, f_, f_);
     w3_.grad = dw13_.narrow(0, f_, f_);
-    w2_.init(fqn + ".w2.weight", {d_, f_}, nn::kParameterDevice);
+    w2_.init(fqn + ".w2.weight", {d_, f_}, nn::parameter_device());
   }
 
   // What backward needs: the input, the fused gate|up GEMM output and the SwiGLU output.
@@ -53,8 +53,10 @@ class SwiGluW13 : public nn::FeedForwardModule {
     const int64_t n = x_ND.size(0), f2 = 2 * f_;
     Saved& s = saved.emplace<Saved>();
     s.x_ND = x_ND;
-    s.gu_N2F = Tensor::empty({n, f2});
-    s.h_NF = Tensor::empty({n, f_});
+    s.gu_N2F = Tensor::empty({n, f2}, DType::f32, x_ND.device());
+    s.h_NF = Tensor::empty({n, f_}, DType::f32, x_ND.device());
+    Tensor y = Tensor::empty({n, d_}, DType::f32, x_ND.device());
+    if (x_ND.is_meta()) return y;  // a meta run (titan plan, the memory floor): what it allocates, no values
     gemm(false, true, n, f2, d_, 1.0f, x_ND.data<float>(), d_, w13_.data<float>(), d_, 0.0f, s.gu_N2F.data<float>(), f2);
     const float* gu = s.gu_N2F.data<float>();
     float* h = s.h_NF.data<float>();
@@ -65,7 +67,6 @@ class SwiGluW13 : public nn::FeedForwardModule {
         for (int64_t j = 0; j < f_; ++j) h[r * f_ + j] = g[j] / (1.0f + std::exp(-g[j])) * u[j];
       }
     });
-    Tensor y = Tensor::empty({n, d_});
     gemm(false, true, n, d_, f_, 1.0f, h, f_, w2_.value.data<float>(), f_, 0.0f, y.data<float>(), d_);
     return y;
   }
@@ -74,8 +75,14 @@ class SwiGluW13 : public nn::FeedForwardModule {
   Tensor backward(const Tensor& dy_ND, std::any& saved) override {
     const Saved& s = std::any_cast<const Saved&>(saved);
     const int64_t n = dy_ND.size(0), f2 = 2 * f_;
+    const titan::Device dev = dy_ND.device();
+    Tensor dh = Tensor::empty({n, f_}, DType::f32, dev), dgu = Tensor::empty({n, f2}, DType::f32, dev),
+           dx = Tensor::empty({n, d_}, DType::f32, dev);
+    if (dy_ND.is_meta()) {
+      saved.reset();
+      return dx;
+    }
     const float* dy = dy_ND.data<float>();
-    Tensor dh = Tensor::empty({n, f_}), dgu = Tensor::empty({n, f2}), dx = Tensor::empty({n, d_});
     gemm(false, false, n, f_, d_, 1.0f, dy, d_, w2_.value.data<float>(), f_, 0.0f, dh.data<float>(), f_);
     gemm(true, false, d_, f_, n, 1.0f, dy, d_, s.h_NF.data<float>(), f_, 1.0f, w2_.grad.data<float>(), f_);
     const float* gu = s.gu_N2F.data<float>();

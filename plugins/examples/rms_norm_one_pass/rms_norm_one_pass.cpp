@@ -33,16 +33,17 @@ class RmsNormOnePass : public nn::RmsNormModule {
   };
 
   RmsNormOnePass(const RmsNormOnePassConfig& c, const std::string& fqn) : d_(c.dim), eps_(c.eps) {
-    weight_.init(fqn + ".weight", {c.dim}, nn::kParameterDevice);
-    weight_.value.fill_(1.0f);
+    weight_.init(fqn + ".weight", {c.dim}, nn::parameter_device());
+    weight_.value.fill_(1.0f);  // no values on meta: a no-op there
   }
 
   Tensor forward(const Tensor& x, std::any& saved) const override {
     Saved& s = saved.emplace<Saved>();
     const int64_t n = x.numel() / d_;
     s.x = x;
-    s.rstd_N = Tensor::empty({n});
-    Tensor y = Tensor::empty(x.shape());
+    s.rstd_N = Tensor::empty({n}, titan::DType::f32, x.device());
+    Tensor y = Tensor::empty(x.shape(), titan::DType::f32, x.device());
+    if (x.is_meta()) return y;  // a meta run (titan plan, the memory floor): what it allocates, no values
     const float* xp = x.data<float>();
     const float* w = weight_.value.data<float>();
     float* yp = y.data<float>();
@@ -62,7 +63,11 @@ class RmsNormOnePass : public nn::RmsNormModule {
   Tensor backward(const Tensor& dy, std::any& saved) override {
     const Saved& s = std::any_cast<const Saved&>(saved);
     const int64_t n = s.x.numel() / d_;
-    Tensor dx = Tensor::empty(s.x.shape());
+    Tensor dx = Tensor::empty(s.x.shape(), titan::DType::f32, dy.device());
+    if (dy.is_meta()) {
+      saved.reset();
+      return dx;
+    }
     const float* xp = s.x.data<float>();
     const float* dyp = dy.data<float>();
     const float* w = weight_.value.data<float>();

@@ -89,6 +89,7 @@ class RopeTiled : public titan::nn::RopeModule {
   void apply(const titan::nn::StepContext& ctx, Tensor& x_BTHK, float sign) {
     const int64_t B = x_BTHK.size(0), T = x_BTHK.size(1), H = x_BTHK.size(2), K = x_BTHK.size(3);
     TITAN_CHECK(T == ctx.seq && T % tile_ == 0, "rope_tiled: sequence length ", T, " is not a multiple of ", tile_);
+    if (x_BTHK.is_meta()) return;  // a meta run (titan plan, the memory floor): in place, nothing allocated
     const float* tab = table(T);
     float* x = x_BTHK.data<float>();
     std::vector<float> buf(static_cast<size_t>(tile_ * K));  // one [tile, K] slab of [B, H, T, K]

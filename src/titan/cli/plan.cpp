@@ -2,9 +2,9 @@
 //            [--local-batch-size B] [--<section>.<field> VALUE ...]
 // Prints, for each valid (dp_shard, tp, ep) layout of the job on N ranks (with
 // --parallelism.pipeline_parallel_degree: of each pipeline stage's ranks, the rank needing most, and
-// the schedule's ideal bubble), the predicted memory per
-// rank (parameters, gradients, optimizer state, gathered blocks, activations, logits chunk, backward
-// temporaries) and the bytes each rank passes to collectives per step, and recommends the layout
+// the schedule's ideal bubble), the memory per rank measured on the meta device (train/planner.h:
+// parameters with gradients, optimizer state, the step's peak) and the bytes each rank passes to
+// collectives per step, and recommends the layout
 // the seed's rule picks: shard first, add tensor parallelism only when a layout does not fit. For
 // a MoE model every expert_parallel_degree dividing dp_shard and num_experts is a layout (or the
 // one --parallelism.expert_parallel_degree names), with its all-to-all volume.
@@ -34,9 +34,9 @@ constexpr const char* kPlanUsage =
     "Predicts per-rank memory and communication of every valid (dp_shard, tp) layout on N ranks and\n"
     "recommends one (shard first; tensor parallelism only when needed). Other flags are titan train's.\n";
 
-std::string gib(double bytes) {
+std::string gib(double bytes) {  // four significant digits: 0.2218, 12.35
   char text[32];
-  std::snprintf(text, sizeof text, "%.3f", bytes / double(1 << 30));
+  std::snprintf(text, sizeof text, "%.4g", bytes / double(1 << 30));
   return text;
 }
 
@@ -95,84 +95,62 @@ int run_plan(int argc, char** argv) {
     throw UsageError(str("titan plan: unexpected argument '", resolved.unknown_positional.front(), "'"));
   }
   const config::JobConfig& c = resolved.config;
-  train::PlanInput in;
-  in.model = train::model_config(c);
-  in.world = world;
-  in.dp_replicate = c.parallelism.data_parallel_replicate_degree;
-  in.seq_len = c.training.seq_len;
-  in.local_batch = c.training.local_batch_size;
-  in.sequence_parallel = c.parallelism.enable_sequence_parallel;
-  in.prefetch = c.parallelism.fsdp_prefetch;
-  in.memory_per_rank = memory;
-  in.recompute = nn::recompute_per_layer(c.activation_checkpoint.mode, c.activation_checkpoint.selective_ac_option,
-                                         in.model.num_layers);
-  const train::PrecisionConfig precision = train::resolve_precision(c);
-  in.bf16 = precision.param == train::Precision::bfloat16;
-  in.bf16_reduce = precision.reduce == train::Precision::bfloat16;
-  in.ep = c.parallelism.expert_parallel_degree > 1 ? c.parallelism.expert_parallel_degree : 0;
-  // The stages and schedule titan train would run (config errors as there).
-  const train::PipelineConfig pipeline = train::resolve_pipeline(c.parallelism, in.model.num_layers, in.local_batch);
-  in.schedule = pipeline.schedule;
-  in.pipeline = pipeline.layout;
-  in.micro_rows = pipeline.micro_rows;
-  const std::vector<train::LayoutPlan> plans = train::plan_layouts(in);
+  const models::ResolvedModel model = train::resolve_model(c);
+  const nn::DecoderConfig& mc = model.config;
+  const nn::ConfigTree tree = train::job_tree(c, model);
+  const std::vector<train::LayoutPlan> plans = train::plan_layouts(c, model, tree, world, memory);
+  const config::ParallelismSection& ps = c.parallelism;
   TITAN_CHECK(!plans.empty(), "[plan] no layout of ", world, " ranks with data_parallel_replicate_degree ",
-              in.dp_replicate, " fits the model's divisibility (heads ", in.model.num_heads, ", kv heads ",
-              in.model.num_kv_heads, ", FFN ", in.model.hidden_dim, ", vocab ", in.model.vocab_size,
-              in.ep > 0 ? str(", experts ", in.model.num_experts, " for expert_parallel_degree ", in.ep) : "", ")");
-  // A layout titan train would refuse (train/support.h) is shown, marked, and never recommended.
-  std::vector<std::string> refused(plans.size());
-  int pick = -1;
-  for (size_t i = 0; i < plans.size(); ++i) {
-    train::JobFeatures job = train::job_features(c, &in.model);
-    job.tp = plans[i].tp;
-    job.ep = plans[i].ep;
-    job.pp = plans[i].pp;
-    for (const train::SupportRule& rule : train::support_matrix()) {
-      if (refused[i].empty() && rule.hits(job)) refused[i] = str("not run yet: ", rule.first, " with ", rule.second);
-    }
-    if (pick < 0 && plans[i].fits && refused[i].empty()) pick = static_cast<int>(i);
-  }
+              ps.data_parallel_replicate_degree, " fits the model's divisibility (heads ", mc.num_heads, ", kv heads ",
+              mc.num_kv_heads, ", FFN ", mc.hidden_dim, ", vocab ", mc.vocab_size,
+              ps.expert_parallel_degree > 1
+                  ? str(", experts ", mc.num_experts, " for expert_parallel_degree ", ps.expert_parallel_degree)
+                  : "",
+              ")");
+  const int pick = train::recommended_layout(plans);
   const config::ActivationCheckpointSection& ac = c.activation_checkpoint;
+  const int64_t B = c.training.local_batch_size, T = c.training.seq_len;
   std::printf("plan: %s (%.1fM parameters) on %lld ranks, micro-batch %lld x %lld tokens per data-parallel rank%s, "
               "activation checkpointing %s, %s compute\n",
-              resolved.config_name.c_str(), static_cast<double>(in.model.num_params()) / 1e6,
-              static_cast<long long>(world), static_cast<long long>(in.local_batch), static_cast<long long>(in.seq_len),
+              resolved.config_name.c_str(), static_cast<double>(mc.num_params()) / 1e6, static_cast<long long>(world),
+              static_cast<long long>(B), static_cast<long long>(T),
               memory > 0 ? str(", ", gib(memory), " GiB per rank").c_str() : "",
               ac.mode == "selective" ? ("selective " + ac.selective_ac_option).c_str() : ac.mode.c_str(),
               c.training.mixed_precision_param.c_str());
-  if (in.pipeline.pp > 1) {
+  const bool pp = ps.pipeline_parallel_degree > 1;
+  if (pp) {
+    const train::PipelineConfig pipeline = train::resolve_pipeline(ps, mc.num_layers, B);
     std::printf("pipeline: %s, %lld micro-batches of %lld rows, ideal bubble %.1f%%; %s\n"
                 "(each layout's numbers are those of its pp rank with the largest total: column pp_rank)\n",
-                parallel::pipeline_schedule_name(in.schedule), static_cast<long long>(in.local_batch / in.micro_rows),
-                static_cast<long long>(in.micro_rows),
-                100.0 * parallel::pipeline_bubble_fraction(in.pipeline, in.local_batch / in.micro_rows),
-                in.pipeline.describe().c_str());
+                parallel::pipeline_schedule_name(pipeline.schedule), static_cast<long long>(B / pipeline.micro_rows),
+                static_cast<long long>(pipeline.micro_rows), 100.0 * plans.front().bubble,
+                pipeline.layout.describe().c_str());
   }
-  std::printf("GiB per rank: params grads optim = parameters, gradients, AdamW moments (this rank's shard);\n"
-              "gathered = FSDP's full blocks in use; activ = saved activations; logits = the head's chunk\n"
-              "(with bf16 compute also the head weight's bf16 copy);\n"
-              "temp = backward temporaries; comm = GB passed to collectives per step per rank\n"
-              "(a2a: of which expert parallelism's all-to-all)\n\n");
-  const bool pp = in.pipeline.pp > 1;
-  std::printf("%-3s %s%-12s %4s %4s %4s %8s %8s %8s %8s %8s %8s %8s %9s %8s %8s  %s\n", "", pp ? "pp pp_rank " : "",
-              "dp_replicate", "shard", "tp", "ep", "params", "grads", "optim", "gathered", "activ", "logits", "temp",
-              "total", "comm", "a2a", "");
+  std::printf("Measured on the meta device (the job's model and one step, no values): GiB per rank as the\n"
+              "allocator counts them. params = parameters, gradients and buffers of this rank's share;\n"
+              "optim = AdamW moments; step = what the step adds at its peak (gathered FSDP units, saved\n"
+              "activations, logits chunk, temporaries); total = the step's peak (the metrics' memory);\n"
+              "comm = GB passed to collectives per step per rank (a2a: of which expert parallelism's)\n\n");
+  std::printf("%-3s %s%-12s %4s %4s %4s %8s %8s %8s %9s %8s %8s  %s\n", "", pp ? "pp pp_rank " : "", "dp_replicate",
+              "shard", "tp", "ep", "params", "optim", "step", "total", "comm", "a2a", "");
   for (size_t i = 0; i < plans.size(); ++i) {
     const train::LayoutPlan& p = plans[i];
     const std::string pp_columns = pp ? str(p.pp, std::string(p.pp < 10 ? 2 : 1, ' '), p.pp_rank,
                                             std::string(p.pp_rank < 10 ? 7 : 6, ' '))
                                       : std::string();
-    std::printf("%-3s %s%-12lld %4lld %4lld %4lld %8s %8s %8s %8s %8s %8s %8s %9s %8.2f %8.2f  %s\n",
+    if (!p.refused.empty()) {
+      std::printf("%-3s %s%-12lld %4lld %4lld %4lld  %s\n", "", pp_columns.c_str(),
+                  static_cast<long long>(p.dp_replicate), static_cast<long long>(p.dp_shard),
+                  static_cast<long long>(p.tp), static_cast<long long>(p.ep), p.refused.c_str());
+      continue;
+    }
+    std::printf("%-3s %s%-12lld %4lld %4lld %4lld %8s %8s %8s %9s %8.2f %8.2f  %s\n",
                 static_cast<int>(i) == pick ? "->" : "", pp_columns.c_str(), static_cast<long long>(p.dp_replicate),
                 static_cast<long long>(p.dp_shard), static_cast<long long>(p.tp), static_cast<long long>(p.ep),
-                gib(p.parameters).c_str(),
-                gib(p.gradients).c_str(), gib(p.optimizer).c_str(), gib(p.gathered).c_str(),
-                gib(p.activations).c_str(), gib(p.logits).c_str(), gib(p.transient).c_str(), gib(p.total).c_str(),
-                p.comm_bytes / 1e9, p.all_to_all_bytes / 1e9, !refused[i].empty() ? refused[i].c_str()
-                                                              : p.fits ? "" : "does not fit");
+                gib(p.parameters).c_str(), gib(p.optimizer).c_str(), gib(p.step).c_str(), gib(p.total).c_str(),
+                p.comm_bytes / 1e9, p.all_to_all_bytes / 1e9, p.fits ? "" : "does not fit");
   }
-  print_support_matrix(c, in.model);
+  print_support_matrix(c, mc);
   if (pick < 0) {
     std::printf("\nno layout that titan trains fits in %s GiB per rank. HINT: more ranks, --activation_checkpoint.mode full, or a smaller "
                 "training.local_batch_size or seq_len\n", gib(memory).c_str());

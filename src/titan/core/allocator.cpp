@@ -40,6 +40,19 @@ void HostAllocator::deallocate(void* ptr, size_t bytes) {
   on_deallocate(bytes);
 }
 
+// The sizes the host allocator accounts (the requested bytes): a meta run's peak is a host run's.
+void* MetaAllocator::allocate(size_t bytes) {
+  on_allocate(bytes);
+  return nullptr;
+}
+
+void MetaAllocator::deallocate(void*, size_t bytes) { on_deallocate(bytes); }
+
+Allocator& meta_allocator() {
+  static MetaAllocator allocator;
+  return allocator;
+}
+
 Allocator& host_allocator() {
   static HostAllocator allocator;
   return allocator;

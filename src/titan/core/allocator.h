@@ -1,5 +1,7 @@
 // Allocators with live/peak accounting. Every Tensor's storage comes from one; the metrics line
-// reports the host allocator's peak. A CUDA allocator slots in beside HostAllocator later.
+// reports the host allocator's peak. The meta allocator accounts the same sizes and holds no
+// memory (the meta device: shapes, contract checks and the peak of a run, no data). A CUDA
+// allocator slots in beside HostAllocator later.
 #pragma once
 
 #include <atomic>
@@ -42,7 +44,16 @@ class HostAllocator final : public Allocator {
   const char* name() const override { return "host"; }
 };
 
+// Accounts every size and returns no memory (null): the meta device's storage.
+class MetaAllocator final : public Allocator {
+ public:
+  void* allocate(size_t bytes) override;
+  void deallocate(void* ptr, size_t bytes) override;
+  const char* name() const override { return "meta"; }
+};
+
 Allocator& host_allocator();
+Allocator& meta_allocator();
 
 // Peak resident set size of this process in bytes (what the OS saw, including libraries).
 int64_t process_peak_rss_bytes();

@@ -1,10 +1,25 @@
 #include "titan/core/tensor.h"
 
+#include <atomic>
 #include <cstring>
 
 namespace titan {
 
-const char* device_name(Device device) { return device == Device::cpu ? "cpu" : "cuda"; }
+const char* device_name(Device device) {
+  switch (device) {
+    case Device::cpu: return "cpu";
+    case Device::cuda: return "cuda";
+    case Device::meta: return "meta";
+  }
+  return "?";
+}
+
+static std::atomic<Device> g_default_device{Device::cpu};
+
+Device default_device() { return g_default_device.load(std::memory_order_relaxed); }
+
+DeviceScope::DeviceScope(Device device) : previous_(g_default_device.exchange(device)) {}
+DeviceScope::~DeviceScope() { g_default_device.store(previous_); }
 
 std::string shape_str(const Shape& shape) {
   std::string out = "[";
@@ -41,14 +56,14 @@ Storage::~Storage() {
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
-  TITAN_CHECK(device == Device::cpu, "[tensor] no allocator for device ", device_name(device),
+  TITAN_CHECK(device != Device::cuda, "[tensor] no allocator for device ", device_name(device),
               " in this build: titan has no CUDA backend yet (kernels/cuda/ is its seam). HINT: run on the CPU");
   for (int64_t d : shape) {
     TITAN_CHECK(d >= 0, "[tensor] negative dimension in shape ", shape_str(shape));
   }
   Tensor t;
-  t.storage_ = std::make_shared<Storage>(shape_numel(shape) * dtype_size(dtype), host_allocator(),
-                                         device);
+  Allocator& allocator = device == Device::meta ? meta_allocator() : host_allocator();
+  t.storage_ = std::make_shared<Storage>(shape_numel(shape) * dtype_size(dtype), allocator, device);
   t.shape_ = shape;
   t.strides_ = contiguous_strides(shape);
   t.dtype_ = dtype;
@@ -150,6 +165,7 @@ Tensor Tensor::contiguous() const {
 
 Tensor Tensor::clone() const {
   Tensor t = empty(shape_, dtype_, device());
+  if (is_meta()) return t;
   gather_strided(*this, static_cast<char*>(t.raw_data()));
   return t;
 }
@@ -158,6 +174,7 @@ Tensor Tensor::to(DType dtype) const {
   if (dtype == dtype_) return contiguous();
   Tensor src = contiguous();
   Tensor t = empty(shape_, dtype, device());
+  if (is_meta()) return t;
   convert(src.raw_data(), dtype_, t.raw_data(), dtype, numel());
   return t;
 }
@@ -166,6 +183,8 @@ void Tensor::copy_from(const Tensor& src) {
   TITAN_CHECK(src.shape() == shape_, "[tensor] copy_from: shape ", shape_str(src.shape()),
               " into ", describe());
   TITAN_CHECK(is_contiguous(), "[tensor] copy_from into non-contiguous ", describe());
+  if (is_meta()) return;
+  if (src.is_meta()) src.no_data();
   Tensor s = src.contiguous();
   if (s.dtype() == dtype_) {
     std::memcpy(raw_data(), s.raw_data(), nbytes());
@@ -176,13 +195,23 @@ void Tensor::copy_from(const Tensor& src) {
 
 void Tensor::zero_() {
   TITAN_CHECK(is_contiguous(), "[tensor] zero_ on non-contiguous ", describe());
+  if (is_meta()) return;
   std::memset(raw_data(), 0, nbytes());
 }
 
 void Tensor::fill_(float value) {
-  float* p = data<float>();
+  TITAN_CHECK(dtype_ == DType::f32, "[tensor] fill_ on a ", dtype_name(dtype_), " tensor (f32 only)");
   TITAN_CHECK(is_contiguous(), "[tensor] fill_ on non-contiguous ", describe());
+  if (is_meta()) return;
+  float* p = data<float>();
   for (int64_t i = 0, n = numel(); i < n; ++i) p[i] = value;
+}
+
+void Tensor::no_data() const {
+  throw MetaValuesError(str("[tensor] ", describe(), " is on the meta device, which holds shapes and no values (titan plan and the "
+             "memory floor run the model on it). HINT: code that reads values on the host must not on meta: a "
+             "module computing on the host itself (a plugin's) allocates its outputs, then returns them when its "
+             "input is_meta(); ops skip their kernels there"));
 }
 
 std::string Tensor::describe() const { return std::string(dtype_name(dtype_)) + shape_str(shape_); }

@@ -1,6 +1,10 @@
 // Tensor: a typed, strided view of a Storage. Storage comes from an Allocator (accounted) or
 // wraps memory owned elsewhere (an mmap'd safetensors file), kept alive by a shared handle.
 // Kernels assume contiguous row-major tensors; op shape checks enforce it at the boundary.
+// The meta device holds shapes and no data: its storage is accounted (meta_allocator) but has no
+// memory, views and copies keep shapes, ops check their contracts and skip their kernels
+// (ops/registry.h), and reading its values is an Error. `titan plan` and the memory floor run the
+// real model on it (train/meta_plan.h). DeviceScope sets the device new tensors default to.
 #pragma once
 
 #include <cstdint>
@@ -14,8 +18,22 @@
 
 namespace titan {
 
-enum class Device : uint8_t { cpu, cuda };
+enum class Device : uint8_t { cpu, cuda, meta };
 const char* device_name(Device device);
+
+// The device Tensor::empty / zeros allocate on when none is named: cpu, or what the innermost
+// DeviceScope set (process-wide: a meta run is single-threaded and owns the process meanwhile).
+Device default_device();
+class DeviceScope {
+ public:
+  explicit DeviceScope(Device device);
+  ~DeviceScope();
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  Device previous_;
+};
 
 using Shape = std::vector<int64_t>;
 std::string shape_str(const Shape& shape);  // "[2, 3]"
@@ -41,6 +59,13 @@ class Storage {
   Device device_ = Device::cpu;
 };
 
+// What reading a meta tensor's values throws (a module that computes on the host without a meta
+// path): the memory floor catches it and counts the states only.
+class MetaValuesError : public Error {
+ public:
+  using Error::Error;
+};
+
 template <class T>
 constexpr bool dtype_matches(DType dtype) {
   if constexpr (std::is_same_v<T, float>) return dtype == DType::f32;
@@ -55,8 +80,8 @@ class Tensor {
  public:
   Tensor() = default;
 
-  static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu);
-  static Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu);
+  static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = default_device());
+  static Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = default_device());
   // Borrows `data` (must hold numel * dtype_size bytes); `keepalive` owns it.
   static Tensor wrap(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> keepalive);
 
@@ -71,7 +96,10 @@ class Tensor {
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
   bool is_contiguous() const;
 
+  bool is_meta() const { return storage_ != nullptr && storage_->device() == Device::meta; }
+  // The values' address; an Error on the meta device (it has none).
   void* raw_data() const {
+    if (is_meta()) no_data();
     return static_cast<char*>(storage_->data()) + offset_ * static_cast<int64_t>(dtype_size(dtype_));
   }
   template <class T>
@@ -86,7 +114,8 @@ class Tensor {
   Tensor narrow(int dim, int64_t start, int64_t length) const;
   Tensor select(int64_t index) const;  // drops dim 0
 
-  // Copies.
+  // Copies (on the meta device: the result's shape, no values; copying meta values into a host
+  // tensor is an Error).
   Tensor contiguous() const;
   Tensor clone() const;
   Tensor to(DType dtype) const;  // float dtypes only; contiguous result
@@ -97,6 +126,7 @@ class Tensor {
   std::string describe() const;  // "f32[2, 3]"
 
  private:
+  [[noreturn]] void no_data() const;
   std::shared_ptr<Storage> storage_;
   Shape shape_;
   Shape strides_;

@@ -247,9 +247,10 @@ void Decoder::add_aux_loss(Activations& acts, float aux_scale, LossResult& resul
   acts.ctx.moe_aux_dprobs_E = std::move(dprobs_E);
 }
 
-// The router totals and the aux gradient as the f64 tensors a pipeline sends (Comm moves tensors).
+// The router totals and the aux gradient as the f64 tensors a pipeline sends (Comm moves tensors):
+// host values, on any device the activations are on.
 static Tensor f64_tensor(const std::vector<double>& values) {
-  Tensor out = Tensor::empty({static_cast<int64_t>(values.size())}, DType::f64);
+  Tensor out = Tensor::empty({static_cast<int64_t>(values.size())}, DType::f64, Device::cpu);
   out.copy_from(Tensor::wrap(const_cast<double*>(values.data()), out.shape(), DType::f64, nullptr));
   return out;
 }

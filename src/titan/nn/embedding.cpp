@@ -8,7 +8,7 @@
 namespace titan::nn {
 
 Embedding::Embedding(const EmbeddingConfig& config, const std::string& fqn) : config_(config) {
-  weight.init(fqn + ".weight", {config.vocab_size, config.dim}, kParameterDevice);
+  weight.init(fqn + ".weight", {config.vocab_size, config.dim}, parameter_device());
 }
 
 Tensor Embedding::forward(const Tensor& ids, std::any& any) const {

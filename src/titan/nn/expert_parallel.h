@@ -2,9 +2,10 @@
 // parallel/expert_parallel.h). Under expert_parallel_degree = ep each rank of an ep group holds
 // E_local = E / ep experts, [rank * E_local, (rank + 1) * E_local), and the dispatch rows of every
 // rank's tokens travel to the rank that holds their expert:
-//   plan(counts_E)         exchanges the per-expert row counts (an all-to-all of E counts): what
+//   plan(counts_E, rows)   exchanges the per-expert row counts (an all-to-all of E counts): what
 //                          this rank sends to and receives from each rank, and where its local
-//                          experts' rows start once they arrived
+//                          experts' rows start once they arrived (on the meta device, where counts
+//                          have no values, every rank routes its `rows` evenly over the experts)
 //   to_experts(rows_PC)    this rank's dispatch rows (sorted by expert, so one block per
 //                          destination) to the experts' ranks; they arrive grouped by local expert,
 //                          source rank ascending within each (the token order of the global batch)
@@ -35,8 +36,8 @@ class ExpertParallelOps {
   virtual ~ExpertParallelOps() = default;
   virtual int64_t degree() const = 0;
   virtual int64_t rank() const = 0;
-  // counts_E: i64 [E] this rank's rows per (global) expert, the dispatch layout's.
-  virtual ExpertExchange plan(const Tensor& counts_E) = 0;
+  // counts_E: i64 [E] this rank's rows per (global) expert, the dispatch layout's; rows: their sum.
+  virtual ExpertExchange plan(const Tensor& counts_E, int64_t rows) = 0;
   virtual Tensor to_experts(const Tensor& rows_PC, const ExpertExchange& exchange) = 0;    // -> [R, C]
   virtual Tensor from_experts(const Tensor& rows_RC, const ExpertExchange& exchange) = 0;  // -> [P, C]
 };

@@ -6,7 +6,7 @@
 namespace titan::nn {
 
 Head::Head(const HeadConfig& config, const std::string& fqn) : config_(config) {
-  if (!config.tied) own_.init(fqn + ".weight", {config.vocab_size, config.dim}, kParameterDevice);
+  if (!config.tied) own_.init(fqn + ".weight", {config.vocab_size, config.dim}, parameter_device());
 }
 
 ops::LmHeadXentResult Head::loss(const Tensor& x_ND, const Tensor& targets, float grad_scale, Tensor& dx_ND) {

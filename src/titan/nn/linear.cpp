@@ -6,8 +6,8 @@
 namespace titan::nn {
 
 Linear::Linear(const LinearConfig& config, const std::string& fqn) : config_(config) {
-  weight.init(fqn + ".weight", {config.out_features, config.in_features}, kParameterDevice);
-  if (config.bias) bias.init(fqn + ".bias", {config.out_features}, kParameterDevice);
+  weight.init(fqn + ".weight", {config.out_features, config.in_features}, parameter_device());
+  if (config.bias) bias.init(fqn + ".bias", {config.out_features}, parameter_device());
 }
 
 Tensor Linear::forward(const Tensor& x_NI, Saved& saved) const {

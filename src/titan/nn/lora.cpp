@@ -15,8 +15,8 @@ namespace titan::nn {
 LoraLinear::LoraLinear(const LoraLinearConfig& config, const std::string& fqn)
     : Linear(config, fqn), rank_(config.rank), scale_(static_cast<float>(config.alpha / static_cast<double>(config.rank))) {
   TITAN_CHECK(config.rank >= 1, "[lora] ", fqn, ": rank ", config.rank, " must be >= 1");
-  lora_A.init_trainable(fqn + ".lora_A.weight", {config.rank, config.in_features}, kParameterDevice);
-  lora_B.init_trainable(fqn + ".lora_B.weight", {config.out_features, config.rank}, kParameterDevice);
+  lora_A.init_trainable(fqn + ".lora_A.weight", {config.rank, config.in_features}, parameter_device());
+  lora_B.init_trainable(fqn + ".lora_B.weight", {config.out_features, config.rank}, parameter_device());
 }
 
 Tensor LoraLinear::down(const Tensor& x_NI) const {

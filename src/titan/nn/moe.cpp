@@ -10,11 +10,14 @@
 
 namespace titan::nn {
 
-// A tensor over a host vector's memory (no copy; the vector must outlive it and keep its size).
+// A tensor over a host vector's memory (no copy; the vector must outlive it and keep its size). In
+// a meta run (the activations on meta) a meta tensor of its shape: the totals get no values there.
 template <class T>
-static Tensor host_view(const std::vector<T>& v) {
+static Tensor host_view(const std::vector<T>& v, Device device) {
   constexpr DType dtype = std::is_same_v<T, double> ? DType::f64 : DType::i64;
-  return Tensor::wrap(const_cast<T*>(v.data()), {static_cast<int64_t>(v.size())}, dtype, nullptr);
+  const Shape shape{static_cast<int64_t>(v.size())};
+  if (device == Device::meta) return Tensor::empty(shape, dtype, device);
+  return Tensor::wrap(const_cast<T*>(v.data()), shape, dtype, nullptr);
 }
 
 void MoeModule::drop_recomputable(std::any&) const {}
@@ -57,13 +60,14 @@ Tensor Moe::forward(const Tensor& x_ND, std::any& saved, RouterTotals* totals) {
   if (totals == nullptr) return out_ND;
   // The running totals are host vectors (the router's load, the decoder's RouterTotals), seen by
   // the op as tensors over their memory.
-  Tensor load_E = host_view(router->load()), count_sums_E, prob_sums_E;
+  const Device dev = x_ND.device();
+  Tensor load_E = host_view(router->load(), dev), count_sums_E, prob_sums_E;
   const bool aux = config_.load_balance == LoadBalance::aux_loss;
   if (aux) {
     totals->counts_E.resize(static_cast<size_t>(e), 0.0);
     totals->prob_sums_E.resize(static_cast<size_t>(e), 0.0);
-    count_sums_E = host_view(totals->counts_E);
-    prob_sums_E = host_view(totals->prob_sums_E);
+    count_sums_E = host_view(totals->counts_E, dev);
+    prob_sums_E = host_view(totals->prob_sums_E, dev);
   }
   ops::moe_load_forward(s.routing.expert_counts_E, s.routing.probs_NE, load_E, count_sums_E, prob_sums_E);
   if (aux) totals->rows += n;
@@ -74,7 +78,7 @@ Tensor Moe::forward(const Tensor& x_ND, std::any& saved, RouterTotals* totals) {
 // experts' ranks and come back (nn/expert_parallel.h).
 Tensor Moe::experts_forward(const Tensor& x_PD, Saved& s) const {
   if (ep_ == nullptr) return experts->forward(x_PD, s.layout.offsets_E1, s.experts);
-  s.exchange = ep_->plan(s.routing.expert_counts_E);
+  s.exchange = ep_->plan(s.routing.expert_counts_E, x_PD.size(0));
   s.x_RD = ep_->to_experts(x_PD, s.exchange);
   const Tensor y_RD = experts->forward(s.x_RD, s.exchange.offsets_E1, s.experts);
   return ep_->from_experts(y_RD, s.exchange);
@@ -90,7 +94,7 @@ Tensor Moe::backward(const StepContext& ctx, const Tensor& dy_ND, std::any& save
   Tensor drouter_logits_NE;  // the aux loss's gradient onto the router logits, when it has one
   if (!ctx.moe_aux_dprobs_E.empty()) {
     drouter_logits_NE = Tensor::empty(s.routing.probs_NE.shape(), DType::f32, dev);
-    ops::moe_load_backward(s.routing.probs_NE, host_view(ctx.moe_aux_dprobs_E), drouter_logits_NE);
+    ops::moe_load_backward(s.routing.probs_NE, host_view(ctx.moe_aux_dprobs_E, dev), drouter_logits_NE);
   }
   Tensor g_PD = Tensor::empty({p, d}, DType::f32, dev), none;
   ops::moe_combine_backward(dy_ND, Tensor{}, Tensor{}, s.layout.row_of_pair_NK, g_PD, none);

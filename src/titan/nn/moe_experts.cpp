@@ -11,9 +11,9 @@ void ExpertsModule::keep_experts(int64_t, int64_t) {
 
 Experts::Experts(const ExpertsConfig& config, const std::string& fqn) : config_(config) {
   const int64_t e = config.num_experts, f = config.hidden_dim, d = config.dim;
-  w1.init(fqn + ".w1", {e, f, d}, kParameterDevice);
-  w2.init(fqn + ".w2", {e, d, f}, kParameterDevice);
-  w3.init(fqn + ".w3", {e, f, d}, kParameterDevice);
+  w1.init(fqn + ".w1", {e, f, d}, parameter_device());
+  w2.init(fqn + ".w2", {e, d, f}, parameter_device());
+  w3.init(fqn + ".w3", {e, f, d}, parameter_device());
 }
 
 Tensor Experts::forward(const Tensor& x_PD, const Tensor& offsets_E1, std::any& saved) const {

@@ -22,10 +22,10 @@ LoadBalance parse_load_balance(const std::string& name) {
 
 Router::Router(const RouterConfig& config, const std::string& fqn)
     : config_(config), load_E_(static_cast<size_t>(config.num_experts), 0) {
-  gate.init(fqn + ".gate.weight", {config.num_experts, config.dim}, kParameterDevice);
+  gate.init(fqn + ".gate.weight", {config.num_experts, config.dim}, parameter_device());
   if (config.load_balance == LoadBalance::bias) {
     expert_bias.fqn = fqn.substr(0, fqn.rfind('.')) + ".expert_bias";
-    expert_bias.value = Tensor::zeros({config.num_experts}, DType::f32, kParameterDevice);
+    expert_bias.value = Tensor::zeros({config.num_experts}, DType::f32, parameter_device());
   }
   args_.top_k = config.top_k;
   args_.norm_topk_prob = config.norm_topk_prob;
@@ -49,8 +49,11 @@ void Router::collect_buffers(ParameterList& out) {
 
 void Router::update_expert_bias(double rate) {
   if (!expert_bias.defined()) return;
-  // The load is a host vector; the op sees it as a tensor over its memory.
-  const Tensor load_E = Tensor::wrap(load_E_.data(), {static_cast<int64_t>(load_E_.size())}, DType::i64, nullptr);
+  // The load is a host vector; the op sees it as a tensor over its memory (a meta run's bias has no
+  // values, and its load none either: a meta tensor of its shape).
+  const Shape shape{static_cast<int64_t>(load_E_.size())};
+  const Tensor load_E = expert_bias.value.is_meta() ? Tensor::empty(shape, DType::i64, Device::meta)
+                                                    : Tensor::wrap(load_E_.data(), shape, DType::i64, nullptr);
   ops::moe_bias_update(load_E, rate, expert_bias.value);
 }
 

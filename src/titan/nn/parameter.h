@@ -66,10 +66,11 @@ class FrozenParameterScope {
   DType dtype_;
 };
 
-// Where modules allocate their parameters. Weights are initialised and loaded on the host (init,
-// HF import, checkpoints), and activations follow their inputs' device; a device backend moves the
-// model after it is built (CUDA: not yet).
-inline constexpr Device kParameterDevice = Device::cpu;
+// Where modules allocate their parameters: the default device (core/tensor.h), the host unless a
+// meta run builds the model. Weights are initialised and loaded on the host (init, HF import,
+// checkpoints), and activations follow their inputs' device; a device backend moves the model after
+// it is built (CUDA: not yet).
+inline Device parameter_device() { return default_device(); }
 
 // Adds a[i] += b[i]; used where two gradient paths meet (residuals, q/k/v inputs). The op
 // ops::accumulate (ops/elementwise/elementwise.h: f32, same numel, contiguous).

@@ -3,7 +3,7 @@
 namespace titan::nn {
 
 RmsNorm::RmsNorm(const RmsNormConfig& config, const std::string& fqn) : config_(config) {
-  weight.init(fqn + ".weight", {config.dim}, kParameterDevice);
+  weight.init(fqn + ".weight", {config.dim}, parameter_device());
   Tensor ones = Tensor::empty({config.dim});
   ones.fill_(1.0f);
   weight.data().copy_from(ones);  // a frozen base may store it in bf16

@@ -121,6 +121,7 @@ void register_builtin_linear(OpTable<LinearImpl>& table) {
 void register_builtin_lm_head_xent(OpTable<LmHeadXentImpl>& table) {
   table.add(lm_head_xent_impl_ref());
   table.add(lm_head_xent_impl_cpu());
+  table.add(lm_head_xent_impl_meta());
 }
 
 void register_builtin_adamw(OpTable<AdamWImpl>& table) {
@@ -131,16 +132,19 @@ void register_builtin_adamw(OpTable<AdamWImpl>& table) {
 void register_builtin_moe_router(OpTable<MoeRouterImpl>& table) {
   table.add(moe_router_impl_ref());
   table.add(moe_router_impl_cpu());
+  table.add(moe_router_impl_meta());
 }
 
 void register_builtin_moe_dispatch(OpTable<MoeDispatchImpl>& table) {
   table.add(moe_dispatch_impl_ref());
   table.add(moe_dispatch_impl_cpu());
+  table.add(moe_dispatch_impl_meta());
 }
 
 void register_builtin_moe_experts(OpTable<MoeExpertsImpl>& table) {
   table.add(moe_experts_impl_ref());
   table.add(moe_experts_impl_cpu());
+  table.add(moe_experts_impl_meta());
 }
 
 void register_builtin_moe_combine(OpTable<MoeCombineImpl>& table) {

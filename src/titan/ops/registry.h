@@ -3,10 +3,15 @@
 // after those. Dispatch takes the most recently added implementation for the device whose
 // `supports` accepts the arguments, and falls back to the reference (logged once per op).
 // `set_use_ref(true)` (or TITAN_USE_REF=1 in the environment) forces the references everywhere.
+// On the meta device (core/tensor.h) dispatch takes the op's meta implementation where it has one
+// (an op whose CPU kernel allocates its own outputs or scratch allocates the same on meta), else one
+// that does nothing: the dispatch function's contract checks and allocations run, the kernel does
+// not.
 #pragma once
 
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "titan/core/log.h"
@@ -23,6 +28,20 @@ struct OpImpl {
   Supports supports = nullptr;  // null: supports every case the contract allows
   Forward forward = nullptr;
   Backward backward = nullptr;
+};
+
+// A kernel slot's do-nothing value for the meta device (a value-initialised result); the null of a
+// std::nullptr_t slot (an op with no backward).
+template <class F>
+struct MetaNoop {
+  static constexpr F fn = nullptr;
+};
+template <class R, class... A>
+struct MetaNoop<R (*)(A...)> {
+  static R run(A...) {
+    if constexpr (!std::is_void_v<R>) return R{};
+  }
+  static constexpr R (*fn)(A...) = &run;
 };
 
 bool use_ref();
@@ -59,11 +78,28 @@ class OpTable {
   const std::vector<Impl>& impls() const { return impls_; }
   const Impl& ref() const { return impls_.front(); }
 
-  // The first call registers the reference; later calls add kernels with higher priority.
-  void add(Impl impl) { impls_.push_back(std::move(impl)); }
+  // The first call registers the reference; later calls add kernels with higher priority. A meta
+  // implementation is kept apart (impls() lists the kernels that compute).
+  void add(Impl impl) {
+    if (impl.device == Device::meta) {
+      meta_ = std::move(impl);
+      has_meta_ = true;
+      return;
+    }
+    impls_.push_back(std::move(impl));
+  }
+
+  // The meta device's implementation: the one registered for it, else one doing nothing.
+  const Impl& meta() const {
+    if (has_meta_) return meta_;
+    static const Impl noop{op_name_ + "_meta", Device::meta, nullptr, MetaNoop<decltype(Impl::forward)>::fn,
+                           MetaNoop<decltype(Impl::backward)>::fn};
+    return noop;
+  }
 
   // The implementation dispatch prefers on `device` when it supports the case.
   const Impl& preferred(Device device) const {
+    if (device == Device::meta) return meta();
     if (!use_ref()) {
       for (size_t i = impls_.size(); i-- > 1;) {
         if (impls_[i].device == device) return impls_[i];
@@ -74,6 +110,7 @@ class OpTable {
 
   template <class... Args>
   const Impl& select(Device device, const Args&... args) const {
+    if (device == Device::meta) return meta();
     if (!use_ref()) {
       for (size_t i = impls_.size(); i-- > 1;) {
         const Impl& impl = impls_[i];
@@ -90,6 +127,8 @@ class OpTable {
  private:
   std::string op_name_;
   std::vector<Impl> impls_;
+  Impl meta_{};
+  bool has_meta_ = false;
   mutable std::once_flag fallback_logged_;
 };
 

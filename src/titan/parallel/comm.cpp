@@ -39,10 +39,11 @@ std::string found(const Tensor& t) {
   return t.describe() + " on " + device_name(t.device()) + (t.is_contiguous() ? "" : ", non-contiguous");
 }
 
-// A collective or a transfer moves host memory: `t` must be defined, on the CPU and contiguous.
+// A collective or a transfer moves host memory: `t` must be defined, on the CPU (or meta, which
+// moves nothing) and contiguous.
 void check_host(const Comm& comm, const char* call, const char* what, const Tensor& t) {
   TITAN_CHECK(t.defined(), "[comm] ", call, " ", what, ": the tensor is undefined. HINT: allocate it first");
-  TITAN_CHECK(t.device() == Device::cpu, "[comm] ", call, " ", what, ": ", t.describe(), " is on ",
+  TITAN_CHECK(t.device() != Device::cuda, "[comm] ", call, " ", what, ": ", t.describe(), " is on ",
               device_name(t.device()), ", but the ", comm.backend(),
               " communicator moves host memory and the NCCL communicator is not built yet. HINT: copy the "
               "tensor to the CPU first");
@@ -65,6 +66,10 @@ void check_whole(const Comm& comm, const char* call, const char* what, const Ten
               part_name, ".numel() elements");
 }
 
+struct MetaPending final : Pending {
+  void wait() override {}
+};
+
 // Keeps both tensors' storage alive until the collective is done (the raw form leaves that to
 // the caller). `inner` is declared last, so it finishes before the tensors are released.
 struct TensorPending final : Pending {
@@ -72,6 +77,13 @@ struct TensorPending final : Pending {
   std::unique_ptr<Pending> inner;
   void wait() override { inner->wait(); }
 };
+
+// Meta tensors move nothing; a meta tensor beside a host one is a mistake.
+bool on_meta(const char* call, const Tensor& a, const Tensor& b) {
+  TITAN_CHECK(a.is_meta() == b.is_meta(), "[comm] ", call, ": ", found(a), " with ", found(b),
+              ". HINT: both sides on one device");
+  return a.is_meta();
+}
 
 class LocalComm final : public Comm {
  public:
@@ -107,6 +119,7 @@ class LocalComm final : public Comm {
   }
   // The Tensor forms of the collectives (Comm's non-virtual overloads), not hidden by the above.
   using Comm::all_gather;
+  using Comm::all_reduce_max;
   using Comm::all_reduce_sum;
   using Comm::all_to_all;
   using Comm::all_to_all_v;
@@ -140,6 +153,7 @@ int env_int(const char* name, int fallback) {
 
 void Comm::all_reduce_sum(Tensor& t) {
   check_host(*this, "all_reduce_sum", "t", t);
+  if (t.is_meta()) return;
   switch (t.dtype()) {
     case DType::f32: return all_reduce_sum(t.data<float>(), t.numel());
     case DType::f64: return all_reduce_sum(t.data<double>(), t.numel());
@@ -150,10 +164,18 @@ void Comm::all_reduce_sum(Tensor& t) {
              ". HINT: sum bf16/f16 values in f32 (to(DType::f32)), i32 counts in i64");
 }
 
+void Comm::all_reduce_max(Tensor& t) {
+  check_host(*this, "all_reduce_max", "t", t);
+  TITAN_CHECK(t.dtype() == DType::f64, "[comm] all_reduce_max t: expected f64, got ", found(t));
+  if (t.is_meta()) return;
+  all_reduce_max(t.data<double>(), t.numel());
+}
+
 void Comm::all_gather(const Tensor& in, Tensor& out) {
   check_f32(*this, "all_gather", "in", in);
   check_f32(*this, "all_gather", "out", out);
   check_whole(*this, "all_gather", "out", out, "in", in);
+  if (on_meta("all_gather", in, out)) return;
   all_gather(in.data<float>(), out.data<float>(), in.numel());
 }
 
@@ -170,6 +192,7 @@ std::unique_ptr<Pending> Comm::start_all_gather(const Tensor& in, Tensor& out) {
     TITAN_CHECK(out.dtype() == DType::bf16 && in.numel() % 2 == 0, "[comm] start_all_gather: bf16 needs bf16 in "
                 "and out and an even element count per rank, got in ", found(in), ", out ", found(out));
     check_whole(*this, "start_all_gather", "out", out, "in", in);
+    if (on_meta("start_all_gather", in, out)) return std::make_unique<MetaPending>();
     p->inner = start_all_gather(reinterpret_cast<const float*>(in.data<uint16_t>()),
                                 reinterpret_cast<float*>(out.data<uint16_t>()), in.numel() / 2);
     return p;
@@ -177,6 +200,7 @@ std::unique_ptr<Pending> Comm::start_all_gather(const Tensor& in, Tensor& out) {
   check_f32(*this, "start_all_gather", "in", in);
   check_f32(*this, "start_all_gather", "out", out);
   check_whole(*this, "start_all_gather", "out", out, "in", in);
+  if (on_meta("start_all_gather", in, out)) return std::make_unique<MetaPending>();
   p->inner = start_all_gather(in.data<float>(), out.data<float>(), in.numel());
   return p;
 }
@@ -187,12 +211,14 @@ void Comm::reduce_scatter_sum(const Tensor& in, Tensor& out) {
     check_host(*this, "reduce_scatter_sum", "out", out);
     TITAN_CHECK(out.dtype() == DType::bf16, "[comm] reduce_scatter_sum out: expected bf16 like in, got ", found(out));
     check_whole(*this, "reduce_scatter_sum", "in", in, "out", out);
+    if (on_meta("reduce_scatter_sum", in, out)) return;
     reduce_scatter_sum(in.data<uint16_t>(), out.data<uint16_t>(), out.numel());
     return;
   }
   check_f32(*this, "reduce_scatter_sum", "in", in);
   check_f32(*this, "reduce_scatter_sum", "out", out);
   check_whole(*this, "reduce_scatter_sum", "in", in, "out", out);
+  if (on_meta("reduce_scatter_sum", in, out)) return;
   reduce_scatter_sum(in.data<float>(), out.data<float>(), out.numel());
 }
 
@@ -215,6 +241,7 @@ void Comm::all_to_all_v(const Tensor& in, const std::vector<int64_t>& send_count
   check_f32(*this, "all_to_all_v", "out", out);
   check_counts(*this, "send_counts", send_counts, in);
   check_counts(*this, "recv_counts", recv_counts, out);
+  if (on_meta("all_to_all_v", in, out)) return;
   all_to_all_v(in.data<float>(), send_counts.data(), out.data<float>(), recv_counts.data());
 }
 
@@ -225,6 +252,7 @@ void Comm::all_to_all(const Tensor& in, Tensor& out) {
               "got in ", found(in), ", out ", found(out), ". HINT: it exchanges counts");
   TITAN_CHECK(in.numel() == out.numel() && in.numel() % size() == 0, "[comm] all_to_all: expected in and out of one "
               "size, a multiple of ", size(), " ranks, got in ", found(in), ", out ", found(out));
+  if (on_meta("all_to_all", in, out)) return;
   all_to_all(in.data<int64_t>(), out.data<int64_t>(), in.numel() / size());
 }
 
@@ -238,7 +266,65 @@ void Comm::check_point_to_point(const char* call, const Tensor& t, int peer, int
   check_host(*this, call, "t", t);
 }
 
+std::unique_ptr<Comm> Comm::split_group(int color, int key, int size) {
+  std::unique_ptr<Comm> group = split(color, key);
+  TITAN_CHECK(group->size() == size && group->rank() == key, "[parallel] split(color ", color, ", key ", key,
+              ") made rank ", group->rank(), " of ", group->size(), ", expected ", key, " of ", size,
+              " (internal: the mesh's coordinates disagree with the communicator)");
+  return group;
+}
+
+namespace {
+
+// A simulated rank: argument checks only (the Tensor forms skip meta tensors before these run; host
+// values stay this rank's own).
+class MetaComm final : public Comm {
+ public:
+  MetaComm(int rank, int size) : rank_(rank), size_(size) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const char* backend() const override { return "meta"; }
+  void all_reduce_sum(float*, int64_t) override {}
+  void all_reduce_sum(double*, int64_t) override {}
+  void all_reduce_sum(int64_t*, int64_t) override {}
+  void all_reduce_max(double*, int64_t) override {}
+  void all_gather(const float*, float*, int64_t) override {}
+  std::unique_ptr<Pending> start_all_gather(const float*, float*, int64_t) override {
+    return std::make_unique<MetaPending>();
+  }
+  void reduce_scatter_sum(const float*, float*, int64_t) override {}
+  void reduce_scatter_sum(const uint16_t*, uint16_t*, int64_t) override {}
+  void all_to_all_v(const float*, const int64_t*, float*, const int64_t*) override {}
+  void all_to_all(const int64_t*, int64_t*, int64_t) override {}
+  void broadcast(void*, int64_t, int) override {}
+  void barrier() override {}
+  std::unique_ptr<Comm> split(int color, int key) override {
+    TITAN_FAIL("[comm] split(color ", color, ", key ", key, ") of a simulated rank: it has no other ranks to ask "
+               "(internal: use split_group)");
+  }
+  std::unique_ptr<Comm> split_group(int, int key, int size) override { return std::make_unique<MetaComm>(key, size); }
+  void send(const Tensor& t, int dst, int tag) override { check_point_to_point("send", t, dst, tag); }
+  void recv(Tensor& t, int src, int tag) override { check_point_to_point("recv", t, src, tag); }
+  std::unique_ptr<Pending> start_send(const Tensor& t, int dst, int tag) override {
+    check_point_to_point("send", t, dst, tag);
+    return std::make_unique<MetaPending>();
+  }
+  using Comm::all_gather;
+  using Comm::all_reduce_max;
+  using Comm::all_reduce_sum;
+  using Comm::all_to_all;
+  using Comm::all_to_all_v;
+  using Comm::reduce_scatter_sum;
+  using Comm::start_all_gather;
+
+ private:
+  int rank_, size_;
+};
+
+}  // namespace
+
 std::unique_ptr<Comm> make_local_comm() { return std::make_unique<LocalComm>(); }
+std::unique_ptr<Comm> make_meta_comm(int rank, int size) { return std::make_unique<MetaComm>(rank, size); }
 
 LaunchInfo launch_info() {
   // OpenMPI's mpirun, then PMI (MPICH, Slurm's srun --mpi=pmi2).

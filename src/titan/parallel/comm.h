@@ -1,6 +1,8 @@
 // Comm: the one seam every collective goes through. Implementations: MPI (CPU, any number of nodes;
 // comm_mpi.cpp), a single-process one (size 1, no MPI; LocalComm in comm.cpp, made by
-// make_local_comm), and NCCL on GPUs later, all behind this interface. Sums of floats reduce in
+// make_local_comm), a simulated rank of a job for meta runs (make_meta_comm: moves nothing), and
+// NCCL on GPUs later, all behind this interface. The Tensor forms check meta tensors as any other
+// and move nothing for them (they have no values). Sums of floats reduce in
 // fp32 (FSDP's gradient reduce-scatter), of doubles in fp64 (losses, norms). Calls are blocking
 // unless they return a Pending; every rank of a communicator must make the same calls in the same
 // order.
@@ -57,6 +59,10 @@ class Comm {
   virtual void barrier() = 0;
   // Ranks with the same color form a new communicator, ordered by key.
   virtual std::unique_ptr<Comm> split(int color, int key) = 0;
+  // split() where the caller knows the group: `size` ranks, this one at `key` (keys 0..size-1);
+  // checked against what split returned. A simulated rank (make_meta_comm) has no other ranks to
+  // ask, so it makes its groups from these.
+  virtual std::unique_ptr<Comm> split_group(int color, int key, int size);
 
   // Point to point, blocking: `t` goes to rank `dst`, which receives it with recv(t', rank(), tag).
   // The tensor's dtype and shape are the contract between the two ranks: recv fills a preallocated
@@ -78,6 +84,7 @@ class Comm {
   //   all_to_all: i64, in.numel() == out.numel(), a multiple of size().
   // Every rank must pass the same sizes; a bad tensor is an Error before anything is sent.
   void all_reduce_sum(Tensor& t);
+  void all_reduce_max(Tensor& t);  // f64, in place
   void all_gather(const Tensor& in, Tensor& out);
   std::unique_ptr<Pending> start_all_gather(const Tensor& in, Tensor& out);
   void reduce_scatter_sum(const Tensor& in, Tensor& out);
@@ -105,6 +112,11 @@ struct CommTimer {
 
 // The single-process communicator (size 1): collectives are copies.
 std::unique_ptr<Comm> make_local_comm();
+
+// Rank `rank` of a `size`-rank job, simulated in this process for a meta run (train/meta_plan.h):
+// every call checks its arguments and moves nothing (host values stay this rank's own); groups come
+// from split_group.
+std::unique_ptr<Comm> make_meta_comm(int rank, int size);
 
 // How this process was started: by mpirun / srun (the MPI environment says so) or alone.
 struct LaunchInfo {

@@ -291,6 +291,7 @@ class MpiComm final : public Comm {
 
   // The Tensor forms of the collectives (Comm's non-virtual overloads), not hidden by the above.
   using Comm::all_gather;
+  using Comm::all_reduce_max;
   using Comm::all_reduce_sum;
   using Comm::all_to_all;
   using Comm::all_to_all_v;

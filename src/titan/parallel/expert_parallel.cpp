@@ -13,6 +13,8 @@ namespace {
 // A tensor's int64 values on the host: the exchange's sizes are host metadata (the all-to-all needs
 // them on the host whatever device holds the counts); core's copy moves them.
 std::vector<int64_t> host_values(const Tensor& t_N) {
+  TITAN_CHECK(!t_N.is_meta(), "[parallel] expert exchange sizes of a meta tensor (internal: plan() routes evenly "
+              "on meta)");
   std::vector<int64_t> out(static_cast<size_t>(t_N.numel()));
   Tensor::wrap(out.data(), {t_N.numel()}, DType::i64, nullptr).copy_from(t_N.contiguous());
   return out;
@@ -22,9 +24,8 @@ std::vector<int64_t> host_values(const Tensor& t_N) {
 // offsets[e], source ranks ascending within it. first_SE[s * E_local + e].
 std::vector<int64_t> grouped_starts(const nn::ExpertExchange& x, int64_t ep, int64_t local) {
   std::vector<int64_t> first(static_cast<size_t>(ep * local));
-  const std::vector<int64_t> offsets = host_values(x.offsets_E1);
+  int64_t at = 0;  // expert e's rows start where expert e - 1's end (offsets_E1, from the host counts)
   for (int64_t e = 0; e < local; ++e) {
-    int64_t at = offsets[static_cast<size_t>(e)];
     for (int64_t s = 0; s < ep; ++s) {
       first[static_cast<size_t>(s * local + e)] = at;
       at += x.recv_rows_SE[static_cast<size_t>(s * local + e)];
@@ -54,8 +55,8 @@ std::vector<int64_t> regroup_index(const nn::ExpertExchange& x, int64_t ep, int6
 
 // rows_RC regrouped through `index` (ops/rows: a whole-row gather).
 Tensor regroup(const Tensor& rows_RC, std::vector<int64_t>& index) {
-  Tensor out_RC = Tensor::empty({rows_RC.size(0), rows_RC.size(1)});
-  if (rows_RC.size(0) == 0) return out_RC;
+  Tensor out_RC = Tensor::empty({rows_RC.size(0), rows_RC.size(1)}, DType::f32, rows_RC.device());
+  if (rows_RC.size(0) == 0 || rows_RC.is_meta()) return out_RC;  // meta rows have no order to change
   const Tensor index_R = Tensor::wrap(index.data(), {static_cast<int64_t>(index.size())}, DType::i64, nullptr);
   ops::rows_gather_forward(rows_RC, index_R, out_RC);
   return out_RC;
@@ -85,24 +86,37 @@ ExpertParallel::ExpertParallel(Comm& ep, int64_t num_experts) : comm_(ep), num_l
 
 // Rank q holds experts [q E_local, (q + 1) E_local): this rank's counts for them go to q, and
 // q's counts for this rank's experts come back.
-nn::ExpertExchange ExpertParallel::plan(const Tensor& counts_E) {
+nn::ExpertExchange ExpertParallel::plan(const Tensor& counts_E, int64_t rows) {
   CommTimer timer{stats_.seconds};
-  const int64_t ep = degree(), local = num_local_;
-  Tensor received_SE = Tensor::zeros({ep * local}, DType::i64);
+  const int64_t ep = degree(), local = num_local_, e = counts_E.numel();
+  Tensor received_SE = Tensor::zeros({ep * local}, DType::i64, counts_E.device());
   comm_.all_to_all(counts_E.contiguous(), received_SE);
   nn::ExpertExchange x;
-  const std::vector<int64_t> counts = host_values(counts_E);
+  // A meta run has no counts: every rank routes its rows evenly (expert j gets rows / E, the first
+  // rows % E one more), so each source rank sends this rank what it sends each rank.
+  std::vector<int64_t> counts(static_cast<size_t>(e));
+  for (int64_t j = 0; j < e; ++j) counts[static_cast<size_t>(j)] = rows / e + (j < rows % e ? 1 : 0);
+  if (!counts_E.is_meta()) counts = host_values(counts_E);
   x.send_rows.assign(static_cast<size_t>(ep), 0);
   for (int64_t q = 0; q < ep; ++q) {
     for (int64_t e = 0; e < local; ++e) x.send_rows[static_cast<size_t>(q)] += counts[static_cast<size_t>(q * local + e)];
   }
-  x.recv_rows_SE = host_values(received_SE);
+  if (received_SE.is_meta()) {
+    x.recv_rows_SE.resize(static_cast<size_t>(ep * local));
+    for (int64_t s = 0; s < ep; ++s) {
+      for (int64_t j = 0; j < local; ++j) {
+        x.recv_rows_SE[static_cast<size_t>(s * local + j)] = counts[static_cast<size_t>(rank() * local + j)];
+      }
+    }
+  } else {
+    x.recv_rows_SE = host_values(received_SE);
+  }
   std::vector<int64_t> offsets(static_cast<size_t>(local + 1), 0);
   for (int64_t e = 0; e < local; ++e) {
     offsets[static_cast<size_t>(e + 1)] = offsets[static_cast<size_t>(e)];
     for (int64_t s = 0; s < ep; ++s) offsets[static_cast<size_t>(e + 1)] += x.recv_rows_SE[static_cast<size_t>(s * local + e)];
   }
-  x.offsets_E1 = Tensor::empty({local + 1}, DType::i64);
+  x.offsets_E1 = Tensor::empty({local + 1}, DType::i64, counts_E.device());
   x.offsets_E1.copy_from(Tensor::wrap(offsets.data(), {local + 1}, DType::i64, nullptr));
   x.num_rows = offsets[static_cast<size_t>(local)];
   return x;
@@ -113,7 +127,7 @@ nn::ExpertExchange ExpertParallel::plan(const Tensor& counts_E) {
 Tensor ExpertParallel::to_experts(const Tensor& rows_PC, const nn::ExpertExchange& x) {
   CommTimer timer{stats_.seconds};
   const int64_t ep = degree(), local = num_local_, width = rows_PC.size(1);
-  Tensor arrived_RC = Tensor::empty({x.num_rows, width});
+  Tensor arrived_RC = Tensor::empty({x.num_rows, width}, DType::f32, rows_PC.device());
   comm_.all_to_all_v(rows_PC.contiguous(), times(x.send_rows, width), arrived_RC, source_counts(x, ep, local, width));
   stats_.all_to_all_bytes += (rows_PC.numel() + arrived_RC.numel()) * static_cast<int64_t>(sizeof(float));
   std::vector<int64_t> index = regroup_index(x, ep, local, /*to_grouped=*/true);
@@ -131,7 +145,7 @@ Tensor ExpertParallel::from_experts(const Tensor& rows_RC, const nn::ExpertExcha
   const Tensor by_source_RC = regroup(rows_RC.contiguous(), index);
   int64_t p = 0;
   for (int64_t rows : x.send_rows) p += rows;
-  Tensor back_PC = Tensor::empty({p, width});
+  Tensor back_PC = Tensor::empty({p, width}, DType::f32, rows_RC.device());
   comm_.all_to_all_v(by_source_RC, source_counts(x, ep, local, width), back_PC, times(x.send_rows, width));
   stats_.all_to_all_bytes += (by_source_RC.numel() + back_PC.numel()) * static_cast<int64_t>(sizeof(float));
   return back_PC;

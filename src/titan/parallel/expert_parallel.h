@@ -17,7 +17,7 @@ class ExpertParallel final : public nn::ExpertParallelOps {
 
   int64_t degree() const override { return comm_.size(); }
   int64_t rank() const override { return comm_.rank(); }
-  nn::ExpertExchange plan(const Tensor& counts_E) override;
+  nn::ExpertExchange plan(const Tensor& counts_E, int64_t rows) override;
   Tensor to_experts(const Tensor& rows_PC, const nn::ExpertExchange& exchange) override;
   Tensor from_experts(const Tensor& rows_RC, const nn::ExpertExchange& exchange) override;
 

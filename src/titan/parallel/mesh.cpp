@@ -43,19 +43,20 @@ DeviceMesh::DeviceMesh(Comm& world, MeshDegrees d) : world_(world), degrees_(d) 
   const int r_rep = (r / (tp_size * shard_size)) % rep_size;
   const int r_pp = r / (tp_size * shard_size * rep_size);
   const int stage = r_pp * rep_size;  // the color offset of this pipeline stage's groups
-  replicate_ = world.split((r_pp * shard_size + r_shard) * tp_size + r_tp, r_rep);
-  shard_ = world.split(((stage + r_rep) * tp_size + r_tp), r_shard);
-  tp_ = world.split((stage + r_rep) * shard_size + r_shard, r_tp);
+  const int pp_size = static_cast<int>(d.pp);
+  replicate_ = world.split_group((r_pp * shard_size + r_shard) * tp_size + r_tp, r_rep, rep_size);
+  shard_ = world.split_group(((stage + r_rep) * tp_size + r_tp), r_shard, shard_size);
+  tp_ = world.split_group((stage + r_rep) * shard_size + r_shard, r_tp, tp_size);
   dp_rank_ = static_cast<int64_t>(r_rep) * shard_size + r_shard;
-  dp_ = world.split(r_pp * tp_size + r_tp, static_cast<int>(dp_rank_));
-  pp_ = world.split(r % (tp_size * shard_size * rep_size), r_pp);
+  dp_ = world.split_group(r_pp * tp_size + r_tp, static_cast<int>(dp_rank_), rep_size * shard_size);
+  pp_ = world.split_group(r % (tp_size * shard_size * rep_size), r_pp, pp_size);
   TITAN_CHECK(d.ep >= 1 && d.dp_shard % d.ep == 0, "[parallel] expert_parallel_degree=", d.ep,
               " does not divide data_parallel_shard_degree=", d.dp_shard, " (internal: validate it first)");
   const int ep_size = static_cast<int>(d.ep), groups = shard_size / ep_size;  // ep groups per dp_shard
   const int r_ep = r_shard % ep_size, r_group = r_rep * groups + r_shard / ep_size;
   const int stage_groups = rep_size * groups;  // ep groups per pipeline stage
-  ep_ = world.split((r_pp * stage_groups + r_group) * tp_size + r_tp, r_ep);
-  expert_dp_ = world.split((r_pp * ep_size + r_ep) * tp_size + r_tp, r_group);
+  ep_ = world.split_group((r_pp * stage_groups + r_group) * tp_size + r_tp, r_ep, ep_size);
+  expert_dp_ = world.split_group((r_pp * ep_size + r_ep) * tp_size + r_tp, r_group, stage_groups);
 }
 
 }  // namespace titan::parallel

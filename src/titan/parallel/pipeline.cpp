@@ -59,6 +59,8 @@ nn::LossResult Pipeline::run(const Tensor& ids_BT, const Tensor& labels_BT, int6
     pp_.recv(t, static_cast<int>(layout_.owner(from_stage)), tag(kind, stage, micro, M));
     return t;
   };
+  // The router totals and their gradient are host values whatever device the activations are on
+  // (zeros: a meta run's receive moves nothing).
   const bool totals = model_.stages_carry_router_totals();
   const int64_t E = model_.config().num_experts;
   nn::LossResult total;
@@ -71,7 +73,7 @@ nn::LossResult Pipeline::run(const Tensor& ids_BT, const Tensor& labels_BT, int6
       if (!span.first) {
         h_ND = recv(Tensor::empty({N, D}, DType::f32), a.stage - 1, Message::activation, a.stage, a.micro);
         if (totals) {
-          model_.set_stage_totals(slot.acts, recv(Tensor::empty({2 * E + 1}, DType::f64), a.stage - 1,
+          model_.set_stage_totals(slot.acts, recv(Tensor::zeros({2 * E + 1}, DType::f64, Device::cpu), a.stage - 1,
                                                   Message::router_totals, a.stage, a.micro));
         }
       }
@@ -88,7 +90,7 @@ nn::LossResult Pipeline::run(const Tensor& ids_BT, const Tensor& labels_BT, int6
     if (a.stage != last) {
       dh_ND = recv(Tensor::empty({N, D}, DType::f32), a.stage + 1, Message::gradient, a.stage, a.micro);
       if (totals) {
-        model_.set_stage_aux_grad(slot.acts, recv(Tensor::empty({E}, DType::f64), a.stage + 1, Message::aux_gradient,
+        model_.set_stage_aux_grad(slot.acts, recv(Tensor::zeros({E}, DType::f64, Device::cpu), a.stage + 1, Message::aux_gradient,
                                                   a.stage, a.micro));
       }
     }

@@ -79,12 +79,12 @@ ops::LmHeadXentResult TensorParallel::head_xent(const Tensor& x_ND, const Tensor
     ops::vocab_parallel_xent_max(z, max_C);
     {
       CommTimer t{stats_.seconds};
-      comm_.all_reduce_max(max_C.data<double>(), c);
+      comm_.all_reduce_max(max_C);
     }
     ops::vocab_parallel_xent_sums(args, z, targets_C, max_C, stats_C2);
     {
       CommTimer t{stats_.seconds};
-      comm_.all_reduce_sum(stats_C2.data<double>(), 2 * c);
+      comm_.all_reduce_sum(stats_C2);
       stats_.all_reduce_bytes += 3 * c * static_cast<int64_t>(sizeof(double));
     }
     ops::vocab_parallel_xent_combine(args, z, targets_C, max_C, stats_C2, grad_scale, grads, result);

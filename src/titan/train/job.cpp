@@ -4,6 +4,8 @@
 
 #include "titan/config/config_error.h"
 #include "titan/models/builtin.h"
+#include "titan/nn/lora.h"
+#include "titan/plugins/plugin_loader.h"
 
 namespace titan::train {
 
@@ -34,6 +36,42 @@ models::ResolvedModel resolve_model(const config::JobConfig& c) {
   m.bias_update_rate = static_cast<float>(o.load_balance_coeff);
   m.validate();
   return r;
+}
+
+nn::ConfigTree job_tree(const config::JobConfig& c, const models::ResolvedModel& model) {
+  const plugins::LoadedPlugins loaded = plugins::load_plugins(plugins::split_imports(c.overrides.imports));
+  std::vector<plugins::Override> overrides = loaded.overrides;  // opt-in: imported ones only
+  nn::ConfigTree tree = model.spec->config_tree(model.config);
+  if (c.lora.rank > 0) {
+    const plugins::Override lora = as_config_error([&] { return plugins::lora_override(lora_options(c)); });
+    // An adapter on nothing trains 0 parameters: a run that only looks like fine-tuning.
+    if (plugins::matching_nodes(lora, tree).empty()) {
+      config::config_fail("[lora] lora.target_modules='", c.lora.target_modules, "' matches no projection of ",
+                          model_label(c), " (layers 0..", model.config.num_layers - 1,
+                          "). HINT: PEFT names (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj), "
+                          "all-linear, or a glob such as layers.*.attention.wq");
+    }
+    overrides.push_back(lora);
+  }
+  if (!overrides.empty()) plugins::apply_overrides(tree, overrides);
+  return tree;
+}
+
+std::unique_ptr<nn::Decoder> build_job_model(const config::JobConfig& c, const models::ResolvedModel& model,
+                                             const nn::ConfigTree& tree, const std::vector<nn::Recompute>& recompute,
+                                             Precision param) {
+  // LoRA: everything but the adapters is frozen, stored in the compute dtype (a bf16 base costs 2
+  // bytes a weight and has no gradient or optimizer state).
+  std::optional<nn::FrozenParameterScope> frozen;
+  if (c.lora.rank > 0) frozen.emplace(compute_dtype(param));
+  std::unique_ptr<nn::Decoder> whole = model.spec->build(model.config, tree);
+  whole->check_shapes(c.training.local_batch_size, c.training.seq_len);
+  if (c.validation.enable) {
+    whole->check_shapes(c.validation.local_batch_size > 0 ? c.validation.local_batch_size : c.training.local_batch_size,
+                        c.validation.seq_len > 0 ? c.validation.seq_len : c.training.seq_len);
+  }
+  whole->set_recompute(recompute);
+  return whole;
 }
 
 // "model 'debug'", or "the model of DIR/config.json" (an empty model.name).

@@ -5,11 +5,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "titan/config/job_config.h"
 #include "titan/models/decoder/parallelize.h"
 #include "titan/models/model_spec.h"
+#include "titan/nn/config_tree.h"
 #include "titan/parallel/pipeline_schedule.h"
 #include "titan/plugins/lora.h"
 #include "titan/train/lr_schedule.h"
@@ -25,6 +28,17 @@ namespace titan::train {
 // past max_position_embeddings is refused; validated.
 models::ResolvedModel resolve_model(const config::JobConfig& config);
 inline nn::DecoderConfig model_config(const config::JobConfig& config) { return resolve_model(config).config; }
+
+// The model's config tree with the job's overrides applied: the imported plugins'
+// (overrides.imports) and LoRA's (lora.rank > 0; adapters matching no projection are a config error).
+nn::ConfigTree job_tree(const config::JobConfig& config, const models::ResolvedModel& model);
+
+// The whole model built from `tree` by its family (a LoRA base frozen in the compute dtype),
+// checked for the training and validation batches, with activation checkpointing `recompute`;
+// its values uninitialised (the trainer initialises or loads them; a meta run has none).
+std::unique_ptr<nn::Decoder> build_job_model(const config::JobConfig& config, const models::ResolvedModel& model,
+                                             const nn::ConfigTree& tree, const std::vector<nn::Recompute>& recompute,
+                                             Precision param);
 
 // "model 'debug'", or "the model of DIR/config.json" (an empty model.name): how errors name it.
 std::string model_label(const config::JobConfig& config);

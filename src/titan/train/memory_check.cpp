@@ -8,7 +8,6 @@
 #include "titan/config/config_error.h"
 #include "titan/nn/lora.h"
 #include "titan/parallel/comm.h"
-#include "titan/train/planner.h"
 
 namespace titan::train {
 namespace {
@@ -82,20 +81,7 @@ MemoryFloor memory_floor_states(const MemoryFloorInput& in) {
 
 MemoryFloor memory_floor(const MemoryFloorInput& in) {
   MemoryFloor f = memory_floor_states(in);
-  PlanInput p;
-  p.model = in.model;
-  p.world = in.world;
-  p.dp_replicate = in.world / (in.dp_shard * in.tp);
-  p.seq_len = in.seq_len;
-  p.local_batch = in.local_batch;
-  p.recompute = in.recompute;
-  p.bf16 = in.bf16;
-  p.ep = in.ep;
-  // A pipeline's activations depend on its schedule and micro-batches: left out of the floor.
-  if (in.pp > 1) return f;
-  for (const LayoutPlan& l : plan_layouts(p)) {
-    if (l.tp == in.tp && l.dp_shard == in.dp_shard) f.activations = 0.85 * l.activations;
-  }
+  f.activations = std::max(0.0, in.measured_peak - f.states);
   return f;
 }
 

@@ -8,16 +8,17 @@
 //                bytes per element of its FSDP/TP share), or a frozen LoRA base in its compute
 //                dtype (whole on every rank) plus its adapters with their gradients and moments
 //                (16 bytes per element of the share)
-//   activations  85% of what the planner predicts the modules save for backward (the planner is
-//                within 15% of measured), with activation checkpointing as configured; none
-//                under a pipeline (its schedule decides them)
-// Nothing else (gathered FSDP units, the head's logits, backward temporaries, the allocator's
-// slack) is counted, so a job under the floor may still not fit; one over it never does.
+//   activations  what the step adds at its peak on this rank, measured on the meta device
+//                (train/meta_plan.h: the job's model, parallelize and step with no values, so
+//                activation checkpointing, the pipeline schedule, gathered FSDP units, the head's
+//                logits and any plugin module count as they will)
+// Memory outside the allocator (libraries, kernel scratch, the allocator's slack) is not counted,
+// so a job under the floor may still not fit; one over it does not.
 // A job whose floor exceeds the memory available to the rank cannot run, whatever else it holds.
 // Inference (titan forward / generate) has a floor too: the weights as loaded (f32, adapters
 // included), the KV cache and the logits; no gradients, no optimizer.
-// The check runs on closed forms, never a per-layer loop or vector: a config.json with 1e9
-// layers is refused in microseconds.
+// The states run on closed forms, never a per-layer loop or vector: a config.json with 1e9
+// layers is refused in microseconds, before the meta run that walks every layer.
 #pragma once
 
 #include <string>
@@ -34,11 +35,10 @@ struct MemoryFloorInput {
   int64_t ep = 1;  // expert parallelism: E / ep experts whole on each rank, outside FSDP
   int64_t pp = 1;  // pipeline stages: a rank holds about 1 / pp of the layers and their activations
   int64_t world = 1;
-  int64_t local_batch = 1, seq_len = 1;
-  std::vector<nn::Recompute> recompute;  // per layer; empty = keep_all
   bool bf16 = false;                     // compute dtype bf16 (a frozen base takes 2 bytes)
   bool frozen_base = false;              // LoRA: no gradients or optimizer state for the base
   double adapter_elements = 0;           // LoRA adapters (trained: 16 bytes each); lora_adapter_elements
+  double measured_peak = 0;              // the meta run's step peak (MetaPlan::peak); 0 = not measured
 };
 
 struct MemoryFloor {
@@ -50,8 +50,9 @@ struct MemoryFloor {
   double total() const { return states + activations; }
 };
 
+// The states, and as activations what the measured peak holds beyond them.
 MemoryFloor memory_floor(const MemoryFloorInput& in);
-// The states alone (activations 0): no planner, so it is safe before anything per layer exists.
+// The states alone (activations 0): closed forms, safe before anything per layer exists.
 MemoryFloor memory_floor_states(const MemoryFloorInput& in);
 
 // rank x (in + out) summed over the LoraLinear nodes of a config tree (after the LoRA override).

@@ -142,12 +142,25 @@ int64_t Trainer::next_micro_batches(int64_t step) {
 
 int64_t Trainer::forwards_per_step() const { return accumulation_ * dp_ * model_->forwards_per_batch(B_); }
 
-nn::LossResult Trainer::forward_backward(const data::Batch& micro, int64_t step_targets) {
-  // The aux loss (aux_loss balancing) per forward, as HF computes it, averaged over the step's
-  // forwards: the micro-batches, a pipeline's micro-batches within each, and the ranks.
-  const float aux_scale = 1.0f / static_cast<float>(forwards_per_step());
-  return model_->forward_backward(micro.inputs_BT, micro.labels_BT, 1.0f / static_cast<float>(step_targets),
-                                  aux_scale);
+StepTotals run_step(models::Parallelized& model, AdamW& optimizer, const std::vector<data::Batch>& micro,
+                    int64_t targets, int64_t forwards_per_step, double max_norm,
+                    const std::function<double(const StepTotals&)>& lr_for) {
+  model.zero_grad();
+  StepTotals t;
+  const float aux_scale = 1.0f / static_cast<float>(forwards_per_step);
+  for (const data::Batch& b : micro) {
+    const nn::LossResult r =
+        model.forward_backward(b.inputs_BT, b.labels_BT, 1.0f / static_cast<float>(targets), aux_scale);
+    t.loss_sum += r.loss_sum;
+    t.aux_sum += r.aux_loss;
+  }
+  model.finish_grads();
+  t.loss_sum = model.global_sum(t.loss_sum);  // a pipeline's last stage holds them
+  t.aux_sum = model.global_sum(t.aux_sum);
+  const SquaresReducer global = [&](double x) { return model.grad_squares(x); };
+  t.grad_norm = clip_grad_norm(model.shards(), max_norm, model.sharded() ? global : nullptr, &model.norm_params());
+  optimizer.step(lr_for(t));
+  return t;
 }
 
 void Trainer::check_finite(int64_t step, double loss, double grad_norm) const {
@@ -164,28 +177,18 @@ StepMetrics Trainer::train_step(int64_t step) {
   model_->reset_comm_stats();
   const double waited_before = loader_->seconds_waiting();
   const int64_t targets = next_micro_batches(step);
-  model_->zero_grad();
-  double loss_sum = 0.0, aux_sum = 0.0;
-  for (const data::Batch& b : micro_) {
-    const nn::LossResult r = forward_backward(b, targets);
-    loss_sum += r.loss_sum;
-    aux_sum += r.aux_loss;
-  }
-  for (data::Batch& b : micro_) b = data::Batch{};
-  model_->finish_grads();
-  loss_sum = model_->global_sum(loss_sum);  // a pipeline's last stage holds them
-  aux_sum = model_->global_sum(aux_sum);
   const nn::DecoderConfig& mc = resolved_.config;
   StepMetrics m;
   m.step = step;
-  m.aux_loss = aux_sum / static_cast<double>(forwards_per_step());
-  m.loss = loss_sum / static_cast<double>(targets) + mc.router_aux_loss_coef * m.aux_loss;
-  const SquaresReducer global = [&](double x) { return model_->grad_squares(x); };
-  m.grad_norm = clip_grad_norm(model_->shards(), c_.training.max_norm, model_->sharded() ? global : nullptr,
-                               &model_->norm_params());
-  check_finite(step, m.loss, m.grad_norm);
-  m.lr = c_.optimizer.lr * schedule_->factor(step);
-  optimizer_->step(m.lr);
+  run_step(*model_, *optimizer_, micro_, targets, forwards_per_step(), c_.training.max_norm, [&](const StepTotals& t) {
+    m.aux_loss = t.aux_sum / static_cast<double>(forwards_per_step());
+    m.loss = t.loss_sum / static_cast<double>(targets) + mc.router_aux_loss_coef * m.aux_loss;
+    m.grad_norm = t.grad_norm;
+    check_finite(step, m.loss, m.grad_norm);
+    m.lr = c_.optimizer.lr * schedule_->factor(step);
+    return m.lr;
+  });
+  for (data::Batch& b : micro_) b = data::Batch{};
   nn::Decoder& model = model_->model();
   const nn::ExpertLoad load = model_->expert_load();
   m.ep_rank_load = model_->ep_rank_loads();

@@ -12,14 +12,16 @@
 //                       AdamW, MoE balancing, the metric line, a validation pass when due
 //                       (train/validator.h: every validation.freq steps and after the last),
 //                       a checkpoint when due.
-//   forward_backward()  one micro-batch: gradients scaled by 1 / (target tokens of the whole step),
-//                       so the step's gradient is that of the mean loss over the global batch.
+//   run_step()          the step's computation (below): each micro-batch's gradients scaled by
+//                       1 / (target tokens of the whole step), so the step's gradient is that of the
+//                       mean loss over the global batch.
 //
 // A non-finite loss or gradient stops the run with an Error naming the step (and the first
 // parameter whose gradient is non-finite). Checkpoints: train/checkpointer.h.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,8 +59,6 @@ class Trainer {
   // Runs the steps after the resumed one to training.steps, then the final export.
   TrainSummary train();
   StepMetrics train_step(int64_t step);
-  // One micro-batch; returns its loss sums (cross-entropy summed over targets, aux loss unscaled).
-  nn::LossResult forward_backward(const data::Batch& micro, int64_t step_targets);
   // The forwards whose aux losses a step averages (HF's aux loss is one per forward): micro-batches x
   // data-parallel ranks x a pipeline's micro-batches.
   int64_t forwards_per_step() const;
@@ -66,7 +66,7 @@ class Trainer {
  private:
   void setup_mesh();
   void check_model();                        // the config tree, overrides, every shape constraint
-  void check_memory(double adapter_elements, bool states_only) const;  // the memory floor against what is available
+  void check_memory(bool measured) const;  // the memory floor against what is available
   int agreed_stop_signal() const;            // SIGINT/SIGTERM on any rank, after a step; else 0
   void check_pipeline();                     // the pipeline's stages and schedule (no-op without one)
   std::unique_ptr<nn::Decoder> build_model();  // the whole model from the tree, shapes checked
@@ -105,6 +105,17 @@ class Trainer {
   int64_t tokens_seen_ = 0;
   int64_t trainable_params_ = 0;  // all of them, or the LoRA adapters
 };
+
+// The computation of one step, the trainer's and a meta run's (train/meta_plan.h): zero_grad, each
+// micro-batch's forward_backward (gradients scaled by 1 / targets, the aux loss by
+// 1 / forwards_per_step), finish_grads, the global loss sums, clipping to max_norm (grad_norm is the
+// norm before), then the optimizer's update at lr_for(the totals) (which may throw: a non-finite step).
+struct StepTotals {
+  double loss_sum = 0.0, aux_sum = 0.0, grad_norm = 0.0;
+};
+StepTotals run_step(models::Parallelized& model, AdamW& optimizer, const std::vector<data::Batch>& micro,
+                    int64_t targets, int64_t forwards_per_step, double max_norm,
+                    const std::function<double(const StepTotals&)>& lr_for);
 
 // Trainer(config, config_name): setup(), then train(). Throws titan::Error for bad input and for
 // a non-finite loss or gradient.

@@ -16,6 +16,7 @@
 #include "titan/plugins/lora.h"
 #include "titan/plugins/plugin_loader.h"
 #include "titan/train/memory_check.h"
+#include "titan/train/meta_plan.h"
 #include "titan/train/support.h"
 #include "titan/train/trainer.h"
 
@@ -94,33 +95,18 @@ void Trainer::check_model() {
                         " tokens over tensor_parallel_degree = ", tp,
                         ", which does not divide them. HINT: change validation.local_batch_size / seq_len");
   }
-  check_memory(0.0, /*states_only=*/true);  // before anything per layer: a config.json's 1e9 layers
+  check_memory(/*measured=*/false);  // before anything per layer: a config.json's 1e9 layers
   check_pipeline();
   const config::ActivationCheckpointSection& ac = c_.activation_checkpoint;
   recompute_ = nn::recompute_per_layer(ac.mode, ac.selective_ac_option, resolved_.config.num_layers);
-  check_memory(0.0, false);
-  const plugins::LoadedPlugins loaded = plugins::load_plugins(plugins::split_imports(c_.overrides.imports));
-  std::vector<plugins::Override> overrides = loaded.overrides;  // opt-in: imported ones only
-  tree_ = resolved_.spec->config_tree(resolved_.config);
-  if (c_.lora.rank > 0) {
-    const plugins::Override lora = as_config_error([&] { return plugins::lora_override(lora_options(c_)); });
-    // An adapter on nothing trains 0 parameters: a run that only looks like fine-tuning.
-    if (plugins::matching_nodes(lora, tree_).empty()) {
-      config::config_fail("[lora] lora.target_modules='", c_.lora.target_modules, "' matches no projection of ",
-                          model_label(c_), " (layers 0..", resolved_.config.num_layers - 1,
-                          "). HINT: PEFT names (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj), "
-                          "all-linear, or a glob such as layers.*.attention.wq");
-    }
-    overrides.push_back(lora);
-  }
-  if (!overrides.empty()) plugins::apply_overrides(tree_, overrides);
-  // The adapters' size is known once the tree has them (the rank times each targeted projection).
-  if (c_.lora.rank > 0) check_memory(lora_adapter_elements(tree_), false);
+  tree_ = job_tree(c_, resolved_);
+  check_memory(/*measured=*/true);
 }
 
-// Before any weight exists: the least this rank needs against what it has (`adapter_elements`:
-// LoRA's, trained; `states_only`: without the planner's activations, which walk every layer).
-void Trainer::check_memory(double adapter_elements, bool states_only) const {
+// Before any weight exists: the least this rank needs against what it has. First the states alone
+// (closed forms); then (`measured`, the tree final) this rank's step peak measured on the meta
+// device, LoRA's adapters counted from the tree.
+void Trainer::check_memory(bool measured) const {
   MemoryFloorInput in;
   in.model = resolved_.config;
   in.world = world_->size();
@@ -128,18 +114,27 @@ void Trainer::check_memory(double adapter_elements, bool states_only) const {
   in.tp = mesh_->degrees().tp;
   in.ep = mesh_->degrees().ep;
   in.pp = mesh_->degrees().pp;
-  in.local_batch = std::max(B_, c_.validation.enable ? val_B_ : 0);
-  in.seq_len = std::max(T_, c_.validation.enable ? val_T_ : 0);
-  in.recompute = recompute_;
   in.bf16 = precision_.param == Precision::bfloat16;
   in.frozen_base = c_.lora.rank > 0;
-  in.adapter_elements = adapter_elements;
   FloorFields fields;
   if (c_.model.name.empty()) {  // the model of a config.json
     fields.layers = "num_hidden_layers in " + c_.model.hf_assets_path + "/config.json (or set model.n_layers)";
   }
-  check_memory_floor(states_only ? memory_floor_states(in) : memory_floor(in), available_memory_per_rank(),
-                     model_label(c_), fields);
+  if (!measured) {
+    check_memory_floor(memory_floor_states(in), available_memory_per_rank(), model_label(c_), fields);
+    return;
+  }
+  // The adapters' size is known once the tree has them (the rank times each targeted projection).
+  if (c_.lora.rank > 0) in.adapter_elements = lora_adapter_elements(tree_);
+  const double available = available_memory_per_rank();
+  check_memory_floor(memory_floor_states(in), available, model_label(c_), fields);
+  try {
+    in.measured_peak = meta_plan(c_, resolved_, tree_, mesh_->degrees(), world_->rank()).peak;
+  } catch (const MetaValuesError& e) {  // a module without a meta path (a plugin's): the states only
+    log_warn(str("[memory] the floor counts parameter states only: the meta run stopped at ", e.what()));
+    return;
+  }
+  check_memory_floor(memory_floor(in), available, model_label(c_), fields);
 }
 
 // With pipeline_parallel_degree > 1: the stages of the model's layers and the schedule's order for
@@ -162,14 +157,7 @@ void Trainer::check_pipeline() {
 // The whole model, built from the tree by its family, every shape constraint checked (setup then
 // initialises or HF-loads it: those of one rank, and parallelize keeps this rank's share).
 std::unique_ptr<nn::Decoder> Trainer::build_model() {
-  // LoRA: everything but the adapters is frozen, stored in the compute dtype (a bf16 base costs 2
-  // bytes a weight and has no gradient or optimizer state).
-  std::optional<nn::FrozenParameterScope> frozen;
-  if (c_.lora.rank > 0) frozen.emplace(compute_dtype(precision_.param));
-  std::unique_ptr<nn::Decoder> whole = resolved_.spec->build(resolved_.config, tree_);
-  whole->check_shapes(B_, T_);
-  if (c_.validation.enable) whole->check_shapes(val_B_, val_T_);
-  whole->set_recompute(recompute_);
+  std::unique_ptr<nn::Decoder> whole = build_job_model(c_, resolved_, tree_, recompute_, precision_.param);
   models::Parallelized::check(*whole, *mesh_);
   return whole;
 }

@@ -16,6 +16,7 @@
 
 #include "titan/checkpoint/train_state.h"
 #include "titan/config/config_error.h"
+#include "titan/config/overrides.h"
 #include "titan/core/rng.h"
 #include "titan/models/builtin.h"
 #include "titan/parallel/expert_parallel.h"
@@ -25,6 +26,7 @@
 #include "titan/parallel/tensor_parallel.h"
 #include "titan/plugins/lora.h"
 #include "titan/train/memory_check.h"
+#include "titan/train/job.h"
 #include "titan/train/planner.h"
 
 namespace titan {
@@ -208,113 +210,122 @@ TEST(TensorParallel, ShardsRoundTrip) {
   EXPECT_EQ(e1.data<float>()[0], whole.tok_embeddings->table().value.data<float>()[128 * tiny().dim]);
 }
 
-// Activation checkpointing changes only the activations: keep_ops keeps less than keep_all, every
-// 2nd block replayed less still, keep_input least; one block kept whole costs what the difference
-// between keep_all everywhere and keep_input everywhere says it saves per layer.
-TEST(Planner, ActivationCheckpointingShrinksOnlyTheActivations) {
-  train::PlanInput in;
-  in.model = tiny();
-  in.model.num_layers = 4;
-  in.seq_len = 64;
-  const auto plan = [&](const std::string& mode, const std::string& option) {
-    in.recompute = nn::recompute_per_layer(mode, option, in.model.num_layers);
-    return train::plan_layouts(in).at(0);
-  };
-  const train::LayoutPlan none = plan("none", "op"), op = plan("selective", "op"), every2 = plan("selective", "2"),
-                          full = plan("full", "op");
-  EXPECT_LT(op.activations, none.activations);
-  EXPECT_LT(every2.activations, none.activations);
-  EXPECT_LT(full.activations, every2.activations);
-  EXPECT_LT(full.activations, op.activations);
-  for (const train::LayoutPlan* p : {&op, &every2, &full}) {
-    EXPECT_EQ(p->parameters + p->gradients + p->optimizer, none.parameters + none.gradients + none.optimizer);
-    EXPECT_DOUBLE_EQ(p->total - p->activations, none.total - none.activations);
-  }
-  // Per layer, keep_input keeps the input (D floats per token) instead of a whole block (b), and
-  // a replayed block's whole state exists once: none - full = 4 b - (4 D N 4 bytes + b).
-  const double input_bytes = 4.0 * static_cast<double>(in.model.dim * in.seq_len * in.local_batch);
-  const double block = (none.activations - full.activations + 4 * input_bytes) / 3.0;
-  EXPECT_NEAR(every2.activations, none.activations - 2 * block + 2 * input_bytes + block, 1e-6 * none.activations);
+// titan plan runs the job's model and step on the meta device (train/meta_plan.h): these check the
+// figures it reads against what the model is (parameter counts, byte identities of the mechanics).
+// The figures against a real run's allocator peak: CliPlan.MetaPlanMatchesTheMeasuredPeak.
+config::JobConfig plan_job(std::vector<std::string> args) {
+  models::register_config_functions();
+  args.insert(args.begin(), {"--config", "qwen3_debug", "--training.seq_len", "64"});
+  return config::resolve_config(args).config;
 }
 
-// bf16 compute keeps the f32 state (16 bytes per parameter), halves FSDP's gathered blocks and
-// its gather traffic (and the reduce-scatter's with a bf16 reduce), saves the GEMM inputs in bf16
-// (2 bytes instead of 4 for 2 D + F elements per token, plus wo's H K bf16 copy of o), and holds
-// the head weight's bf16 copy (2 V D bytes) next to the head's chunk.
-TEST(Planner, Bf16KeepsTheStateAndHalvesTheGathers) {
-  train::PlanInput in;
-  in.model = tiny();
-  in.seq_len = 64;
-  in.world = 2;
-  const train::LayoutPlan f32 = train::plan_layouts(in).at(0);
-  in.bf16 = true;
-  const train::LayoutPlan bf16 = train::plan_layouts(in).at(0);
-  in.bf16_reduce = true;
-  const train::LayoutPlan reduce = train::plan_layouts(in).at(0);
-  EXPECT_EQ(bf16.parameters + bf16.gradients + bf16.optimizer, f32.parameters + f32.gradients + f32.optimizer);
-  EXPECT_DOUBLE_EQ(bf16.gathered, f32.gathered / 2);
-  const nn::DecoderConfig& c = in.model;
-  const double tokens = static_cast<double>(in.seq_len * in.local_batch), layers = static_cast<double>(c.num_layers);
-  const double lin = 2.0 * static_cast<double>(c.dim) + static_cast<double>(c.hidden_dim);
-  const double o = static_cast<double>(c.num_heads * c.head_dim);
-  EXPECT_DOUBLE_EQ(f32.activations - bf16.activations, layers * tokens * (2.0 * lin - 2.0 * o));
-  EXPECT_GT(bf16.logits, 2.0 * static_cast<double>(c.vocab_size * c.dim));
+std::vector<train::LayoutPlan> plan(const config::JobConfig& c, int64_t world, double memory = 0) {
+  const models::ResolvedModel model = train::resolve_model(c);
+  return train::plan_layouts(c, model, train::job_tree(c, model), world, memory);
+}
+
+// One rank holds 16 bytes per parameter (value, gradient, two AdamW moments) before the step; four
+// FSDP ranks a quarter of it; a layout per tp dividing the heads; nothing fits in one byte.
+TEST(Planner, SingleRankStateIsSixteenBytesPerParameter) {
+  const config::JobConfig c = plan_job({});
+  const double params = static_cast<double>(train::resolve_model(c).config.num_params());
+  const std::vector<train::LayoutPlan> one = plan(c, 1);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_DOUBLE_EQ(one[0].parameters + one[0].optimizer, 16.0 * params);
+  EXPECT_GT(one[0].step, 0.0);
+  EXPECT_DOUBLE_EQ(one[0].total, one[0].parameters + one[0].optimizer + one[0].step);
+  EXPECT_EQ(one[0].comm_bytes, 0.0);
+  const std::vector<train::LayoutPlan> four = plan(c, 4);
+  ASSERT_EQ(four.size(), 3u);  // tp 1, 2, 4 (debug: 8 heads, 4 kv heads)
+  EXPECT_NEAR((four[0].parameters + four[0].optimizer) * 4, 16.0 * params, 1e-4 * params);  // shards padded
+  EXPECT_EQ(four[2].tp, 4);
+  EXPECT_EQ(train::recommended_layout(plan(c, 4, /*memory=*/1)), -1);
+}
+
+// Activation checkpointing changes only what the step adds: keep_ops keeps less than keep_all,
+// every 2nd block replayed less, keep_input everywhere least.
+TEST(Planner, ActivationCheckpointingShrinksOnlyTheStep) {
+  const auto step = [](const std::string& mode, const std::string& option) {
+    return plan(plan_job({"--activation_checkpoint.mode", mode, "--activation_checkpoint.selective_ac_option", option}),
+                1)
+        .at(0);
+  };
+  const train::LayoutPlan none = step("none", "op"), op = step("selective", "op"), every2 = step("selective", "2"),
+                          full = step("full", "op");
+  EXPECT_LT(op.step, none.step);
+  EXPECT_LT(every2.step, none.step);
+  EXPECT_LT(full.step, every2.step);
+  EXPECT_LT(full.step, op.step);
+  for (const train::LayoutPlan* p : {&op, &every2, &full}) {
+    EXPECT_EQ(p->parameters + p->optimizer, none.parameters + none.optimizer);
+  }
+}
+
+// bf16 compute keeps the f32 state and gathers bf16 copies: FSDP's traffic (gathers and, with a bf16
+// reduce, reduce-scatters of the same units) halves exactly.
+TEST(Planner, Bf16HalvesTheFsdpTraffic) {
+  const train::LayoutPlan f32 = plan(plan_job({}), 2).at(0);
+  const train::LayoutPlan bf16 = plan(plan_job({"--training.mixed_precision_param", "bfloat16"}), 2).at(0);
+  const train::LayoutPlan reduce = plan(plan_job({"--training.mixed_precision_param", "bfloat16",
+                                                  "--training.mixed_precision_reduce", "bfloat16"}), 2).at(0);
+  EXPECT_EQ(bf16.parameters + bf16.optimizer, f32.parameters + f32.optimizer);
   EXPECT_LT(reduce.comm_bytes, bf16.comm_bytes);
   EXPECT_LT(bf16.comm_bytes, f32.comm_bytes);
   EXPECT_DOUBLE_EQ(reduce.comm_bytes, f32.comm_bytes / 2);
 }
 
-TEST(Planner, SingleRankStateIsSixteenBytesPerParameter) {
-  train::PlanInput in;
-  in.model = tiny();
-  in.seq_len = 64;
-  const std::vector<train::LayoutPlan> plans = train::plan_layouts(in);
-  ASSERT_EQ(plans.size(), 1u);
-  EXPECT_DOUBLE_EQ(plans[0].parameters + plans[0].gradients + plans[0].optimizer,
-                   16.0 * static_cast<double>(in.model.num_params()));
-  EXPECT_EQ(plans[0].gathered, 0.0);
-  in.world = 4;
-  const std::vector<train::LayoutPlan> four = train::plan_layouts(in);
-  ASSERT_EQ(four.size(), 3u);  // tp 1, 2, 4 (debug: 8 heads, 4 kv heads)
-  EXPECT_DOUBLE_EQ(four[0].parameters * 4, plans[0].parameters);
-  EXPECT_EQ(four[2].tp, 4);
-  in.memory_per_rank = 1;  // nothing fits
-  EXPECT_EQ(train::recommended_layout(train::plan_layouts(in)), -1);
-}
-
 // Expert parallelism in the plan of a MoE model: a layout per ep dividing dp_shard and the 8
-// experts; ep ranks hold E / ep experts whole (16 bytes per element) beside the FSDP shard of the
-// rest, and each MoE layer moves every routed pair's row out and back, forward and backward:
+// experts; ep ranks hold E / ep experts whole beside the FSDP shard of the rest, and each MoE layer
+// moves every routed pair's row out and back, forward and backward, at even routing:
 // 2 (sent + received) x pairs x (2 D + 2 (D + 1)) floats per layer.
 TEST(Planner, ExpertParallelHoldsItsExpertsAndCountsTheExchange) {
-  train::PlanInput in;
-  in.model = models::find_size("debug_moe").config;
-  in.model.num_layers = 2;
-  in.seq_len = 64;
-  in.world = 4;
-  const nn::DecoderConfig& c = in.model;
-  const std::vector<train::LayoutPlan> plans = train::plan_layouts(in);
-  ASSERT_EQ(plans.size(), 3u);  // ep 1, 2, 4 (tp 1 only: MoE is not tensor-parallel)
-  const double params = static_cast<double>(c.num_params());
-  const double experts = 2.0 * 3.0 * static_cast<double>(c.num_experts * c.moe_hidden_dim * c.dim);
-  const double pairs = static_cast<double>(in.seq_len * in.local_batch * c.num_experts_per_tok);
-  const double d = static_cast<double>(c.dim);
+  const config::JobConfig c = plan_job({"--model.name", "debug_moe", "--model.n_layers", "2"});
+  const nn::DecoderConfig mc = train::resolve_model(c).config;
+  const std::vector<train::LayoutPlan> plans = plan(c, 4);
+  ASSERT_EQ(plans.size(), 3u);  // ep 1, 2, 4 (tp: the family's plan does not split MoE)
+  const double params = static_cast<double>(mc.num_params());
+  const double experts = 2.0 * 3.0 * static_cast<double>(mc.num_experts * mc.moe_hidden_dim * mc.dim);
+  const double pairs = static_cast<double>(64 * c.training.local_batch_size * mc.num_experts_per_tok);
+  const double d = static_cast<double>(mc.dim);
   for (const train::LayoutPlan& p : plans) {
     SCOPED_TRACE(p.ep);
-    const double state = p.parameters + p.gradients + p.optimizer;
+    const double state = p.parameters + p.optimizer;
+    const double expected = p.ep == 1 ? 16.0 * params / 4 : 16.0 * ((params - experts) / 4 + experts / static_cast<double>(p.ep));
+    EXPECT_NEAR(state, expected, 1e-3 * expected);  // FSDP pads its shards; the routers' bias buffers
     if (p.ep == 1) {
-      EXPECT_DOUBLE_EQ(state, 16.0 * params / 4);
       EXPECT_EQ(p.all_to_all_bytes, 0.0);
       continue;
     }
-    EXPECT_DOUBLE_EQ(state, 16.0 * ((params - experts) / 4 + experts / static_cast<double>(p.ep)));
     EXPECT_DOUBLE_EQ(p.all_to_all_bytes, 4.0 * 2 * pairs * (4 * d + 2) * 2);
     EXPECT_GT(p.comm_bytes, p.all_to_all_bytes);
-    EXPECT_GT(p.activations, plans[0].activations);  // the received rows kept for backward
   }
-  in.ep = 2;
-  ASSERT_EQ(train::plan_layouts(in).size(), 1u);
-  EXPECT_EQ(train::plan_layouts(in)[0].ep, 2);
+  ASSERT_EQ(plan(plan_job({"--model.name", "debug_moe", "--parallelism.expert_parallel_degree", "2"}), 4).size(), 1u);
+}
+
+// A pipeline of 2 stages on 2 ranks: each rank holds its half of the layers and one end of the root;
+// 1F1B holds fewer micro-batches' activations than GPipe; the bubble is (pp - 1) / (M + pp - 1) = 1 / 5
+// with 4 micro-batches; the layouts are pp x (dp_shard or tp).
+TEST(Planner, PipelineRanksHoldTheirStagesAndTheScheduleDecidesTheActivations) {
+  const auto piped = [](const std::string& schedule, int64_t world) {
+    return plan(plan_job({"--training.local_batch_size", "4", "--parallelism.pipeline_parallel_degree", "2",
+                          "--parallelism.pipeline_parallel_microbatch_size", "1",
+                          "--parallelism.pipeline_parallel_schedule", schedule}),
+                world);
+  };
+  const train::LayoutPlan one = plan(plan_job({"--training.local_batch_size", "4"}), 1).at(0);
+  const std::vector<train::LayoutPlan> f1b1 = piped("1F1B", 2), gpipe = piped("GPipe", 2);
+  ASSERT_EQ(f1b1.size(), 1u);
+  EXPECT_EQ(f1b1[0].pp, 2);
+  EXPECT_DOUBLE_EQ(f1b1[0].bubble, 0.2);
+  EXPECT_LT(f1b1[0].parameters, one.parameters);
+  EXPECT_GT(f1b1[0].parameters, one.parameters / 4);
+  EXPECT_LT(f1b1[0].step, gpipe[0].step);
+  const std::vector<train::LayoutPlan> four = piped("1F1B", 4);
+  ASSERT_EQ(four.size(), 2u);  // pp 2 x dp_shard 2, pp 2 x tp 2
+  EXPECT_EQ(four[0].dp_shard, 2);
+  EXPECT_NEAR(four[0].parameters * 2, f1b1[0].parameters, 1e-4 * f1b1[0].parameters);  // shards padded
+  EXPECT_EQ(four[1].tp, 2);
+  EXPECT_LT(four[1].step, f1b1[0].step);  // heads, FFN and (sequence parallel) tokens split
 }
 
 // The memory floor's states are the model's parameter count (DecoderConfig::num_params, counted
@@ -324,14 +335,16 @@ TEST(MemoryFloor, StatesCountEveryParameterOnce) {
   train::MemoryFloorInput in;
   for (const char* name : {"debug", "debug_moe"}) {
     in.model = models::find_size(name).config;
-    in.seq_len = 64;
     const double params = static_cast<double>(in.model.num_params());
     in.world = in.dp_shard = 1;
     in.frozen_base = false;
     const train::MemoryFloor one = train::memory_floor(in);
     EXPECT_DOUBLE_EQ(one.states, 16.0 * params) << name;
     EXPECT_DOUBLE_EQ(one.embedding_states, 16.0 * (2.0 * 2048 * 256 + 256)) << name;  // untied 2048 x 256, + norm
-    EXPECT_GT(one.activations, 0.0);
+    EXPECT_EQ(one.activations, 0.0);  // nothing measured
+    in.measured_peak = one.states + 1000.0;
+    EXPECT_DOUBLE_EQ(train::memory_floor(in).activations, 1000.0);  // what the step adds beyond the states
+    in.measured_peak = 0;
     in.world = in.dp_shard = 4;
     EXPECT_DOUBLE_EQ(train::memory_floor(in).states, 4.0 * params) << name;
     in.frozen_base = in.bf16 = true;
@@ -340,7 +353,9 @@ TEST(MemoryFloor, StatesCountEveryParameterOnce) {
   }
   in.world = in.dp_shard = 1;
   in.frozen_base = false;
+  in.measured_peak = 16.0 * static_cast<double>(in.model.num_params()) + 1e6;  // the step adds 1 MB
   const train::MemoryFloor moe = train::memory_floor(in);
+  EXPECT_DOUBLE_EQ(moe.activations, 1e6);
   EXPECT_DOUBLE_EQ(moe.expert_states, 16.0 * 4 * 8 * (256 + 3.0 * 256 * 256));  // 4 layers x 8 experts (+ router)
   EXPECT_NO_THROW(train::check_memory_floor(moe, moe.total(), "model 'debug_moe'"));
   try {
@@ -369,7 +384,6 @@ TEST(MemoryFloor, LoraAdaptersAreTrainedStates) {
   EXPECT_DOUBLE_EQ(train::lora_adapter_elements(tree), adapters);
   train::MemoryFloorInput in;
   in.model = c;
-  in.seq_len = 64;
   in.frozen_base = true;
   in.adapter_elements = adapters;
   const double params = static_cast<double>(c.num_params());
@@ -390,7 +404,6 @@ TEST(MemoryFloor, LoraAdaptersAreTrainedStates) {
 TEST(MemoryFloor, ExpertParallelHoldsItsExpertsWhole) {
   train::MemoryFloorInput in;
   in.model = models::find_size("debug_moe").config;
-  in.seq_len = 64;
   in.world = in.dp_shard = 4;
   const double params = static_cast<double>(in.model.num_params()), experts = 4 * 8 * 3.0 * 256 * 256;
   EXPECT_DOUBLE_EQ(train::memory_floor(in).states, 4.0 * params);
@@ -398,48 +411,6 @@ TEST(MemoryFloor, ExpertParallelHoldsItsExpertsWhole) {
   EXPECT_DOUBLE_EQ(train::memory_floor(in).states, 16.0 * ((params - experts) / 4 + experts / 2));
   in.ep = 4;
   EXPECT_DOUBLE_EQ(train::memory_floor(in).states, 4.0 * params);
-}
-
-// A pipeline of 2 stages on 2 ranks: each rank holds half the layers and one end of the root, so
-// its state is the 1-rank state minus the other stage's; 1F1B holds at most 2 micro-batches' activations
-// on rank 0 where GPipe holds all 4 (1F1B's rank 0 and GPipe's last rank need most); the bubble is
-// (pp - 1) / (M + pp - 1) = 1 / 5; the layout's ranks are pp x dp_shard.
-TEST(Planner, PipelineRanksHoldTheirStagesAndTheScheduleDecidesTheActivations) {
-  train::PlanInput in;
-  in.model = tiny();
-  in.model.num_layers = 4;
-  in.seq_len = 64;
-  in.local_batch = 4;
-  const train::LayoutPlan one = train::plan_layouts(in).at(0);
-  in.world = 2;
-  in.micro_rows = 1;
-  const auto plan = [&](parallel::PipelineScheduleKind kind) {
-    in.schedule = kind;
-    in.pipeline = parallel::pipeline_layout(4, 2, kind, -1, {});
-    return train::plan_layouts(in);
-  };
-  const std::vector<train::LayoutPlan> f1b1 = plan(parallel::PipelineScheduleKind::one_f_one_b);
-  const std::vector<train::LayoutPlan> gpipe = plan(parallel::PipelineScheduleKind::gpipe);
-  ASSERT_EQ(f1b1.size(), 1u);  // pp 2 x dp_shard 1
-  EXPECT_EQ(f1b1[0].pp, 2);
-  EXPECT_EQ(f1b1[0].dp_shard, 1);
-  EXPECT_DOUBLE_EQ(f1b1[0].bubble, 0.2);
-  const nn::DecoderConfig& c = in.model;
-  const double table = static_cast<double>(c.vocab_size * c.dim);
-  // Rank 0: the embedding and layers 0-1; 16 bytes per element of parameters, gradients, moments.
-  EXPECT_EQ(f1b1[0].pp_rank, 0);
-  EXPECT_DOUBLE_EQ(f1b1[0].parameters * 4, 16.0 * (table + (one.parameters / 4 - 2 * table - c.dim) / 2));
-  EXPECT_LT(f1b1[0].activations, gpipe[0].activations);
-  EXPECT_EQ(gpipe[0].pp_rank, 1);  // the head's chunk on top of the same activations
-  EXPECT_LT(gpipe[0].activations, one.activations);  // half the layers, all 4 rows
-  EXPECT_GT(gpipe[0].activations, one.activations / 2);
-  in.world = 4;  // pp 2 x dp_shard 2, or pp 2 x tp 2
-  const std::vector<train::LayoutPlan> four = plan(parallel::PipelineScheduleKind::one_f_one_b);
-  ASSERT_EQ(four.size(), 2u);
-  EXPECT_EQ(four[0].dp_shard, 2);
-  EXPECT_DOUBLE_EQ(four[0].parameters * 2, f1b1[0].parameters);
-  EXPECT_EQ(four[1].tp, 2);
-  EXPECT_LT(four[1].activations, f1b1[0].activations);  // heads, FFN and (sequence parallel) tokens split
 }
 
 // Two ranks (threads) meeting through a SaveGroup write one checkpoint of flat pieces (one of

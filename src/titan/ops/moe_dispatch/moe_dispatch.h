@@ -48,6 +48,7 @@ using MoeDispatchImpl = OpImpl<
 OpTable<MoeDispatchImpl>& moe_dispatch_table();
 MoeDispatchImpl moe_dispatch_impl_ref();
 MoeDispatchImpl moe_dispatch_impl_cpu();
+MoeDispatchImpl moe_dispatch_impl_meta();  // the CPU kernel's allocations, no values
 
 namespace ref {
 // Scalar reference over raw row-major arrays; instantiated for float and double (the double

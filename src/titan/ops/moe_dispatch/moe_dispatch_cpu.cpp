@@ -13,13 +13,20 @@ namespace titan::ops {
 // Rows per thread chunk at least in the per-row loops.
 constexpr int64_t kRowGrain = 16;
 
+// The layout the forward writes, on x's device: the CPU kernel's memory and, shapes only, the meta
+// device's (moe_dispatch_impl_meta).
+static void allocate_layout(const MoeDispatchArgs& args, const Tensor& x, const Tensor& expert_NK, MoeLayout& layout) {
+  const int64_t n = x.size(0), kk = expert_NK.size(1), e = args.num_experts;
+  layout.offsets_E1 = Tensor::zeros({e + 1}, DType::i64, x.device());
+  layout.row_of_pair_NK = Tensor::empty({n, kk}, DType::i32, x.device());
+  layout.pair_of_row_P = Tensor::empty({n * kk}, DType::i32, x.device());
+}
+
 static void forward_cpu(const MoeDispatchArgs& args, const Tensor& x, const Tensor& expert_NK,
                         Tensor& x_rows, MoeLayout& layout) {
   const int64_t n = x.size(0), d = x.size(1), kk = expert_NK.size(1), e = args.num_experts;
   const int64_t p = n * kk;
-  layout.offsets_E1 = Tensor::zeros({e + 1}, DType::i64);
-  layout.row_of_pair_NK = Tensor::empty({n, kk}, DType::i32);
-  layout.pair_of_row_P = Tensor::empty({p}, DType::i32);
+  allocate_layout(args, x, expert_NK, layout);
   if (n == 0) return;
   const int32_t* expert = expert_NK.data<int32_t>();
   int64_t* offsets = layout.offsets_E1.data<int64_t>();
@@ -64,6 +71,12 @@ static void backward_cpu(const MoeDispatchArgs&, const Tensor& dx_rows, const Mo
 
 MoeDispatchImpl moe_dispatch_impl_cpu() {
   return {"moe_dispatch_cpu", Device::cpu, nullptr, forward_cpu, backward_cpu};
+}
+
+MoeDispatchImpl moe_dispatch_impl_meta() {
+  const auto forward = [](const MoeDispatchArgs& args, const Tensor& x, const Tensor& expert_NK, Tensor&,
+                          MoeLayout& layout) { allocate_layout(args, x, expert_NK, layout); };
+  return {"moe_dispatch_meta", Device::meta, nullptr, forward, MetaNoop<decltype(MoeDispatchImpl::backward)>::fn};
 }
 
 }  // namespace titan::ops

@@ -56,6 +56,7 @@ using MoeExpertsImpl = OpImpl<
 OpTable<MoeExpertsImpl>& moe_experts_table();
 MoeExpertsImpl moe_experts_impl_ref();
 MoeExpertsImpl moe_experts_impl_cpu();
+MoeExpertsImpl moe_experts_impl_meta();  // the CPU kernel's allocations, no values
 
 namespace ref {
 // Scalar reference over raw row-major arrays, math in double; instantiated for float and double

@@ -113,15 +113,22 @@ void apply_row_weights(int64_t p, int64_t f, const float* weight, const int32_t*
 
 }  // namespace
 
+// A [P, F] buffer on x's device: the saved gate and up, and the kernels' scratch (forward: h;
+// backward: dh, h, dup). The CPU kernel's memory and, shapes only, the meta device's
+// (moe_experts_impl_meta).
+static Tensor rows_PF(const Tensor& x, const Tensor& w1) {
+  return Tensor::empty({x.size(0), w1.size(1)}, DType::f32, x.device());
+}
+
 static void forward_cpu(const Tensor& x, const Tensor& offsets_t, const Tensor& w1,
                         const Tensor& w3, const Tensor& w2, Tensor& y, MoeExpertsSaved& saved) {
   const int64_t p = x.size(0), d = x.size(1), e = w1.size(0), f = w1.size(1);
-  saved.gate_PF = Tensor::empty({p, f});
-  saved.up_PF = Tensor::empty({p, f});
+  saved.gate_PF = rows_PF(x, w1);
+  saved.up_PF = rows_PF(x, w1);
   if (p == 0) return;
   const int64_t* offsets = offsets_t.data<int64_t>();
   // gate = x w1^T, up = x w3^T, h = silu(gate) * up, y = h w2^T (grouped).
-  Tensor h = Tensor::empty({p, f});
+  Tensor h = rows_PF(x, w1);
   grouped_gemm_rows(offsets, e, true, f, d, x.data<float>(), w1.data<float>(), f * d, 0.0f,
                     saved.gate_PF.data<float>());
   grouped_gemm_rows(offsets, e, true, f, d, x.data<float>(), w3.data<float>(), f * d, 0.0f,
@@ -139,7 +146,7 @@ static void backward_cpu(const Tensor& dy, const Tensor& weight, const Tensor& p
   if (p == 0) return;
   const int64_t* offsets = offsets_t.data<int64_t>();
   // dh'_PF = dy w2 (unweighted), h = swiglu(gate, up) recomputed.
-  Tensor dh = Tensor::empty({p, f}), h = Tensor::empty({p, f});
+  Tensor dh = rows_PF(x, w1), h = rows_PF(x, w1);
   grouped_gemm_rows(offsets, e, false, f, d, dy.data<float>(), w2.data<float>(), d * f, 0.0f,
                     dh.data<float>());
   swiglu_impl_cpu().forward(saved.gate_PF, saved.up_PF, h);
@@ -152,7 +159,7 @@ static void backward_cpu(const Tensor& dy, const Tensor& weight, const Tensor& p
 
   // SwiGLU backward (dgate into h's buffer, free now), then dw1, dw3 and dx.
   Tensor& dgate = h;
-  Tensor dup = Tensor::empty({p, f});
+  Tensor dup = rows_PF(x, w1);
   swiglu_impl_cpu().backward(dh, saved.gate_PF, saved.up_PF, dgate, dup);
   grouped_gemm_weight_grad(offsets, e, f, d, dgate.data<float>(), x.data<float>(),
                            dw1.data<float>());
@@ -166,6 +173,21 @@ static void backward_cpu(const Tensor& dy, const Tensor& weight, const Tensor& p
 
 MoeExpertsImpl moe_experts_impl_cpu() {
   return {"moe_experts_cpu", Device::cpu, nullptr, forward_cpu, backward_cpu};
+}
+
+MoeExpertsImpl moe_experts_impl_meta() {
+  const auto forward = [](const Tensor& x, const Tensor&, const Tensor& w1, const Tensor&, const Tensor&, Tensor&,
+                          MoeExpertsSaved& saved) {
+    saved.gate_PF = rows_PF(x, w1);
+    saved.up_PF = rows_PF(x, w1);
+    (void)rows_PF(x, w1);  // h
+  };
+  const auto backward = [](const Tensor&, const Tensor&, const Tensor&, const Tensor& x, const Tensor&,
+                           const Tensor& w1, const Tensor&, const Tensor&, const MoeExpertsSaved&, Tensor&, Tensor&,
+                           Tensor&, Tensor&, Tensor&) {
+    const Tensor dh = rows_PF(x, w1), h = rows_PF(x, w1), dup = rows_PF(x, w1);  // live together at the end
+  };
+  return {"moe_experts_meta", Device::meta, nullptr, forward, backward};
 }
 
 }  // namespace titan::ops

@@ -53,6 +53,7 @@ using MoeRouterImpl = OpImpl<
 OpTable<MoeRouterImpl>& moe_router_table();
 MoeRouterImpl moe_router_impl_ref();
 MoeRouterImpl moe_router_impl_cpu();
+MoeRouterImpl moe_router_impl_meta();  // the CPU kernel's allocations, no values
 
 namespace ref {
 // Scalar reference over raw row-major arrays, math in double; instantiated for float and double

@@ -59,13 +59,23 @@ static void route_tokens(const MoeRouterArgs& args, int64_t n, int64_t e, const 
   });
 }
 
+// What the kernels allocate, on x's device: the routing the forward writes, the backward's dz.
+// The CPU kernel's memory and, shapes only, the meta device's (moe_router_impl_meta).
+static void allocate_routing(const MoeRouterArgs& args, const Tensor& x, const Tensor& w_gate, MoeRouting& routing) {
+  const int64_t n = x.size(0), e = w_gate.size(0), kk = args.top_k;
+  routing.probs_NE = Tensor::empty({n, e}, DType::f32, x.device());
+  routing.expert_NK = Tensor::empty({n, kk}, DType::i32, x.device());
+  routing.weight_NK = Tensor::empty({n, kk}, DType::f32, x.device());
+  routing.expert_counts_E = Tensor::zeros({e}, DType::i64, x.device());
+}
+static Tensor backward_dz(const Tensor& x, const Tensor& w_gate) {
+  return Tensor::empty({x.size(0), w_gate.size(0)}, DType::f32, x.device());
+}
+
 static void forward_cpu(const MoeRouterArgs& args, const Tensor& x, const Tensor& w_gate,
                         Tensor& logits, MoeRouting& routing) {
   const int64_t n = x.size(0), d = x.size(1), e = w_gate.size(0), kk = args.top_k;
-  routing.probs_NE = Tensor::empty({n, e});
-  routing.expert_NK = Tensor::empty({n, kk}, DType::i32);
-  routing.weight_NK = Tensor::empty({n, kk});
-  routing.expert_counts_E = Tensor::zeros({e}, DType::i64);
+  allocate_routing(args, x, w_gate, routing);
   if (n == 0) return;
   float* zp = logits.data<float>();
   int32_t* expert = routing.expert_NK.data<int32_t>();
@@ -117,7 +127,7 @@ static void backward_cpu(const MoeRouterArgs& args, const Tensor& dweight, const
                          Tensor& dx, Tensor& dw_gate) {
   const int64_t n = x.size(0), d = x.size(1), e = w_gate.size(0);
   if (n == 0) return;
-  Tensor dz = Tensor::empty({n, e});
+  Tensor dz = backward_dz(x, w_gate);
   float* dzp = dz.data<float>();
   router_dz(args, n, e, dweight.data<float>(), dlogits.defined() ? dlogits.data<float>() : nullptr,
             routing, dzp);
@@ -127,6 +137,14 @@ static void backward_cpu(const MoeRouterArgs& args, const Tensor& dweight, const
 
 MoeRouterImpl moe_router_impl_cpu() {
   return {"moe_router_cpu", Device::cpu, nullptr, forward_cpu, backward_cpu};
+}
+
+MoeRouterImpl moe_router_impl_meta() {
+  const auto forward = [](const MoeRouterArgs& args, const Tensor& x, const Tensor& w_gate, Tensor&,
+                          MoeRouting& routing) { allocate_routing(args, x, w_gate, routing); };
+  const auto backward = [](const MoeRouterArgs&, const Tensor&, const Tensor&, const Tensor& x, const Tensor& w_gate,
+                           const MoeRouting&, Tensor&, Tensor&) { (void)backward_dz(x, w_gate); };
+  return {"moe_router_meta", Device::meta, nullptr, forward, backward};
 }
 
 }  // namespace titan::ops

@@ -35,7 +35,7 @@ void positions_forward(const PositionsArgs& args, const Tensor& begin_B, Tensor&
 
 Tensor make_positions(const PositionsArgs& args, const Tensor& begin_B) {
   Tensor pos_N = Tensor::empty({args.batch * args.seq}, DType::i64,
-                               begin_B.defined() ? begin_B.device() : Device::cpu);
+                               begin_B.defined() ? begin_B.device() : default_device());
   positions_forward(args, begin_B, pos_N);
   return pos_N;
 }

@@ -17,7 +17,9 @@ RopeTables rope_tables(const RopeArgs& args, const Tensor& positions_N, int64_t 
   TITAN_CHECK(positions_N.dtype() == DType::i64 && positions_N.is_contiguous(),
               "[rope] positions: expected a contiguous i64 tensor, got ", positions_N.describe());
   const int64_t n = positions_N.numel(), k2 = head_dim / 2;
-  RopeTables tables{Tensor::empty({n, k2}), Tensor::empty({n, k2}), head_dim};
+  const Device device = positions_N.device();
+  RopeTables tables{Tensor::empty({n, k2}, DType::f32, device), Tensor::empty({n, k2}, DType::f32, device), head_dim};
+  if (positions_N.is_meta()) return tables;  // the tables' shapes; their values need the positions
   const int64_t* pos = positions_N.data<int64_t>();
   float* cp = tables.cos_NK2.data<float>();
   float* sp = tables.sin_NK2.data<float>();

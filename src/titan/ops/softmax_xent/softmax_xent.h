@@ -64,6 +64,7 @@ using LmHeadXentImpl = OpImpl<
 OpTable<LmHeadXentImpl>& lm_head_xent_table();
 LmHeadXentImpl lm_head_xent_impl_ref();
 LmHeadXentImpl lm_head_xent_impl_cpu();
+LmHeadXentImpl lm_head_xent_impl_meta();  // the CPU kernel's allocations, no values
 
 namespace ref {
 // Scalar reference over raw row-major arrays, one token row of V logits at a time, in double;

@@ -68,6 +68,20 @@ static void xent_rows(int64_t begin, int64_t end, int64_t v, float* logits_cV, c
   }
 }
 
+// The kernel's buffers, on x's device: the one [c, V] f32 logits chunk (logits, then dlogits in
+// place) and, with bf16 operands and gradients, their bf16 rounding. The CPU kernel's memory and,
+// shapes only, the meta device's (lm_head_xent_impl_meta).
+struct ChunkBuffers {
+  Tensor logits_cV, dlogits_cV;
+};
+static ChunkBuffers chunk_buffers(const LmHeadXentArgs& args, const Tensor& x, const Tensor& w, const Tensor& targets,
+                                  bool grads) {
+  const int64_t v = w.size(0), c = lm_head_xent_chunk_tokens(args, targets.numel(), v, w.dtype());
+  const bool bf16 = w.dtype() == DType::bf16;
+  return {Tensor::empty({c, v}, DType::f32, x.device()),
+          bf16 && grads ? Tensor::empty({c, v}, DType::bf16, x.device()) : Tensor()};
+}
+
 static LmHeadXentResult run_cpu(const LmHeadXentArgs& args, const Tensor& x, const Tensor& w,
                                 const Tensor& targets, float grad_scale, Tensor* dx, Tensor* dw) {
   const int64_t v = w.size(0), d = w.size(1), n = targets.numel();
@@ -80,9 +94,10 @@ static LmHeadXentResult run_cpu(const LmHeadXentArgs& args, const Tensor& x, con
   if (n == 0) return result;
   // logits_cV: the one [c, V] buffer; logits, then dlogits in place. With bf16 operands the
   // dlogits are also rounded into dlogits_cV (bf16) for the two gradient products.
-  Tensor logits_cV = Tensor::empty({c, v});
+  ChunkBuffers buffers = chunk_buffers(args, x, w, targets, grads);
+  Tensor& logits_cV = buffers.logits_cV;
   float* lp = logits_cV.data<float>();
-  Tensor dlogits_cV = bf16 && grads ? Tensor::empty({c, v}, DType::bf16) : Tensor();
+  Tensor& dlogits_cV = buffers.dlogits_cV;
   std::vector<double> loss_rows(static_cast<size_t>(c));
   // C = op(A) B^T-or-B for A rows of x or dlogits; f32 or bf16 operands by the weight's dtype.
   const size_t elem = bf16 ? 2 : 4;
@@ -150,6 +165,19 @@ static LmHeadXentResult backward_cpu(const LmHeadXentArgs& args, const Tensor& x
 
 LmHeadXentImpl lm_head_xent_impl_cpu() {
   return {"lm_head_xent_cpu", Device::cpu, nullptr, forward_cpu, backward_cpu};
+}
+
+LmHeadXentImpl lm_head_xent_impl_meta() {
+  const auto forward = [](const LmHeadXentArgs& args, const Tensor& x, const Tensor& w, const Tensor& targets) {
+    if (targets.numel() > 0) (void)chunk_buffers(args, x, w, targets, false);
+    return LmHeadXentResult{};
+  };
+  const auto backward = [](const LmHeadXentArgs& args, const Tensor& x, const Tensor& w, const Tensor& targets, float,
+                           Tensor& dx, Tensor& dw) {
+    if (targets.numel() > 0) (void)chunk_buffers(args, x, w, targets, dx.defined() || dw.defined());
+    return LmHeadXentResult{};
+  };
+  return {"lm_head_xent_meta", Device::meta, nullptr, forward, backward};
 }
 
 }  // namespace titan::ops
