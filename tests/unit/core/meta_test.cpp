@@ -57,6 +57,13 @@ TEST(MetaDevice, ReadingValuesIsAnError) {
 // An op on meta: its contract is checked and its kernel skipped; an op whose CPU kernel allocates
 // (the head's logits chunk) allocates the same on meta.
 TEST(MetaDevice, OpsCheckTheirContractsAndSkipTheirKernels) {
+  {  // what an op saves follows its input's device, whatever the default device
+    const Tensor x = Tensor::empty({8, 16}, DType::f32, Device::meta), w = Tensor::empty({16}, DType::f32, Device::meta);
+    Tensor y = Tensor::empty({8, 16}, DType::f32, Device::meta);
+    ops::RmsNormSaved saved;
+    ops::rms_norm_forward({}, x, w, y, saved);
+    EXPECT_TRUE(saved.rstd_N.is_meta());
+  }
   const DeviceScope scope(Device::meta);
   const Tensor x = Tensor::empty({8, 16}), w = Tensor::empty({16});
   Tensor y = Tensor::empty({8, 16});

@@ -58,8 +58,9 @@ void attention_forward(const AttentionArgs& args, const Tensor& q_BTHK, const Te
               " like q, got ", out_BTHK.describe());
   const Shape lse = lse_shape(q_BTHK);
   if (!saved.lse_BHT.defined() || saved.lse_BHT.shape() != lse ||
-      saved.lse_BHT.dtype() != DType::f32 || !saved.lse_BHT.is_contiguous()) {
-    saved.lse_BHT = Tensor::empty(lse);
+      saved.lse_BHT.dtype() != DType::f32 || !saved.lse_BHT.is_contiguous() ||
+      saved.lse_BHT.device() != q_BTHK.device()) {
+    saved.lse_BHT = Tensor::empty(lse, DType::f32, q_BTHK.device());
   }
   attention_table()
       .select(q_BTHK.device(), q_BTHK, k_BTGK, v_BTGK)

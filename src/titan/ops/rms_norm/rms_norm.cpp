@@ -24,8 +24,8 @@ void rms_norm_forward(const RmsNormArgs& args, const Tensor& x_ND, const Tensor&
   check_rms_norm(x_ND, weight_D);
   TITAN_CHECK(y_ND.shape() == x_ND.shape(), "[rms_norm] y: expected ", shape_str(x_ND.shape()),
               ", got ", y_ND.describe());
-  if (!saved.rstd_N.defined() || saved.rstd_N.numel() != x_ND.size(0)) {
-    saved.rstd_N = Tensor::empty({x_ND.size(0)});
+  if (!saved.rstd_N.defined() || saved.rstd_N.numel() != x_ND.size(0) || saved.rstd_N.device() != x_ND.device()) {
+    saved.rstd_N = Tensor::empty({x_ND.size(0)}, DType::f32, x_ND.device());
   }
   rms_norm_table().select(x_ND.device(), x_ND, weight_D).forward(args, x_ND, weight_D, y_ND, saved);
 }
