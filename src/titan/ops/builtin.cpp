@@ -18,7 +18,8 @@ std::vector<std::pair<std::string, std::string>> selected_kernels(Device device)
           entry(vocab_parallel_xent_combine_table()),
           entry(positions_table()), entry(rows_gather_table()),
           entry(rows_strided_table()), entry(rows_mask_table()), entry(local_ids_table()),
-          entry(kv_cache_append_table()), entry(moe_load_table()), entry(moe_bias_update_table())};
+          entry(kv_cache_append_table()), entry(moe_load_table()), entry(moe_bias_update_table()),
+          entry(causal_conv1d_table()), entry(gated_delta_table()), entry(sigmoid_gate_table())};
 }
 
 // The table an implementation type belongs to (one overload per op).
@@ -58,6 +59,9 @@ static OpTable<LocalIdsImpl>& table_of(const LocalIdsImpl&) { return local_ids_t
 static OpTable<KvCacheAppendImpl>& table_of(const KvCacheAppendImpl&) { return kv_cache_append_table(); }
 static OpTable<MoeLoadImpl>& table_of(const MoeLoadImpl&) { return moe_load_table(); }
 static OpTable<MoeBiasUpdateImpl>& table_of(const MoeBiasUpdateImpl&) { return moe_bias_update_table(); }
+static OpTable<CausalConv1dImpl>& table_of(const CausalConv1dImpl&) { return causal_conv1d_table(); }
+static OpTable<GatedDeltaImpl>& table_of(const GatedDeltaImpl&) { return gated_delta_table(); }
+static OpTable<SigmoidGateImpl>& table_of(const SigmoidGateImpl&) { return sigmoid_gate_table(); }
 
 static std::vector<AddedKernel>& added() {
   static std::vector<AddedKernel> list;
@@ -235,6 +239,21 @@ void register_builtin_moe_load(OpTable<MoeLoadImpl>& table) {
 void register_builtin_moe_bias_update(OpTable<MoeBiasUpdateImpl>& table) {
   table.add(moe_bias_update_impl_ref());
   table.add(moe_bias_update_impl_cpu());
+}
+
+void register_builtin_causal_conv1d(OpTable<CausalConv1dImpl>& table) {
+  table.add(causal_conv1d_impl_ref());
+  table.add(causal_conv1d_impl_cpu());
+}
+
+void register_builtin_gated_delta(OpTable<GatedDeltaImpl>& table) {
+  table.add(gated_delta_impl_ref());
+  table.add(gated_delta_impl_cpu());
+}
+
+void register_builtin_sigmoid_gate(OpTable<SigmoidGateImpl>& table) {
+  table.add(sigmoid_gate_impl_ref());
+  table.add(sigmoid_gate_impl_cpu());
 }
 
 }  // namespace titan::ops

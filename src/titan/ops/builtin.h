@@ -9,8 +9,10 @@
 
 #include "titan/ops/adamw/adamw.h"
 #include "titan/ops/attention/attention.h"
+#include "titan/ops/causal_conv1d/causal_conv1d.h"
 #include "titan/ops/elementwise/elementwise.h"
 #include "titan/ops/embedding/embedding.h"
+#include "titan/ops/gated_delta/gated_delta.h"
 #include "titan/ops/kv_attention/kv_attention.h"
 #include "titan/ops/kv_cache/kv_cache.h"
 #include "titan/ops/local_ids/local_ids.h"
@@ -26,6 +28,7 @@
 #include "titan/ops/rms_norm/rms_norm.h"
 #include "titan/ops/rope/rope.h"
 #include "titan/ops/rows/rows.h"
+#include "titan/ops/sigmoid_gate/sigmoid_gate.h"
 #include "titan/ops/softmax_xent/softmax_xent.h"
 #include "titan/ops/swiglu/swiglu.h"
 #include "titan/ops/vocab_parallel_xent/vocab_parallel_xent.h"
@@ -42,7 +45,7 @@ using Kernel = std::variant<EmbeddingImpl, RmsNormImpl, LinearImpl, RopeImpl, At
                             MultiSumSquaresImpl, FirstNonfiniteImpl, VocabParallelXentMaxImpl,
                             VocabParallelXentSumsImpl, VocabParallelXentCombineImpl, PositionsImpl,
                             RowsGatherImpl, RowsStridedImpl, RowsMaskImpl, LocalIdsImpl, KvCacheAppendImpl,
-                            MoeLoadImpl, MoeBiasUpdateImpl>;
+                            MoeLoadImpl, MoeBiasUpdateImpl, CausalConv1dImpl, GatedDeltaImpl, SigmoidGateImpl>;
 // Adds `kernel` to the table of op `op` ("rms_norm", ...) after the implementations already
 // there, so dispatch prefers it on its device wherever its `supports` accepts the case (a plugin's
 // kernel; origin names the plugin). A one-line error when `op` is not the kernel's op, the kernel
@@ -81,5 +84,8 @@ void register_builtin_local_ids(OpTable<LocalIdsImpl>& table);
 void register_builtin_kv_cache_append(OpTable<KvCacheAppendImpl>& table);
 void register_builtin_moe_load(OpTable<MoeLoadImpl>& table);
 void register_builtin_moe_bias_update(OpTable<MoeBiasUpdateImpl>& table);
+void register_builtin_causal_conv1d(OpTable<CausalConv1dImpl>& table);
+void register_builtin_gated_delta(OpTable<GatedDeltaImpl>& table);
+void register_builtin_sigmoid_gate(OpTable<SigmoidGateImpl>& table);
 
 }  // namespace titan::ops
