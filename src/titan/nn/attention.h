@@ -44,8 +44,6 @@ class AttentionModule : public Module {
   // x_ND, and rebuild it bit for bit. The default keeps everything.
   virtual void drop_recomputable(std::any& saved) const;
   virtual void recompute(const StepContext& ctx, const Tensor& x_ND, std::any& saved) const;
-  // The RoPE it applies (check_shapes asks it about the head counts).
-  virtual const RopeModule& rope_module() const = 0;
   // Inference with a KV cache (generation): x_ND holds ctx.seq new tokens per row, whose
   // positions ctx carries; their keys and values are written into cache.k_BCGK[layer] /
   // v_BCGK[layer] at slots [cache.length, cache.length + ctx.seq) and the queries attend over
@@ -77,7 +75,6 @@ class Attention : public AttentionModule {
   // rebuild them from, q and k after norm and RoPE.
   void drop_recomputable(std::any& saved) const override;
   void recompute(const StepContext& ctx, const Tensor& x_ND, std::any& saved) const override;
-  const RopeModule& rope_module() const override { return *rope; }
   Tensor forward_cached(const StepContext& ctx, const Tensor& x_ND, KvCache& cache, int64_t layer) const override;
   std::string describe() const override { return "attention (built-in)"; }
 

@@ -4,6 +4,7 @@
 #include "titan/nn/attention.h"
 #include "titan/nn/embedding.h"
 #include "titan/nn/feed_forward.h"
+#include "titan/nn/gated_delta_net.h"
 #include "titan/nn/head.h"
 #include "titan/nn/linear.h"
 #include "titan/nn/lora.h"
@@ -23,6 +24,9 @@ static void register_builtin_modules(ModuleRegistry& r) {
   }, builtin);
   r.add(AttentionConfig::kType, [](const NodeConfig& n, const ModuleBuild& b) -> std::unique_ptr<Module> {
     return std::make_unique<Attention>(node_as<AttentionConfig>(n, b.path()), b);
+  }, builtin);
+  r.add(GatedDeltaNetConfig::kType, [](const NodeConfig& n, const ModuleBuild& b) -> std::unique_ptr<Module> {
+    return std::make_unique<GatedDeltaNet>(node_as<GatedDeltaNetConfig>(n, b.path()), b);
   }, builtin);
   r.add(RopeConfig::kType, [](const NodeConfig& n, const ModuleBuild& b) -> std::unique_ptr<Module> {
     (void)node_as<RopeConfig>(n, b.path());  // the tables are the step's (theta and head_dim are the model's)

@@ -19,7 +19,8 @@ std::vector<std::pair<std::string, std::string>> selected_kernels(Device device)
           entry(positions_table()), entry(rows_gather_table()),
           entry(rows_strided_table()), entry(rows_mask_table()), entry(local_ids_table()),
           entry(kv_cache_append_table()), entry(moe_load_table()), entry(moe_bias_update_table()),
-          entry(causal_conv1d_table()), entry(gated_delta_table()), entry(sigmoid_gate_table())};
+          entry(causal_conv1d_table()), entry(gated_delta_table()), entry(sigmoid_gate_table()),
+          entry(delta_gates_table())};
 }
 
 // The table an implementation type belongs to (one overload per op).
@@ -62,6 +63,7 @@ static OpTable<MoeBiasUpdateImpl>& table_of(const MoeBiasUpdateImpl&) { return m
 static OpTable<CausalConv1dImpl>& table_of(const CausalConv1dImpl&) { return causal_conv1d_table(); }
 static OpTable<GatedDeltaImpl>& table_of(const GatedDeltaImpl&) { return gated_delta_table(); }
 static OpTable<SigmoidGateImpl>& table_of(const SigmoidGateImpl&) { return sigmoid_gate_table(); }
+static OpTable<DeltaGatesImpl>& table_of(const DeltaGatesImpl&) { return delta_gates_table(); }
 
 static std::vector<AddedKernel>& added() {
   static std::vector<AddedKernel> list;
@@ -254,6 +256,11 @@ void register_builtin_gated_delta(OpTable<GatedDeltaImpl>& table) {
 void register_builtin_sigmoid_gate(OpTable<SigmoidGateImpl>& table) {
   table.add(sigmoid_gate_impl_ref());
   table.add(sigmoid_gate_impl_cpu());
+}
+
+void register_builtin_delta_gates(OpTable<DeltaGatesImpl>& table) {
+  table.add(delta_gates_impl_ref());
+  table.add(delta_gates_impl_cpu());
 }
 
 }  // namespace titan::ops
