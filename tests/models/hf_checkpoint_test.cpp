@@ -275,12 +275,12 @@ TEST(HfImport, LoadInitialChecksTheFolderAgainstTheModel) {
   save_hf_folder(model2, tmp / "untied");
   fs::copy_file(fixture("tied_mha") + "/model.safetensors", tmp / "untied/model.safetensors",
                 fs::copy_options::overwrite_existing);
-  EXPECT_ERROR_CONTAINS(load_initial_hf(model2, tmp / "untied"), "missing weights for this Qwen3 config: lm_head.weight");
+  EXPECT_ERROR_CONTAINS(load_initial_hf(model2, tmp / "untied"), "missing weights for this model's config: lm_head.weight");
   // Fewer layers than the folder: the extra layers are unexpected keys.
   nn::DecoderConfig shallow = load_hf_config(fixture("tied_mha"));
   shallow.num_layers = 1;
   nn::Decoder model3(shallow);
-  EXPECT_ERROR_CONTAINS(load_initial_hf(model3, fixture("tied_mha")), "unexpected weights not in this Qwen3 config: model.layers.1.");
+  EXPECT_ERROR_CONTAINS(load_initial_hf(model3, fixture("tied_mha")), "unexpected weights not in this model's config: model.layers.1.");
 }
 
 nn::DecoderConfig from_json(const nlohmann::json& j) { return config_from_hf(j, "x/config.json"); }

@@ -136,12 +136,12 @@ TEST(HfErrors, MissingUnexpectedAndMisshapenWeightsAreListed) {
   m.edit_weights([](auto& t) {
     std::erase_if(t, [](auto& kv) { return kv.first == "model.norm.weight"; });
   });
-  EXPECT_ERROR_CONTAINS(load_hf_model(m.dir()), "missing weights for this Qwen3 config: model.norm.weight");
+  EXPECT_ERROR_CONTAINS(load_hf_model(m.dir()), "missing weights for this model's config: model.norm.weight");
   m.edit_weights([](auto& t) {
     t.emplace_back("model.norm.weight", Tensor::zeros({64}));
     t.emplace_back("model.layers.0.self_attn.rotary_emb.inv_freq", Tensor::zeros({8}));
   });
-  EXPECT_ERROR_CONTAINS(load_hf_model(m.dir()), "unexpected weights not in this Qwen3 config: model.layers.0.self_attn.rotary_emb.inv_freq");
+  EXPECT_ERROR_CONTAINS(load_hf_model(m.dir()), "unexpected weights not in this model's config: model.layers.0.self_attn.rotary_emb.inv_freq");
   m.edit_weights([](auto& t) {
     std::erase_if(t, [](auto& kv) { return kv.first.find("rotary_emb") != std::string::npos; });
     for (auto& [name, tensor] : t) {

@@ -10,13 +10,15 @@ using namespace titan::testing;
 
 struct Case {
   int64_t n, d;
+  float offset = 0.0f;  // 1: the zero-centred norm, x * (1 + w)
 };
-// Odd widths and non-multiples of the 16-lane vector, a single row, a wide row.
-const Case kCases[] = {{1, 1}, {3, 7}, {5, 16}, {4, 33}, {17, 64}, {2, 129}, {64, 128}, {3, 1024}};
+// Odd widths and non-multiples of the 16-lane vector, a single row, a wide row; zero-centred too.
+const Case kCases[] = {{1, 1}, {3, 7}, {5, 16}, {4, 33}, {17, 64}, {2, 129}, {64, 128}, {3, 1024},
+                       {4, 33, 1.0f}, {64, 128, 1.0f}};
 
-std::string name(const Case& c) { return str("n=", c.n, " d=", c.d); }
+std::string name(const Case& c) { return str("n=", c.n, " d=", c.d, c.offset != 0.0f ? " zero-centred" : ""); }
 
-const RmsNormArgs kArgs{1e-6f};
+RmsNormArgs args_of(const Case& c) { return {1e-6f, c.offset}; }
 
 struct Inputs {
   Tensor x, w, dy;
@@ -28,15 +30,21 @@ Inputs inputs(const Case& c) {
 // The fp64 reference as a function of the differentiable inputs x and weight, for the
 // finite-difference check.
 RefFunction rms_norm_reference(const Case& c) {
-  auto forward = [c](const std::vector<Doubles>& in) {
-    Doubles y(c.n * c.d), rstd(c.n);
-    ref::rms_norm_forward(kArgs.eps, c.n, c.d, in[0].data(), in[1].data(), y.data(), rstd.data());
+  // The weight the formula multiplies by (offset + w); its gradient is w's.
+  const auto shifted = [c](const Doubles& w) {
+    Doubles out(w);
+    for (double& v : out) v += c.offset;
+    return out;
+  };
+  auto forward = [c, shifted](const std::vector<Doubles>& in) {
+    Doubles y(c.n * c.d), rstd(c.n), w = shifted(in[1]);
+    ref::rms_norm_forward(1e-6f, c.n, c.d, in[0].data(), w.data(), y.data(), rstd.data());
     return y;
   };
-  auto backward = [c](const std::vector<Doubles>& in, const Doubles& dy) {
-    Doubles y(c.n * c.d), rstd(c.n), dx(c.n * c.d), dw(c.d, 0.0);
-    ref::rms_norm_forward(kArgs.eps, c.n, c.d, in[0].data(), in[1].data(), y.data(), rstd.data());
-    ref::rms_norm_backward(c.n, c.d, dy.data(), in[0].data(), in[1].data(), rstd.data(), dx.data(), dw.data());
+  auto backward = [c, shifted](const std::vector<Doubles>& in, const Doubles& dy) {
+    Doubles y(c.n * c.d), rstd(c.n), dx(c.n * c.d), dw(c.d, 0.0), w = shifted(in[1]);
+    ref::rms_norm_forward(1e-6f, c.n, c.d, in[0].data(), w.data(), y.data(), rstd.data());
+    ref::rms_norm_backward(c.n, c.d, dy.data(), in[0].data(), w.data(), rstd.data(), dx.data(), dw.data());
     return std::vector<Doubles>{dx, dw};
   };
   return {{"x", "weight"}, {random_doubles(c.n * c.d, 1), random_doubles(c.d, 2, 0.5)}, forward, backward};
@@ -56,16 +64,16 @@ OpTest<RmsNormImpl, Case> rms_norm_test() {
         const Inputs in = inputs(c);
         Tensor y = garbage(in.x.shape());
         RmsNormSaved saved{garbage({c.n})};
-        impl.forward(kArgs, in.x, in.w, y, saved);
+        impl.forward(args_of(c), in.x, in.w, y, saved);
         return {{"y", y}, {"rstd", saved.rstd_N}};
       },
       .backward = [](const RmsNormImpl& impl, const Case& c) -> Outputs {
         const Inputs in = inputs(c);
         Tensor y = Tensor::empty(in.x.shape());
         RmsNormSaved saved{Tensor::empty({c.n})};
-        impl.forward(kArgs, in.x, in.w, y, saved);
+        impl.forward(args_of(c), in.x, in.w, y, saved);
         Tensor dx = garbage(in.x.shape()), dw = random_f32({c.d}, 14);  // dweight accumulates
-        impl.backward(kArgs, in.dy, in.x, in.w, saved, dx, dw);
+        impl.backward(args_of(c), in.dy, in.x, in.w, saved, dx, dw);
         return {{"dx", dx}, {"dweight", dw}};
       },
       .reference = rms_norm_reference,
@@ -76,6 +84,21 @@ OpTest<RmsNormImpl, Case> rms_norm_test() {
 TEST(RmsNorm, ReferenceBackwardMatchesFiniteDifferences) { sweep(rms_norm_test(), {Mode::gradient}); }
 
 TEST(RmsNorm, KernelsMatchReference) { sweep(rms_norm_test(), {Mode::forward, Mode::backward}); }
+
+// The zero-centred norm with w is the plain norm with 1 + w, bit for bit (HF rounds 1 + w to f32
+// first, as the kernels do).
+TEST(RmsNorm, ZeroCentredIsThePlainNormOfOnePlusW) {
+  const Tensor x = random_f32({6, 40}, 1), w = random_f32({40}, 2, 0.3f);
+  Tensor w1 = Tensor::empty({40});
+  for (int64_t j = 0; j < 40; ++j) w1.data<float>()[j] = 1.0f + w.data<float>()[j];
+  for (const RmsNormImpl& impl : rms_norm_table().impls()) {
+    Tensor y0 = Tensor::empty({6, 40}), y1 = Tensor::empty({6, 40});
+    RmsNormSaved s0{Tensor::empty({6})}, s1{Tensor::empty({6})};
+    impl.forward({1e-6f, 1.0f}, x, w, y0, s0);
+    impl.forward({1e-6f, 0.0f}, x, w1, y1, s1);
+    EXPECT_TRUE(all_close(impl.name, y0, y1, kExact));
+  }
+}
 
 TEST(RmsNorm, RejectsMismatchedWeight) {
   const Tensor x = random_f32({2, 8}, 1), w = random_f32({7}, 2);

@@ -14,15 +14,19 @@ namespace {
 using namespace titan::testing;
 
 struct Case {
-  Shape x;  // [N, H, K] or [B, T, H, K]
+  Shape x;            // [N, H, L] or [B, T, H, L]
+  int64_t rotary = 0;  // K, the rotated lanes of each head (partial rotary); 0: all L
 };
 // K/2 below, at and past the 16-lane vector (K/2 = 1, 3, 17, 32, 64, 128), one and many heads;
-// the last two have enough rows to be split over threads.
-const Case kCases[] = {{{1, 1, 2}},   {{3, 2, 6}},      {{5, 3, 34}},      {{4, 2, 64}},
-                       {{7, 4, 128}}, {{2, 3, 256}},    {{2, 3, 2, 128}},  {{4, 64, 2, 16}},
-                       {{200, 8, 64}}};
+// the last two have enough rows to be split over threads; then partial rotary (Qwen3.5: a
+// quarter of head_dim 256), the pass-through lanes not a multiple of the vector.
+const Case kCases[] = {{{1, 1, 2}},      {{3, 2, 6}},      {{5, 3, 34}},      {{4, 2, 64}},
+                       {{7, 4, 128}},    {{2, 3, 256}},    {{2, 3, 2, 128}},  {{4, 64, 2, 16}},
+                       {{200, 8, 64}},   {{3, 2, 8}, 2},   {{5, 3, 40}, 34},  {{2, 3, 2, 256}, 64},
+                       {{40, 4, 256}, 64}};
 
-std::string name(const Case& c) { return "x=" + shape_str(c.x); }
+int64_t rotary(const Case& c) { return c.rotary > 0 ? c.rotary : c.x.back(); }
+std::string name(const Case& c) { return "x=" + shape_str(c.x) + (c.rotary > 0 ? str(" rotary=", c.rotary) : ""); }
 int64_t rows(const Case& c) { return shape_numel(c.x) / (c.x.end()[-2] * c.x.back()); }
 
 // Positions up to 40000: large angles exercise the double-precision angle.
@@ -43,23 +47,23 @@ struct Inputs {
   Tensor x, dy;
 };
 Inputs inputs(const Case& c) {
-  return {rope_tables({}, random_positions(rows(c), 10), c.x.back()), random_f32(c.x, 11), random_f32(c.x, 12)};
+  return {rope_tables({}, random_positions(rows(c), 10), rotary(c)), random_f32(c.x, 11), random_f32(c.x, 12)};
 }
 
 RefFunction rope_reference(const Case& c) {
-  const int64_t n = rows(c), h = c.x.end()[-2], k = c.x.back();
+  const int64_t n = rows(c), h = c.x.end()[-2], k = rotary(c), lanes = c.x.back();
   const Tensor pos = random_positions(n, 1);
   Doubles cos(n * k / 2), sin(n * k / 2);
   ref::rope_tables(1e6, n, k, pos.data<int64_t>(), cos.data(), sin.data());
   // The differentiable input: x (the tables are constants).
   auto forward = [=](const std::vector<Doubles>& in) {
     Doubles y(in[0].size());
-    ref::rope_forward(n, h, k, cos.data(), sin.data(), in[0].data(), y.data());
+    ref::rope_forward(n, h, k, cos.data(), sin.data(), in[0].data(), y.data(), lanes);
     return y;
   };
   auto backward = [=](const std::vector<Doubles>& in, const Doubles& dy) {
     Doubles dx(in[0].size());
-    ref::rope_backward(n, h, k, cos.data(), sin.data(), dy.data(), dx.data());
+    ref::rope_backward(n, h, k, cos.data(), sin.data(), dy.data(), dx.data(), lanes);
     return std::vector<Doubles>{dx};
   };
   return {{"x"}, {random_doubles(shape_numel(c.x), 2)}, forward, backward};
@@ -191,7 +195,9 @@ TEST(Rope, RejectsBadShapes) {
   const RopeTables t = rope_tables({}, positions({0, 1, 2, 3}), 8);
   Tensor x = random_f32({4, 3, 6}, 1), y = Tensor::empty({4, 3, 6});
   msg = error_of([&] { rope_forward(t, x, y); });
-  EXPECT_NE(msg.find("[rope] x: expected a contiguous f32 [..., H, 8] tensor"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[rope] x: expected a contiguous f32 [..., H, K] tensor (ndim >= 3, K >= the rotated head_dim 8)"),
+            std::string::npos)
+      << msg;
 
   x = random_f32({4, 8}, 1);  // no heads dim
   y = Tensor::empty({4, 8});

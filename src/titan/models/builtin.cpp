@@ -9,6 +9,7 @@
 #include "titan/core/error.h"
 #include "titan/models/llama/family.h"
 #include "titan/models/qwen3/family.h"
+#include "titan/models/qwen3_5/family.h"
 
 namespace titan::models {
 
@@ -16,6 +17,7 @@ const std::vector<const ModelSpec*>& model_families() {
   // The explicit list: one line per family, no static-initializer registration.
   static const std::vector<const ModelSpec*> all = {
       &qwen3::family(),
+      &qwen3_5::family(),
       &llama::family(),
   };
   return all;

@@ -4,6 +4,9 @@
 // Legend: N = B*T tokens, D model dim, H query heads, G kv heads, K head_dim.
 //   q_NHK = rope(q_norm(x wq^T)), k_NGK = rope(k_norm(x wk^T)), v_NGK = x wv^T
 //   o_NHK = attention(q, k, v) (causal), y_ND = o wo^T
+// With output_gate (Qwen3.5's full attention): wq yields [query | gate] per head (2 K wide), and
+// y_ND = (o * sigmoid(gate)) wo^T. RoPE may rotate only part of each head (the tables' head_dim,
+// partial rotary): ops/rope.
 // forward_cached (generation): the same q, k, v for the new tokens only; k and v appended to the
 // layer's cache (nn/kv_cache.h), o = kv_attention(q, cached k, cached v) (ops/kv_attention).
 #pragma once
@@ -32,6 +35,7 @@ class AttentionConfig : public NodeConfig {
   bool qk_norm = true;   // Qwen3: RMSNorm over head_dim per head
   float norm_eps = 1e-6f;
   bool out_bias = false;  // o projection bias (HF attention_bias; Qwen2 has none)
+  bool output_gate = false;  // wq also yields a sigmoid gate on o per head (Qwen3.5)
 };
 
 class AttentionModule : public Module {
@@ -61,6 +65,7 @@ class Attention : public AttentionModule {
     std::any q_norm, k_norm;
     Tensor q_BTHK, k_BTGK, v_BTGK, o_BTHK;   // attention's inputs (after norm and RoPE), output
     ops::AttentionSaved attention;           // per-row log-sum-exp
+    Tensor gate_NX;                          // with output_gate: the gate, [N, H K]
   };
 
   // Builds its children (the projections, rope, q_norm, k_norm) from the tree through `build`.

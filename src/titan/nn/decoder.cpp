@@ -11,23 +11,15 @@
 
 namespace titan::nn {
 
-// Parameters of the attention half of a block and of its norms (everything but the MLP).
-static int64_t attention_params(const DecoderConfig& c) {
-  const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
-  int64_t attn = c.dim * q + 2 * c.dim * kv + q * c.dim;
-  if (c.attention_bias || c.qkv_bias) attn += q + 2 * kv;
-  if (c.attention_bias) attn += c.dim;
-  if (c.qk_norm) attn += 2 * c.head_dim;
-  return attn + 2 * c.dim;
-}
-
 // experts_counted: num_experts for the stored parameters, top_k for one token's active share.
 static int64_t count_params(const DecoderConfig& c, int64_t experts_counted) {
   const int64_t dense_mlp = 3 * c.dim * c.hidden_dim + (c.mlp_bias ? 2 * c.hidden_dim + c.dim : 0);
   const int64_t moe_mlp = c.num_experts * c.dim + experts_counted * 3 * c.dim * c.moe_hidden_dim;
-  const int64_t moe_layers = c.num_moe_layers();
-  return c.vocab_size * c.dim * (c.tie_embeddings ? 1 : 2) + c.num_layers * attention_params(c) +
-         (c.num_layers - moe_layers) * dense_mlp + moe_layers * moe_mlp + c.dim;
+  const int64_t moe_layers = c.num_moe_layers(), linear = c.num_linear_attention_layers();
+  const auto attention = static_cast<int64_t>(static_cast<double>(c.num_layers - linear) * c.full_attention_params() +
+                                              static_cast<double>(linear) * c.linear_attention_params());
+  return c.vocab_size * c.dim * (c.tie_embeddings ? 1 : 2) + attention + (c.num_layers - moe_layers) * dense_mlp +
+         moe_layers * moe_mlp + c.dim;
 }
 
 int64_t DecoderConfig::num_params() const { return count_params(*this, num_experts); }
@@ -189,7 +181,7 @@ StepContext Decoder::make_context(const Tensor& ids_BT) const {
   ctx.batch = ids_BT.size(0);
   ctx.seq = ids_BT.size(1);
   ctx.positions_N = ops::make_positions({ctx.batch, ctx.seq, 0});  // every row starts at 0
-  ctx.rope = ops::rope_tables({config_.rope_theta, config_.rope_scaling}, ctx.positions_N, config_.head_dim);
+  ctx.rope = ops::rope_tables({config_.rope_theta, config_.rope_scaling}, ctx.positions_N, config_.rotary_dim());
   return ctx;
 }
 
@@ -374,7 +366,7 @@ StepContext Decoder::make_cached_context(int64_t batch, int64_t seq, const KvCac
   ctx.batch = batch;
   ctx.seq = seq;
   ctx.positions_N = ops::make_positions({batch, seq, cache.length}, cache.begin_B);
-  ctx.rope = ops::rope_tables({config_.rope_theta, config_.rope_scaling}, ctx.positions_N, config_.head_dim);
+  ctx.rope = ops::rope_tables({config_.rope_theta, config_.rope_scaling}, ctx.positions_N, config_.rotary_dim());
   return ctx;
 }
 

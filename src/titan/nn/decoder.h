@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "titan/nn/config_tree.h"
@@ -46,8 +47,24 @@ struct DecoderConfig {
   float router_aux_loss_coef = 0.001f;  // aux_loss: loss += coef * aux
   float bias_update_rate = 1e-3f;       // bias: torchtitan's load_balance_coeff
 
+  // Qwen3.5 (HF Qwen3_5TextConfig). layer_types: one entry per layer, "full_attention" or
+  // "linear_attention" (gated DeltaNet, nn/gated_delta_net.h); empty: every layer full attention.
+  std::vector<std::string> layer_types;
+  int64_t linear_num_key_heads = 0, linear_key_head_dim = 0;
+  int64_t linear_num_value_heads = 0, linear_value_head_dim = 0;
+  int64_t linear_conv_kernel_dim = 4;
+  float partial_rotary_factor = 1.0f;  // RoPE rotates the first head_dim * factor lanes of a head
+  bool attn_output_gate = false;       // full attention's q_proj also yields a sigmoid gate on o
+  bool zero_centered_norms = false;    // every RMSNorm but the DeltaNet's is x * (1 + w)
+
   // Throws a one-line error for impossible sizes (e.g. heads not divisible by kv heads).
   void validate() const;
+  bool is_linear_attention_layer(int64_t layer) const;
+  int64_t num_linear_attention_layers() const;
+  int64_t rotary_dim() const;  // the lanes of a head RoPE rotates
+  // One block's parameters apart from its MLP (attention or DeltaNet, and the block's two norms).
+  double full_attention_params() const;
+  double linear_attention_params() const;
   bool is_moe_layer(int64_t layer) const;
   int64_t num_moe_layers() const;
   // Parameter counts (the tied table counted once); active: each token's share (top_k experts).

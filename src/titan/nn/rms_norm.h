@@ -19,6 +19,8 @@ class RmsNormConfig : public NodeConfig {
 
   int64_t dim = 0;
   float eps = 1e-6f;
+  // 1: the zero-centred norm (Qwen3.5, Gemma): x * (1 + w), w stored and initialised at 0.
+  float weight_offset = 0.0f;
 };
 
 class RmsNormModule : public Module {

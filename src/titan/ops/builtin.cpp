@@ -20,7 +20,7 @@ std::vector<std::pair<std::string, std::string>> selected_kernels(Device device)
           entry(rows_strided_table()), entry(rows_mask_table()), entry(local_ids_table()),
           entry(kv_cache_append_table()), entry(moe_load_table()), entry(moe_bias_update_table()),
           entry(causal_conv1d_table()), entry(gated_delta_table()), entry(sigmoid_gate_table()),
-          entry(delta_gates_table())};
+          entry(delta_gates_table()), entry(columns_table())};
 }
 
 // The table an implementation type belongs to (one overload per op).
@@ -64,6 +64,7 @@ static OpTable<CausalConv1dImpl>& table_of(const CausalConv1dImpl&) { return cau
 static OpTable<GatedDeltaImpl>& table_of(const GatedDeltaImpl&) { return gated_delta_table(); }
 static OpTable<SigmoidGateImpl>& table_of(const SigmoidGateImpl&) { return sigmoid_gate_table(); }
 static OpTable<DeltaGatesImpl>& table_of(const DeltaGatesImpl&) { return delta_gates_table(); }
+static OpTable<ColumnsImpl>& table_of(const ColumnsImpl&) { return columns_table(); }
 
 static std::vector<AddedKernel>& added() {
   static std::vector<AddedKernel> list;
@@ -261,6 +262,11 @@ void register_builtin_sigmoid_gate(OpTable<SigmoidGateImpl>& table) {
 void register_builtin_delta_gates(OpTable<DeltaGatesImpl>& table) {
   table.add(delta_gates_impl_ref());
   table.add(delta_gates_impl_cpu());
+}
+
+void register_builtin_columns(OpTable<ColumnsImpl>& table) {
+  table.add(columns_impl_ref());
+  table.add(columns_impl_cpu());
 }
 
 }  // namespace titan::ops

@@ -10,6 +10,7 @@
 #include "titan/ops/adamw/adamw.h"
 #include "titan/ops/attention/attention.h"
 #include "titan/ops/causal_conv1d/causal_conv1d.h"
+#include "titan/ops/columns/columns.h"
 #include "titan/ops/elementwise/elementwise.h"
 #include "titan/ops/delta_gates/delta_gates.h"
 #include "titan/ops/embedding/embedding.h"
@@ -47,7 +48,7 @@ using Kernel = std::variant<EmbeddingImpl, RmsNormImpl, LinearImpl, RopeImpl, At
                             VocabParallelXentSumsImpl, VocabParallelXentCombineImpl, PositionsImpl,
                             RowsGatherImpl, RowsStridedImpl, RowsMaskImpl, LocalIdsImpl, KvCacheAppendImpl,
                             MoeLoadImpl, MoeBiasUpdateImpl, CausalConv1dImpl, GatedDeltaImpl, SigmoidGateImpl,
-                            DeltaGatesImpl>;
+                            DeltaGatesImpl, ColumnsImpl>;
 // Adds `kernel` to the table of op `op` ("rms_norm", ...) after the implementations already
 // there, so dispatch prefers it on its device wherever its `supports` accepts the case (a plugin's
 // kernel; origin names the plugin). A one-line error when `op` is not the kernel's op, the kernel
@@ -90,5 +91,6 @@ void register_builtin_causal_conv1d(OpTable<CausalConv1dImpl>& table);
 void register_builtin_gated_delta(OpTable<GatedDeltaImpl>& table);
 void register_builtin_sigmoid_gate(OpTable<SigmoidGateImpl>& table);
 void register_builtin_delta_gates(OpTable<DeltaGatesImpl>& table);
+void register_builtin_columns(OpTable<ColumnsImpl>& table);
 
 }  // namespace titan::ops

@@ -43,9 +43,8 @@ struct Elements {
   double total = 0, root = 0, experts = 0, expert_weights = 0;  // root: embedding (+ head) + final norm
 };
 static Elements model_elements(const nn::DecoderConfig& c) {
-  const double d = static_cast<double>(c.dim), k = static_cast<double>(c.head_dim);
-  const double q = static_cast<double>(c.num_heads) * k, kv = static_cast<double>(c.num_kv_heads) * k;
-  const double attention = 2 * d * q + 2 * d * kv + 2 * d + (c.qk_norm ? 2 * k : 0);
+  const double d = static_cast<double>(c.dim);
+  const double linear = static_cast<double>(c.num_linear_attention_layers());
   const double dense_mlp = 3 * d * static_cast<double>(c.hidden_dim);
   const double experts = static_cast<double>(c.num_experts) * (d + 3 * d * static_cast<double>(c.moe_hidden_dim));
   const double moe_layers = static_cast<double>(c.num_moe_layers());
@@ -54,7 +53,8 @@ static Elements model_elements(const nn::DecoderConfig& c) {
   e.root = static_cast<double>(c.vocab_size) * d * (c.tie_embeddings ? 1 : 2) + d;
   e.experts = moe_layers * experts;
   e.expert_weights = moe_layers * static_cast<double>(c.num_experts) * 3 * d * static_cast<double>(c.moe_hidden_dim);
-  e.total = e.root + layers * attention + (layers - moe_layers) * dense_mlp + e.experts;
+  e.total = e.root + (layers - linear) * c.full_attention_params() + linear * c.linear_attention_params() +
+            (layers - moe_layers) * dense_mlp + e.experts;
   return e;
 }
 

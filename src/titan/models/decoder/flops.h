@@ -6,6 +6,11 @@
 // the embedding lookup, norms and biases are excluded. A mixture-of-experts layer counts its router
 // (E*D) and the top_k experts a token is routed to, not all E (active parameters, as torchtitan). The attention term counts the full T x T
 // score and value products (not halved for the causal mask), forward + backward.
+// Qwen3.5: only its full-attention layers have the T x T term (their q projection counts the output
+// gate's half too); a gated-DeltaNet layer counts its projections (in_proj_qkv / _z / _b / _a,
+// out_proj) as matmuls, and the delta rule as 24 Dk Dv per value head per token (the recurrence's
+// four Dk x Dv passes per token, decay, read, write and output, as multiply-adds, forward +
+// backward at 3x), independent of T.
 #pragma once
 
 #include "titan/nn/decoder.h"

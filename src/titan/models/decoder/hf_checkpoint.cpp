@@ -46,6 +46,12 @@ void check_same_math(const nn::DecoderConfig& model, const nn::DecoderConfig& fi
   same("architectures (q/k/v bias)", model.qkv_bias, file.qkv_bias);
   same("mlp_bias", model.mlp_bias, file.mlp_bias);
   same("tie_word_embeddings", model.tie_embeddings, file.tie_embeddings);
+  same("partial_rotary_factor", model.partial_rotary_factor, file.partial_rotary_factor);
+  same("architectures (attention output gate)", model.attn_output_gate, file.attn_output_gate);
+  same("architectures (zero-centred norms)", model.zero_centered_norms, file.zero_centered_norms);
+  for (size_t i = 0; i < std::min(model.layer_types.size(), file.layer_types.size()); ++i) {
+    same(str("layer_types[", i, "]").c_str(), model.layer_types[i], file.layer_types[i]);
+  }
 }
 
 void fsync_path(const std::string& path, bool directory) {
@@ -176,7 +182,9 @@ std::string hf_architecture(const std::string& dir) {
   if (!fs::exists(path, ec)) return "";
   const nlohmann::json j = ckpt::read_json_file(path);
   config_from_hf(j, path);  // one-line errors for a folder we could not load anyway
-  return j["architectures"][0].get<std::string>();
+  const std::string arch = j["architectures"][0].get<std::string>();
+  // A multimodal Qwen3.5 folder trains its language model: that goes out as the text model.
+  return arch == "Qwen3_5ForConditionalGeneration" ? "Qwen3_5ForCausalLM" : arch;
 }
 
 void write_folder_atomic(const ckpt::OutputFolder& destination,

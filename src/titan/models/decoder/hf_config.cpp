@@ -26,6 +26,7 @@ struct ArchDefaults {
   bool fixed_qkv_bias;        // Qwen2: q/k/v biases always, no o bias
   bool reads_mlp_bias;        // Llama
   bool moe;                   // reads the Qwen3MoeConfig fields
+  bool qwen3_5 = false;       // reads Qwen3_5TextConfig's fields (layer_types, linear attention, ...)
 };
 
 constexpr ArchDefaults kArchs[] = {
@@ -34,12 +35,18 @@ constexpr ArchDefaults kArchs[] = {
     {"Qwen2ForCausalLM", "qwen2", 151936, 4096, 22016, 32, 32, 32, -1, 32768, false, false, true, false, false},
     {"LlamaForCausalLM", "llama", 32000, 4096, 11008, 32, 32, -1, -1, 2048, false, true, false, true, false},
     {"MistralForCausalLM", "mistral", 32000, 4096, 14336, 32, 32, 8, -1, 131072, false, false, false, false, false},
+    {"Qwen3_5ForCausalLM", "qwen3_5_text", 248320, 4096, 12288, 32, 16, 4, 256, 32768, true, true, false, false, false,
+     true},
 };
+
+// The multimodal Qwen3.5 folder (Qwen3_5ForConditionalGeneration): its language model is a
+// Qwen3_5ForCausalLM under text_config, read as a text model (the vision tower is not trained).
+constexpr const char* kQwen3_5Multimodal = "Qwen3_5ForConditionalGeneration";
 
 std::string supported_list() {
   std::string out;
   for (const ArchDefaults& a : kArchs) out += (out.empty() ? "" : ", ") + std::string(a.architecture);
-  return out;
+  return out + ", " + kQwen3_5Multimodal;
 }
 
 const ArchDefaults* find_arch(const std::string& name) {
@@ -125,7 +132,8 @@ const std::vector<RopeTypeKeys>& rope_type_keys() {
 // The RoPE block (rope_scaling wins over rope_parameters, as in transformers' standardize_rope_params),
 // read into `c.rope_scaling` as transformers' ROPE_INIT_FUNCTIONS read it; returns its theta, or
 // `theta` when it names none. The block is kept as text for export (written back unchanged).
-double read_rope(const json& config, const Reader& r, const std::string& source, double theta, nn::DecoderConfig& c) {
+double read_rope(const json& config, const Reader& r, const std::string& source, double theta, nn::DecoderConfig& c,
+                 bool qwen3_5) {
   const char* key = r.present("rope_scaling") ? "rope_scaling" : r.present("rope_parameters") ? "rope_parameters" : nullptr;
   c.rope_scaling = ops::RopeScaling{};
   if (key == nullptr) return theta;
@@ -142,12 +150,20 @@ double read_rope(const json& config, const Reader& r, const std::string& source,
   TITAN_CHECK(kind != nullptr, where, ": rope_type '", type_name, "' is not supported. HINT: supported: default, linear, "
               "dynamic, yarn, llama3, longrope");
   for (const auto& [k, v] : rp.items()) {
-    const bool known = k == "rope_type" || k == "type" || k == "rope_theta" ||
+    // Qwen3.5: a partial rotary factor, and the MRoPE sections, which text positions (the same for
+    // every section) reduce to plain RoPE over the rotated lanes.
+    const bool qwen3_5_key = qwen3_5 && (k == "partial_rotary_factor" || k == "mrope_section" || k == "mrope_interleaved");
+    const bool known = k == "rope_type" || k == "type" || k == "rope_theta" || qwen3_5_key ||
                        std::find(kind->keys.begin(), kind->keys.end(), k) != kind->keys.end();
     TITAN_CHECK(known || (k == "partial_rotary_factor" && v.is_number() && v.get<double>() == 1.0), where, ": key '", k,
                 "' = ", v.dump(), " is not read by rope_type '", type_name, "'",
                 k == "partial_rotary_factor" ? " (only full-width RoPE, 1.0, is supported)" : "",
                 ". HINT: remove it, or use a config transformers accepts for this model");
+  }
+  if (qwen3_5 && rp.contains("partial_rotary_factor")) {
+    const double f = rope_number(rp, "partial_rotary_factor", where, 0.25);
+    TITAN_CHECK(f > 0 && f <= 1, where, ".partial_rotary_factor must be in (0, 1], got ", f);
+    c.partial_rotary_factor = static_cast<float>(f);
   }
   ops::RopeScaling& s = c.rope_scaling;
   s.type = kind->type;
@@ -238,6 +254,32 @@ void read_moe(const json& config, const Reader& r, const std::string& source, nn
               c.num_experts, ". HINT: a dense model is Qwen3ForCausalLM");
 }
 
+// Qwen3_5TextConfig's fields beyond Qwen3's, with its defaults: the layer kinds (absent: every 4th
+// layer full attention, full_attention_interval), the gated DeltaNet's heads, the partial RoPE
+// (0.25 unless the RoPE block says otherwise), the attention output gate and the zero-centred norms
+// (always, in Qwen3_5Attention and Qwen3_5RMSNorm).
+void read_qwen3_5(const json& config, const Reader& r, const std::string& source, nn::DecoderConfig& c) {
+  if (r.present("layer_types")) {
+    for (const json& t : config["layer_types"]) c.layer_types.push_back(t.get<std::string>());
+  } else {
+    const int64_t interval = r.integer("full_attention_interval", 4);
+    TITAN_CHECK(interval > 0, source, ": field 'full_attention_interval' must be > 0, got ", interval);
+    TITAN_CHECK(c.num_layers >= 0 && c.num_layers <= 1000000, source, ": field 'num_hidden_layers' is ", c.num_layers,
+                ". HINT: a Qwen3.5 model lists its layer kinds per layer");
+    for (int64_t i = 0; i < c.num_layers; ++i) {
+      c.layer_types.push_back((i + 1) % interval == 0 ? "full_attention" : "linear_attention");
+    }
+  }
+  c.linear_num_key_heads = r.integer("linear_num_key_heads", 16);
+  c.linear_key_head_dim = r.integer("linear_key_head_dim", 128);
+  c.linear_num_value_heads = r.integer("linear_num_value_heads", 32);
+  c.linear_value_head_dim = r.integer("linear_value_head_dim", 128);
+  c.linear_conv_kernel_dim = r.integer("linear_conv_kernel_dim", 4);
+  c.partial_rotary_factor = static_cast<float>(r.number("partial_rotary_factor", 0.25));
+  c.attn_output_gate = true;
+  c.zero_centered_norms = true;
+}
+
 }  // namespace
 
 nn::DecoderConfig config_from_hf(const json& config, const std::string& source) {
@@ -248,6 +290,16 @@ nn::DecoderConfig config_from_hf(const json& config, const std::string& source) 
                   config["architectures"].size() == 1 && config["architectures"][0].is_string(),
               source, ": field 'architectures' must be a one-element list such as [\"Qwen3ForCausalLM\"]");
   const std::string arch_name = config["architectures"][0].get<std::string>();
+  if (arch_name == kQwen3_5Multimodal) {
+    TITAN_CHECK(config.contains("text_config") && config["text_config"].is_object(), source,
+                ": field 'text_config' (the language model of a ", kQwen3_5Multimodal,
+                " folder) is missing or not an object. HINT: use the folder as published, with its config.json whole");
+    json text = config["text_config"];
+    text["architectures"] = {"Qwen3_5ForCausalLM"};
+    // Qwen3_5Config's own tie_word_embeddings (default false) decides the head.
+    text["tie_word_embeddings"] = r.boolean("tie_word_embeddings", false);
+    return config_from_hf(text, source + " text_config");
+  }
   const ArchDefaults* arch = find_arch(arch_name);
   TITAN_CHECK(arch != nullptr, source, ": field 'architectures': architecture '", arch_name,
               "' is not supported. HINT: supported: ", supported_list());
@@ -258,7 +310,7 @@ nn::DecoderConfig config_from_hf(const json& config, const std::string& source) 
   }
   TITAN_CHECK(r.number("attention_dropout", 0.0) == 0.0, source,
               ": field 'attention_dropout' must be 0 (attention dropout is not supported)");
-  TITAN_CHECK(!r.present("partial_rotary_factor") || r.number("partial_rotary_factor", 1.0) == 1.0, source,
+  TITAN_CHECK(arch->qwen3_5 || !r.present("partial_rotary_factor") || r.number("partial_rotary_factor", 1.0) == 1.0, source,
               ": field 'partial_rotary_factor' is ", config.value("partial_rotary_factor", json()).dump(),
               "; only full-width RoPE (1.0) is supported");
   if (arch_name == "MistralForCausalLM") {
@@ -277,8 +329,9 @@ nn::DecoderConfig config_from_hf(const json& config, const std::string& source) 
   if (r.present("layer_types")) {
     TITAN_CHECK(config["layer_types"].is_array(), source, ": field 'layer_types' must be a list");
     for (const json& t : config["layer_types"]) {
-      TITAN_CHECK(t == "full_attention", source, ": field 'layer_types' contains ", t.dump(),
-                  "; only \"full_attention\" is supported");
+      TITAN_CHECK(t == "full_attention" || (arch->qwen3_5 && t == "linear_attention"), source,
+                  ": field 'layer_types' contains ", t.dump(), ", a layer kind titan does not know. HINT: ",
+                  arch->qwen3_5 ? "\"full_attention\" or \"linear_attention\"" : "only \"full_attention\" for this architecture");
     }
   }
   nn::DecoderConfig c;
@@ -305,7 +358,8 @@ nn::DecoderConfig config_from_hf(const json& config, const std::string& source) 
   TITAN_CHECK(c.max_seq_len > 0, source, ": field 'max_position_embeddings' must be > 0, got ", c.max_seq_len);
   // transformers 5 writes rope_parameters {rope_theta, rope_type, ...}; the Hub's files a top-level
   // rope_theta (and maybe rope_scaling). Every supported config class defaults theta to 10000.
-  const double theta = read_rope(config, r, source, r.number("rope_theta", 10000.0), c);
+  if (arch->qwen3_5) read_qwen3_5(config, r, source, c);
+  const double theta = read_rope(config, r, source, r.number("rope_theta", 10000.0), c, arch->qwen3_5);
   c.rope_theta = float32("rope_theta", theta, false);
   c.tie_embeddings = r.boolean("tie_word_embeddings", false);
   c.qk_norm = arch->qk_norm;
@@ -322,6 +376,7 @@ nn::DecoderConfig config_from_hf(const json& config, const std::string& source) 
 }
 
 std::string default_hf_architecture(const nn::DecoderConfig& c) {
+  if (c.attn_output_gate || c.zero_centered_norms || !c.layer_types.empty()) return "Qwen3_5ForCausalLM";
   if (c.num_experts > 0) return "Qwen3MoeForCausalLM";
   if (c.qk_norm) return "Qwen3ForCausalLM";
   if (c.qkv_bias && !c.attention_bias && !c.mlp_bias) return "Qwen2ForCausalLM";
@@ -338,6 +393,11 @@ json config_to_hf(const nn::DecoderConfig& c, const std::string& architecture, c
   const bool qkv = c.attention_bias || c.qkv_bias, out = c.attention_bias;
   TITAN_CHECK((c.num_experts > 0) == arch->moe, "[hf export] ", architecture, " cannot express a ",
               c.num_experts > 0 ? "mixture-of-experts" : "dense", " model. HINT: export as ", default_hf_architecture(c));
+  const bool qwen3_5 = c.attn_output_gate || c.zero_centered_norms || !c.layer_types.empty();
+  TITAN_CHECK(qwen3_5 == arch->qwen3_5 && (!qwen3_5 || (c.attn_output_gate && c.zero_centered_norms)), "[hf export] ",
+              architecture, " cannot express this model (attention output gate ", c.attn_output_gate,
+              ", zero-centred norms ", c.zero_centered_norms, ", ", c.layer_types.size(),
+              " layer types). HINT: export as ", default_hf_architecture(c));
   const bool expressible = c.qk_norm == arch->qk_norm && (arch->reads_mlp_bias || !c.mlp_bias) &&
                            (arch->fixed_qkv_bias ? (qkv && !out)
                                                  : arch->reads_attention_bias ? qkv == out : !qkv);
@@ -382,6 +442,23 @@ json config_to_hf(const nn::DecoderConfig& c, const std::string& architecture, c
     // Bias balancing has no HF counterpart: the export routes without the bias (titan logs it).
     j["output_router_logits"] = c.load_balance == nn::LoadBalance::aux_loss;
     j["router_aux_loss_coef"] = shortest(c.router_aux_loss_coef);
+  }
+  if (arch->qwen3_5) {
+    j["layer_types"] = c.layer_types;
+    j["linear_num_key_heads"] = c.linear_num_key_heads;
+    j["linear_key_head_dim"] = c.linear_key_head_dim;
+    j["linear_num_value_heads"] = c.linear_num_value_heads;
+    j["linear_value_head_dim"] = c.linear_value_head_dim;
+    j["linear_conv_kernel_dim"] = c.linear_conv_kernel_dim;
+    if (c.rope_scaling.hf_key != "rope_scaling") {  // transformers 5's layout: theta inside rope_parameters
+      j.erase("rope_theta");
+      j.erase("rope_scaling");
+    }
+    if (c.rope_scaling.hf_key.empty()) {  // a named spec: its own RoPE block
+      j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", shortest(c.rope_theta)},
+                              {"partial_rotary_factor", shortest(c.partial_rotary_factor)}};
+    }
+    return j;
   }
   if (architecture == "MistralForCausalLM") {
     j["sliding_window"] = nullptr;  // absent would mean MistralConfig's active 4096 window

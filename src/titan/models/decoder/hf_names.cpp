@@ -33,6 +33,16 @@ static const std::pair<const char*, const char*> kPerLayer[] = {
     {"feed_forward.w3.weight", "mlp.up_proj.weight"},
     {"feed_forward.w3.bias", "mlp.up_proj.bias"},
     {"moe.router.gate.weight", "mlp.gate.weight"},
+    // Qwen3.5's gated DeltaNet layers (nn/gated_delta_net.h) in the attention slot.
+    {"attention.in_proj_qkv.weight", "linear_attn.in_proj_qkv.weight"},
+    {"attention.in_proj_z.weight", "linear_attn.in_proj_z.weight"},
+    {"attention.in_proj_b.weight", "linear_attn.in_proj_b.weight"},
+    {"attention.in_proj_a.weight", "linear_attn.in_proj_a.weight"},
+    {"attention.out_proj.weight", "linear_attn.out_proj.weight"},
+    {"attention.conv1d.weight", "linear_attn.conv1d.weight"},  // ours [C, K], HF's [C, 1, K]
+    {"attention.A_log", "linear_attn.A_log"},
+    {"attention.dt_bias", "linear_attn.dt_bias"},
+    {"attention.norm.weight", "linear_attn.norm.weight"},
 };
 // Stacked expert weights [E, ...]: expert e is HF's mlp.experts.<e>.<name> (slice e of dim 0).
 static const std::pair<const char*, const char*> kPerExpert[] = {
@@ -78,6 +88,7 @@ std::vector<std::pair<std::string, Tensor>> to_hf_tensors(const std::string& fqn
       return out;
     }
   }
+  if (fqn.ends_with(".attention.conv1d.weight")) return {{to_hf_name(fqn), t.reshape({t.size(0), 1, t.size(1)})}};
   return {{to_hf_name(fqn), t}};
 }
 

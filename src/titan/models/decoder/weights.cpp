@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <algorithm>
+#include <filesystem>
 #include <functional>
 #include <set>
 
@@ -58,7 +60,17 @@ void init_weights(nn::Decoder& model, uint64_t seed) {
       fill_trunc_normal(value, Rng(seed, stream(f)), head_std, -3 * head_std, 3 * head_std);
     } else if (f == "tok_embeddings.weight") {
       Rng(seed, stream(f)).fill_normal(value.data<float>(), value.numel(), 0.0f, 1.0f);
+    } else if (f.ends_with(".attention.norm.weight")) {
+      value.fill_(1.0f);  // a gated DeltaNet's output norm (plain, x * w)
     } else if (f.ends_with("norm.weight")) {
+      value.fill_(model.config().zero_centered_norms ? 0.0f : 1.0f);  // x * (1 + w): w = 0
+    } else if (f.ends_with(".attention.A_log")) {
+      // Transformers' Qwen3_5GatedDeltaNet: A uniform in [0.01, 16), stored as log A.
+      Rng(seed, stream(f)).fill_uniform(value.data<float>(), value.numel(), 1.0f);
+      for (int64_t i = 0; i < value.numel(); ++i) {
+        value.data<float>()[i] = std::log(0.01f + (value.data<float>()[i] + 1.0f) * 0.5f * 15.99f);
+      }
+    } else if (f.ends_with(".attention.dt_bias")) {
       value.fill_(1.0f);
     } else if (nn::is_lora_parameter(f)) {
       nn::init_lora_parameter(*p, seed);  // PEFT's: A kaiming-uniform, B zero
@@ -67,9 +79,12 @@ void init_weights(nn::Decoder& model, uint64_t seed) {
       // biases start at 0
     } else {
       const bool residual = f.ends_with(".wo.weight") || f.ends_with(".w2.weight") || f.ends_with(".w3.weight") ||
-                            f.ends_with(".experts.w2") || f.ends_with(".experts.w3");
+                            f.ends_with(".experts.w2") || f.ends_with(".experts.w3") || f.ends_with(".out_proj.weight");
       const bool input = f.ends_with(".wq.weight") || f.ends_with(".wk.weight") || f.ends_with(".wv.weight") ||
-                         f.ends_with(".w1.weight") || f.ends_with(".router.gate.weight") || f.ends_with(".experts.w1");
+                         f.ends_with(".w1.weight") || f.ends_with(".router.gate.weight") || f.ends_with(".experts.w1") ||
+                         f.ends_with(".in_proj_qkv.weight") || f.ends_with(".in_proj_z.weight") ||
+                         f.ends_with(".in_proj_b.weight") || f.ends_with(".in_proj_a.weight") ||
+                         f.ends_with(".conv1d.weight");
       TITAN_CHECK(residual || input, "[model] no initialization rule for parameter ", f,
                   ". HINT: a module must keep the built-in parameter names (nn/module.h)");
       const float std = residual ? depth_std(layer_of(f)) : 0.02f;
@@ -102,10 +117,42 @@ static int64_t first_nonfinite(const Tensor& t) {
   return -1;
 }
 
+// Where a folder keeps the language model's tensors. A multimodal Qwen3.5 folder
+// (Qwen3_5ForConditionalGeneration) holds them under model.language_model.* beside its vision
+// tower (model.visual.*); Qwen3.5 folders may carry multi-token-prediction tensors (mtp.*), which
+// Transformers ignores too. Neither is part of the text model titan trains.
+struct FolderLayout {
+  std::string model_prefix = "model.";
+  std::vector<std::string> ignored_prefixes;
+  std::string hf_name(const std::string& text_name) const {
+    return text_name.starts_with("model.") ? model_prefix + text_name.substr(6) : text_name;
+  }
+};
+
+static FolderLayout folder_layout(const nn::DecoderConfig& config, const std::string& dir) {
+  FolderLayout layout;
+  if (!config.attn_output_gate) return layout;  // not a Qwen3.5 model
+  layout.ignored_prefixes = {"mtp."};
+  const std::string path = dir + "/config.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return layout;
+  const nlohmann::json j = ckpt::read_json_file(path);
+  if (j.is_object() && j.contains("architectures") && j["architectures"] == nlohmann::json{"Qwen3_5ForConditionalGeneration"}) {
+    layout.model_prefix = "model.language_model.";
+    layout.ignored_prefixes.push_back("model.visual.");
+  }
+  return layout;
+}
+
 void load_hf_weights(nn::Decoder& model, const std::string& dir) {
   const ckpt::HfWeights weights = ckpt::HfWeights::open(dir);
+  const FolderLayout layout = folder_layout(model.config(), dir);
   std::set<std::string> unused;
-  for (const std::string& name : weights.names()) unused.insert(name);
+  for (const std::string& name : weights.names()) {
+    const bool ignored = std::any_of(layout.ignored_prefixes.begin(), layout.ignored_prefixes.end(),
+                                     [&](const std::string& p) { return name.starts_with(p); });
+    if (!ignored) unused.insert(name);
+  }
 
   std::vector<std::string> missing;
   const nn::ParameterList params = model.parameters();
@@ -113,7 +160,8 @@ void load_hf_weights(nn::Decoder& model, const std::string& dir) {
   for (nn::Parameter* p : params) {
     progress.advance();
     if (nn::is_lora_parameter(p->fqn)) continue;  // adapters are not in a base model's folder
-    for (auto& [hf, dst] : to_hf_tensors(p->fqn, p->data())) {
+    for (auto& [text_name, dst] : to_hf_tensors(p->fqn, p->data())) {
+      const std::string hf = layout.hf_name(text_name);
       const ckpt::TensorInfo* info = weights.find(hf);
       if (info == nullptr) {
         missing.push_back(hf);
@@ -155,9 +203,9 @@ void load_hf_weights(nn::Decoder& model, const std::string& dir) {
     }
     return out;
   };
-  TITAN_CHECK(missing.empty(), dir, ": missing weights for this Qwen3 config: ", join(missing),
-              ". HINT: check num_hidden_layers / tie_word_embeddings / attention_bias in config.json");
-  TITAN_CHECK(unused.empty(), dir, ": unexpected weights not in this Qwen3 config: ", join(unused),
+  TITAN_CHECK(missing.empty(), dir, ": missing weights for this model's config: ", join(missing),
+              ". HINT: check num_hidden_layers / tie_word_embeddings / attention_bias / layer_types in config.json");
+  TITAN_CHECK(unused.empty(), dir, ": unexpected weights not in this model's config: ", join(unused),
               ". HINT: check config.json against the checkpoint");
 }
 

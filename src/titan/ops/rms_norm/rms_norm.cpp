@@ -14,6 +14,13 @@ void check_rms_norm(const Tensor& x_ND, const Tensor& weight_D) {
               ". HINT: the weight must match x's last dim");
 }
 
+std::vector<float> offset_weight(const RmsNormArgs& args, const Tensor& weight_D) {
+  std::vector<float> w(static_cast<size_t>(weight_D.numel()));
+  const float* p = weight_D.data<float>();
+  for (size_t j = 0; j < w.size(); ++j) w[j] = args.weight_offset + p[j];
+  return w;
+}
+
 OpTable<RmsNormImpl>& rms_norm_table() {
   return builtin_table<RmsNormImpl>("rms_norm", register_builtin_rms_norm);
 }

@@ -1,10 +1,14 @@
 // RMSNorm over the last dim, fp32 statistics (as HF Qwen3RMSNorm):
-//   rstd = 1 / sqrt(mean(x^2) + eps);  y = weight * (x * rstd)
+//   rstd = 1 / sqrt(mean(x^2) + eps);  y = (weight_offset + weight) * (x * rstd)
+// weight_offset 1: the zero-centred norm (HF Qwen3_5RMSNorm, Gemma: x * (1 + w), weights stored as
+// w); 0: the plain one. The sum offset + w is rounded to f32 first, as HF computes it.
 // Shapes: N rows (tokens, or tokens x heads for q/k norm), D features.
 //   x_ND, weight_D -> y_ND; saved rstd_N.
 // Accumulation: dx is written (=); dweight is accumulated (+=).
 // Derivation of the backward: rms_norm.md.
 #pragma once
+
+#include <vector>
 
 #include "titan/core/tensor.h"
 #include "titan/ops/registry.h"
@@ -13,7 +17,11 @@ namespace titan::ops {
 
 struct RmsNormArgs {
   float eps = 1e-6f;
+  float weight_offset = 0.0f;
 };
+
+// The weight the kernels multiply by: weight_offset + weight (f32), for a non-zero offset.
+std::vector<float> offset_weight(const RmsNormArgs& args, const Tensor& weight_D);
 
 struct RmsNormSaved {
   Tensor rstd_N;  // f32

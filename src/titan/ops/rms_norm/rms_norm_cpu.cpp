@@ -66,15 +66,18 @@ static void forward_cpu(const RmsNormArgs& args, const Tensor& x, const Tensor& 
                         RmsNormSaved& saved) {
   const int64_t n = x.size(0), d = x.size(1);
   const float* xp = x.data<float>();
-  const float* wp = w.data<float>();
+  const std::vector<float> shifted = args.weight_offset != 0.0f ? offset_weight(args, w) : std::vector<float>();
+  const float* wp = shifted.empty() ? w.data<float>() : shifted.data();
   float* yp = y.data<float>();
   float* rp = saved.rstd_N.data<float>();
   parallel_for(n, 16, [&](int64_t b, int64_t e) { forward_rows(args.eps, b, e, d, xp, wp, yp, rp); });
 }
 
-static void backward_cpu(const RmsNormArgs&, const Tensor& dy, const Tensor& x, const Tensor& w,
+static void backward_cpu(const RmsNormArgs& args, const Tensor& dy, const Tensor& x, const Tensor& w,
                          const RmsNormSaved& saved, Tensor& dx, Tensor& dw) {
   const int64_t n = x.size(0), d = x.size(1);
+  const std::vector<float> shifted = args.weight_offset != 0.0f ? offset_weight(args, w) : std::vector<float>();
+  const float* wp = shifted.empty() ? w.data<float>() : shifted.data();
   const int threads = num_threads();
   // partial_TD: one dweight partial per thread slot, summed in slot order below.
   std::vector<float> partial_TD(static_cast<size_t>(threads) * d, 0.0f);
@@ -83,7 +86,7 @@ static void backward_cpu(const RmsNormArgs&, const Tensor& dy, const Tensor& x, 
     for (int64_t t = tb; t < te; ++t) {
       const int64_t b = t * chunk, e = std::min(n, b + chunk);
       if (b < e) {
-        backward_rows(b, e, d, dy.data<float>(), x.data<float>(), w.data<float>(),
+        backward_rows(b, e, d, dy.data<float>(), x.data<float>(), wp,
                       saved.rstd_N.data<float>(), dx.data<float>(), partial_TD.data() + t * d);
       }
     }

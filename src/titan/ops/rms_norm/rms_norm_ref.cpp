@@ -46,14 +46,17 @@ template void rms_norm_backward<double>(int64_t, int64_t, const double*, const d
 
 static void forward_ref(const RmsNormArgs& args, const Tensor& x, const Tensor& w, Tensor& y,
                         RmsNormSaved& saved) {
-  ref::rms_norm_forward(args.eps, x.size(0), x.size(1), x.data<float>(), w.data<float>(),
+  const std::vector<float> shifted = args.weight_offset != 0.0f ? offset_weight(args, w) : std::vector<float>();
+  ref::rms_norm_forward(args.eps, x.size(0), x.size(1), x.data<float>(), shifted.empty() ? w.data<float>() : shifted.data(),
                         y.data<float>(), saved.rstd_N.data<float>());
 }
 
-static void backward_ref(const RmsNormArgs&, const Tensor& dy, const Tensor& x, const Tensor& w,
+static void backward_ref(const RmsNormArgs& args, const Tensor& dy, const Tensor& x, const Tensor& w,
                          const RmsNormSaved& saved, Tensor& dx, Tensor& dw) {
-  ref::rms_norm_backward(x.size(0), x.size(1), dy.data<float>(), x.data<float>(), w.data<float>(),
-                         saved.rstd_N.data<float>(), dx.data<float>(), dw.data<float>());
+  const std::vector<float> shifted = args.weight_offset != 0.0f ? offset_weight(args, w) : std::vector<float>();
+  ref::rms_norm_backward(x.size(0), x.size(1), dy.data<float>(), x.data<float>(),
+                         shifted.empty() ? w.data<float>() : shifted.data(), saved.rstd_N.data<float>(),
+                         dx.data<float>(), dw.data<float>());
 }
 
 RmsNormImpl rms_norm_impl_ref() { return {"rms_norm_ref", Device::cpu, nullptr, forward_ref, backward_ref}; }

@@ -44,13 +44,12 @@ void check_rope(const RopeTables& tables, const Tensor& x_NHK) {
               tables.cos_NK2.defined() ? tables.cos_NK2.describe() : "undefined",
               ". HINT: build them with rope_tables()");
   TITAN_CHECK(x_NHK.dtype() == DType::f32 && x_NHK.is_contiguous() && x_NHK.ndim() >= 3 &&
-                  x_NHK.size(-2) > 0 && x_NHK.size(-1) == k,
-              "[rope] x: expected a contiguous f32 [..., H, ", k, "] tensor (ndim >= 3, last dim ",
-              "= head_dim ", k, "), got ", x_NHK.describe(),
-              ". HINT: view q/k as [B, T, H, head_dim] before applying RoPE");
-  const int64_t h = x_NHK.size(-2), rows = x_NHK.numel() / (h * k);
+                  x_NHK.size(-2) > 0 && x_NHK.size(-1) >= k,
+              "[rope] x: expected a contiguous f32 [..., H, K] tensor (ndim >= 3, K >= the rotated head_dim ", k,
+              "), got ", x_NHK.describe(), ". HINT: view q/k as [B, T, H, head_dim] before applying RoPE");
+  const int64_t h = x_NHK.size(-2), rows = x_NHK.numel() / (h * x_NHK.size(-1));
   TITAN_CHECK(rows == tables.cos_NK2.size(0), "[rope] x: ", x_NHK.describe(), " has ", rows,
-              " rows of ", h, " heads x ", k, " lanes, but the tables have ", tables.cos_NK2.size(0),
+              " rows of ", h, " heads x ", x_NHK.size(-1), " lanes, but the tables have ", tables.cos_NK2.size(0),
               " rows (one per position). HINT: build the tables from the positions of the same B*T "
               "tokens as x");
 }

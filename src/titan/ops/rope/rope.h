@@ -7,7 +7,9 @@
 // each pair (x[i], x[i + K/2]) is rotated by angle[n, i].
 // Shapes: N tokens (B*T), H heads, K head_dim; K2 = K/2.
 //   positions_N (i64, any shape read flat) -> tables cos_NK2, sin_NK2 (f32 [N, K2]);
-//   x_NHK (contiguous f32 [..., H, K]; the leading dims flatten to N rows) -> y_NHK.
+//   x_NHK (contiguous f32 [..., H, L]; the leading dims flatten to N rows) -> y_NHK. L >= K: with
+//   L > K (partial rotary, HF partial_rotary_factor = K / L) the first K lanes of each head rotate
+//   and lanes K .. L-1 pass through unchanged.
 // Saved: none beyond the tables, which are computed once per step and shared by every layer.
 // Accumulation: activation grad only, written (=). y may alias x and dx may alias dy (in place).
 // The backward is the transpose, a rotation by -angle: rope.md.
@@ -58,10 +60,12 @@ void rope_tables(double theta, int64_t n, int64_t k, const int64_t* positions, T
 template <class T>
 void rope_tables(const double* inv_freq, double attention_factor, int64_t n, int64_t k, const int64_t* positions,
                  T* cos, T* sin);
+// lanes: of each head (> k: partial rotary, the first k rotated, the rest copied); 0: k.
 template <class T>
-void rope_forward(int64_t n, int64_t h, int64_t k, const T* cos, const T* sin, const T* x, T* y);
+void rope_forward(int64_t n, int64_t h, int64_t k, const T* cos, const T* sin, const T* x, T* y, int64_t lanes = 0);
 template <class T>
-void rope_backward(int64_t n, int64_t h, int64_t k, const T* cos, const T* sin, const T* dy, T* dx);
+void rope_backward(int64_t n, int64_t h, int64_t k, const T* cos, const T* sin, const T* dy, T* dx,
+                   int64_t lanes = 0);
 }  // namespace ref
 
 }  // namespace titan::ops

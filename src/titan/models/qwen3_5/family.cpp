@@ -1,0 +1,69 @@
+#include "titan/models/qwen3_5/family.h"
+
+#include "titan/config/registry.h"
+#include "titan/models/decoder/family.h"
+
+namespace titan::qwen3_5 {
+
+nn::DecoderConfig debug_config() {
+  nn::DecoderConfig c;
+  c.vocab_size = 2048;
+  c.dim = 256;
+  c.num_layers = 4;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 64;
+  c.hidden_dim = 768;
+  c.norm_eps = 1e-6f;
+  c.rope_theta = 1e7f;
+  c.tie_embeddings = false;
+  c.max_seq_len = 2048;
+  c.layer_types = {"linear_attention", "linear_attention", "linear_attention", "full_attention"};
+  c.linear_num_key_heads = 2;
+  c.linear_key_head_dim = 64;
+  c.linear_num_value_heads = 4;
+  c.linear_value_head_dim = 64;
+  c.linear_conv_kernel_dim = 4;
+  c.partial_rotary_factor = 0.25f;
+  c.attn_output_gate = true;
+  c.zero_centered_norms = true;
+  return c;
+}
+
+// The quickstart's run on the reduced Qwen3.5 (qwen3_debug's data and schedule).
+static config::JobConfig qwen3_5_debug() {
+  config::JobConfig c = config::base_config();
+  c.job.dump_folder = "./outputs/qwen3_5_debug";
+  c.model.name = "debug_qwen3_5";
+  c.model.hf_assets_path = "./outputs/quickstart_tokenizer";
+  c.training.dataset = "quickstart";
+  c.training.steps = 160;
+  c.training.local_batch_size = 8;
+  c.training.seq_len = 256;
+  c.training.max_norm = 1.0;
+  c.training.deterministic = true;
+  c.optimizer.lr = 3e-3;
+  c.optimizer.weight_decay = 0.1;
+  c.lr_scheduler.warmup_steps = 16;
+  c.lr_scheduler.decay_ratio = -1.0;
+  c.lr_scheduler.decay_type = "cosine";
+  c.lr_scheduler.min_lr_factor = 0.1;
+  c.metrics.log_freq = 10;
+  return c;
+}
+
+static std::vector<config::ConfigEntry> config_functions() {
+  return {{"qwen3_5_debug",
+           "the reduced Qwen3.5 (3 gated DeltaNet + 1 full attention layers, dim 256) on the built-in dataset, 160 steps",
+           &qwen3_5_debug}};
+}
+
+const models::ModelSpec& family() {
+  static const models::ModelSpec spec = models::decoder_family(
+      "qwen3_5", "Qwen3.5 dense (gated DeltaNet + gated attention), from published text or multimodal folders",
+      {{"debug_qwen3_5", "reduced Qwen3.5: 4 layers (3 gated DeltaNet, 1 full attention), dim 256", debug_config()}},
+      {"Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration"}, &config_functions);
+  return spec;
+}
+
+}  // namespace titan::qwen3_5

@@ -1,0 +1,104 @@
+// Qwen3.5 against Hugging Face Transformers (fixtures/hf_qwen3_5, made by
+// tools/make_qwen3_5_fixtures.py): a tiny Qwen3_5ForCausalLM folder (3 gated DeltaNet layers and
+// one output-gated full-attention layer with partial RoPE, zero-centred norms), 2 x 70 tokens
+// (past one delta-rule chunk, not a multiple of it): logits, loss and every gradient; the same
+// language model in the multimodal layout (Qwen3_5ForConditionalGeneration, vision tower beside
+// it): its logits. The expected values are Transformers' computed in float64; the bars are
+// float32's: logits max abs err <= 2e-4, loss <= 1e-5, each gradient rel L2 <= 1e-4, except the
+// decay parameters' (A_log, dt_bias): their gradients sum small per-token terms that cancel, and a
+// chunked f32 computation rounds the chunk's cumulative log decay, so they get rel L2 <= 2e-3
+// (Transformers' own float32 run is off its float64 by 3.5e-3 and 1.0e-3 on layer 0's; ours by
+// 1.0e-3 and 4.1e-4; the fp64 op references, TITAN_USE_REF=1, by < 1e-5).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ops/op_harness.h"
+#include "titan/checkpoint/safetensors.h"
+#include "titan/models/builtin.h"
+#include "titan/models/qwen3_5/family.h"
+
+namespace titan::qwen3_5 {
+namespace {
+
+using testing::source_path;
+
+std::string fixture(const std::string& name) { return source_path("tests/fixtures/hf_qwen3_5/" + name); }
+
+// Position t predicts labels[t + 1] (HF's shift); the last position has no target.
+Tensor shifted_targets(const Tensor& labels_BT) {
+  const int64_t B = labels_BT.size(0), T = labels_BT.size(1);
+  Tensor out = Tensor::empty({B, T}, DType::i64);
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t t = 0; t < T; ++t) {
+      out.data<int64_t>()[b * T + t] = t + 1 < T ? labels_BT.data<int64_t>()[b * T + t + 1] : -100;
+    }
+  }
+  return out;
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  const auto x = testing::to_doubles(a), y = testing::to_doubles(b);
+  double m = 0.0;
+  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::fabs(x[i] - y[i]));
+  return m;
+}
+
+double rel_l2(const Tensor& got, const Tensor& want) {
+  const auto x = testing::to_doubles(got), y = testing::to_doubles(want);
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    num += (x[i] - y[i]) * (x[i] - y[i]);
+    den += y[i] * y[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+TEST(Qwen3_5HfParity, TextFolderLogitsLossAndEveryGradientMatchTransformers) {
+  const std::string dir = fixture("text");
+  const models::ModelSpec& spec = models::family_of_hf_folder(dir);
+  ASSERT_EQ(spec.name, "qwen3_5");
+  std::unique_ptr<nn::Decoder> model = models::load_hf_model(spec, dir);
+  EXPECT_EQ(model->config().layer_types.size(), 4u);
+  EXPECT_EQ(model->config().rotary_dim(), 4);
+  const auto expected = ckpt::SafetensorsFile::open(fixture("expected.safetensors"));
+  const Tensor ids = expected.get("input_ids").clone();
+  const Tensor targets = shifted_targets(expected.get("labels").clone());
+
+  const Tensor logits = model->forward_logits(ids);
+  ASSERT_EQ(logits.shape(), expected.get("logits").shape());
+  EXPECT_LE(max_abs_diff(logits, expected.get("logits")), 2e-4) << "logits";
+
+  model->zero_grad();
+  const nn::LossResult loss = model->forward_backward(ids, targets);
+  const double want_loss = expected.get("loss").data<float>()[0];
+  EXPECT_LE(std::fabs(loss.loss - want_loss), 1e-5) << "loss " << loss.loss << " want " << want_loss;
+  EXPECT_LE(std::fabs(model->forward_loss(ids, targets).loss - want_loss), 1e-5) << "forward-only loss";
+
+  int compared = 0;
+  for (nn::Parameter* p : model->parameters()) {
+    for (const auto& [hf, grad] : spec.hf.to_hf_tensors(p->fqn, p->grad)) {
+      const ckpt::TensorInfo* info = expected.find("grad." + hf);
+      ASSERT_NE(info, nullptr) << "no expected gradient for " << hf;
+      const bool decay = hf.ends_with(".A_log") || hf.ends_with(".dt_bias");
+      EXPECT_LE(rel_l2(grad.contiguous(), expected.get("grad." + hf)), decay ? 2e-3 : 1e-4)
+          << hf << " got " << testing::to_doubles(grad.contiguous())[0] << " want "
+          << testing::to_doubles(expected.get("grad." + hf))[0];
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 3 + 3 * 14 + 11);  // embedding, head, final norm; 3 DeltaNet layers; 1 attention layer
+}
+
+TEST(Qwen3_5HfParity, MultimodalFolderIsReadAsItsLanguageModel) {
+  const std::string dir = fixture("multimodal");
+  const models::ModelSpec& spec = models::family_of_hf_folder(dir);
+  ASSERT_EQ(spec.name, "qwen3_5");
+  std::unique_ptr<nn::Decoder> model = models::load_hf_model(spec, dir);
+  const auto expected = ckpt::SafetensorsFile::open(fixture("expected_multimodal.safetensors"));
+  const Tensor ids = ckpt::SafetensorsFile::open(fixture("expected.safetensors")).get("input_ids").clone();
+  EXPECT_LE(max_abs_diff(model->forward_logits(ids), expected.get("logits")), 2e-4) << "logits";
+}
+
+}  // namespace
+}  // namespace titan::qwen3_5

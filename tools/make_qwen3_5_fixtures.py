@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Writes the Qwen3.5 model fixtures: tiny seeded random folders as Transformers saves them, in
+both published layouts, and what Transformers computes on them.
+
+  python3 tools/make_qwen3_5_fixtures.py --out tests/fixtures/hf_qwen3_5
+
+Shape (both folders share the language model's weights): vocab 128, hidden 32, 4 layers of
+layer_types [linear, linear, linear, full], full attention 4 heads / 2 kv heads of head_dim 16
+with partial_rotary_factor 0.25 (4 rotated lanes) and its output gate, gated DeltaNet 2 key heads x
+8, 4 value heads x 8, conv kernel 4, dense MLP 64, untied head, rms_norm_eps 1e-6.
+<out>/text/: Qwen3_5ForCausalLM.save_pretrained (config.json with model_type qwen3_5_text,
+  model.safetensors with model.layers.* / model.embed_tokens / model.norm / lm_head names).
+<out>/multimodal/: Qwen3_5ForConditionalGeneration.save_pretrained with a tiny vision tower
+  (config.json with text_config / vision_config; model.language_model.*, model.visual.*, lm_head).
+<out>/expected.safetensors (text folder, eager attention, computed in float64: the model in double, and
+  Transformers' own linear-attention functions run with float64 where they cast to float32 (its
+  torch_chunk_gated_delta_rule and gated norm name torch.float32; they see float64 through
+  `float64_module`); Qwen3_5RMSNorm's own .float() stays float32, a relative 1e-7):
+  input_ids I64 [2, 70] (past one delta-rule chunk of 64, not a multiple of it), labels I64 [2, 70]
+  (the last 5 of row 1 are -100), logits F32 [2, 70, 128], loss F32 [] (HF's shifted mean
+  cross-entropy), grad.<HF name> F32 for every parameter (the gradient of that loss).
+<out>/expected_multimodal.safetensors: logits F32 [2, 70, 128] of the multimodal folder on the
+  same input_ids (text only).
+Expected values come only from Transformers.
+"""
+import argparse
+import os
+import shutil
+
+import torch
+from safetensors.torch import save_file
+from transformers import Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration
+from transformers.models.qwen3_5.configuration_qwen3_5 import (Qwen3_5Config, Qwen3_5TextConfig,
+                                                               Qwen3_5VisionConfig)
+
+from torch_env import setup_torch
+
+TEXT = dict(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=4, num_attention_heads=4,
+            num_key_value_heads=2, head_dim=16, rms_norm_eps=1e-6, tie_word_embeddings=False,
+            layer_types=["linear_attention", "linear_attention", "linear_attention", "full_attention"],
+            linear_num_key_heads=2, linear_key_head_dim=8, linear_num_value_heads=4, linear_value_head_dim=8,
+            linear_conv_kernel_dim=4, max_position_embeddings=256, hidden_act="silu",
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25,
+                             "mrope_section": [1, 1, 0], "mrope_interleaved": True})
+VISION = dict(depth=1, hidden_size=16, intermediate_size=32, num_heads=2, out_hidden_size=32, patch_size=4,
+              temporal_patch_size=2, spatial_merge_size=2, in_channels=3, num_position_embeddings=16)
+
+
+class _Float64Torch:
+    """torch, except that torch.float32 is torch.float64 (for the functions of one module)."""
+
+    def __getattr__(self, name):
+        return torch.float64 if name == "float32" else getattr(torch, name)
+
+
+def float64_module(module):
+    """Runs `module`'s functions with float64 where they name torch.float32."""
+    module.torch = _Float64Torch()
+
+
+def randomize(model, seed):
+    """Every parameter from its own seeded stream (the norms around their neutral value)."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("A_log"):
+                p.copy_(torch.log(torch.empty(p.shape).uniform_(1.0, 16.0, generator=gen)))
+            elif name.endswith("dt_bias") or name.endswith("linear_attn.norm.weight"):
+                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen))
+            elif name.endswith("norm.weight"):  # zero-centred: x * (1 + w)
+                p.copy_(0.1 * torch.randn(p.shape, generator=gen))
+            else:
+                p.copy_(0.1 * torch.randn(p.shape, generator=gen))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", required=True)
+    args = p.parse_args()
+    setup_torch(1)
+    for sub in ("text", "multimodal"):
+        shutil.rmtree(os.path.join(args.out, sub), ignore_errors=True)
+    os.makedirs(args.out, exist_ok=True)
+
+    text = Qwen3_5ForCausalLM(Qwen3_5TextConfig(**TEXT)).float().eval()
+    text.config._attn_implementation = "eager"
+    randomize(text, 1)
+    text.save_pretrained(os.path.join(args.out, "text"))
+
+    gen = torch.Generator().manual_seed(2)
+    ids = torch.randint(0, 128, (2, 70), generator=gen)
+    labels = ids.clone()
+    labels[1, -5:] = -100
+    from transformers.models.qwen3_5 import modeling_qwen3_5
+    original_torch = modeling_qwen3_5.torch
+    float64_module(modeling_qwen3_5)
+    text64 = text.double()
+    out = text64(input_ids=ids, labels=labels)
+    out.loss.backward()
+    expected = {"input_ids": ids, "labels": labels, "logits": out.logits.detach().float().contiguous(),
+                "loss": out.loss.detach().float().reshape(())}
+    for name, param in text64.named_parameters():
+        expected["grad." + name] = param.grad.float().contiguous()
+    modeling_qwen3_5.torch = original_torch
+    text = text64.float()
+    save_file(expected, os.path.join(args.out, "expected.safetensors"))
+
+    mm_config = Qwen3_5Config(text_config=TEXT, vision_config=VISION, tie_word_embeddings=False)
+    mm = Qwen3_5ForConditionalGeneration(mm_config).float().eval()
+    mm.config._attn_implementation = "eager"
+    mm.config.text_config._attn_implementation = "eager"
+    randomize(mm, 3)
+    with torch.no_grad():  # the language model and head of the text folder
+        state = text.state_dict()
+        for name, param in mm.named_parameters():
+            if name.startswith("model.language_model."):
+                param.copy_(state["model." + name[len("model.language_model."):]])
+            elif name == "lm_head.weight":
+                param.copy_(state["lm_head.weight"])
+    mm.save_pretrained(os.path.join(args.out, "multimodal"))
+    with torch.no_grad():
+        mm_logits = mm(input_ids=ids).logits
+    save_file({"logits": mm_logits.contiguous()}, os.path.join(args.out, "expected_multimodal.safetensors"))
+
+
+if __name__ == "__main__":
+    main()
