@@ -21,6 +21,14 @@ with partial_rotary_factor 0.25 (4 rotated lanes) and its output gate, gated Del
   cross-entropy), grad.<HF name> F32 for every parameter (the gradient of that loss).
 <out>/expected_multimodal.safetensors: logits F32 [2, 70, 128] of the multimodal folder on the
   same input_ids (text only).
+<out>/train/: a Qwen3_5ForCausalLM of the same shape with Transformers' own initialization
+  (torch.manual_seed(5): normal(0, 0.02) projections, zero norms, its A_log / dt_bias), the start of:
+<out>/training.safetensors: 20 steps of a torch training loop over that model, computed in float64
+  as expected.safetensors is (Transformers' own forward, loss and backward; torch.nn.utils.clip_grad_norm_(1.0, foreach=False);
+  torch.optim.AdamW(betas (0.9, 0.95), eps 1e-8, weight_decay 0.1, foreach=False), lr set per step):
+  input_ids I64 [20, 2, 33] (row b of step s: (3 + b) t + s mod 3, mod 128, a pattern the model
+  learns; labels = input_ids), lr F32 [20] (1e-3 after 5 warmup steps), loss F32 [20] (before each step's
+  update), grad_norm F32 [20] (before clipping); the lr titan applies is that F32 value.
 Expected values come only from Transformers.
 """
 import argparse
@@ -73,12 +81,43 @@ def randomize(model, seed):
                 p.copy_(0.1 * torch.randn(p.shape, generator=gen))
 
 
+def train(out_dir, path):
+    """20 AdamW steps from a freshly initialized model saved to out_dir, in float64 (the caller has
+    patched the module's float32 casts). Transformers' initialization keeps this run well
+    conditioned: its float32 and float64 losses agree to 1e-7 (the folder's larger random weights
+    do not: there a float32 run drifts from float64 by 1e-5 .. 1e-2 over 20 steps)."""
+    torch.manual_seed(5)
+    model = Qwen3_5ForCausalLM(Qwen3_5TextConfig(**TEXT)).float()
+    model.config._attn_implementation = "eager"
+    model.save_pretrained(out_dir)
+    model = model.double().train()
+    batches = torch.stack([torch.stack([(torch.arange(33) * (3 + b) + s % 3) % 128 for b in range(2)])
+                           for s in range(20)])
+    lrs = [float(torch.tensor(1e-3 * min(1.0, (step + 1) / 5), dtype=torch.float32)) for step in range(20)]
+    opt = torch.optim.AdamW(model.parameters(), lr=lrs[0], betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1,
+                            foreach=False)
+    losses, norms = [], []
+    for step in range(20):
+        ids = batches[step]
+        opt.zero_grad()
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        norms.append(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=False).item())
+        for group in opt.param_groups:
+            group["lr"] = lrs[step]
+        opt.step()
+        losses.append(loss.item())
+    save_file({"input_ids": batches, "lr": torch.tensor(lrs, dtype=torch.float32),
+               "loss": torch.tensor(losses, dtype=torch.float32), "grad_norm": torch.tensor(norms, dtype=torch.float32)},
+              path)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True)
     args = p.parse_args()
     setup_torch(1)
-    for sub in ("text", "multimodal"):
+    for sub in ("text", "multimodal", "train"):
         shutil.rmtree(os.path.join(args.out, sub), ignore_errors=True)
     os.makedirs(args.out, exist_ok=True)
 
@@ -101,9 +140,10 @@ def main():
                 "loss": out.loss.detach().float().reshape(())}
     for name, param in text64.named_parameters():
         expected["grad." + name] = param.grad.float().contiguous()
+    save_file(expected, os.path.join(args.out, "expected.safetensors"))
+    train(os.path.join(args.out, "train"), os.path.join(args.out, "training.safetensors"))
     modeling_qwen3_5.torch = original_torch
     text = text64.float()
-    save_file(expected, os.path.join(args.out, "expected.safetensors"))
 
     mm_config = Qwen3_5Config(text_config=TEXT, vision_config=VISION, tie_word_embeddings=False)
     mm = Qwen3_5ForConditionalGeneration(mm_config).float().eval()

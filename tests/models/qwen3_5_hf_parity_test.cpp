@@ -12,11 +12,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 
 #include "ops/op_harness.h"
 #include "titan/checkpoint/safetensors.h"
 #include "titan/models/builtin.h"
 #include "titan/models/qwen3_5/family.h"
+#include "titan/train/clip.h"
+#include "titan/train/optimizer.h"
 
 namespace titan::qwen3_5 {
 namespace {
@@ -98,6 +101,34 @@ TEST(Qwen3_5HfParity, MultimodalFolderIsReadAsItsLanguageModel) {
   const auto expected = ckpt::SafetensorsFile::open(fixture("expected_multimodal.safetensors"));
   const Tensor ids = ckpt::SafetensorsFile::open(fixture("expected.safetensors")).get("input_ids").clone();
   EXPECT_LE(max_abs_diff(model->forward_logits(ids), expected.get("logits")), 2e-4) << "logits";
+}
+
+// 20 steps of the trainer's pieces (forward_backward, clip_grad_norm, AdamW) from the train
+// folder's weights (Transformers' own init) against a torch loop over Transformers' model in
+// float64 (training.safetensors): every step's loss and gradient norm within 1e-5 relative.
+TEST(Qwen3_5HfParity, TwentyTrainingStepsEqualATorchAdamWLoop) {
+  const std::string dir = fixture("train");
+  std::unique_ptr<nn::Decoder> model = models::load_hf_model(models::family_of_hf_folder(dir), dir);
+  const auto fx = ckpt::SafetensorsFile::open(fixture("training.safetensors"));
+  const Tensor batches = fx.get("input_ids").clone(), lrs = fx.get("lr").clone();
+  const Tensor losses = fx.get("loss").clone(), norms = fx.get("grad_norm").clone();
+  const nn::ParameterList params = model->parameters();
+  train::AdamW optimizer(params, {0.9, 0.95, 1e-8, 0.1});
+  double worst_loss = 0.0, worst_norm = 0.0;
+  for (int64_t step = 0; step < 20; ++step) {
+    const Tensor ids = batches.select(step).clone();
+    model->zero_grad();
+    const nn::LossResult loss = model->forward_backward(ids, shifted_targets(ids));
+    const double norm = train::clip_grad_norm(params, 1.0);
+    optimizer.step(lrs.data<float>()[step]);
+    const double want_loss = losses.data<float>()[step], want_norm = norms.data<float>()[step];
+    EXPECT_LE(std::fabs(loss.loss - want_loss), 1e-5 * want_loss) << "step " << step + 1 << " loss " << loss.loss;
+    EXPECT_LE(std::fabs(norm - want_norm), 1e-5 * want_norm) << "step " << step + 1 << " grad norm " << norm;
+    worst_loss = std::max(worst_loss, std::fabs(loss.loss - want_loss) / want_loss);
+    worst_norm = std::max(worst_norm, std::fabs(norm - want_norm) / want_norm);
+    if (step == 19) std::printf("step 1 loss %.6f, step 20 loss %.6f\n", losses.data<float>()[0], loss.loss);
+  }
+  std::printf("20 steps vs torch: worst relative loss diff %.2e, grad norm %.2e\n", worst_loss, worst_norm);
 }
 
 }  // namespace
