@@ -511,6 +511,39 @@ TEST_F(CliParallel, CheckpointMovesBetweenWorldSizes) {
   }
 }
 
+// Qwen3.5 (the reduced model: 3 gated DeltaNet layers and one output-gated attention layer) on FSDP 2
+// and a 2-stage pipeline trains the single-rank losses; the pipeline's step-10 checkpoint resumes
+// on FSDP 2 (another mesh) and continues them. Tensor parallelism is refused before step 1 (the
+// support matrix: in_proj_qkv packs q, k and v).
+TEST_F(CliParallel, Qwen3_5MeshesMatchOneRankAndACheckpointMovesBetweenThem) {
+  const auto qwen3_5 = [](const std::string& name, int local, const std::string& extra) {
+    std::string args = train_args(name, local, extra);
+    const std::string dense = "--config qwen3_debug --model.n_layers 2";
+    args.replace(args.find(dense), dense.size(), "--config qwen3_5_debug");
+    return args;
+  };
+  const CommandResult one = run_titan(qwen3_5("q35_one", 4, ""));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const std::vector<nlohmann::json> base = read_jsonl(dir_ / "q35_one" / "metrics.jsonl");
+  const std::string ckpt = " --checkpoint.enable --checkpoint.interval 10 --no-checkpoint.last_save_model_only";
+  const CommandResult fsdp = run_mpi(2, qwen3_5("q35_fsdp2", 2, ""));
+  ASSERT_EQ(fsdp.exit_code, 0) << fsdp.output;
+  expect_losses_of(base, read_jsonl(dir_ / "q35_fsdp2" / "metrics.jsonl"));
+  const CommandResult pp = run_mpi(2, qwen3_5("q35_pp2", 4, "--parallelism.pipeline_parallel_degree 2" + ckpt));
+  ASSERT_EQ(pp.exit_code, 0) << pp.output;
+  expect_losses_of(base, read_jsonl(dir_ / "q35_pp2" / "metrics.jsonl"));
+  fs::create_directories(dir_ / "q35_moved" / "checkpoint");
+  fs::copy(dir_ / "q35_pp2" / "checkpoint" / "step-10", dir_ / "q35_moved" / "checkpoint" / "step-10",
+           fs::copy_options::recursive);
+  const CommandResult moved = run_mpi(2, qwen3_5("q35_moved", 2, ckpt));
+  ASSERT_EQ(moved.exit_code, 0) << moved.output;
+  EXPECT_NE(moved.output.find("resuming from"), std::string::npos) << moved.output;
+  expect_losses_of(base, read_jsonl(dir_ / "q35_moved" / "metrics.jsonl"), 11);
+  const CommandResult tp = run_mpi(2, qwen3_5("q35_tp2", 4, "--parallelism.tensor_parallel_degree 2"));
+  EXPECT_EQ(tp.exit_code, 2) << tp.output;
+  EXPECT_NE(tp.output.find("gated DeltaNet layers, which are not tensor-parallel yet"), std::string::npos) << tp.output;
+}
+
 // Expert parallelism (ep ranks borrowed from dp_shard, the MoE rows exchanged all-to-all, each
 // rank holding E / ep experts) trains the single-rank losses of the MoE model in both balancing
 // modes. The single-rank run takes the same micro-batches by accumulation (HF's aux loss is one

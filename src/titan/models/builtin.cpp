@@ -99,7 +99,19 @@ ResolvedModel resolve_model(const std::string& size_name, const std::string& hf_
     m.config = m.spec->hf.read_config(hf_dir);
   }
   TITAN_CHECK(n_layers >= 0, "[model] model.n_layers=", n_layers, " must be >= 0 (0 keeps the model's depth)");
-  if (n_layers > 0) m.config.num_layers = n_layers;
+  if (n_layers > 0) {
+    m.config.num_layers = n_layers;
+    // A hybrid model (Qwen3.5) keeps its pattern of layer kinds: layer i is the kind of layer
+    // i mod the model's own count.
+    std::vector<std::string>& types = m.config.layer_types;
+    if (!types.empty()) {
+      TITAN_CHECK(n_layers <= 1'000'000, "[model] model.n_layers=", n_layers, " is more layers than a hybrid model's ",
+                  "layer kinds can be listed for. HINT: use fewer layers");
+      std::vector<std::string> resized;
+      for (int64_t i = 0; i < n_layers; ++i) resized.push_back(types[static_cast<size_t>(i) % types.size()]);
+      types = std::move(resized);
+    }
+  }
   return m;
 }
 

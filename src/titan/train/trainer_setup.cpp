@@ -80,6 +80,7 @@ void Trainer::setup_mesh() {
 // shape constraint.
 void Trainer::check_model() {
   resolved_ = resolve_model(c_);
+  check_supported(job_features(c_, &resolved_.config));  // the model's facts (tied embeddings, DeltaNet layers)
   const int64_t tp = mesh_->degrees().tp;
   const bool sequence_parallel = tp > 1 && c_.parallelism.enable_sequence_parallel;
   // throws naming what does not divide
@@ -143,7 +144,6 @@ void Trainer::check_pipeline() {
   const config::ParallelismSection& ps = c_.parallelism;
   if (ps.pipeline_parallel_degree == 1) return;
   const nn::DecoderConfig& mc = resolved_.config;
-  check_supported(job_features(c_, &mc));  // the model's facts (tied embeddings, aux loss)
   pipeline_ = resolve_pipeline(ps, mc.num_layers, B_);
   const int64_t tp = mesh_->degrees().tp, tokens = ps.pipeline_parallel_microbatch_size * T_;
   if (tp > 1 && ps.enable_sequence_parallel && tokens % tp != 0) {
