@@ -202,5 +202,48 @@ TEST(CliDemo, RunsAndPrintsMetrics) {
   }
 }
 
+// Qwen3.5 through the binary: the multimodal folder as published (text_config, model.language_model.*,
+// the vision tower beside it) runs as its language model with Transformers' logits; folders with a
+// layer kind titan does not know, heads that do not divide, a layer_types list of the wrong length
+// and a multimodal config.json without its text_config are each a one-line error, exit 2, before
+// the model is built.
+TEST(CliQwen3_5, MultimodalFolderRunsAndBadFoldersAreOneLineErrors) {
+  const std::string fixtures = testing::source_path("tests/fixtures/hf_qwen3_5");
+  const fs::path tmp = scratch_dir("qwen3_5");
+  const fs::path out = tmp / "out.safetensors";
+  const CommandResult run = run_titan("forward --model " + fixtures + "/multimodal --tokens " + fixtures +
+                                      "/expected.safetensors --out " + out.string());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto want = ckpt::SafetensorsFile::open(fixtures + "/expected_multimodal.safetensors");
+  EXPECT_TRUE(testing::all_close("logits", ckpt::SafetensorsFile::open(out.string()).get("logits"), want.get("logits"),
+                                 {2e-4, 0.0}));
+
+  using Edit = void (*)(nlohmann::json&);
+  const std::tuple<const char*, const char*, Edit, const char*> cases[] = {
+      {"kind", "text", [](nlohmann::json& j) { j["layer_types"][1] = "sliding_attention"; },
+       "field 'layer_types' contains \"sliding_attention\", a layer kind titan does not know"},
+      {"heads", "text", [](nlohmann::json& j) { j["linear_num_value_heads"] = 3; },
+       "linear_num_value_heads (3) must be a multiple of linear_num_key_heads (2)"},
+      {"length", "text", [](nlohmann::json& j) { j["layer_types"].erase(3); },
+       "layer_types lists 3 layers but the model has 4"},
+      {"no_text", "multimodal", [](nlohmann::json& j) { j.erase("text_config"); },
+       "field 'text_config' (the language model of a Qwen3_5ForConditionalGeneration folder) is missing"},
+  };
+  for (const auto& [name, source, edit, message] : cases) {
+    const fs::path dir = tmp / name;
+    fs::copy(fs::path(fixtures) / source, dir, fs::copy_options::recursive);
+    nlohmann::json config;
+    std::ifstream(dir / "config.json") >> config;
+    edit(config);
+    std::ofstream(dir / "config.json") << config.dump(2);
+    const CommandResult r = run_titan("train --config qwen3_debug --model.name \"\" --model.hf_assets_path " + dir.string() +
+                                      " --training.steps 1 --job.dump_folder " + (tmp / "run").string());
+    EXPECT_EQ(r.exit_code, 2) << name << "\n" << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << name << "\n" << r.output;
+    EXPECT_EQ(r.output.find("error"), r.output.rfind("error")) << name << ": one line\n" << r.output;
+  }
+  fs::remove_all(tmp);
+}
+
 }  // namespace
 }  // namespace titan

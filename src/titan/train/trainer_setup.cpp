@@ -79,7 +79,7 @@ void Trainer::setup_mesh() {
 // TP split, plugins and overrides (the config tree with its replaced nodes), and every module's
 // shape constraint.
 void Trainer::check_model() {
-  resolved_ = resolve_model(c_);
+  resolved_ = as_config_error([&] { return resolve_model(c_); });  // a config.json's problems are the job's
   check_supported(job_features(c_, &resolved_.config));  // the model's facts (tied embeddings, DeltaNet layers)
   const int64_t tp = mesh_->degrees().tp;
   const bool sequence_parallel = tp > 1 && c_.parallelism.enable_sequence_parallel;
