@@ -33,7 +33,8 @@ from torch_env import setup_torch  # noqa: E402
 
 MAX_NEW_TOKENS = 12
 PROMPT_LENGTHS = [5, 9, 3]
-CASES = [("hf/untied_gqa2", "untied_gqa2"), ("hf/tied_mha", "tied_mha"), ("hf_moe/e8_top2_norm", "moe_e8_top2_norm")]
+CASES = [("hf/untied_gqa2", "untied_gqa2"), ("hf/tied_mha", "tied_mha"), ("hf_moe/e8_top2_norm", "moe_e8_top2_norm"),
+         ("hf_qwen3_5/text", "qwen3_5_text")]
 
 
 def load(src: str):

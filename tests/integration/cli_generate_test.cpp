@@ -62,7 +62,8 @@ TEST_P(CliGenerateParity, GreedyIdsEqualTransformersGenerate) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CliGenerateParity,
                          ::testing::Values(Fixture{"hf/untied_gqa2", "untied_gqa2"}, Fixture{"hf/tied_mha", "tied_mha"},
-                                           Fixture{"hf_moe/e8_top2_norm", "moe_e8_top2_norm"}),
+                                           Fixture{"hf_moe/e8_top2_norm", "moe_e8_top2_norm"},
+                                           Fixture{"hf_qwen3_5/text", "qwen3_5_text"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // The same seed gives the same tokens, in f32 and bf16; another seed other tokens; top-k 1 is greedy.

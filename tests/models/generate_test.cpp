@@ -75,7 +75,7 @@ TEST_P(CachedForward, LeftPaddedRowEqualsTheRowAlone) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CachedForward,
-                         ::testing::Values("hf/untied_gqa2", "hf/tied_mha", "hf_moe/e8_top2_norm"));
+                         ::testing::Values("hf/untied_gqa2", "hf/tied_mha", "hf_moe/e8_top2_norm", "hf_qwen3_5/text"));
 
 // bf16 weights converted once: the cached decode tracks the f32 whole-sequence logits loosely
 // (bf16 rounding), and no f32 master or gradient is left.

@@ -58,7 +58,7 @@ TEST(ModelSpec, LookupsFindTheOwningFamily) {
 }
 
 TEST(ModelSpec, UnknownNamesAreOneLineErrors) {
-  EXPECT_ERROR_CONTAINS(find_family("gpt2"), "unknown model family 'gpt2'. HINT: use one of qwen3, llama");
+  EXPECT_ERROR_CONTAINS(find_family("gpt2"), "unknown model family 'gpt2'. HINT: use one of qwen3, qwen3_5, llama");
   EXPECT_ERROR_CONTAINS(family_of_size("70B"), "unknown model.name '70B'");
   EXPECT_ERROR_CONTAINS(family_of_architecture("GPT2LMHeadModel"), "no model family reads architecture");
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "titan_model_spec_gpt2";

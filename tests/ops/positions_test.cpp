@@ -17,11 +17,12 @@ struct PositionsCase {
   int64_t batch, seq, start;
   std::vector<int64_t> begin;  // empty: undefined begin_B
   DType dtype;
+  bool padding_mask = false;
 };
 
 std::string name(const PositionsCase& c) {
   return str("B=", c.batch, " S=", c.seq, " start=", c.start, c.begin.empty() ? " no begin" : " begin",
-             " ", dtype_name(c.dtype));
+             " ", dtype_name(c.dtype), c.padding_mask ? " padding mask" : "");
 }
 
 Tensor begin_of(const PositionsCase& c) {
@@ -38,7 +39,9 @@ std::vector<PositionsCase> cases() {
           {5, 13, 0, {}, DType::i32},         {9, 40961, 0, {}, DType::i64},
           {3, 5, 0, {0, 2, 4}, DType::i64},   {3, 1, 6, {0, 2, 9}, DType::i64},
           {4, 3, 2, {0, 2, 3, 7}, DType::i64}, {1, 100003, 0, {}, DType::i32},
-          {2, 0, 4, {1, 2}, DType::i64},      {0, 5, 0, {}, DType::i64}};
+          {2, 0, 4, {1, 2}, DType::i64},      {0, 5, 0, {}, DType::i64},
+          {4, 3, 2, {0, 2, 3, 7}, DType::i32, true}, {3, 5, 0, {0, 2, 4}, DType::i32, true},
+          {2, 40000, 0, {5, 39999}, DType::i32, true}};
 }
 
 OpTest<PositionsImpl, PositionsCase> positions_test() {
@@ -49,7 +52,7 @@ OpTest<PositionsImpl, PositionsCase> positions_test() {
       .forward = [](const PositionsImpl& impl, const PositionsCase& c) -> Outputs {
         Tensor pos = Tensor::empty({c.batch * c.seq}, c.dtype);
         if (pos.numel() > 0) std::fill_n(static_cast<char*>(pos.raw_data()), pos.nbytes(), 0x5a);  // garbage
-        impl.forward({c.batch, c.seq, c.start}, begin_of(c), pos);
+        impl.forward({c.batch, c.seq, c.start, c.padding_mask}, begin_of(c), pos);
         return {{"pos", pos}};
       },
       .threads = {1, 3},
@@ -83,6 +86,13 @@ TEST(Positions, ValuesFromTheFormula) {
   }
   // Through dispatch.
   EXPECT_EQ(to_doubles(make_positions({2, 2, 3})), (std::vector<double>{3, 4, 3, 4}));
+  // The padding mask of the decode block above: 1 on slots before each row's begin.
+  for (const PositionsImpl& impl : positions_table().impls()) {
+    const PositionsCase c{3, 3, 2, {0, 1, 3}, DType::i32, true};
+    Tensor mask = Tensor::empty({9}, DType::i32);
+    impl.forward({c.batch, c.seq, c.start, true}, begin_of(c), mask);
+    EXPECT_EQ(to_doubles(mask), (std::vector<double>{0, 0, 0, 0, 0, 0, 1, 0, 0})) << impl.name;
+  }
 }
 
 TEST(Positions, ShapeErrorsNameTheTensor) {

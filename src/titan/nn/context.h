@@ -15,6 +15,9 @@ struct StepContext {
   int64_t seq = 0;          // T
   Tensor positions_N;       // i64 [B*T]
   ops::RopeTables rope;     // cos/sin [B*T, head_dim/2]
+  // Generation with left padding: i32 [B*T], 1 on padding slots (ops/positions' padding_mask);
+  // undefined in training. Recurrent layers zero those rows of their input.
+  Tensor padding_N;
   // d aux / d router prob, per expert, scaled (set by the decoder after the head, before the
   // blocks' backward; empty without aux-loss balancing).
   std::vector<double> moe_aux_dprobs_E;

@@ -353,9 +353,23 @@ KvCache Decoder::make_kv_cache(const std::vector<int64_t>& begin_B, int64_t capa
   const auto B = static_cast<int64_t>(begin_B.size());
   // A copy of the caller's vector (wrap borrows it for the clone only).
   cache.begin_B = Tensor::wrap(const_cast<int64_t*>(begin_B.data()), {B}, DType::i64, nullptr).clone();
+  cache.slots = capacity;
+  const DecoderConfig& c = config_;
   for (size_t i = 0; i < layers.size(); ++i) {
-    cache.k_BCGK.push_back(Tensor::zeros({B, capacity, config_.num_kv_heads, config_.head_dim}, DType::f32));
-    cache.v_BCGK.push_back(Tensor::zeros({B, capacity, config_.num_kv_heads, config_.head_dim}, DType::f32));
+    if (c.is_linear_attention_layer(static_cast<int64_t>(i))) {
+      const int64_t channels = 2 * c.linear_num_key_heads * c.linear_key_head_dim +
+                               c.linear_num_value_heads * c.linear_value_head_dim;
+      cache.conv_BSC.push_back(Tensor::zeros({B, c.linear_conv_kernel_dim - 1, channels}, DType::f32));
+      cache.state_BHKV.push_back(Tensor::zeros(
+          {B, c.linear_num_value_heads, c.linear_key_head_dim, c.linear_value_head_dim}, DType::f32));
+      cache.k_BCGK.emplace_back();
+      cache.v_BCGK.emplace_back();
+      continue;
+    }
+    cache.k_BCGK.push_back(Tensor::zeros({B, capacity, c.num_kv_heads, c.head_dim}, DType::f32));
+    cache.v_BCGK.push_back(Tensor::zeros({B, capacity, c.num_kv_heads, c.head_dim}, DType::f32));
+    cache.conv_BSC.emplace_back();
+    cache.state_BHKV.emplace_back();
   }
   return cache;
 }
@@ -367,6 +381,10 @@ StepContext Decoder::make_cached_context(int64_t batch, int64_t seq, const KvCac
   ctx.seq = seq;
   ctx.positions_N = ops::make_positions({batch, seq, cache.length}, cache.begin_B);
   ctx.rope = ops::rope_tables({config_.rope_theta, config_.rope_scaling}, ctx.positions_N, config_.rotary_dim());
+  if (config_.num_linear_attention_layers() > 0) {
+    ctx.padding_N = Tensor::empty({batch * seq}, DType::i32, cache.begin_B.device());
+    ops::positions_forward({batch, seq, cache.length, true}, cache.begin_B, ctx.padding_N);
+  }
   return ctx;
 }
 

@@ -1,6 +1,7 @@
 #include "titan/nn/gated_delta_net.h"
 
 #include "titan/ops/delta_gates/delta_gates.h"
+#include "titan/ops/rows/rows.h"
 #include "titan/ops/swiglu/swiglu.h"
 
 namespace titan::nn {
@@ -52,6 +53,35 @@ Tensor GatedDeltaNet::forward(const StepContext& ctx, const Tensor& x_ND, std::a
   Tensor gated_MV = Tensor::empty(s.normed_MV.shape(), DType::f32, device);
   ops::swiglu_forward(s.z_NV.reshape({N * c.v_heads, c.v_dim}), s.normed_MV, gated_MV);
   return out_proj->forward(gated_MV.reshape({N, c.value_width()}), s.out_proj);
+}
+
+Tensor GatedDeltaNet::forward_cached(const StepContext& ctx, const Tensor& x_ND, KvCache& cache, int64_t layer) const {
+  const GatedDeltaNetConfig& c = config_;
+  const int64_t B = ctx.batch, S = ctx.seq, N = B * S;
+  const Device device = x_ND.device();
+  Tensor& conv_state = cache.conv_BSC[static_cast<size_t>(layer)];
+  Tensor& delta_state = cache.state_BHKV[static_cast<size_t>(layer)];
+  TITAN_CHECK(conv_state.defined() && delta_state.defined(), "[gated_delta_net] layer ", layer,
+              " has no recurrent state in the cache. HINT: make the cache with Decoder::make_kv_cache");
+  Tensor x = x_ND.clone();
+  if (ctx.padding_N.defined()) ops::rows_mask(ctx.padding_N, x);
+  LinearModule::Saved scratch;  // nothing is kept for a backward
+  const Tensor x_in = in_proj_qkv->compute_input(x);
+  const Tensor qkv = in_proj_qkv->forward(x_in, scratch).reshape({B, S, c.conv_channels()});
+  const Tensor z = in_proj_z->forward(x_in, scratch), b = in_proj_b->forward(x_in, scratch);
+  const Tensor a = in_proj_a->forward(x_in, scratch);
+  Tensor mixed = Tensor::empty(qkv.shape(), DType::f32, device);
+  ops::causal_conv1d_forward({true}, qkv, conv1d.for_compute_f32(), mixed, conv_state);
+  Tensor g = Tensor::empty({B, S, c.v_heads}, DType::f32, device), beta = Tensor::empty({B, S, c.v_heads}, DType::f32, device);
+  Tensor g_NH = g.reshape({N, c.v_heads}), beta_NH = beta.reshape({N, c.v_heads});
+  ops::delta_gates_forward(a, b, a_log.for_compute_f32(), dt_bias.for_compute_f32(), g_NH, beta_NH);
+  Tensor o = Tensor::empty({B, S, c.value_width()}, DType::f32, device);
+  ops::gated_delta_forward(delta_args(), mixed, g, beta, o, delta_state);
+  std::any norm_scratch;
+  const Tensor normed = norm->forward(o.reshape({N * c.v_heads, c.v_dim}), norm_scratch);
+  Tensor gated = Tensor::empty(normed.shape(), DType::f32, device);
+  ops::swiglu_forward(z.reshape({N * c.v_heads, c.v_dim}), normed, gated);
+  return out_proj->forward(gated.reshape({N, c.value_width()}), scratch);
 }
 
 Tensor GatedDeltaNet::backward(const StepContext& ctx, const Tensor& dy_ND, std::any& saved) {

@@ -48,6 +48,10 @@ class GatedDeltaNet : public AttentionModule {
 
   Tensor forward(const StepContext& ctx, const Tensor& x_ND, std::any& saved) const override;
   Tensor backward(const StepContext& ctx, const Tensor& dy_ND, std::any& saved) override;
+  // Generation: the new tokens of each row continue its recurrent state in `cache` (the conv's last
+  // inputs and the delta rule's state of layer `layer`, both updated); left-padding rows are
+  // zeroed first (ctx.padding_N), which leaves a zero state zero, as Transformers masks them.
+  Tensor forward_cached(const StepContext& ctx, const Tensor& x_ND, KvCache& cache, int64_t layer) const override;
   void collect(ParameterList& out) override;
   void check(int64_t batch, int64_t seq) const override;
   std::string describe() const override { return "gated_delta_net (built-in)"; }

@@ -453,7 +453,8 @@ TEST(Resolve, PrecedenceFunctionThenFileThenFlags) {
 TEST(Resolve, Errors) {
   EXPECT_EQ(config_error_of([] { (void)resolve_config({"--training.steps", "3"}); }),
             "titan train: --config NAME is required; use one of qwen3_debug, qwen3_0_6b, qwen3_1_7b, qwen3_4b, "
-            "qwen3_8b, qwen3_14b, qwen3_32b, qwen3_30b_a3b_reduced, qwen3_4b_finetune, qwen3_4b_lora, qwen3_debug_finetune");
+            "qwen3_8b, qwen3_14b, qwen3_32b, qwen3_30b_a3b_reduced, qwen3_4b_finetune, qwen3_4b_lora, qwen3_debug_finetune, "
+            "qwen3_5_debug");
   EXPECT_NE(config_error_of([] { (void)resolve_config({"--config", "qwen3_debg"}); }).find("unknown config function 'qwen3_debg'"),
             std::string::npos);
   EXPECT_NE(config_error_of([] { (void)resolve_config({"--config"}); }).find("--config: missing value"), std::string::npos);
@@ -473,10 +474,11 @@ TEST(Registry, NamesAndLookup) {
   }
   EXPECT_EQ(names, (std::vector<std::string>{"qwen3_debug", "qwen3_0_6b", "qwen3_1_7b", "qwen3_4b", "qwen3_8b",
                                              "qwen3_14b", "qwen3_32b", "qwen3_30b_a3b_reduced", "qwen3_4b_finetune",
-                                             "qwen3_4b_lora", "qwen3_debug_finetune"}));
+                                             "qwen3_4b_lora", "qwen3_debug_finetune", "qwen3_5_debug"}));
   EXPECT_EQ(config_error_of([] { (void)find_config("llama"); }),
             "--config: unknown config function 'llama'; use one of qwen3_debug, qwen3_0_6b, qwen3_1_7b, qwen3_4b, "
-            "qwen3_8b, qwen3_14b, qwen3_32b, qwen3_30b_a3b_reduced, qwen3_4b_finetune, qwen3_4b_lora, qwen3_debug_finetune");
+            "qwen3_8b, qwen3_14b, qwen3_32b, qwen3_30b_a3b_reduced, qwen3_4b_finetune, qwen3_4b_lora, qwen3_debug_finetune, "
+            "qwen3_5_debug");
   EXPECT_EQ(base_config(), JobConfig{});
 }
 

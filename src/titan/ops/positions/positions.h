@@ -7,6 +7,9 @@
 //   start    the slot of each row's first token in this block (cache.length; 0 in training)
 //   pos_N    i64 or i32, contiguous, B * S elements (any shape): written (=)
 //   pos_N[b * S + s] = max(0, start + s - begin_B[b])      (0 on left padding)
+// With padding_mask, the left padding itself instead: pos_N[b * S + s] = 1 where start + s <
+// begin_B[b], else 0 (ops/rows' rows_mask zeroes those rows: a recurrent layer's input, which
+// padding must not reach).
 // Integer arithmetic: every implementation gives the same values. No gradient (integers), so
 // the op has a forward only (the Impl's backward slot is std::nullptr_t).
 #pragma once
@@ -23,6 +26,7 @@ struct PositionsArgs {
   int64_t batch = 0;  // B
   int64_t seq = 0;    // S
   int64_t start = 0;  // the block's first slot
+  bool padding_mask = false;  // write 1 on left padding, 0 on tokens, instead of positions
 };
 
 // Throws naming the tensor, what it expected and what it found.

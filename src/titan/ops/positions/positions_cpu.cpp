@@ -20,6 +20,11 @@ static void fill_rows(const PositionsArgs& a, const int64_t* begin, T* pos) {
       const int64_t first = a.start - (begin != nullptr ? begin[b] : 0);  // position of token 0
       // Tokens before the row's first slot (first + s < 0) sit on padding: position 0.
       const int64_t pad = std::clamp<int64_t>(-first, 0, a.seq);
+      if (a.padding_mask) {
+        std::fill(row, row + pad, T{1});
+        std::fill(row + pad, row + a.seq, T{0});
+        continue;
+      }
       std::fill(row, row + pad, T{0});
       for (int64_t s = pad; s < a.seq; ++s) row[s] = static_cast<T>(first + s);
     }

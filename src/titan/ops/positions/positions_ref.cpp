@@ -9,7 +9,10 @@ template <class T>
 static void fill(const PositionsArgs& a, const Tensor& begin_B, T* pos) {
   for (int64_t b = 0; b < a.batch; ++b) {
     const int64_t begin = begin_B.defined() ? begin_B.data<int64_t>()[b] : 0;
-    for (int64_t s = 0; s < a.seq; ++s) pos[b * a.seq + s] = static_cast<T>(std::max<int64_t>(0, a.start + s - begin));
+    for (int64_t s = 0; s < a.seq; ++s) {
+      pos[b * a.seq + s] = static_cast<T>(a.padding_mask ? (a.start + s < begin ? 1 : 0)
+                                                         : std::max<int64_t>(0, a.start + s - begin));
+    }
   }
 }
 
