@@ -29,6 +29,14 @@ with partial_rotary_factor 0.25 (4 rotated lanes) and its output gate, gated Del
   input_ids I64 [20, 2, 33] (row b of step s: (3 + b) t + s mod 3, mod 128, a pattern the model
   learns; labels = input_ids), lr F32 [20] (1e-3 after 5 warmup steps), loss F32 [20] (before each step's
   update), grad_norm F32 [20] (before clipping); the lr titan applies is that F32 value.
+<out>/moe/ and <out>/moe_multimodal/: the same for Qwen3.5 MoE (Qwen3_5MoeForCausalLM and
+  Qwen3_5MoeForConditionalGeneration): 3 layers [linear, linear, full], every MLP a mixture of 4
+  experts of width 16, top-2 (renormalised), a shared expert of width 24 with its sigmoid gate,
+  output_router_logits true (the aux loss, coefficient 0.01, in the loss);
+<out>/expected_moe.safetensors: input_ids / labels as expected.safetensors', logits, loss, aux_loss,
+  grad.<HF checkpoint name> (the fused expert gradients split per expert as the checkpoint stores
+  them: mlp.experts.<e>.gate_proj / up_proj / down_proj), in float64 as above;
+<out>/expected_moe_multimodal.safetensors: the multimodal MoE folder's logits.
 Expected values come only from Transformers.
 """
 import argparse
@@ -37,7 +45,9 @@ import shutil
 
 import torch
 from safetensors.torch import save_file
-from transformers import Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration
+from transformers import (Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration, Qwen3_5MoeForCausalLM,
+                          Qwen3_5MoeForConditionalGeneration)
+from transformers.models.qwen3_5_moe.configuration_qwen3_5_moe import Qwen3_5MoeConfig, Qwen3_5MoeTextConfig
 from transformers.models.qwen3_5.configuration_qwen3_5 import (Qwen3_5Config, Qwen3_5TextConfig,
                                                                Qwen3_5VisionConfig)
 
@@ -50,6 +60,10 @@ TEXT = dict(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_lay
             linear_conv_kernel_dim=4, max_position_embeddings=256, hidden_act="silu",
             rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25,
                              "mrope_section": [1, 1, 0], "mrope_interleaved": True})
+MOE = dict(TEXT, num_hidden_layers=3, layer_types=["linear_attention", "linear_attention", "full_attention"],
+           num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16, shared_expert_intermediate_size=24,
+           output_router_logits=True, router_aux_loss_coef=0.01)
+del MOE["intermediate_size"]
 VISION = dict(depth=1, hidden_size=16, intermediate_size=32, num_heads=2, out_hidden_size=32, patch_size=4,
               temporal_patch_size=2, spatial_merge_size=2, in_channels=3, num_position_embeddings=16)
 
@@ -58,7 +72,7 @@ class _Float64Torch:
     """torch, except that torch.float32 is torch.float64 (for the functions of one module)."""
 
     def __getattr__(self, name):
-        return torch.float64 if name == "float32" else getattr(torch, name)
+        return torch.float64 if name in ("float32", "float") else getattr(torch, name)
 
 
 def float64_module(module):
@@ -112,6 +126,66 @@ def train(out_dir, path):
               path)
 
 
+def checkpoint_grads(model):
+    """grad.<name> as the checkpoint names the tensors: fused expert gradients split per expert."""
+    out = {}
+    for name, param in model.named_parameters():
+        g = param.grad.float()
+        if name.endswith("mlp.experts.gate_up_proj"):
+            f = g.shape[1] // 2
+            for e in range(g.shape[0]):
+                base = name[: -len("gate_up_proj")] + f"{e}."
+                out["grad." + base + "gate_proj.weight"] = g[e, :f].contiguous()
+                out["grad." + base + "up_proj.weight"] = g[e, f:].contiguous()
+        elif name.endswith("mlp.experts.down_proj"):
+            for e in range(g.shape[0]):
+                out["grad." + name[: -len("down_proj")] + f"{e}.down_proj.weight"] = g[e].contiguous()
+        else:
+            out["grad." + name] = g.contiguous()
+    return out
+
+
+def moe_fixtures(out_dir, ids, labels):
+    """The MoE folders and what Transformers computes on them (the text one in float64)."""
+    from transformers.models.qwen3_5_moe import modeling_qwen3_5_moe
+    for sub in ("moe", "moe_multimodal"):
+        shutil.rmtree(os.path.join(out_dir, sub), ignore_errors=True)
+    model = Qwen3_5MoeForCausalLM(Qwen3_5MoeTextConfig(**MOE)).float().eval()
+    model.config._attn_implementation = "eager"
+    model.config._experts_implementation = "eager"  # the per-expert loop (grouped_mm has no float64)
+    randomize(model, 6)
+    model.save_pretrained(os.path.join(out_dir, "moe"))
+    original_torch = modeling_qwen3_5_moe.torch
+    float64_module(modeling_qwen3_5_moe)
+    model64 = model.double()
+    out = model64(input_ids=ids, labels=labels)
+    out.loss.backward()
+    expected = {"input_ids": ids, "labels": labels, "logits": out.logits.detach().float().contiguous(),
+                "loss": out.loss.detach().float().reshape(()), "aux_loss": out.aux_loss.detach().float().reshape(())}
+    expected.update(checkpoint_grads(model64))
+    save_file(expected, os.path.join(out_dir, "expected_moe.safetensors"))
+    modeling_qwen3_5_moe.torch = original_torch
+    model = model64.float()
+
+    mm = Qwen3_5MoeForConditionalGeneration(Qwen3_5MoeConfig(text_config=MOE, vision_config=VISION,
+                                                             tie_word_embeddings=False)).float().eval()
+    mm.config._attn_implementation = "eager"
+    mm.config.text_config._attn_implementation = "eager"
+    mm.config.text_config._experts_implementation = "eager"
+    randomize(mm, 7)
+    with torch.no_grad():
+        state = model.state_dict()
+        for name, param in mm.named_parameters():
+            if name.startswith("model.language_model."):
+                param.copy_(state["model." + name[len("model.language_model."):]])
+            elif name == "lm_head.weight":
+                param.copy_(state["lm_head.weight"])
+    mm.save_pretrained(os.path.join(out_dir, "moe_multimodal"))
+    with torch.no_grad():
+        logits = mm(input_ids=ids).logits
+    save_file({"logits": logits.contiguous()}, os.path.join(out_dir, "expected_moe_multimodal.safetensors"))
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True)
@@ -161,6 +235,7 @@ def main():
     with torch.no_grad():
         mm_logits = mm(input_ids=ids).logits
     save_file({"logits": mm_logits.contiguous()}, os.path.join(args.out, "expected_multimodal.safetensors"))
+    moe_fixtures(args.out, ids, labels)
 
 
 if __name__ == "__main__":

@@ -93,6 +93,37 @@ TEST(Qwen3_5HfParity, TextFolderLogitsLossAndEveryGradientMatchTransformers) {
   EXPECT_EQ(compared, 3 + 3 * 14 + 11);  // embedding, head, final norm; 3 DeltaNet layers; 1 attention layer
 }
 
+// Qwen3.5 MoE (every MLP 4 experts, top-2 renormalised, plus a sigmoid-gated shared expert; the
+// aux loss on): logits, loss with coef x aux, the aux loss, and every gradient (experts per expert).
+TEST(Qwen3_5HfParity, MoeFolderLogitsLossAuxLossAndEveryGradientMatchTransformers) {
+  const std::string dir = fixture("moe");
+  const models::ModelSpec& spec = models::family_of_hf_folder(dir);
+  ASSERT_EQ(spec.name, "qwen3_5");
+  std::unique_ptr<nn::Decoder> model = models::load_hf_model(spec, dir);
+  EXPECT_EQ(model->config().num_moe_layers(), 3);
+  EXPECT_EQ(model->config().shared_expert_dim, 24);
+  const auto expected = ckpt::SafetensorsFile::open(fixture("expected_moe.safetensors"));
+  const Tensor ids = expected.get("input_ids").clone();
+  const Tensor targets = shifted_targets(expected.get("labels").clone());
+  EXPECT_LE(max_abs_diff(model->forward_logits(ids), expected.get("logits")), 2e-4) << "logits";
+  model->zero_grad();
+  const nn::LossResult loss = model->forward_backward(ids, targets);
+  EXPECT_LE(std::fabs(loss.loss - expected.get("loss").data<float>()[0]), 1e-5) << "loss " << loss.loss;
+  EXPECT_NEAR(loss.aux_loss, expected.get("aux_loss").data<float>()[0], 1e-5) << "aux loss";
+  int compared = 0;
+  for (nn::Parameter* p : model->parameters()) {
+    for (const auto& [hf, grad] : spec.hf.to_hf_tensors(p->fqn, p->grad)) {
+      ASSERT_NE(expected.find("grad." + hf), nullptr) << "no expected gradient for " << hf;
+      const bool decay = hf.ends_with(".A_log") || hf.ends_with(".dt_bias");
+      EXPECT_LE(rel_l2(grad.contiguous(), expected.get("grad." + hf)), decay ? 2e-3 : 1e-4) << hf;
+      ++compared;
+    }
+  }
+  // embedding, head, final norm; per layer 2 norms, router, 4 experts x 3, shared expert 3 + gate,
+  // and its mixer (DeltaNet 9, attention 6)
+  EXPECT_EQ(compared, 3 + 3 * (2 + 1 + 12 + 4) + 2 * 9 + 6);
+}
+
 TEST(Qwen3_5HfParity, MultimodalFolderIsReadAsItsLanguageModel) {
   const std::string dir = fixture("multimodal");
   const models::ModelSpec& spec = models::family_of_hf_folder(dir);
@@ -101,6 +132,11 @@ TEST(Qwen3_5HfParity, MultimodalFolderIsReadAsItsLanguageModel) {
   const auto expected = ckpt::SafetensorsFile::open(fixture("expected_multimodal.safetensors"));
   const Tensor ids = ckpt::SafetensorsFile::open(fixture("expected.safetensors")).get("input_ids").clone();
   EXPECT_LE(max_abs_diff(model->forward_logits(ids), expected.get("logits")), 2e-4) << "logits";
+  // The MoE model's multimodal folder (Qwen3_5MoeForConditionalGeneration) too.
+  const std::string moe_dir = fixture("moe_multimodal");
+  std::unique_ptr<nn::Decoder> moe = models::load_hf_model(models::family_of_hf_folder(moe_dir), moe_dir);
+  const auto moe_expected = ckpt::SafetensorsFile::open(fixture("expected_moe_multimodal.safetensors"));
+  EXPECT_LE(max_abs_diff(moe->forward_logits(ids), moe_expected.get("logits")), 2e-4) << "MoE logits";
 }
 
 // 20 steps of the trainer's pieces (forward_backward, clip_grad_norm, AdamW) from the train

@@ -46,6 +46,7 @@ struct DecoderConfig {
   LoadBalance load_balance = LoadBalance::none;
   float router_aux_loss_coef = 0.001f;  // aux_loss: loss += coef * aux
   float bias_update_rate = 1e-3f;       // bias: torchtitan's load_balance_coeff
+  int64_t shared_expert_dim = 0;        // Qwen3.5 MoE's shared expert width (0: none)
 
   // Qwen3.5 (HF Qwen3_5TextConfig). layer_types: one entry per layer, "full_attention" or
   // "linear_attention" (gated DeltaNet, nn/gated_delta_net.h); empty: every layer full attention.

@@ -27,8 +27,18 @@ static void add_linear_attention(ConfigTree& tree, const std::string& layer, con
 // A block's MLP: the mixture of experts in a sparse layer, the dense SwiGLU otherwise.
 static void add_mlp(ConfigTree& tree, const std::string& layer, int64_t i, const DecoderConfig& c) {
   if (c.is_moe_layer(i)) {
-    tree[layer + ".moe"] = std::make_shared<MoeConfig>(c.dim, c.moe_hidden_dim, c.num_experts,
-                                                       c.num_experts_per_tok, c.norm_topk_prob, c.load_balance);
+    auto moe = std::make_shared<MoeConfig>(c.dim, c.moe_hidden_dim, c.num_experts, c.num_experts_per_tok,
+                                           c.norm_topk_prob, c.load_balance);
+    moe->shared_expert_dim = c.shared_expert_dim;
+    tree[layer + ".moe"] = std::move(moe);
+    if (c.shared_expert_dim > 0) {
+      const std::string shared = layer + ".moe.shared_expert";
+      tree[shared] = std::make_shared<FeedForwardConfig>(c.dim, c.shared_expert_dim, false);
+      tree[shared + ".w1"] = std::make_shared<LinearConfig>(c.dim, c.shared_expert_dim, false);
+      tree[shared + ".w2"] = std::make_shared<LinearConfig>(c.shared_expert_dim, c.dim, false);
+      tree[shared + ".w3"] = std::make_shared<LinearConfig>(c.dim, c.shared_expert_dim, false);
+      tree[layer + ".moe.shared_expert_gate"] = std::make_shared<LinearConfig>(c.dim, 1, false);
+    }
     auto router = std::make_shared<RouterConfig>();
     router->dim = c.dim;
     router->num_experts = c.num_experts;

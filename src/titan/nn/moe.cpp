@@ -7,6 +7,7 @@
 #include "titan/ops/moe_load/moe_load.h"
 #include "titan/ops/positions/positions.h"
 #include "titan/ops/rows/rows.h"
+#include "titan/ops/sigmoid_gate/sigmoid_gate.h"
 
 namespace titan::nn {
 
@@ -36,14 +37,35 @@ void Moe::set_expert_parallel(ExpertParallelOps* ep) {
 }
 
 Moe::Moe(const MoeConfig& config, const ModuleBuild& build)
-    : router(build.child<RouterModule>("router")), experts(build.child<ExpertsModule>("experts")), config_(config) {}
+    : router(build.child<RouterModule>("router")), experts(build.child<ExpertsModule>("experts")), config_(config) {
+  if (config.shared_expert_dim > 0) {
+    shared_expert = build.child<FeedForwardModule>("shared_expert");
+    shared_expert_gate = build.child<LinearModule>("shared_expert_gate");
+  }
+}
 
-void Moe::drop_recomputable(std::any& saved) const { std::any_cast<Saved&>(saved).x_ND = Tensor(); }
-void Moe::recompute(const Tensor& x_ND, std::any& saved) const { std::any_cast<Saved&>(saved).x_ND = x_ND; }
+void Moe::drop_recomputable(std::any& saved) const {
+  Saved& s = std::any_cast<Saved&>(saved);
+  s.x_ND = Tensor();
+  if (shared_expert) {
+    shared_expert->drop_recomputable(s.shared);
+    s.gate = {};
+  }
+}
+
+void Moe::recompute(const Tensor& x_ND, std::any& saved) const {
+  Saved& s = std::any_cast<Saved&>(saved);
+  s.x_ND = x_ND;
+  if (shared_expert) {
+    shared_expert->recompute(x_ND, s.shared);
+    s.gate.x_NI = shared_expert_gate->compute_input(x_ND);
+  }
+}
 
 void Moe::check(int64_t batch, int64_t seq) const {
   router->check(batch, seq);
   experts->check(batch, seq);
+  if (shared_expert) shared_expert->check(batch, seq);
 }
 
 // router -> dispatch -> experts -> combine (the combine applies the routing weights).
@@ -57,6 +79,13 @@ Tensor Moe::forward(const Tensor& x_ND, std::any& saved, RouterTotals* totals) {
   const Tensor y_PD = experts_forward(x_PD, s);
   Tensor out_ND = Tensor::empty({n, config_.dim}, DType::f32, x_ND.device());
   ops::moe_combine_forward(y_PD, s.routing.weight_NK, s.layout.row_of_pair_NK, out_ND);
+  if (shared_expert) {  // + sigmoid(gate(x)) * shared_expert(x)
+    s.shared_ND = shared_expert->forward(x_ND, s.shared);
+    s.gate_N1 = shared_expert_gate->forward(x_ND, s.gate);
+    Tensor gated_ND = Tensor::empty({n, config_.dim}, DType::f32, x_ND.device());
+    ops::sigmoid_gate_forward(s.shared_ND, s.gate_N1, gated_ND);
+    add_inplace(out_ND, gated_ND);
+  }
   if (totals == nullptr) return out_ND;
   // The running totals are host vectors (the router's load, the decoder's RouterTotals), seen by
   // the op as tensors over their memory.
@@ -104,6 +133,14 @@ Tensor Moe::backward(const StepContext& ctx, const Tensor& dy_ND, std::any& save
   Tensor dx_ND = Tensor::empty(s.x_ND.shape(), DType::f32, dev);
   router->backward(dweight_NK, drouter_logits_NE, s.x_ND, s.routing, dx_ND);
   ops::moe_dispatch_backward({e}, dx_PD, s.layout, dx_ND);
+  if (shared_expert) {
+    Tensor dshared_ND = Tensor::empty(s.shared_ND.shape(), DType::f32, dev);
+    Tensor dgate_N1 = Tensor::empty(s.gate_N1.shape(), DType::f32, dev);
+    ops::sigmoid_gate_backward(dy_ND, s.shared_ND, s.gate_N1, dshared_ND, dgate_N1);
+    s.shared_ND = s.gate_N1 = Tensor();
+    add_inplace(dx_ND, shared_expert->backward(dshared_ND, s.shared));
+    add_inplace(dx_ND, shared_expert_gate->backward(dgate_N1, s.gate));
+  }
   saved.reset();
   return dx_ND;
 }
@@ -144,6 +181,10 @@ void Moe::experts_backward_ep(Tensor& g_PD, Saved& s, Tensor& dweight_NK) {
 void Moe::collect(ParameterList& out) {
   router->collect(out);
   experts->collect(out);
+  if (shared_expert) {
+    shared_expert->collect(out);
+    shared_expert_gate->collect(out);
+  }
 }
 
 void Moe::collect_buffers(ParameterList& out) { router->collect_buffers(out); }

@@ -3,6 +3,9 @@
 // -> optional renormalisation; a Router node) and experts (grouped SwiGLU; an Experts node), with
 // the dispatch (tokens -> expert-sorted rows) and combine (weighted sum back) ops between them:
 //   router -> dispatch -> experts -> combine
+// With a shared expert (Qwen3.5 MoE, HF Qwen3_5MoeSparseMoeBlock; shared_expert_dim > 0), two more
+// children: shared_expert (a dense SwiGLU FeedForward every token takes) and shared_expert_gate (a
+// Linear D -> 1), and y = routed + sigmoid(shared_expert_gate(x)) * shared_expert(x).
 // (expert parallelism puts an all-to-all after dispatch and before combine: nn/expert_parallel.h). The decoder drives
 // the blocks across layers (the HF aux loss couples every MoE layer of a forward, see
 // Decoder::forward_backward).
@@ -15,6 +18,7 @@
 
 #include "titan/nn/context.h"
 #include "titan/nn/expert_parallel.h"
+#include "titan/nn/feed_forward.h"
 #include "titan/nn/moe_experts.h"
 #include "titan/nn/moe_router.h"
 #include "titan/ops/moe_dispatch/moe_dispatch.h"
@@ -37,6 +41,7 @@ class MoeConfig : public NodeConfig {
   int64_t top_k = 0;
   bool norm_topk_prob = true;
   LoadBalance load_balance = LoadBalance::none;
+  int64_t shared_expert_dim = 0;  // the shared expert's FFN width; 0: none
 };
 
 // HF's aux-loss inputs over every MoE layer of one forward, summed in layer order: pairs routed
@@ -82,6 +87,10 @@ class Moe : public MoeModule {
     // for backward instead of exchanging the dispatch rows again).
     ExpertExchange exchange;
     Tensor x_RD;
+    // The shared expert: its FFN's saved state and output, the gate's input and logits.
+    std::any shared;
+    LinearModule::Saved gate;
+    Tensor shared_ND, gate_N1;
   };
 
   // Builds its children (router, experts) from the tree through `build`.
@@ -105,6 +114,8 @@ class Moe : public MoeModule {
 
   std::unique_ptr<RouterModule> router;
   std::unique_ptr<ExpertsModule> experts;
+  std::unique_ptr<FeedForwardModule> shared_expert;  // null without a shared expert
+  std::unique_ptr<LinearModule> shared_expert_gate;
 
  private:
   // The experts' part of forward / backward: on this rank, or through the expert-parallel exchange.

@@ -49,6 +49,7 @@ void check_same_math(const nn::DecoderConfig& model, const nn::DecoderConfig& fi
   same("partial_rotary_factor", model.partial_rotary_factor, file.partial_rotary_factor);
   same("architectures (attention output gate)", model.attn_output_gate, file.attn_output_gate);
   same("architectures (zero-centred norms)", model.zero_centered_norms, file.zero_centered_norms);
+  same("shared_expert_intermediate_size", model.shared_expert_dim, file.shared_expert_dim);
   for (size_t i = 0; i < std::min(model.layer_types.size(), file.layer_types.size()); ++i) {
     same(str("layer_types[", i, "]").c_str(), model.layer_types[i], file.layer_types[i]);
   }
@@ -184,7 +185,9 @@ std::string hf_architecture(const std::string& dir) {
   config_from_hf(j, path);  // one-line errors for a folder we could not load anyway
   const std::string arch = j["architectures"][0].get<std::string>();
   // A multimodal Qwen3.5 folder trains its language model: that goes out as the text model.
-  return arch == "Qwen3_5ForConditionalGeneration" ? "Qwen3_5ForCausalLM" : arch;
+  if (arch == "Qwen3_5ForConditionalGeneration") return "Qwen3_5ForCausalLM";
+  if (arch == "Qwen3_5MoeForConditionalGeneration") return "Qwen3_5MoeForCausalLM";
+  return arch;
 }
 
 void write_folder_atomic(const ckpt::OutputFolder& destination,

@@ -37,16 +37,22 @@ constexpr ArchDefaults kArchs[] = {
     {"MistralForCausalLM", "mistral", 32000, 4096, 14336, 32, 32, 8, -1, 131072, false, false, false, false, false},
     {"Qwen3_5ForCausalLM", "qwen3_5_text", 248320, 4096, 12288, 32, 16, 4, 256, 32768, true, true, false, false, false,
      true},
+    {"Qwen3_5MoeForCausalLM", "qwen3_5_moe_text", 248320, 2048, 5632, 40, 16, 2, 256, 32768, true, true, false, false,
+     true, true},
 };
 
-// The multimodal Qwen3.5 folder (Qwen3_5ForConditionalGeneration): its language model is a
-// Qwen3_5ForCausalLM under text_config, read as a text model (the vision tower is not trained).
-constexpr const char* kQwen3_5Multimodal = "Qwen3_5ForConditionalGeneration";
+// The multimodal Qwen3.5 folders (Qwen3_5ForConditionalGeneration, Qwen3_5MoeForConditionalGeneration):
+// the language model is a Qwen3_5(Moe)ForCausalLM under text_config, read as a text model (the
+// vision tower is not trained).
+constexpr std::pair<const char*, const char*> kQwen3_5Multimodal[] = {
+    {"Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM"},
+    {"Qwen3_5MoeForConditionalGeneration", "Qwen3_5MoeForCausalLM"}};
 
 std::string supported_list() {
   std::string out;
   for (const ArchDefaults& a : kArchs) out += (out.empty() ? "" : ", ") + std::string(a.architecture);
-  return out + ", " + kQwen3_5Multimodal;
+  for (const auto& [multimodal, text] : kQwen3_5Multimodal) out += ", " + std::string(multimodal);
+  return out;
 }
 
 const ArchDefaults* find_arch(const std::string& name) {
@@ -290,12 +296,13 @@ nn::DecoderConfig config_from_hf(const json& config, const std::string& source) 
                   config["architectures"].size() == 1 && config["architectures"][0].is_string(),
               source, ": field 'architectures' must be a one-element list such as [\"Qwen3ForCausalLM\"]");
   const std::string arch_name = config["architectures"][0].get<std::string>();
-  if (arch_name == kQwen3_5Multimodal) {
+  for (const auto& [multimodal, text_arch] : kQwen3_5Multimodal) {
+    if (arch_name != multimodal) continue;
     TITAN_CHECK(config.contains("text_config") && config["text_config"].is_object(), source,
-                ": field 'text_config' (the language model of a ", kQwen3_5Multimodal,
+                ": field 'text_config' (the language model of a ", multimodal,
                 " folder) is missing or not an object. HINT: use the folder as published, with its config.json whole");
     json text = config["text_config"];
-    text["architectures"] = {"Qwen3_5ForCausalLM"};
+    text["architectures"] = {text_arch};
     // Qwen3_5Config's own tie_word_embeddings (default false) decides the head.
     text["tie_word_embeddings"] = r.boolean("tie_word_embeddings", false);
     return config_from_hf(text, source + " text_config");
@@ -367,6 +374,15 @@ nn::DecoderConfig config_from_hf(const json& config, const std::string& source) 
   c.qkv_bias = arch->fixed_qkv_bias;
   c.mlp_bias = arch->reads_mlp_bias && r.boolean("mlp_bias", false);
   if (arch->moe) read_moe(config, r, source, c, float32);
+  if (arch->moe && arch->qwen3_5) {
+    // Qwen3_5MoeSparseMoeBlock: every layer sparse, the top-k always renormalised, a shared expert.
+    c.norm_topk_prob = true;
+    c.decoder_sparse_step = 1;
+    c.mlp_only_layers.clear();
+    c.shared_expert_dim = r.integer("shared_expert_intermediate_size", 512);
+    TITAN_CHECK(c.shared_expert_dim > 0, source, ": field 'shared_expert_intermediate_size' must be > 0, got ",
+                c.shared_expert_dim);
+  }
   try {
     c.validate();
   } catch (const Error& e) {
@@ -376,7 +392,9 @@ nn::DecoderConfig config_from_hf(const json& config, const std::string& source) 
 }
 
 std::string default_hf_architecture(const nn::DecoderConfig& c) {
-  if (c.attn_output_gate || c.zero_centered_norms || !c.layer_types.empty()) return "Qwen3_5ForCausalLM";
+  if (c.attn_output_gate || c.zero_centered_norms || !c.layer_types.empty()) {
+    return c.num_experts > 0 ? "Qwen3_5MoeForCausalLM" : "Qwen3_5ForCausalLM";
+  }
   if (c.num_experts > 0) return "Qwen3MoeForCausalLM";
   if (c.qk_norm) return "Qwen3ForCausalLM";
   if (c.qkv_bias && !c.attention_bias && !c.mlp_bias) return "Qwen2ForCausalLM";
@@ -432,7 +450,14 @@ json config_to_hf(const nn::DecoderConfig& c, const std::string& architecture, c
   j["dtype"] = torch_dtype;        // transformers >= 5
   if (arch->reads_attention_bias) j["attention_bias"] = c.attention_bias;
   if (arch->reads_mlp_bias) j["mlp_bias"] = c.mlp_bias;
-  if (arch->moe) {
+  if (arch->moe && arch->qwen3_5) {
+    j["num_experts"] = c.num_experts;
+    j["num_experts_per_tok"] = c.num_experts_per_tok;
+    j["moe_intermediate_size"] = c.moe_hidden_dim;
+    j["shared_expert_intermediate_size"] = c.shared_expert_dim;
+    j["output_router_logits"] = c.load_balance == nn::LoadBalance::aux_loss;
+    j["router_aux_loss_coef"] = shortest(c.router_aux_loss_coef);
+  } else if (arch->moe) {
     j["num_experts"] = c.num_experts;
     j["num_experts_per_tok"] = c.num_experts_per_tok;
     j["moe_intermediate_size"] = c.moe_hidden_dim;

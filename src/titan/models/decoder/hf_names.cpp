@@ -33,6 +33,11 @@ static const std::pair<const char*, const char*> kPerLayer[] = {
     {"feed_forward.w3.weight", "mlp.up_proj.weight"},
     {"feed_forward.w3.bias", "mlp.up_proj.bias"},
     {"moe.router.gate.weight", "mlp.gate.weight"},
+    // Qwen3.5 MoE's shared expert and its gate.
+    {"moe.shared_expert.w1.weight", "mlp.shared_expert.gate_proj.weight"},
+    {"moe.shared_expert.w2.weight", "mlp.shared_expert.down_proj.weight"},
+    {"moe.shared_expert.w3.weight", "mlp.shared_expert.up_proj.weight"},
+    {"moe.shared_expert_gate.weight", "mlp.shared_expert_gate.weight"},
     // Qwen3.5's gated DeltaNet layers (nn/gated_delta_net.h) in the attention slot.
     {"attention.in_proj_qkv.weight", "linear_attn.in_proj_qkv.weight"},
     {"attention.in_proj_z.weight", "linear_attn.in_proj_z.weight"},

@@ -84,7 +84,7 @@ void init_weights(nn::Decoder& model, uint64_t seed) {
                          f.ends_with(".w1.weight") || f.ends_with(".router.gate.weight") || f.ends_with(".experts.w1") ||
                          f.ends_with(".in_proj_qkv.weight") || f.ends_with(".in_proj_z.weight") ||
                          f.ends_with(".in_proj_b.weight") || f.ends_with(".in_proj_a.weight") ||
-                         f.ends_with(".conv1d.weight");
+                         f.ends_with(".conv1d.weight") || f.ends_with(".shared_expert_gate.weight");
       TITAN_CHECK(residual || input, "[model] no initialization rule for parameter ", f,
                   ". HINT: a module must keep the built-in parameter names (nn/module.h)");
       const float std = residual ? depth_std(layer_of(f)) : 0.02f;
@@ -118,7 +118,7 @@ static int64_t first_nonfinite(const Tensor& t) {
 }
 
 // Where a folder keeps the language model's tensors. A multimodal Qwen3.5 folder
-// (Qwen3_5ForConditionalGeneration) holds them under model.language_model.* beside its vision
+// (Qwen3_5(Moe)ForConditionalGeneration) holds them under model.language_model.* beside its vision
 // tower (model.visual.*); Qwen3.5 folders may carry multi-token-prediction tensors (mtp.*), which
 // Transformers ignores too. Neither is part of the text model titan trains.
 struct FolderLayout {
@@ -137,7 +137,9 @@ static FolderLayout folder_layout(const nn::DecoderConfig& config, const std::st
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return layout;
   const nlohmann::json j = ckpt::read_json_file(path);
-  if (j.is_object() && j.contains("architectures") && j["architectures"] == nlohmann::json{"Qwen3_5ForConditionalGeneration"}) {
+  if (j.is_object() && j.contains("architectures") &&
+      (j["architectures"] == nlohmann::json{"Qwen3_5ForConditionalGeneration"} ||
+       j["architectures"] == nlohmann::json{"Qwen3_5MoeForConditionalGeneration"})) {
     layout.model_prefix = "model.language_model.";
     layout.ignored_prefixes.push_back("model.visual.");
   }

@@ -60,9 +60,11 @@ static std::vector<config::ConfigEntry> config_functions() {
 
 const models::ModelSpec& family() {
   static const models::ModelSpec spec = models::decoder_family(
-      "qwen3_5", "Qwen3.5 dense (gated DeltaNet + gated attention), from published text or multimodal folders",
+      "qwen3_5", "Qwen3.5 dense and MoE (gated DeltaNet + gated attention), from published text or multimodal folders",
       {{"debug_qwen3_5", "reduced Qwen3.5: 4 layers (3 gated DeltaNet, 1 full attention), dim 256", debug_config()}},
-      {"Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration"}, &config_functions);
+      {"Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForCausalLM",
+       "Qwen3_5MoeForConditionalGeneration"},
+      &config_functions);
   return spec;
 }
 
