@@ -513,8 +513,10 @@ TEST_F(CliParallel, CheckpointMovesBetweenWorldSizes) {
 
 // Qwen3.5 (the reduced model: 3 gated DeltaNet layers and one output-gated attention layer) on FSDP 2
 // and a 2-stage pipeline trains the single-rank losses; the pipeline's step-10 checkpoint resumes
-// on FSDP 2 (another mesh) and continues them. Tensor parallelism is refused before step 1 (the
-// support matrix: in_proj_qkv packs q, k and v).
+// on FSDP 2 (another mesh) and continues them; the reduced Qwen3.5 MoE (shared expert, aux loss) on
+// ep=2 trains its single-rank losses (the single rank takes the same micro-batches by
+// accumulation). Tensor parallelism is refused before step 1 (the support matrix: in_proj_qkv packs
+// q, k and v).
 TEST_F(CliParallel, Qwen3_5MeshesMatchOneRankAndACheckpointMovesBetweenThem) {
   const auto qwen3_5 = [](const std::string& name, int local, const std::string& extra) {
     std::string args = train_args(name, local, extra);
@@ -539,6 +541,12 @@ TEST_F(CliParallel, Qwen3_5MeshesMatchOneRankAndACheckpointMovesBetweenThem) {
   ASSERT_EQ(moved.exit_code, 0) << moved.output;
   EXPECT_NE(moved.output.find("resuming from"), std::string::npos) << moved.output;
   expect_losses_of(base, read_jsonl(dir_ / "q35_moved" / "metrics.jsonl"), 11);
+  const std::string moe = "--model.name debug_qwen3_5_moe --model.load_balance aux_loss --training.global_batch_size 4 ";
+  const CommandResult moe_one = run_titan(qwen3_5("q35_moe_one", 2, moe));
+  ASSERT_EQ(moe_one.exit_code, 0) << moe_one.output;
+  const CommandResult moe_ep = run_mpi(2, qwen3_5("q35_moe_ep2", 2, moe + "--parallelism.expert_parallel_degree 2"));
+  ASSERT_EQ(moe_ep.exit_code, 0) << moe_ep.output;
+  expect_losses_of(read_jsonl(dir_ / "q35_moe_one" / "metrics.jsonl"), read_jsonl(dir_ / "q35_moe_ep2" / "metrics.jsonl"));
   const CommandResult tp = run_mpi(2, qwen3_5("q35_tp2", 4, "--parallelism.tensor_parallel_degree 2"));
   EXPECT_EQ(tp.exit_code, 2) << tp.output;
   EXPECT_NE(tp.output.find("gated DeltaNet layers, which are not tensor-parallel yet"), std::string::npos) << tp.output;

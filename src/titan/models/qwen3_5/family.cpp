@@ -30,6 +30,19 @@ nn::DecoderConfig debug_config() {
   return c;
 }
 
+// The reduced Qwen3.5 MoE: every MLP 8 experts of width 256, top-2 renormalised, and a shared expert
+// of width 256 with its sigmoid gate.
+static nn::DecoderConfig debug_moe_config() {
+  nn::DecoderConfig c = debug_config();
+  c.num_experts = 8;
+  c.num_experts_per_tok = 2;
+  c.moe_hidden_dim = 256;
+  c.shared_expert_dim = 256;
+  c.norm_topk_prob = true;
+  c.decoder_sparse_step = 1;
+  return c;
+}
+
 // The quickstart's run on the reduced Qwen3.5 (qwen3_debug's data and schedule).
 static config::JobConfig qwen3_5_debug() {
   config::JobConfig c = config::base_config();
@@ -61,7 +74,9 @@ static std::vector<config::ConfigEntry> config_functions() {
 const models::ModelSpec& family() {
   static const models::ModelSpec spec = models::decoder_family(
       "qwen3_5", "Qwen3.5 dense and MoE (gated DeltaNet + gated attention), from published text or multimodal folders",
-      {{"debug_qwen3_5", "reduced Qwen3.5: 4 layers (3 gated DeltaNet, 1 full attention), dim 256", debug_config()}},
+      {{"debug_qwen3_5", "reduced Qwen3.5: 4 layers (3 gated DeltaNet, 1 full attention), dim 256", debug_config()},
+       {"debug_qwen3_5_moe", "reduced Qwen3.5 MoE: debug_qwen3_5 with 8 experts, top-2, and a shared expert",
+        debug_moe_config()}},
       {"Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForCausalLM",
        "Qwen3_5MoeForConditionalGeneration"},
       &config_functions);
