@@ -72,22 +72,48 @@ TrainedRun train_once(const DecoderConfig& c, const std::vector<Recompute>& reco
   return run;
 }
 
+// The reduced Qwen3.5 shape at the tiny sizes: layers [linear, linear, linear, full] (gated DeltaNet
+// beside output-gated, partial-RoPE attention), zero-centred norms; with `moe`, every MLP 4 experts
+// plus the sigmoid-gated shared expert.
+DecoderConfig tiny_qwen3_5(bool moe) {
+  DecoderConfig c = tiny(false, true, LoadBalance::none);
+  const DecoderConfig q = models::find_size("debug_qwen3_5").config;
+  c.layer_types = q.layer_types;
+  c.linear_num_key_heads = 2;
+  c.linear_key_head_dim = 8;
+  c.linear_num_value_heads = 4;
+  c.linear_value_head_dim = 8;
+  c.partial_rotary_factor = 0.5f;
+  c.attn_output_gate = c.zero_centered_norms = true;
+  if (moe) {
+    c.num_experts = 4;
+    c.num_experts_per_tok = 2;
+    c.moe_hidden_dim = 16;
+    c.shared_expert_dim = 24;
+    c.load_balance = LoadBalance::aux_loss;
+  }
+  return c;
+}
+
 TEST(ActivationCheckpoint, EveryChoiceTrainsTheSameBits) {
   struct Case {
     const char* name;
     bool moe, qk_norm;
     LoadBalance balance;
+    bool qwen3_5 = false;
   };
   const Case cases[] = {{"dense", false, true, LoadBalance::none},
                         {"dense_no_qk_norm", false, false, LoadBalance::none},
                         {"moe_aux_loss", true, true, LoadBalance::aux_loss},
-                        {"moe_bias", true, true, LoadBalance::bias}};
+                        {"moe_bias", true, true, LoadBalance::bias},
+                        {"qwen3_5", false, true, LoadBalance::none, true},
+                        {"qwen3_5_moe", true, true, LoadBalance::aux_loss, true}};
   using R = Recompute;
   const std::vector<std::vector<R>> choices = {{R::keep_ops, R::keep_ops, R::keep_ops, R::keep_ops},
                                                {R::keep_input, R::keep_input, R::keep_input, R::keep_input},
                                                {R::keep_all, R::keep_input, R::keep_ops, R::keep_input}};
   for (const Case& k : cases) {
-    const DecoderConfig c = tiny(k.moe, k.qk_norm, k.balance);
+    const DecoderConfig c = k.qwen3_5 ? tiny_qwen3_5(k.moe) : tiny(k.moe, k.qk_norm, k.balance);
     const TrainedRun want = train_once(c, {});
     for (size_t i = 0; i < choices.size(); ++i) {
       SCOPED_TRACE(std::string(k.name) + ", choice " + std::to_string(i));
