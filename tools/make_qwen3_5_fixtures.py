@@ -37,6 +37,9 @@ with partial_rotary_factor 0.25 (4 rotated lanes) and its output gate, gated Del
   grad.<HF checkpoint name> (the fused expert gradients split per expert as the checkpoint stores
   them: mlp.experts.<e>.gate_proj / up_proj / down_proj), in float64 as above;
 <out>/expected_moe_multimodal.safetensors: the multimodal MoE folder's logits.
+<out>/expected_bf16_autocast.safetensors, <out>/expected_moe_bf16_autocast.safetensors: logits F32 and
+  loss F32 of the text and MoE folders' float32 models under torch.autocast("cpu", bfloat16) (eager
+  attention, no grad), as the hf fixtures' bf16 files are made (tests/fixtures/hf/README.md).
 Expected values come only from Transformers.
 """
 import argparse
@@ -126,6 +129,13 @@ def train(out_dir, path):
               path)
 
 
+def bf16_autocast(model, ids, labels, path):
+    """logits and loss of the float32 `model` under bf16 autocast."""
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(input_ids=ids, labels=labels)
+    save_file({"logits": out.logits.float().contiguous(), "loss": out.loss.float().reshape(())}, path)
+
+
 def checkpoint_grads(model):
     """grad.<name> as the checkpoint names the tensors: fused expert gradients split per expert."""
     out = {}
@@ -166,6 +176,7 @@ def moe_fixtures(out_dir, ids, labels):
     save_file(expected, os.path.join(out_dir, "expected_moe.safetensors"))
     modeling_qwen3_5_moe.torch = original_torch
     model = model64.float()
+    bf16_autocast(model, ids, labels, os.path.join(out_dir, "expected_moe_bf16_autocast.safetensors"))
 
     mm = Qwen3_5MoeForConditionalGeneration(Qwen3_5MoeConfig(text_config=MOE, vision_config=VISION,
                                                              tie_word_embeddings=False)).float().eval()
@@ -218,6 +229,7 @@ def main():
     train(os.path.join(args.out, "train"), os.path.join(args.out, "training.safetensors"))
     modeling_qwen3_5.torch = original_torch
     text = text64.float()
+    bf16_autocast(text, ids, labels, os.path.join(args.out, "expected_bf16_autocast.safetensors"))
 
     mm_config = Qwen3_5Config(text_config=TEXT, vision_config=VISION, tie_word_embeddings=False)
     mm = Qwen3_5ForConditionalGeneration(mm_config).float().eval()

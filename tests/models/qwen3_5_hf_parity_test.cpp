@@ -124,6 +124,35 @@ TEST(Qwen3_5HfParity, MoeFolderLogitsLossAuxLossAndEveryGradientMatchTransformer
   EXPECT_EQ(compared, 3 + 3 * (2 + 1 + 12 + 4) + 2 * 9 + 6);
 }
 
+// bf16 mixed precision against Transformers under torch.autocast(bfloat16), with the bar of the
+// Qwen3 fixtures (qwen3_hf_parity_test.cpp: titan-bf16 to Transformers-bf16 at most
+// Transformers-bf16 to its fp32, plus 2e-2; the loss within 1e-2), for the dense and the MoE folder.
+TEST(Qwen3_5HfParity, Bf16LogitsMatchTransformersUnderAutocast) {
+  for (const auto& [folder, bf16_file, fp32_file] :
+       {std::tuple<const char*, const char*, const char*>{"text", "expected_bf16_autocast.safetensors",
+                                                          "expected.safetensors"},
+        {"moe", "expected_moe_bf16_autocast.safetensors", "expected_moe.safetensors"}}) {
+    SCOPED_TRACE(folder);
+    const std::string dir = fixture(folder);
+    std::unique_ptr<nn::Decoder> model = models::load_hf_model(models::family_of_hf_folder(dir), dir);
+    model->set_compute_dtype(DType::bf16);
+    const auto bf16 = ckpt::SafetensorsFile::open(fixture(bf16_file));
+    const auto fp32 = ckpt::SafetensorsFile::open(fixture(fp32_file));
+    const Tensor ids = fp32.get("input_ids").clone();
+    const Tensor logits = model->forward_logits(ids);
+    const double err = max_abs_diff(logits, bf16.get("logits"));
+    const double bf16_effect = max_abs_diff(bf16.get("logits"), fp32.get("logits"));
+    const double ours_vs_fp32 = max_abs_diff(logits, fp32.get("logits"));
+    EXPECT_LE(err, bf16_effect + 2e-2) << "titan bf16 vs Transformers bf16";
+    EXPECT_GT(ours_vs_fp32, 2e-3) << "titan bf16 equals fp32: the model did not compute in bf16";
+    const double loss = model->forward_loss(ids, shifted_targets(fp32.get("labels").clone())).loss;
+    EXPECT_LE(std::fabs(loss - bf16.get("loss").data<float>()[0]), 1e-2) << "loss " << loss;
+    std::printf("[ bf16     ] qwen3_5 %s: logits max abs err vs Transformers-bf16 %.2e (Transformers bf16 vs fp32 "
+                "%.2e; titan bf16 vs fp32 %.2e) | loss %.6f vs %.6f\n",
+                folder, err, bf16_effect, ours_vs_fp32, loss, static_cast<double>(bf16.get("loss").data<float>()[0]));
+  }
+}
+
 TEST(Qwen3_5HfParity, MultimodalFolderIsReadAsItsLanguageModel) {
   const std::string dir = fixture("multimodal");
   const models::ModelSpec& spec = models::family_of_hf_folder(dir);
