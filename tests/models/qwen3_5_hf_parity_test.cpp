@@ -13,9 +13,15 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <unistd.h>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "ops/op_harness.h"
 #include "titan/checkpoint/safetensors.h"
+#include "titan/checkpoint/hf_folder.h"
 #include "titan/models/builtin.h"
 #include "titan/models/qwen3_5/family.h"
 #include "titan/train/clip.h"
@@ -24,6 +30,7 @@
 namespace titan::qwen3_5 {
 namespace {
 
+namespace fs = std::filesystem;
 using testing::source_path;
 
 std::string fixture(const std::string& name) { return source_path("tests/fixtures/hf_qwen3_5/" + name); }
@@ -166,6 +173,46 @@ TEST(Qwen3_5HfParity, MultimodalFolderIsReadAsItsLanguageModel) {
   std::unique_ptr<nn::Decoder> moe = models::load_hf_model(models::family_of_hf_folder(moe_dir), moe_dir);
   const auto moe_expected = ckpt::SafetensorsFile::open(fixture("expected_moe_multimodal.safetensors"));
   EXPECT_LE(max_abs_diff(moe->forward_logits(ids), moe_expected.get("logits")), 2e-4) << "MoE logits";
+}
+
+// The export of a model imported from a multimodal folder is that folder again: config.json of
+// Qwen3_5ForConditionalGeneration with the text_config titan writes, the language model under
+// model.language_model.*, and the vision tower's tensors byte for byte as the source stores them
+// (tools/check_qwen3_5_export.py loads such an export strictly in Transformers). The export reads
+// back to the same logits.
+TEST(Qwen3_5HfParity, MultimodalExportKeepsTheVisionTowerAndReadsBack) {
+  const std::string dir = fixture("multimodal");
+  const models::ModelSpec& spec = models::family_of_hf_folder(dir);
+  std::unique_ptr<nn::Decoder> model = models::load_hf_model(spec, dir);
+  const fs::path tmp = fs::temp_directory_path() / ("titan_qwen3_5_export_" + std::to_string(::getpid()));
+  fs::remove_all(tmp);
+  const fs::path out = tmp / "hf";
+  models::HfExportOptions options;
+  options.source_dir = dir;
+  options.architecture = spec.hf.architecture_of(dir);
+  EXPECT_EQ(options.architecture, "Qwen3_5ForConditionalGeneration");
+  spec.hf.save_folder(*model, out.string(), options);
+  nlohmann::json config;
+  std::ifstream(out / "config.json") >> config;
+  EXPECT_EQ(config["architectures"], nlohmann::json{"Qwen3_5ForConditionalGeneration"});
+  EXPECT_TRUE(config.contains("vision_config"));
+  EXPECT_EQ(config["text_config"]["layer_types"].size(), 4u);
+  const ckpt::HfWeights source = ckpt::HfWeights::open(dir), exported = ckpt::HfWeights::open(out.string());
+  int vision = 0;
+  for (const std::string& name : source.names()) {
+    ASSERT_NE(exported.find(name), nullptr) << name;
+    if (!name.starts_with("model.visual.")) continue;
+    const Tensor a = source.get(name), b = exported.get(name);
+    EXPECT_TRUE(a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0)
+        << name;
+    ++vision;
+  }
+  EXPECT_GT(vision, 0);
+  EXPECT_EQ(exported.names().size(), source.names().size());
+  const Tensor ids = ckpt::SafetensorsFile::open(fixture("expected.safetensors")).get("input_ids").clone();
+  std::unique_ptr<nn::Decoder> back = models::load_hf_model(spec, out.string());
+  EXPECT_EQ(max_abs_diff(back->forward_logits(ids), model->forward_logits(ids)), 0.0);
+  fs::remove_all(tmp);
 }
 
 // 20 steps of the trainer's pieces (forward_backward, clip_grad_norm, AdamW) from the train

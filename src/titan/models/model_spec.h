@@ -42,6 +42,10 @@ struct HfExportOptions {
   // (bos/eos/pad_token_id) that the model config cannot know. Empty: none.
   std::string tokenizer_dir;
   std::string architecture;  // empty: the family's default for the config
+  // The HF folder the model was imported from (empty: none). A multimodal Qwen3.5 export
+  // (Qwen3_5(Moe)ForConditionalGeneration) takes from it what titan does not train: the vision tower
+  // and MTP tensors, copied unchanged, and config.json's fields beside text_config.
+  std::string source_dir = "";
   // A non-empty out_dir that is not an HF model folder is replaced only with `overwrite`, the
   // user's `overwrite_flag` (checkpoint/output_folder.h); otherwise the export is refused.
   bool overwrite = false;

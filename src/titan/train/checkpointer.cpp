@@ -321,10 +321,11 @@ void Checkpointer::export_hf() {
     o.max_shard_bytes = config::parse_byte_size(c.checkpoint.max_shard_size);
     o.tokenizer_dir = c.model.hf_assets_path;
     if (c.checkpoint.initial_load_in_hf) {
-      o.architecture = spec.hf.architecture_of(c.checkpoint.initial_load_path);
+      o.source_dir = c.checkpoint.initial_load_path;
     } else if (!c.model.hf_assets_path.empty()) {
-      o.architecture = spec.hf.architecture_of(c.model.hf_assets_path);
+      o.source_dir = c.model.hf_assets_path;
     }
+    if (!o.source_dir.empty()) o.architecture = spec.hf.architecture_of(o.source_dir);
     o.overwrite = c.checkpoint.last_save_in_hf_overwrite;
     o.overwrite_flag = "--checkpoint.last_save_in_hf_overwrite";
     const std::string out = hf_export_folder(c).path;

@@ -8,8 +8,10 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "titan/checkpoint/atomic_file.h"
+#include "titan/checkpoint/hf_folder.h"
 #include "titan/checkpoint/json_file.h"
 #include "titan/checkpoint/safetensors.h"
 #include "titan/core/log.h"
@@ -117,10 +119,38 @@ void commit_folder(const std::string& tmp, const std::string& out) {
   fsync_path(parent.empty() ? "." : parent.string(), true);
 }
 
+// The text architecture a multimodal Qwen3.5 folder's language model is ("" for any other).
+std::string multimodal_text_architecture(const std::string& arch) {
+  if (arch == "Qwen3_5ForConditionalGeneration") return "Qwen3_5ForCausalLM";
+  if (arch == "Qwen3_5MoeForConditionalGeneration") return "Qwen3_5MoeForCausalLM";
+  return "";
+}
+
+// A multimodal export: the source folder's config.json with our text_config, and its tensors that
+// are not the language model's (vision tower, MTP) as they are stored there.
+void add_multimodal_parts(const std::string& source_dir, nlohmann::json& config_json,
+                          std::vector<std::pair<std::string, Tensor>>& tensors, const ckpt::HfWeights& source) {
+  nlohmann::json whole = ckpt::read_json_file((fs::path(source_dir) / "config.json").string());
+  nlohmann::json text = config_json;
+  for (const char* key : {"architectures", "torch_dtype", "dtype", "tie_word_embeddings"}) text.erase(key);
+  whole["text_config"] = text;
+  whole["tie_word_embeddings"] = config_json["tie_word_embeddings"];
+  whole["dtype"] = config_json["dtype"];
+  if (whole.contains("torch_dtype")) whole["torch_dtype"] = config_json["dtype"];
+  config_json = whole;
+  for (auto& [name, t] : tensors) {
+    if (name.starts_with("model.")) name = "model.language_model." + name.substr(6);
+  }
+  for (const std::string& name : source.names()) {
+    if (name.starts_with("model.visual.") || name.starts_with("mtp.")) tensors.emplace_back(name, source.get(name));
+  }
+}
+
 void write_folder(const nn::Decoder& model, const std::string& dir, const HfExportOptions& options) {
   const nn::DecoderConfig& config = model.config();
   const std::string arch = options.architecture.empty() ? default_hf_architecture(config) : options.architecture;
-  nlohmann::json config_json = config_to_hf(config, arch, options.dtype);
+  const std::string text_arch = multimodal_text_architecture(arch);
+  nlohmann::json config_json = config_to_hf(config, text_arch.empty() ? arch : text_arch, options.dtype);
   const DType dtype = options.dtype == "bfloat16" ? DType::bf16 : DType::f32;
 
   // parameters() only hands out pointers; nothing here writes through them. LoRA adapters are
@@ -129,6 +159,11 @@ void write_folder(const nn::Decoder& model, const std::string& dir, const HfExpo
   nn::for_each_merged_weight(const_cast<nn::Decoder&>(model), [&](const std::string& fqn, const Tensor& value) {
     for (const auto& [name, t] : to_hf_tensors(fqn, value)) tensors.emplace_back(name, t.to(dtype));
   });
+  std::optional<ckpt::HfWeights> source;  // kept open while the shards are written (views of its files)
+  if (!text_arch.empty()) {
+    source.emplace(ckpt::HfWeights::open(options.source_dir));
+    add_multimodal_parts(options.source_dir, config_json, tensors, *source);
+  }
   int64_t total = 0;
   for (const auto& [name, t] : tensors) total += static_cast<int64_t>(t.nbytes());
 
@@ -183,11 +218,7 @@ std::string hf_architecture(const std::string& dir) {
   if (!fs::exists(path, ec)) return "";
   const nlohmann::json j = ckpt::read_json_file(path);
   config_from_hf(j, path);  // one-line errors for a folder we could not load anyway
-  const std::string arch = j["architectures"][0].get<std::string>();
-  // A multimodal Qwen3.5 folder trains its language model: that goes out as the text model.
-  if (arch == "Qwen3_5ForConditionalGeneration") return "Qwen3_5ForCausalLM";
-  if (arch == "Qwen3_5MoeForConditionalGeneration") return "Qwen3_5MoeForCausalLM";
-  return arch;
+  return j["architectures"][0].get<std::string>();
 }
 
 void write_folder_atomic(const ckpt::OutputFolder& destination,
@@ -218,6 +249,13 @@ void write_folder_atomic(const ckpt::OutputFolder& destination,
 }
 
 void save_hf_folder(const nn::Decoder& model, const std::string& out_dir, const HfExportOptions& options) {
+  if (!multimodal_text_architecture(options.architecture).empty()) {
+    std::error_code ec;
+    TITAN_CHECK(!options.source_dir.empty() && fs::exists(fs::path(options.source_dir) / "config.json", ec),
+                "[hf export] a ", options.architecture, " export copies its vision tower from the folder the model ",
+                "was imported from, but none is known (", options.source_dir.empty() ? "none given" : options.source_dir,
+                "). HINT: export as ", multimodal_text_architecture(options.architecture), " (a text model)");
+  }
   TITAN_CHECK(options.dtype == "float32" || options.dtype == "bfloat16", "[hf export] dtype '", options.dtype,
               "' is not float32 or bfloat16. HINT: checkpoint.export_dtype=float32|bfloat16");
   TITAN_CHECK(options.max_shard_bytes > 0, "[hf export] max shard size ", options.max_shard_bytes,
