@@ -55,7 +55,10 @@ if [[ "${SANITIZE:-1}" != 0 ]]; then
   #   CliParallel.ExpertParallelInsidePipelineStages (the same messages, with ep inside each stage).
   #   CliParallel.PlanFromTheMetaDevice (12 runs against titan plan): the meta run itself is every
   #   titan train's memory floor (each test here), and the Planner.* unit tests plan every layout kind.
-  sanitizer_repeats='CliParallel\.(FsdpTwoRanks|FsdpFourRanks|ReplicateOnly|TensorParallelMatchesOneRank|Launch|DeadRank|BadMeshes|AuxLossMoePipeline|PlanFromTheMetaDevice)|CliMultiHost\.'
+  #   CliParallel.Qwen3_5Meshes (7 runs): the mesh mechanics are the Qwen3 layouts' (FSDP, pipeline,
+  #   ep, a checkpoint moving between meshes, all kept here); Qwen3.5's own code runs here in
+  #   Qwen3_5HfParity.*, Qwen3_5Ops.*, the ops' sweeps and ActivationCheckpoint.EveryChoice.
+  sanitizer_repeats='CliParallel\.(FsdpTwoRanks|FsdpFourRanks|ReplicateOnly|TensorParallelMatchesOneRank|Launch|DeadRank|BadMeshes|AuxLossMoePipeline|PlanFromTheMetaDevice|Qwen3_5Meshes)|CliMultiHost\.'
   sanitizer_repeats+='|CliTrain\.(LearnsBeyondUnigram|Bf16TracksFloat32)|CliCheckpoint\.KilledAtRandomMoments'
   sanitizer_repeats+='|CliChat\.TrainsOnAssistantTokens'
   (cd build-sanitize && DNNL_MAX_CPU_ISA=AVX2 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
