@@ -2,22 +2,18 @@
 
 #include "titan/config/registry.h"
 #include "titan/models/decoder/family.h"
+#include "titan/models/qwen3/configs.h"
+#include "titan/models/qwen3/specs.h"
 
 namespace titan::qwen3_5 {
 
+// qwen3's debug sizes (vocabulary, width, depth, FFN) with Qwen3.5's blocks.
 nn::DecoderConfig debug_config() {
-  nn::DecoderConfig c;
-  c.vocab_size = 2048;
-  c.dim = 256;
-  c.num_layers = 4;
+  nn::DecoderConfig c = qwen3::find_spec("debug").config;
   c.num_heads = 4;
   c.num_kv_heads = 2;
   c.head_dim = 64;
-  c.hidden_dim = 768;
-  c.norm_eps = 1e-6f;
   c.rope_theta = 1e7f;
-  c.tie_embeddings = false;
-  c.max_seq_len = 2048;
   c.layer_types = {"linear_attention", "linear_attention", "linear_attention", "full_attention"};
   c.linear_num_key_heads = 2;
   c.linear_key_head_dim = 64;
@@ -43,25 +39,11 @@ static nn::DecoderConfig debug_moe_config() {
   return c;
 }
 
-// The quickstart's run on the reduced Qwen3.5 (qwen3_debug's data and schedule).
+// The quickstart's run (qwen3_debug's data and schedule) on the reduced Qwen3.5.
 static config::JobConfig qwen3_5_debug() {
-  config::JobConfig c = config::base_config();
+  config::JobConfig c = qwen3::qwen3_debug();
   c.job.dump_folder = "./outputs/qwen3_5_debug";
   c.model.name = "debug_qwen3_5";
-  c.model.hf_assets_path = "./outputs/quickstart_tokenizer";
-  c.training.dataset = "quickstart";
-  c.training.steps = 160;
-  c.training.local_batch_size = 8;
-  c.training.seq_len = 256;
-  c.training.max_norm = 1.0;
-  c.training.deterministic = true;
-  c.optimizer.lr = 3e-3;
-  c.optimizer.weight_decay = 0.1;
-  c.lr_scheduler.warmup_steps = 16;
-  c.lr_scheduler.decay_ratio = -1.0;
-  c.lr_scheduler.decay_type = "cosine";
-  c.lr_scheduler.min_lr_factor = 0.1;
-  c.metrics.log_freq = 10;
   return c;
 }
 

@@ -4,20 +4,17 @@
 #include <cmath>
 #include <vector>
 
+#include "titan/core/aligned_vector.h"
 #include "titan/core/parallel.h"
 #include "titan/kernels/cpu/simd.h"
 #include "titan/ops/causal_conv1d/causal_conv1d.h"
+#include "titan/ops/scalar_math.h"
 
 namespace titan::ops {
 
 namespace {
 
 constexpr int64_t kBlock = 64;  // channels per task
-
-inline float sigmoid(float z) {
-  const float e = std::exp(-std::fabs(z));
-  return z >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
-}
 
 struct Shape3 {
   int64_t batch, tokens, channels, taps;
@@ -33,7 +30,7 @@ inline const float* source_row(const Shape3& d, int64_t s, const float* xb, cons
 TITAN_CPU_MULTIVERSION
 void forward_block(const Shape3& d, bool silu, int64_t c0, int64_t n, const float* x, const float* w, float* y,
                    const float* state) {
-  std::vector<float> acc(n);
+  AlignedVector<float> acc(n);
   for (int64_t b = 0; b < d.batch; ++b) {
     const float* xb = x + b * d.tokens * d.channels;
     const float* st = state ? state + b * (d.taps - 1) * d.channels : nullptr;
@@ -53,7 +50,7 @@ void forward_block(const Shape3& d, bool silu, int64_t c0, int64_t n, const floa
 TITAN_CPU_MULTIVERSION
 void backward_block(const Shape3& d, bool silu, int64_t c0, int64_t n, const float* dy, const float* x,
                     const float* w, float* dx, float* dw) {
-  std::vector<float> dpre(d.tokens * n), dwb(n * d.taps, 0.0f);
+  AlignedVector<float> dpre(d.tokens * n), dwb(n * d.taps, 0.0f);
   for (int64_t b = 0; b < d.batch; ++b) {
     const float* xb = x + b * d.tokens * d.channels;
     for (int64_t t = 0; t < d.tokens; ++t) {

@@ -3,16 +3,12 @@
 #include <vector>
 
 #include "titan/ops/causal_conv1d/causal_conv1d.h"
+#include "titan/ops/scalar_math.h"
 
 namespace titan::ops {
 namespace ref {
 
 namespace {
-
-double sigmoid(double z) {
-  const double e = std::exp(-std::fabs(z));
-  return z >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
-}
 
 // pre_t[c] over [state (K - 1 rows, or zeros) | x], rows of C.
 template <class T>

@@ -4,17 +4,14 @@
 #include <cmath>
 #include <vector>
 
+#include "titan/core/aligned_vector.h"
 #include "titan/core/parallel.h"
 #include "titan/ops/delta_gates/delta_gates.h"
+#include "titan/ops/scalar_math.h"
 
 namespace titan::ops {
 
 namespace {
-
-inline float sigmoid(float z) {
-  const float e = std::exp(-std::fabs(z));
-  return z >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
-}
 
 inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 
@@ -40,7 +37,7 @@ void backward_cpu(const Tensor& dg, const Tensor& dbeta, const Tensor& a, const 
   const float *dgp = dg.data<float>(), *dbp = dbeta.data<float>();
   float *dap = da.data<float>(), *dbo = db.data<float>();
   // d g / d A_log = g, recomputed; kept per element for the ordered sum below.
-  std::vector<float> dlog(static_cast<size_t>(n * h));
+  AlignedVector<float> dlog(static_cast<size_t>(n * h));
   parallel_for(n, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, h)), [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       for (int64_t j = 0; j < h; ++j) {

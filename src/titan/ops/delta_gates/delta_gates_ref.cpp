@@ -3,16 +3,12 @@
 #include <vector>
 
 #include "titan/ops/delta_gates/delta_gates.h"
+#include "titan/ops/scalar_math.h"
 
 namespace titan::ops {
 namespace ref {
 
 namespace {
-
-double sigmoid(double z) {
-  const double e = std::exp(-std::fabs(z));
-  return z >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
-}
 
 // torch.nn.functional.softplus (beta 1, threshold 20).
 double softplus(double x) { return x > 20.0 ? x : std::log1p(std::exp(x)); }

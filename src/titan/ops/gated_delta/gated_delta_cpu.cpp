@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "titan/core/aligned_vector.h"
 #include "titan/core/parallel.h"
 #include "titan/kernels/cpu/simd.h"
 #include "titan/ops/gated_delta/gated_delta.h"
@@ -49,7 +50,7 @@ void normalize_rows_backward(const Dims& d, const float* qkv_b, int64_t offset, 
 
 // Per-chunk scratch of the WY form.
 struct ChunkScratch {
-  std::vector<float> gamma, W, QK;
+  AlignedVector<float> gamma, W, QK;
   explicit ChunkScratch(const Dims& d)
       : gamma(d.chunk), W(d.chunk * d.dv), QK(d.chunk) {}
 };
@@ -226,7 +227,7 @@ void forward_cpu(const GatedDeltaArgs& args, const Tensor& qkv, const Tensor& g,
   parallel_for_each_dynamic(batch * d.hk, [&](int64_t task) {
     const int64_t b = task / d.hk, key_head = task % d.hk;
     const float* qkv_b = qkv.data<float>() + b * d.tokens * d.c;
-    std::vector<float> qh(d.tokens * d.dk), kh(d.tokens * d.dk), r(d.tokens), S(dkdv);
+    AlignedVector<float> qh(d.tokens * d.dk), kh(d.tokens * d.dk), r(d.tokens), S(dkdv);
     normalize_rows(d, qkv_b, key_head * d.dk, args.eps, scale, qh.data(), r.data());
     normalize_rows(d, qkv_b, (d.hk + key_head) * d.dk, args.eps, 1.0f, kh.data(), r.data());
     ChunkScratch w(d);
@@ -261,9 +262,9 @@ void backward_cpu(const GatedDeltaArgs& args, const Tensor& d_o, const Tensor& q
     const int64_t b = task / d.hk, key_head = task % d.hk;
     const float* qkv_b = qkv.data<float>() + b * d.tokens * d.c;
     float* dqkv_b = dqkv.data<float>() + b * d.tokens * d.c;
-    std::vector<float> qh(d.tokens * d.dk), kh(d.tokens * d.dk), rq(d.tokens), rk(d.tokens);
-    std::vector<float> dqh(d.tokens * d.dk, 0.0f), dkh(d.tokens * d.dk, 0.0f);
-    std::vector<float> starts(chunks * dkdv), st((d.chunk + 1) * dkdv), r(d.chunk * d.dv), dS(dkdv), dd(d.dv);
+    AlignedVector<float> qh(d.tokens * d.dk), kh(d.tokens * d.dk), rq(d.tokens), rk(d.tokens);
+    AlignedVector<float> dqh(d.tokens * d.dk, 0.0f), dkh(d.tokens * d.dk, 0.0f);
+    AlignedVector<float> starts(chunks * dkdv), st((d.chunk + 1) * dkdv), r(d.chunk * d.dv), dS(dkdv), dd(d.dv);
     normalize_rows(d, qkv_b, key_head * d.dk, args.eps, scale, qh.data(), rq.data());
     normalize_rows(d, qkv_b, (d.hk + key_head) * d.dk, args.eps, 1.0f, kh.data(), rk.data());
     ChunkScratch w(d);

@@ -5,14 +5,10 @@
 #include <vector>
 
 #include "titan/ops/moe/moe.h"
+#include "titan/ops/scalar_math.h"
 
 namespace titan::ops {
 namespace ref {
-
-static double sigmoid(double g) {
-  const double e = std::exp(-std::fabs(g));
-  return g >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
-}
 
 // Router of one token: logits, softmax probs (double), and the top-k by logit (softmax is
 // monotonic, so this is the top-k by prob without ties that rounding of the probs would create),

@@ -4,14 +4,10 @@
 #include <vector>
 
 #include "titan/ops/moe_experts/moe_experts.h"
+#include "titan/ops/scalar_math.h"
 
 namespace titan::ops {
 namespace ref {
-
-static double sigmoid(double g) {
-  const double e = std::exp(-std::fabs(g));
-  return g >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
-}
 
 // One row through one expert: g = w1 x, u = w3 x, h = silu(g) * u (all length f).
 template <class T>

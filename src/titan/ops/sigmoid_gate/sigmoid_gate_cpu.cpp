@@ -5,15 +5,11 @@
 #include "titan/core/parallel.h"
 #include "titan/kernels/cpu/simd.h"
 #include "titan/ops/sigmoid_gate/sigmoid_gate.h"
+#include "titan/ops/scalar_math.h"
 
 namespace titan::ops {
 
 namespace {
-
-inline float sigmoid(float z) {
-  const float e = std::exp(-std::fabs(z));
-  return z >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
-}
 
 TITAN_CPU_MULTIVERSION
 void forward_rows(int64_t begin, int64_t end, int64_t f, int64_t g, const float* x, const float* gate, float* y) {

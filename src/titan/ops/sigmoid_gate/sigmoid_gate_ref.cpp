@@ -2,14 +2,10 @@
 #include <cmath>
 
 #include "titan/ops/sigmoid_gate/sigmoid_gate.h"
+#include "titan/ops/scalar_math.h"
 
 namespace titan::ops {
 namespace ref {
-
-static double sigmoid(double z) {
-  const double e = std::exp(-std::fabs(z));
-  return z >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
-}
 
 template <class T>
 void sigmoid_gate_forward(int64_t n, int64_t f, int64_t g, const T* x, const T* gate, T* y) {

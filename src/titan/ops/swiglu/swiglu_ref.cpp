@@ -2,16 +2,10 @@
 #include <cmath>
 
 #include "titan/ops/swiglu/swiglu.h"
+#include "titan/ops/scalar_math.h"
 
 namespace titan::ops {
 namespace ref {
-
-// sigmoid through exp(-|g|) <= 1, so neither branch overflows, and for g < 0 the small result
-// keeps its relative precision (1 - sigmoid(|g|) would cancel).
-static double sigmoid(double g) {
-  const double e = std::exp(-std::fabs(g));
-  return g >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
-}
 
 template <class T>
 void swiglu_forward(int64_t n, const T* gate, const T* up, T* h) {
