@@ -3,7 +3,7 @@
 // one output-gated full-attention layer with partial RoPE, zero-centred norms), 2 x 70 tokens
 // (past one delta-rule chunk, not a multiple of it): logits, loss and every gradient; the same
 // language model in the multimodal layout (Qwen3_5ForConditionalGeneration, vision tower beside
-// it): its logits. The expected values are Transformers' computed in float64; the bars are
+// it): its logits and gradients. The expected values are Transformers' computed in float64; the bars are
 // float32's: logits max abs err <= 2e-4, loss <= 1e-5, each gradient rel L2 <= 1e-4, except the
 // decay parameters' (A_log, dt_bias): their gradients sum small per-token terms that cancel, and a
 // chunked f32 computation rounds the chunk's cumulative log decay, so they get rel L2 <= 2e-3
@@ -166,8 +166,21 @@ TEST(Qwen3_5HfParity, MultimodalFolderIsReadAsItsLanguageModel) {
   ASSERT_EQ(spec.name, "qwen3_5");
   std::unique_ptr<nn::Decoder> model = models::load_hf_model(spec, dir);
   const auto expected = ckpt::SafetensorsFile::open(fixture("expected_multimodal.safetensors"));
-  const Tensor ids = ckpt::SafetensorsFile::open(fixture("expected.safetensors")).get("input_ids").clone();
+  const auto text_expected = ckpt::SafetensorsFile::open(fixture("expected.safetensors"));
+  const Tensor ids = text_expected.get("input_ids").clone();
   EXPECT_LE(max_abs_diff(model->forward_logits(ids), expected.get("logits")), 2e-4) << "logits";
+  // Its language model is the text folder's: every gradient equals Transformers' of that folder.
+  model->zero_grad();
+  (void)model->forward_backward(ids, shifted_targets(text_expected.get("labels").clone()));
+  int compared = 0;
+  for (nn::Parameter* p : model->parameters()) {
+    for (const auto& [hf, grad] : spec.hf.to_hf_tensors(p->fqn, p->grad)) {
+      const bool decay = hf.ends_with(".A_log") || hf.ends_with(".dt_bias");
+      EXPECT_LE(rel_l2(grad.contiguous(), text_expected.get("grad." + hf)), decay ? 2e-3 : 1e-4) << hf;
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 3 + 3 * 14 + 11);
   // The MoE model's multimodal folder (Qwen3_5MoeForConditionalGeneration) too.
   const std::string moe_dir = fixture("moe_multimodal");
   std::unique_ptr<nn::Decoder> moe = models::load_hf_model(models::family_of_hf_folder(moe_dir), moe_dir);
