@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "models/hf_parity_util.h"
 #include "ops/op_harness.h"
 #include "titan/checkpoint/safetensors.h"
 #include "titan/models/decoder/hf_names.h"
@@ -22,35 +23,10 @@ using namespace titan::models;  // the shared decoder machinery the Qwen3 family
 namespace {
 
 using testing::source_path;
+using testing::max_abs_diff;
+using testing::rel_l2;
+using testing::shifted_targets;
 
-// Position t predicts labels[t + 1] (HF's shift); the last position has no target.
-Tensor shifted_targets(const Tensor& labels_BT) {
-  const int64_t B = labels_BT.size(0), T = labels_BT.size(1);
-  Tensor out = Tensor::empty({B, T}, DType::i64);
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t t = 0; t < T; ++t) {
-      out.data<int64_t>()[b * T + t] = t + 1 < T ? labels_BT.data<int64_t>()[b * T + t + 1] : -100;
-    }
-  }
-  return out;
-}
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  const auto x = testing::to_doubles(a), y = testing::to_doubles(b);
-  double m = 0.0;
-  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::fabs(x[i] - y[i]));
-  return m;
-}
-
-double rel_l2(const Tensor& got, const Tensor& want) {
-  const auto x = testing::to_doubles(got), y = testing::to_doubles(want);
-  double num = 0.0, den = 0.0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    num += (x[i] - y[i]) * (x[i] - y[i]);
-    den += y[i] * y[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
-}
 
 class HfParity : public ::testing::TestWithParam<const char*> {};
 
