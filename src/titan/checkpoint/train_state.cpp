@@ -22,6 +22,7 @@
 #include "titan/core/crc32c.h"
 #include "titan/core/error.h"
 #include "titan/core/log.h"
+#include "titan/core/slices.h"
 #include "titan/checkpoint/train_state_files.h"
 
 namespace titan::ckpt {
@@ -46,9 +47,9 @@ int64_t int_field(const nlohmann::json& j, const char* key, const std::string& w
 }
 
 // Copies `src` (1-D f32) to flat elements [start, start + n) of `whole` (f32, contiguous), or of its
-// slice tp_rank of tp_degree along tp_dim when tp_dim >= 0 (not contiguous in `whole`: runs of
-// the dims after tp_dim are).
-void copy_piece(Tensor& whole, int tp_dim, int64_t tp_rank, int64_t tp_degree, int64_t start, const Tensor& src) {
+// tensor-parallel slice when tp_dim >= 0: the slice's rows along tp_dim are `rows` of `whole` (not
+// contiguous in `whole`: runs of the dims after tp_dim are).
+void copy_piece(Tensor& whole, int tp_dim, const std::vector<int64_t>& rows, int64_t start, const Tensor& src) {
   float* dst = whole.data<float>();
   const float* s = src.data<float>();
   const int64_t n = src.numel();
@@ -59,11 +60,12 @@ void copy_piece(Tensor& whole, int tp_dim, int64_t tp_rank, int64_t tp_degree, i
   const Shape& shape = whole.shape();
   int64_t inner = 1;
   for (size_t d = static_cast<size_t>(tp_dim) + 1; d < shape.size(); ++d) inner *= shape[d];
-  const int64_t size = shape[static_cast<size_t>(tp_dim)], local = size / tp_degree;
+  const int64_t size = shape[static_cast<size_t>(tp_dim)], local = static_cast<int64_t>(rows.size());
   for (int64_t k = start; k < start + n;) {
     const int64_t o = k / (local * inner), j = (k / inner) % local, i = k % inner;
     const int64_t run = std::min(inner - i, start + n - k);
-    std::memcpy(dst + (o * size + tp_rank * local + j) * inner + i, s + (k - start), static_cast<size_t>(run) * sizeof(float));
+    std::memcpy(dst + (o * size + rows[static_cast<size_t>(j)]) * inner + i, s + (k - start),
+                static_cast<size_t>(run) * sizeof(float));
     k += run;
   }
 }
@@ -105,7 +107,7 @@ NamedTensors read_group(const std::string& dir, const nlohmann::json& manifest, 
     }
     Tensor whole = Tensor::zeros(shape);
     // Pieces grouped by tensor-parallel slice; each slice's flat ranges must tile it exactly.
-    std::map<std::tuple<int, int64_t, int64_t>, std::vector<std::pair<int64_t, int64_t>>> slices;
+    std::map<std::tuple<int, int64_t, int64_t, std::vector<int64_t>>, std::vector<std::pair<int64_t, int64_t>>> slices;
     for (const nlohmann::json& shard : shards) {
       TITAN_CHECK(shard.value("dim", nlohmann::json()) == "flat", "[checkpoint] ", where, ": ", name, " has shard ",
                   shard.dump(), "; this build reads whole tensors and flat pieces");
@@ -113,14 +115,29 @@ NamedTensors read_group(const std::string& dir, const nlohmann::json& manifest, 
       const int64_t length = int_field(shard, "length", where + " " + name);
       int tp_dim = -1;
       int64_t tp_rank = 0, tp_degree = 1;
+      std::vector<int64_t> sections, rows;
       if (shard.contains("tp")) {
         const nlohmann::json& tp = shard["tp"];
         tp_dim = static_cast<int>(int_field(tp, "dim", where + " " + name));
         tp_rank = int_field(tp, "rank", where + " " + name);
         tp_degree = int_field(tp, "degree", where + " " + name);
-        TITAN_CHECK(tp_dim >= 0 && tp_dim < static_cast<int>(shape.size()) && tp_degree >= 1 && tp_rank >= 0 &&
-                        tp_rank < tp_degree && shape[static_cast<size_t>(tp_dim)] % tp_degree == 0,
-                    "[checkpoint] ", where, ": ", name, " has a bad tensor-parallel slice ", tp.dump());
+        if (tp.contains("sections")) {
+          TITAN_CHECK(tp["sections"].is_array(), "[checkpoint] ", where, ": ", name, " has tp sections ",
+                      tp["sections"].dump(), ", expected an array of sizes");
+          for (const nlohmann::json& v : tp["sections"]) sections.push_back(v.is_number_integer() ? v.get<int64_t>() : 0);
+        }
+        int64_t sum = 0;
+        bool even = true;
+        for (const int64_t v : sections) {
+          sum += v;
+          even = even && v > 0 && v % std::max<int64_t>(tp_degree, 1) == 0;
+        }
+        const bool fits = tp_dim >= 0 && tp_dim < static_cast<int>(shape.size()) && tp_degree >= 1 && tp_rank >= 0 &&
+                          tp_rank < tp_degree && shape[static_cast<size_t>(tp_dim)] % tp_degree == 0 && even &&
+                          (sections.empty() || sum == shape[static_cast<size_t>(tp_dim)]);
+        TITAN_CHECK(fits, "[checkpoint] ", where, ": ", name, " has a bad tensor-parallel slice ",
+                    tp.dump());
+        rows = slice_indices(shape[static_cast<size_t>(tp_dim)], sections, tp_rank, tp_degree);
       }
       const SafetensorsFile& f = file(shard, name);
       const Tensor t = f.get(field(shard, "key", where + " " + name).get<std::string>());
@@ -128,16 +145,17 @@ NamedTensors read_group(const std::string& dir, const nlohmann::json& manifest, 
       TITAN_CHECK(start >= 0 && length >= 0 && start + length <= slice_numel && t.numel() == length, "[checkpoint] ",
                   name, ": the piece [", start, ", +", length, ") in ", f.path(), " (", t.describe(),
                   ") does not fit its tensor ", shape_str(shape));
-      copy_piece(whole, tp_dim, tp_rank, tp_degree, start, t.reshape({length}).to(DType::f32));
-      slices[{tp_dim, tp_rank, tp_degree}].emplace_back(start, length);
+      copy_piece(whole, tp_dim, rows, start, t.reshape({length}).to(DType::f32));
+      slices[{tp_dim, tp_rank, tp_degree, sections}].emplace_back(start, length);
     }
     const std::string damaged = ". HINT: the checkpoint is damaged; use an older step (checkpoint.load_step)";
-    const auto [first_dim, first_rank, degree] = slices.begin()->first;
+    const auto& [first_dim, first_rank, degree, first_sections] = slices.begin()->first;
     TITAN_CHECK(static_cast<int64_t>(slices.size()) == degree, "[checkpoint] ", where, ": ", name, " has pieces of ",
                 slices.size(), " tensor-parallel slices, expected ", degree, damaged);
     int64_t next_rank = 0;
     for (auto& [key, ranges] : slices) {
-      TITAN_CHECK(std::get<0>(key) == first_dim && std::get<2>(key) == degree && std::get<1>(key) == next_rank++,
+      TITAN_CHECK(std::get<0>(key) == first_dim && std::get<2>(key) == degree && std::get<3>(key) == first_sections &&
+                      std::get<1>(key) == next_rank++,
                   "[checkpoint] ", where, ": ", name, " mixes tensor-parallel layouts", damaged);
       std::sort(ranges.begin(), ranges.end());
       int64_t covered = 0;

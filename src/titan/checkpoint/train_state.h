@@ -31,13 +31,16 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 // Where a tensor of a sharded save sits in its global tensor shaped `shape`: the flat (row-major)
 // elements [start, start + numel) (FSDP's flat shards give such ranges) of the whole tensor, or,
-// with tensor parallelism (tp_dim >= 0), of slice tp_rank of tp_degree along dim tp_dim.
+// with tensor parallelism (tp_dim >= 0), of slice tp_rank of tp_degree along dim tp_dim: of every
+// one of tp_sections (the dimension's parts, e.g. a fused [q | k | v]; none: one part), as
+// core/slices.h cuts it.
 struct TensorPiece {
   Shape shape;
   int64_t start = 0;
   int tp_dim = -1;
   int64_t tp_rank = 0;
   int64_t tp_degree = 1;
+  std::vector<int64_t> tp_sections = {};
 };
 
 struct TrainState {

@@ -56,6 +56,7 @@ void write_rank_group(const std::string& dir, const char* group, const NamedTens
       shard["length"] = t.numel();
       if (pieces[i].tp_dim >= 0) {
         shard["tp"] = {{"dim", pieces[i].tp_dim}, {"rank", pieces[i].tp_rank}, {"degree", pieces[i].tp_degree}};
+        if (!pieces[i].tp_sections.empty()) shard["tp"]["sections"] = pieces[i].tp_sections;
       }
     }
     shard["file"] = file;

@@ -75,6 +75,9 @@ struct ParallelPlan {
   // 0 or 1: the dimension split across tp ranks; -1: replicated. Throws for an FQN that is not
   // tensor-parallel yet.
   int (*tp_split_dim)(const std::string& fqn) = nullptr;
+  // The parts of the split dimension each rank takes a share of (core/slices.h), for `full`'s
+  // parameter `fqn`: empty for one part; a fused projection's parts (the DeltaNet's [q | k | v]).
+  std::vector<int64_t> (*tp_sections)(const nn::DecoderConfig& full, const std::string& fqn) = nullptr;
   // True when a replicated parameter's gradient is a partial sum on each tp rank.
   bool (*tp_grad_is_partial)(const std::string& fqn, bool sequence_parallel) = nullptr;
   // The config one rank of `tp` builds (heads, FFN width, vocabulary divided); throws naming

@@ -13,6 +13,7 @@
 #include "titan/core/abbreviate.h"
 #include "titan/core/clock.h"
 #include "titan/core/log.h"
+#include "titan/core/slices.h"
 #include "titan/models/decoder/peft.h"
 
 namespace titan::train {
@@ -63,8 +64,8 @@ ckpt::NamedTensors only_named(const ckpt::NamedTensors& saved, const std::vector
 Tensor piece_of(const Tensor& whole, const ckpt::TensorPiece& piece, const Tensor& like) {
   Tensor slice = whole;
   if (piece.tp_dim >= 0) {
-    const int64_t local = whole.size(piece.tp_dim) / piece.tp_degree;
-    slice = whole.narrow(piece.tp_dim, piece.tp_rank * local, local).contiguous();
+    slice = take_along(whole, piece.tp_dim,
+                       slice_indices(whole.size(piece.tp_dim), piece.tp_sections, piece.tp_rank, piece.tp_degree));
   }
   if (piece.start == 0 && slice.shape() == like.shape()) return slice;
   return slice.contiguous().reshape({slice.numel()}).narrow(0, piece.start, like.numel()).reshape(like.shape());

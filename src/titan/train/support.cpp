@@ -18,7 +18,6 @@ JobFeatures job_features(const config::JobConfig& c, const nn::DecoderConfig* mo
   if (model != nullptr) {
     f.model_known = true;
     f.tied_embeddings = model->tie_embeddings;
-    f.linear_attention_layers = model->num_linear_attention_layers();
   }
   return f;
 }
@@ -54,13 +53,6 @@ const std::vector<SupportRule>& support_matrix() {
        [](const JobFeatures&) {
          return std::string("[parallel] plugin overrides are not tensor-parallel yet. HINT: use them with "
                             "data_parallel_shard_degree, or drop override.imports");
-       }},
-      {"gated DeltaNet layers", "tensor parallelism", "in_proj_qkv packs q, k and v: no contiguous head split",
-       true, [](const JobFeatures& j) { return j.linear_attention_layers > 0 && j.tp > 1; },
-       [](const JobFeatures& j) {
-         return str("parallelism.tensor_parallel_degree=", j.tp, ": ", j.model_label, " has ",
-                    j.linear_attention_layers, " gated DeltaNet layers, which are not tensor-parallel yet (in_proj_qkv ",
-                    "packs q, k and v). HINT: use data_parallel_shard_degree (FSDP) or pipeline_parallel_degree");
        }},
       {"tied embeddings", "pipeline parallelism", "the first and last stages would share one weight", true,
        [](const JobFeatures& j) { return j.tied_embeddings && j.pp > 1; },

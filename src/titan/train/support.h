@@ -24,7 +24,6 @@ struct JobFeatures {
   bool plugin_overrides = false;  // override.imports set
   bool model_known = false;
   bool tied_embeddings = false;
-  int64_t linear_attention_layers = 0;  // Qwen3.5's gated DeltaNet layers
   std::string model_label;         // "model 'debug'" (model_label in job.h)
 };
 // The config's facts (degrees as the config states them); with `model`, its facts too.

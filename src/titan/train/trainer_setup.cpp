@@ -80,7 +80,7 @@ void Trainer::setup_mesh() {
 // shape constraint.
 void Trainer::check_model() {
   resolved_ = as_config_error([&] { return resolve_model(c_); });  // a config.json's problems are the job's
-  check_supported(job_features(c_, &resolved_.config));  // the model's facts (tied embeddings, DeltaNet layers)
+  check_supported(job_features(c_, &resolved_.config));  // the model's facts (tied embeddings)
   const int64_t tp = mesh_->degrees().tp;
   const bool sequence_parallel = tp > 1 && c_.parallelism.enable_sequence_parallel;
   // throws naming what does not divide

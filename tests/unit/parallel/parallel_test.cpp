@@ -18,6 +18,7 @@
 #include "titan/config/config_error.h"
 #include "titan/config/overrides.h"
 #include "titan/core/rng.h"
+#include "titan/core/slices.h"
 #include "titan/models/builtin.h"
 #include "titan/parallel/expert_parallel.h"
 #include "titan/parallel/fsdp.h"
@@ -191,6 +192,58 @@ TEST(TensorParallel, PlanAndLocalConfig) {
   EXPECT_EQ(local.num_heads, tiny().num_heads / 2);
   EXPECT_EQ(local.vocab_size, 128);
   EXPECT_THROW(plan.tp_local_config(tiny(), 3), Error);
+}
+
+// Qwen3.5's gated DeltaNet under TP: its heads split like attention's, in_proj_qkv and conv1d in
+// [q | k | v] parts (rank r: some key heads of q and of k, and the value heads reading them).
+TEST(TensorParallel, GatedDeltaNetPlacement) {
+  const models::ModelSpec& family = models::find_family("qwen3_5");
+  const models::ParallelPlan& plan = family.parallel_plan;
+  const nn::DecoderConfig full = models::find_size("debug_qwen3_5").config;
+  const int64_t key = full.linear_num_key_heads * full.linear_key_head_dim;
+  const int64_t value = full.linear_num_value_heads * full.linear_value_head_dim;
+  for (const char* fqn : {"layers.0.attention.in_proj_qkv.weight", "layers.0.attention.conv1d.weight"}) {
+    EXPECT_EQ(plan.tp_split_dim(fqn), 0);
+    EXPECT_EQ(plan.tp_sections(full, fqn), (std::vector<int64_t>{key, key, value}));
+  }
+  for (const char* fqn : {"layers.0.attention.in_proj_z.weight", "layers.0.attention.in_proj_b.weight",
+                          "layers.0.attention.in_proj_a.weight", "layers.0.attention.A_log",
+                          "layers.0.attention.dt_bias"}) {
+    EXPECT_EQ(plan.tp_split_dim(fqn), 0) << fqn;
+    EXPECT_TRUE(plan.tp_sections(full, fqn).empty()) << fqn;
+  }
+  EXPECT_EQ(plan.tp_split_dim("layers.0.attention.out_proj.weight"), 1);
+  EXPECT_EQ(plan.tp_split_dim("layers.0.attention.norm.weight"), -1);
+  EXPECT_TRUE(plan.tp_grad_is_partial("layers.0.attention.norm.weight", false));  // each rank: some heads
+  const nn::DecoderConfig local = plan.tp_local_config(full, 2);
+  EXPECT_EQ(local.linear_num_key_heads, full.linear_num_key_heads / 2);
+  EXPECT_EQ(local.linear_num_value_heads, full.linear_num_value_heads / 2);
+  nn::DecoderConfig four_kv = full;  // attention's heads divide by 4; the DeltaNet's 2 key heads do not
+  four_kv.num_kv_heads = 4;
+  try {
+    (void)plan.tp_local_config(four_kv, 4);
+    ADD_FAILURE() << "tp 4 of 2 DeltaNet key heads was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("linear_num_key_heads = 2 does not divide"), std::string::npos) << e.what();
+  }
+  // Rank 1's in_proj_qkv: the second half of q's rows, then of k's, then of v's.
+  nn::Decoder whole(full);
+  family.init_weights(whole, 5);
+  nn::Decoder r1(local);
+  models::copy_tp_shard(plan, whole, r1, 1, 2);
+  const auto qkv = [](nn::Decoder& d) -> const Tensor& {
+    for (nn::Parameter* p : d.parameters()) {
+      if (p->fqn == "layers.0.attention.in_proj_qkv.weight") return p->value;
+    }
+    throw Error("no in_proj_qkv");
+  };
+  const Tensor& w = qkv(whole);
+  const Tensor& w1 = qkv(r1);
+  const int64_t d = w.size(1);
+  for (const auto& [local_row, row] : {std::pair<int64_t, int64_t>{0, key / 2}, {key / 2, key + key / 2},
+                                       {key, 2 * key + value / 2}}) {
+    EXPECT_EQ(w1.data<float>()[local_row * d], w.data<float>()[row * d]) << local_row;
+  }
 }
 
 // Copying rank shares out of a whole model and gathering them back is the identity.
@@ -418,9 +471,10 @@ TEST(MemoryFloor, ExpertParallelHoldsItsExpertsWhole) {
 TEST(ShardedCheckpoint, TwoRanksWriteOneCheckpointThatLoadsWhole) {
   const fs::path folder = fs::temp_directory_path() / ("titan_sharded_ckpt_" + std::to_string(::getpid()));
   fs::remove_all(folder);
-  Tensor w = Tensor::empty({4, 6}), v = Tensor::empty({10});
+  Tensor w = Tensor::empty({4, 6}), v = Tensor::empty({10}), u = Tensor::empty({6, 2});
   for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = static_cast<float>(i);
   for (int64_t i = 0; i < v.numel(); ++i) v.data<float>()[i] = 100.0f + static_cast<float>(i);
+  for (int64_t i = 0; i < u.numel(); ++i) u.data<float>()[i] = 200.0f + static_cast<float>(i);
   std::barrier sync(2);
   std::string slots[2];
   const auto group = [&](int rank) {
@@ -453,10 +507,14 @@ TEST(ShardedCheckpoint, TwoRanksWriteOneCheckpointThatLoadsWhole) {
     // by... this rank alone here: rank r holds its slice whole (start 0, 12 elements).
     Tensor slice = w.narrow(1, 3 * r, 3).contiguous().reshape({12});
     s.model.emplace_back("w", slice);
-    s.model_pieces.push_back({{4, 6}, 0, 1, r, 2});
+    s.model_pieces.push_back({{4, 6}, 0, 1, r, 2, {}});
     // v: flat halves.
     s.model.emplace_back("v", v.narrow(0, 5 * r, 5));
-    s.model_pieces.push_back({{10}, 5 * r});
+    s.model_pieces.push_back({{10}, 5 * r, -1, 0, 1, {}});
+    // u: rows in two parts [2 | 4] (a fused projection's), rank r holding row r of the first and
+    // rows 2 + 2r, 3 + 2r of the second.
+    s.model.emplace_back("u", take_along(u, 0, {r, 2 + 2 * r, 3 + 2 * r}).reshape({6}));
+    s.model_pieces.push_back({{6, 2}, 0, 0, r, 2, {2, 4}});
     paths[r] = ckpt::save_train_state_sharded(folder.string(), s, group(r), true);
   };
   std::thread t1(rank_main, 1);
@@ -465,9 +523,9 @@ TEST(ShardedCheckpoint, TwoRanksWriteOneCheckpointThatLoadsWhole) {
   EXPECT_EQ(paths[0], paths[1]);
   EXPECT_EQ(ckpt::check_checkpoint(paths[0]), "");
   const ckpt::TrainState back = ckpt::load_train_state(paths[0]);
-  ASSERT_EQ(back.model.size(), 2u);
+  ASSERT_EQ(back.model.size(), 3u);
   for (const auto& [name, t] : back.model) {
-    const Tensor& want = name == "w" ? w : v;
+    const Tensor& want = name == "w" ? w : name == "v" ? v : u;
     ASSERT_EQ(t.shape(), want.shape()) << name;
     EXPECT_EQ(0, std::memcmp(t.data<float>(), want.data<float>(), want.nbytes())) << name;
   }

@@ -42,7 +42,6 @@ TEST(SupportMatrix, EachRuleHitsExactlyItsCombination) {
       {[](JobFeatures& j) { j.ep = 2, j.tp = 2; }, "expert parallelism with tensor parallelism"},
       {[](JobFeatures& j) { j.plugin_overrides = true, j.tp = 2; }, "plugin overrides with tensor parallelism"},
       {[](JobFeatures& j) { j.tied_embeddings = true, j.pp = 2; }, "tied embeddings with pipeline parallelism"},
-      {[](JobFeatures& j) { j.linear_attention_layers = 3, j.tp = 2; }, "gated DeltaNet layers with tensor parallelism"},
   };
   ASSERT_EQ(cases.size(), support_matrix().size());
   for (const Case& c : cases) {
@@ -54,8 +53,7 @@ TEST(SupportMatrix, EachRuleHitsExactlyItsCombination) {
   for (void (*set)(JobFeatures&) :
        {+[](JobFeatures& j) { j.lora_rank = 8; }, +[](JobFeatures& j) { j.tp = 4; },
         +[](JobFeatures& j) { j.ep = 4; }, +[](JobFeatures& j) { j.pp = 4; },
-        +[](JobFeatures& j) { j.plugin_overrides = true; }, +[](JobFeatures& j) { j.tied_embeddings = true; },
-        +[](JobFeatures& j) { j.linear_attention_layers = 3; }}) {
+        +[](JobFeatures& j) { j.plugin_overrides = true; }, +[](JobFeatures& j) { j.tied_embeddings = true; }}) {
     JobFeatures j = plain();
     set(j);
     EXPECT_TRUE(hits(j).empty());

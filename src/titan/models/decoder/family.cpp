@@ -25,6 +25,7 @@ ModelSpec decoder_family(std::string name, std::string summary, std::vector<Name
   s.hf.architecture_of = &hf_architecture;
   s.hf.to_hf_tensors = &to_hf_tensors;
   s.parallel_plan.tp_split_dim = &tp_split_dim;
+  s.parallel_plan.tp_sections = &tp_sections;
   s.parallel_plan.tp_grad_is_partial = &tp_grad_is_partial;
   s.parallel_plan.tp_local_config = &tp_local_config;
   s.config_tree = &nn::decoder_config_tree;

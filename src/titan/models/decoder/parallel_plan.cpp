@@ -17,16 +17,31 @@ int tp_split_dim(const std::string& fqn) {
                           "feed_forward.w1.bias", "feed_forward.w3.bias"}) {
     if (ends_with(fqn, col)) return 0;
   }
+  for (const char* col : {"attention.in_proj_qkv.weight", "attention.conv1d.weight", "attention.in_proj_z.weight",
+                          "attention.in_proj_b.weight", "attention.in_proj_a.weight", "attention.A_log",
+                          "attention.dt_bias"}) {
+    if (ends_with(fqn, col)) return 0;
+  }
   if (fqn == "tok_embeddings.weight" || fqn == "output.weight") return 0;
-  if (ends_with(fqn, "attention.wo.weight") || ends_with(fqn, "feed_forward.w2.weight")) return 1;
+  if (ends_with(fqn, "attention.wo.weight") || ends_with(fqn, "attention.out_proj.weight") ||
+      ends_with(fqn, "feed_forward.w2.weight")) {
+    return 1;
+  }
   if (ends_with(fqn, "norm.weight")) return -1;
   TITAN_FAIL("[parallel] ", fqn, " has no tensor-parallel placement (mixture-of-experts layers and row-parallel "
              "biases are not tensor-parallel yet). HINT: use parallelism.tensor_parallel_degree = 1 for this model");
 }
 
+std::vector<int64_t> tp_sections(const nn::DecoderConfig& full, const std::string& fqn) {
+  if (!ends_with(fqn, "attention.in_proj_qkv.weight") && !ends_with(fqn, "attention.conv1d.weight")) return {};
+  const int64_t key = full.linear_num_key_heads * full.linear_key_head_dim;
+  return {key, key, full.linear_num_value_heads * full.linear_value_head_dim};
+}
+
 bool tp_grad_is_partial(const std::string& fqn, bool sequence_parallel) {
   if (tp_split_dim(fqn) >= 0) return false;
-  return sequence_parallel || ends_with(fqn, "q_norm.weight") || ends_with(fqn, "k_norm.weight");
+  return sequence_parallel || ends_with(fqn, "q_norm.weight") || ends_with(fqn, "k_norm.weight") ||
+         ends_with(fqn, "attention.norm.weight");
 }
 
 nn::DecoderConfig tp_local_config(const nn::DecoderConfig& full, int64_t tp) {
@@ -38,6 +53,8 @@ nn::DecoderConfig tp_local_config(const nn::DecoderConfig& full, int64_t tp) {
               ": row-parallel biases (attention_bias / mlp_bias) are not tensor-parallel yet");
   for (const auto& [name, value] : {std::pair<const char*, int64_t>{"num_heads", full.num_heads},
                                     {"num_kv_heads", full.num_kv_heads},
+                                    {"linear_num_key_heads", full.linear_num_key_heads},
+                                    {"linear_num_value_heads", full.linear_num_value_heads},
                                     {"hidden_dim (FFN)", full.hidden_dim},
                                     {"vocab_size", full.vocab_size}}) {
     TITAN_CHECK(value % tp == 0, "[parallel] the model's ", name, " = ", value,
@@ -46,6 +63,8 @@ nn::DecoderConfig tp_local_config(const nn::DecoderConfig& full, int64_t tp) {
   }
   c.num_heads /= tp;
   c.num_kv_heads /= tp;
+  c.linear_num_key_heads /= tp;
+  c.linear_num_value_heads /= tp;
   c.hidden_dim /= tp;
   c.vocab_size /= tp;
   return c;

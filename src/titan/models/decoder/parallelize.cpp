@@ -6,8 +6,8 @@
 
 #include "titan/config/config_error.h"
 #include "titan/core/error.h"
+#include "titan/core/slices.h"
 #include "titan/nn/feed_forward.h"
-#include "titan/ops/rows/rows.h"
 
 namespace titan::models {
 namespace {
@@ -69,12 +69,12 @@ void copy_tp_shard(const ParallelPlan& plan, nn::Decoder& full, nn::Decoder& loc
     const int dim = plan.tp_split_dim(p->fqn);
     if (dim < 0) {
       p->value.copy_from(whole);
-    } else {
-      const int64_t size = p->value.size(dim);
-      TITAN_CHECK(whole.size(dim) == size * tp_degree, "[parallel] ", p->fqn, ": ", whole.describe(), " is not ",
-                  tp_degree, " x ", p->value.describe());
-      p->value.copy_from(whole.narrow(dim, tp_rank * size, size).contiguous());
+      continue;
     }
+    TITAN_CHECK(whole.size(dim) == p->value.size(dim) * tp_degree, "[parallel] ", p->fqn, ": ", whole.describe(),
+                " is not ", tp_degree, " x ", p->value.describe());
+    const std::vector<int64_t> sections = plan.tp_sections(full.config(), p->fqn);
+    p->value.copy_from(take_along(whole, dim, slice_indices(whole.size(dim), sections, tp_rank, tp_degree)));
   }
   for (size_t i = 0; i < local.buffers().size(); ++i) local.buffers()[i]->value.copy_from(full.buffers()[i]->value);
 }
@@ -92,17 +92,11 @@ void gather_tp_shards(const ParallelPlan& plan, nn::Decoder& local, nn::Decoder&
     }
     Tensor all = Tensor::empty({t * mine.numel()});
     tp.all_gather(mine, all);
-    if (dim == 0) {  // rank r's rows follow rank r - 1's
-      whole.copy_from(all.reshape(whole.shape()));
-      continue;
+    const std::vector<int64_t> sections = plan.tp_sections(full.config(), p->fqn);
+    for (int64_t r = 0; r < t; ++r) {  // rank r's slice into its rows of `whole`
+      put_along(whole, dim, slice_indices(whole.size(dim), sections, r, t),
+                all.narrow(0, r * mine.numel(), mine.numel()).reshape(mine.shape()));
     }
-    // Columns of a matrix [R, t C]: its row i is rank 0's row i, rank 1's row i, ...; as rows of C
-    // the gathered [t, R] grid transposed.
-    TITAN_CHECK(whole.ndim() == 2 && dim == 1, "[parallel] ", p->fqn, ": tensor-parallel slices are along dim 0 or 1 "
-                "of a matrix");
-    const int64_t rows = mine.size(0), cols = mine.size(1);
-    Tensor pieces = whole.reshape({rows * t, cols});
-    ops::rows_transpose(all.reshape({t * rows, cols}), t, rows, pieces);
   }
 }
 
@@ -189,13 +183,16 @@ Parallelized::Parallelized(std::unique_ptr<nn::Decoder> whole, const ModelSpec& 
 
 // Where a TP-local tensor (or a flat piece of one, at `start`) sits in its global parameter.
 ckpt::TensorPiece Parallelized::place(const std::string& fqn, const Shape& local, int64_t start) const {
-  ckpt::TensorPiece p{local, start};
+  ckpt::TensorPiece p;
+  p.shape = local;
+  p.start = start;
   const int dim = tp_split_dim(fqn);
   if (dim >= 0) {
     p.tp_dim = dim;
     p.tp_rank = mesh_.tp().rank();
     p.tp_degree = tp_degree();
     p.shape[static_cast<size_t>(dim)] *= tp_degree();
+    p.tp_sections = spec_.parallel_plan.tp_sections(full_config_, fqn);
   }
   return p;
 }

@@ -1,0 +1,101 @@
+#include "titan/core/slices.h"
+
+#include <cstring>
+#include <numeric>
+
+#include "titan/core/error.h"
+
+namespace titan {
+namespace {
+
+// The [outer, size, inner] view of `shape` around `dim`.
+struct Around {
+  int64_t outer = 1, size = 1, inner = 1;
+};
+
+Around around(const Shape& shape, int dim) {
+  TITAN_CHECK(dim >= 0 && dim < static_cast<int>(shape.size()), "[tensor] dim ", dim, " of a ", shape.size(),
+              "-d tensor");
+  Around a;
+  for (int d = 0; d < static_cast<int>(shape.size()); ++d) {
+    if (d < dim) a.outer *= shape[static_cast<size_t>(d)];
+    if (d > dim) a.inner *= shape[static_cast<size_t>(d)];
+  }
+  a.size = shape[static_cast<size_t>(dim)];
+  return a;
+}
+
+// Calls copy(from, to, n) for each run of consecutive indices: slice rows [j, j + n) are rows
+// [indices[j], indices[j] + n) of the whole dimension.
+template <class Copy>
+void for_runs(const std::vector<int64_t>& indices, Copy copy) {
+  for (size_t j = 0; j < indices.size();) {
+    size_t n = 1;
+    while (j + n < indices.size() && indices[j + n] == indices[j] + static_cast<int64_t>(n)) ++n;
+    copy(static_cast<int64_t>(j), indices[j], static_cast<int64_t>(n));
+    j += n;
+  }
+}
+
+}  // namespace
+
+std::vector<int64_t> slice_indices(int64_t size, const std::vector<int64_t>& sections, int64_t rank, int64_t degree) {
+  const std::vector<int64_t> parts = sections.empty() ? std::vector<int64_t>{size} : sections;
+  TITAN_CHECK(degree >= 1 && rank >= 0 && rank < degree, "[tensor] slice ", rank, " of ", degree);
+  TITAN_CHECK(std::accumulate(parts.begin(), parts.end(), int64_t{0}) == size, "[tensor] sections of a dimension of ",
+              size, " do not sum to it");
+  std::vector<int64_t> out;
+  int64_t offset = 0;
+  for (const int64_t s : parts) {
+    TITAN_CHECK(s % degree == 0, "[tensor] a section of ", s, " does not divide into ", degree, " slices");
+    const int64_t local = s / degree;
+    for (int64_t j = 0; j < local; ++j) out.push_back(offset + rank * local + j);
+    offset += s;
+  }
+  return out;
+}
+
+Tensor take_along(const Tensor& t, int dim, const std::vector<int64_t>& indices) {
+  const Tensor src = t.contiguous();
+  const Around a = around(src.shape(), dim);
+  Shape shape = src.shape();
+  shape[static_cast<size_t>(dim)] = static_cast<int64_t>(indices.size());
+  Tensor out = Tensor::empty(shape, src.dtype(), src.device());
+  if (src.is_meta()) return out;
+  const size_t row = static_cast<size_t>(a.inner) * dtype_size(src.dtype());
+  const int64_t local = static_cast<int64_t>(indices.size());
+  const char* s = static_cast<const char*>(src.raw_data());
+  char* d = static_cast<char*>(out.raw_data());
+  for (int64_t o = 0; o < a.outer; ++o) {
+    for_runs(indices, [&](int64_t j, int64_t i, int64_t n) {
+      TITAN_CHECK(i >= 0 && i + n <= a.size, "[tensor] index ", i + n - 1, " out of a dimension of ", a.size);
+      std::memcpy(d + static_cast<size_t>(o * local + j) * row, s + static_cast<size_t>(o * a.size + i) * row,
+                  static_cast<size_t>(n) * row);
+    });
+  }
+  return out;
+}
+
+void put_along(Tensor& dst, int dim, const std::vector<int64_t>& indices, const Tensor& src) {
+  const Around a = around(dst.shape(), dim);
+  Shape shape = dst.shape();
+  shape[static_cast<size_t>(dim)] = static_cast<int64_t>(indices.size());
+  TITAN_CHECK(src.shape() == shape, "[tensor] put_along: ", src.describe(), " into ", dst.describe(), " along dim ",
+              dim, " at ", indices.size(), " indices");
+  TITAN_CHECK(dst.is_contiguous(), "[tensor] put_along into a non-contiguous ", dst.describe());
+  if (dst.is_meta()) return;
+  const Tensor s_t = src.dtype() == dst.dtype() ? src.contiguous() : src.to(dst.dtype());
+  const size_t row = static_cast<size_t>(a.inner) * dtype_size(dst.dtype());
+  const int64_t local = static_cast<int64_t>(indices.size());
+  const char* s = static_cast<const char*>(s_t.raw_data());
+  char* d = static_cast<char*>(dst.raw_data());
+  for (int64_t o = 0; o < a.outer; ++o) {
+    for_runs(indices, [&](int64_t j, int64_t i, int64_t n) {
+      TITAN_CHECK(i >= 0 && i + n <= a.size, "[tensor] index ", i + n - 1, " out of a dimension of ", a.size);
+      std::memcpy(d + static_cast<size_t>(o * a.size + i) * row, s + static_cast<size_t>(o * local + j) * row,
+                  static_cast<size_t>(n) * row);
+    });
+  }
+}
+
+}  // namespace titan
