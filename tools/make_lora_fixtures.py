@@ -4,7 +4,7 @@
 
 Usage (from the repository root):
 
-    python3 tools/make_lora_fixtures.py [--out tests/fixtures/lora]
+    python3 tools/make_lora_fixtures.py [--out tests/fixtures/lora] [--only CASE,...]
 
 For each case it loads a tiny base model from the HF fixtures (tests/fixtures/hf*/<case>, float32),
 wraps it with ``peft.get_peft_model(base, LoraConfig(r, lora_alpha, target_modules, lora_dropout=0))``,
@@ -40,7 +40,18 @@ CASES = [
      ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]),
     ("dense_qv_bias", "tests/fixtures/hf/attn_bias", 2, 5.0, ["q_proj", "v_proj"]),
     ("moe_attention", "tests/fixtures/hf_moe/e8_top2_norm", 3, 3.0, ["q_proj", "k_proj", "v_proj", "o_proj"]),
+    # Qwen3.5: PEFT's own "all-linear" (every nn.Linear but the head: the gated DeltaNet's in_proj_* and
+    # out_proj, the gated attention's, the MLPs'; on the MoE model the shared expert and its gate).
+    ("qwen3_5_all_linear", "tests/fixtures/hf_qwen3_5/text", 4, 8.0, "all-linear"),
+    ("qwen3_5_moe_all_linear", "tests/fixtures/hf_qwen3_5/moe", 2, 4.0, "all-linear"),
 ]
+
+# Token ids for a base folder without tokens.safetensors (the Qwen3.5 folders keep theirs in the
+# family's expected file).
+TOKENS = {
+    "tests/fixtures/hf_qwen3_5/text": "tests/fixtures/hf_qwen3_5/expected.safetensors",
+    "tests/fixtures/hf_qwen3_5/moe": "tests/fixtures/hf_qwen3_5/expected_moe.safetensors",
+}
 
 
 def run_case(name: str, base_dir: str, r: int, alpha: float, targets: list[str], out: str) -> dict:
@@ -68,28 +79,41 @@ def run_case(name: str, base_dir: str, r: int, alpha: float, targets: list[str],
     model_f32.save_pretrained(os.path.join(case_dir, "adapter"))
     os.remove(os.path.join(case_dir, "adapter", "README.md"))  # PEFT's model-card template
     model = model_f32.to(torch.float64)
-    tokens = load_file(os.path.join(base_dir, "tokens.safetensors"))
+    tokens = load_file(TOKENS.get(base_dir, os.path.join(base_dir, "tokens.safetensors")))
     ids = tokens["input_ids"].to(torch.int64)
     with torch.no_grad():
         logits = model(input_ids=ids).logits
     expected = {"input_ids": ids, "logits": logits.to(torch.float32).contiguous()}
+    adapted = json.load(open(os.path.join(case_dir, "adapter", "adapter_config.json")))["target_modules"]
     merged = model.merge_and_unload()
     for n, p in merged.named_parameters():
-        if any(n.endswith(t + ".weight") for t in targets):
+        if any(n.endswith("." + t + ".weight") for t in adapted):
             expected["merged." + n] = p.detach().to(torch.float32).contiguous()
     save_file(expected, os.path.join(case_dir, "expected.safetensors"))
-    return {"name": name, "base": base_dir, "r": r, "alpha": alpha, "targets": targets,
+    return {"name": name, "base": base_dir, "r": r, "alpha": alpha,
+            "targets": targets if isinstance(targets, str) else ",".join(targets),
             "merged": sum(1 for k in expected if k.startswith("merged."))}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="tests/fixtures/lora")
+    ap.add_argument("--only", default="", help="comma-separated case names to (re)make; the others are kept")
     args = ap.parse_args()
     setup_torch(1)
     import peft
     import transformers
-    rows = [run_case(*case, args.out) for case in CASES]
+    only = set(filter(None, args.only.split(",")))
+    rows = []
+    for case in CASES:
+        if not only or case[0] in only:
+            rows.append(run_case(*case, args.out))
+            continue
+        name, base_dir, r, alpha, targets = case
+        kept = load_file(os.path.join(args.out, name, "expected.safetensors"))
+        rows.append({"name": name, "base": base_dir, "r": r, "alpha": alpha,
+                     "targets": targets if isinstance(targets, str) else ",".join(targets),
+                     "merged": sum(1 for k in kept if k.startswith("merged."))})
     with open(os.path.join(args.out, "README.md"), "w") as f:
         f.write("# LoRA adapter fixtures (made by Hugging Face PEFT)\n\n")
         f.write("Made by `python3 tools/make_lora_fixtures.py` with torch %s, transformers %s, peft %s on %s.\n\n"
@@ -97,7 +121,7 @@ def main() -> None:
         f.write("| case | base model | r | lora_alpha | target_modules | merged weights |\n|---|---|---|---|---|---|\n")
         for row in rows:
             f.write("| %s | %s | %d | %g | %s | %d |\n" % (row["name"], row["base"], row["r"], row["alpha"],
-                                                       ",".join(row["targets"]), row["merged"]))
+                                                       row["targets"], row["merged"]))
     print("wrote", len(rows), "cases to", args.out)
 
 

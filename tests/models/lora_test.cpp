@@ -51,7 +51,9 @@ struct Case {
 const std::vector<Case>& cases() {
   static const std::vector<Case> c = {{"dense_all_linear", "tests/fixtures/hf/untied_gqa2"},
                                       {"dense_qv_bias", "tests/fixtures/hf/attn_bias"},
-                                      {"moe_attention", "tests/fixtures/hf_moe/e8_top2_norm"}};
+                                      {"moe_attention", "tests/fixtures/hf_moe/e8_top2_norm"},
+                                      {"qwen3_5_all_linear", "tests/fixtures/hf_qwen3_5/text"},
+                                      {"qwen3_5_moe_all_linear", "tests/fixtures/hf_qwen3_5/moe"}};
   return c;
 }
 std::string adapter_dir(const Case& c) { return source_path("tests/fixtures/lora/" + c.name + "/adapter"); }
@@ -177,7 +179,13 @@ TEST(Lora, FrozenScopeStoresTheBaseInBf16WithoutGradients) {
 }
 
 TEST(Lora, TargetModulesAcceptPeftNamesAllLinearAndGlobs) {
-  EXPECT_EQ(plugins::lora_target_patterns({"all-linear"}).size(), 7u);
+  // all-linear: q, k, v, o; gate, up, down of the dense MLP and of a shared expert; the shared
+  // expert's gate; the gated DeltaNet's in_proj_qkv, in_proj_z, in_proj_b, in_proj_a, out_proj.
+  EXPECT_EQ(plugins::lora_target_patterns({"all-linear"}).size(), 16u);
+  EXPECT_EQ(plugins::lora_target_patterns({"in_proj_qkv"}),
+            std::vector<std::string>{"model.layers.*.attention.in_proj_qkv"});
+  EXPECT_EQ(plugins::lora_target_patterns({"gate_proj"}),
+            (std::vector<std::string>{"model.layers.*.feed_forward.w1", "model.layers.*.moe.shared_expert.w1"}));
   EXPECT_EQ(plugins::lora_target_patterns({"v_proj"}), std::vector<std::string>{"model.layers.*.attention.wv"});
   EXPECT_EQ(plugins::lora_target_patterns({"layers.1.feed_forward.w*"}),
             std::vector<std::string>{"model.layers.1.feed_forward.w*"});
@@ -275,27 +283,33 @@ TEST(Lora, GenerationWithAnAdapterEqualsTheMergedModel) {
 }
 
 // titan's PEFT folder: PEFT's tensor names and values, r / lora_alpha, and exactly the adapted
-// modules as target_modules; read back by titan it gives the same model.
+// modules as target_modules; read back by titan it gives the same model (Qwen3's projections, and
+// Qwen3.5's gated DeltaNet and gated attention ones).
 TEST(Lora, SavedAdapterIsAPeftFolderThatReadsBack) {
-  const Case& c = cases()[0];
-  std::unique_ptr<nn::Decoder> model = load(c);
-  TempDir dir("save");
-  models::save_peft_adapter(*model, {"adapter", dir / "adapter", ckpt::FolderKind::peft_adapter}, 4, 8.0, "base");
-  const ckpt::SafetensorsFile ours = ckpt::SafetensorsFile::open(dir / "adapter/adapter_model.safetensors");
-  const ckpt::SafetensorsFile peft = ckpt::SafetensorsFile::open(adapter_dir(c) + "/adapter_model.safetensors");
-  ASSERT_EQ(ours.tensors().size(), peft.tensors().size());
-  for (const ckpt::TensorInfo& info : peft.tensors()) {
-    ASSERT_NE(ours.find(info.name), nullptr) << info.name;
-    EXPECT_EQ(max_abs_diff(ours.get(info.name), peft.get(info.name)), 0.0) << info.name;
+  for (const Case& c : {cases()[0], cases()[3]}) {
+    SCOPED_TRACE(c.name);
+    std::unique_ptr<nn::Decoder> model = load(c);
+    const nlohmann::json theirs = nlohmann::json::parse(std::ifstream(adapter_dir(c) + "/adapter_config.json"));
+    const int64_t rank = theirs["r"].get<int64_t>();
+    const double alpha = theirs["lora_alpha"].get<double>();
+    TempDir dir("save_" + c.name);
+    models::save_peft_adapter(*model, {"adapter", dir / "adapter", ckpt::FolderKind::peft_adapter}, rank, alpha, "base");
+    const ckpt::SafetensorsFile ours = ckpt::SafetensorsFile::open(dir / "adapter/adapter_model.safetensors");
+    const ckpt::SafetensorsFile peft = ckpt::SafetensorsFile::open(adapter_dir(c) + "/adapter_model.safetensors");
+    ASSERT_EQ(ours.tensors().size(), peft.tensors().size());
+    for (const ckpt::TensorInfo& info : peft.tensors()) {
+      ASSERT_NE(ours.find(info.name), nullptr) << info.name;
+      EXPECT_EQ(max_abs_diff(ours.get(info.name), peft.get(info.name)), 0.0) << info.name;
+    }
+    const nlohmann::json config = nlohmann::json::parse(std::ifstream(dir / "adapter/adapter_config.json"));
+    EXPECT_EQ(config["peft_type"], "LORA");
+    EXPECT_EQ(config["r"], rank);
+    EXPECT_EQ(config["lora_alpha"], alpha);
+    EXPECT_EQ(config["target_modules"].size(), ours.tensors().size() / 2);
+    const models::PeftAdapter back = models::read_peft_adapter(dir / "adapter");
+    EXPECT_EQ(back.rank, rank);
+    EXPECT_EQ(back.modules.size(), ours.tensors().size() / 2);
   }
-  const nlohmann::json config = nlohmann::json::parse(std::ifstream(dir / "adapter/adapter_config.json"));
-  EXPECT_EQ(config["peft_type"], "LORA");
-  EXPECT_EQ(config["r"], 4);
-  EXPECT_EQ(config["lora_alpha"], 8.0);
-  EXPECT_EQ(config["target_modules"].size(), ours.tensors().size() / 2);
-  const models::PeftAdapter back = models::read_peft_adapter(dir / "adapter");
-  EXPECT_EQ(back.rank, 4);
-  EXPECT_EQ(back.modules.size(), ours.tensors().size() / 2);
 }
 
 TEST(Lora, BadAdaptersAreOneLineErrors) {

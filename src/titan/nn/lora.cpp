@@ -6,6 +6,8 @@
 #include "titan/core/rng.h"
 #include "titan/nn/decoder.h"
 #include "titan/nn/feed_forward.h"
+#include "titan/nn/gated_delta_net.h"
+#include "titan/nn/moe.h"
 #include "titan/ops/elementwise/elementwise.h"
 #include "titan/ops/matmul/linear.h"
 #include "titan/ops/rows/rows.h"
@@ -79,12 +81,25 @@ std::map<std::string, LoraLinear*> lora_linears(Decoder& model) {
   const auto add = [&](const std::unique_ptr<LinearModule>& m) {
     if (auto* lora = dynamic_cast<LoraLinear*>(m.get())) out[lora->weight.fqn] = lora;
   };
+  const auto add_ffn = [&](FeedForwardModule* m) {
+    if (auto* ffn = dynamic_cast<FeedForward*>(m)) {
+      for (const auto* w : {&ffn->w1, &ffn->w2, &ffn->w3}) add(*w);
+    }
+  };
   for (auto& layer : model.layers) {
     if (auto* attention = dynamic_cast<Attention*>(layer->attention.get())) {
       for (const auto* m : {&attention->wq, &attention->wk, &attention->wv, &attention->wo}) add(*m);
     }
-    if (auto* ffn = dynamic_cast<FeedForward*>(layer->feed_forward.get())) {
-      for (const auto* m : {&ffn->w1, &ffn->w2, &ffn->w3}) add(*m);
+    if (auto* delta = dynamic_cast<GatedDeltaNet*>(layer->attention.get())) {
+      for (const auto* m : {&delta->in_proj_qkv, &delta->in_proj_z, &delta->in_proj_b, &delta->in_proj_a,
+                            &delta->out_proj}) {
+        add(*m);
+      }
+    }
+    add_ffn(layer->feed_forward.get());
+    if (auto* moe = dynamic_cast<Moe*>(layer->moe.get()); moe != nullptr && moe->shared_expert) {
+      add_ffn(moe->shared_expert.get());
+      add(moe->shared_expert_gate);
     }
   }
   return out;

@@ -64,7 +64,7 @@ std::string lora_base_weight(const std::string& fqn);
 void init_lora_parameter(Parameter& p, uint64_t seed);
 
 class Decoder;
-// Every LoraLinear of `model` (attention and feed-forward projections), by the FQN of its base
+// Every LoraLinear of `model` (attention, gated DeltaNet, feed-forward and shared-expert projections), by the FQN of its base
 // weight ("layers.0.attention.wq.weight").
 std::map<std::string, LoraLinear*> lora_linears(Decoder& model);
 // The weights an HF export writes, by FQN in parameters() order, one at a time (a merged weight

@@ -7,28 +7,48 @@
 
 namespace titan::plugins {
 
-// PEFT's module names -> the Linear nodes they are in titan's tree.
-static const std::map<std::string, std::string>& peft_names() {
-  static const std::map<std::string, std::string> names = {
-      {"q_proj", "attention.wq"},     {"k_proj", "attention.wk"},      {"v_proj", "attention.wv"},
-      {"o_proj", "attention.wo"},     {"gate_proj", "feed_forward.w1"}, {"up_proj", "feed_forward.w3"},
-      {"down_proj", "feed_forward.w2"}};
+// PEFT's module names -> the Linear nodes they are in titan's tree (PEFT matches a name at the end
+// of a module path, so gate_proj is also a shared expert's; Qwen3.5's gated DeltaNet brings its own).
+static const std::map<std::string, std::vector<std::string>>& peft_names() {
+  static const std::map<std::string, std::vector<std::string>> names = {
+      {"q_proj", {"attention.wq"}},
+      {"k_proj", {"attention.wk"}},
+      {"v_proj", {"attention.wv"}},
+      {"o_proj", {"attention.wo"}},
+      {"gate_proj", {"feed_forward.w1", "moe.shared_expert.w1"}},
+      {"up_proj", {"feed_forward.w3", "moe.shared_expert.w3"}},
+      {"down_proj", {"feed_forward.w2", "moe.shared_expert.w2"}},
+      {"shared_expert_gate", {"moe.shared_expert_gate"}},
+      {"in_proj_qkv", {"attention.in_proj_qkv"}},
+      {"in_proj_z", {"attention.in_proj_z"}},
+      {"in_proj_b", {"attention.in_proj_b"}},
+      {"in_proj_a", {"attention.in_proj_a"}},
+      {"out_proj", {"attention.out_proj"}}};
   return names;
+}
+
+std::string peft_module_names() {
+  std::string out;
+  for (const auto& [peft, nodes] : peft_names()) out += (out.empty() ? "" : ", ") + peft;
+  return out;
 }
 
 std::vector<std::string> lora_target_patterns(const std::vector<std::string>& target_modules) {
   TITAN_CHECK(!target_modules.empty(), "[lora] target_modules is empty. HINT: all-linear, or PEFT names such as q_proj,v_proj");
   std::vector<std::string> patterns;
+  const auto add = [&](const std::vector<std::string>& nodes) {
+    for (const std::string& node : nodes) patterns.push_back("model.layers.*." + node);
+  };
   for (const std::string& t : target_modules) {
     if (t == "all-linear") {
-      for (const auto& [peft, node] : peft_names()) patterns.push_back("model.layers.*." + node);
+      for (const auto& [peft, nodes] : peft_names()) add(nodes);
     } else if (peft_names().count(t)) {
-      patterns.push_back("model.layers.*." + peft_names().at(t));
+      add(peft_names().at(t));
     } else if (t.find_first_of(".*?[") != std::string::npos) {
       patterns.push_back(t.starts_with("model.") ? t : "model." + t);
     } else {
-      TITAN_FAIL("[lora] target module '", t, "' is not a PEFT name (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, ",
-                 "down_proj), all-linear, or a glob over config-tree paths such as model.layers.*.attention.wq");
+      TITAN_FAIL("[lora] target module '", t, "' is not a PEFT name (", peft_module_names(),
+                 "), all-linear, or a glob over config-tree paths such as model.layers.*.attention.wq");
     }
   }
   return patterns;

@@ -12,9 +12,11 @@ namespace titan::plugins {
 struct LoraOptions {
   int64_t rank = 0;  // 0: no LoRA
   double alpha = 16.0;
-  // PEFT module names (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj), "all-linear"
-  // (all seven), or globs over config-tree paths ("model.layers.*.attention.wq"; "model." may be
-  // left out).
+  // PEFT module names (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj; a shared
+  // expert's and its shared_expert_gate; the gated DeltaNet's in_proj_qkv, in_proj_z, in_proj_b,
+  // in_proj_a, out_proj), "all-linear" (every one of them the model has: PEFT's all-linear, every
+  // nn.Linear but the head), or globs over config-tree paths ("model.layers.*.attention.wq";
+  // "model." may be left out).
   std::vector<std::string> target_modules = {"all-linear"};
 };
 
@@ -23,5 +25,7 @@ struct LoraOptions {
 Override lora_override(const LoraOptions& options);
 // The config-tree globs `target_modules` stands for (each one a PEFT name, all-linear, or a glob).
 std::vector<std::string> lora_target_patterns(const std::vector<std::string>& target_modules);
+// The PEFT module names target_modules takes, comma-separated (for error lines).
+std::string peft_module_names();
 
 }  // namespace titan::plugins

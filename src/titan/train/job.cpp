@@ -48,8 +48,8 @@ nn::ConfigTree job_tree(const config::JobConfig& c, const models::ResolvedModel&
     if (plugins::matching_nodes(lora, tree).empty()) {
       config::config_fail("[lora] lora.target_modules='", c.lora.target_modules, "' matches no projection of ",
                           model_label(c), " (layers 0..", model.config.num_layers - 1,
-                          "). HINT: PEFT names (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj), "
-                          "all-linear, or a glob such as layers.*.attention.wq");
+                          "). HINT: PEFT names (", plugins::peft_module_names(), "), all-linear, or a glob such as "
+                          "layers.*.attention.wq");
     }
     overrides.push_back(lora);
   }

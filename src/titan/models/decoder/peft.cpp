@@ -35,10 +35,8 @@ static std::optional<std::pair<std::string, char>> adapter_target(const std::str
     const std::optional<std::string> fqn = from_hf_name(module + ".weight");
     if (!fqn || !fqn->ends_with(".weight")) return std::nullopt;
     const std::string path = "model." + fqn->substr(0, fqn->size() - std::string(".weight").size());
-    static const char* kLinears[] = {".attention.wq", ".attention.wk", ".attention.wv", ".attention.wo",
-                                     ".feed_forward.w1", ".feed_forward.w2", ".feed_forward.w3"};
-    for (const char* linear : kLinears) {
-      if (path.ends_with(linear)) return std::make_pair(path, which);
+    for (const std::string& pattern : plugins::lora_target_patterns({"all-linear"})) {
+      if (plugins::glob_match(pattern, path)) return std::make_pair(path, which);
     }
     return std::nullopt;
   }
@@ -104,8 +102,8 @@ PeftAdapter read_peft_adapter(const std::string& dir) {
     const std::string& name = info.name;
     const auto target = adapter_target(name);
     TITAN_CHECK(target.has_value(), "[adapter] ", weights_path, ": tensor '", name, "' is not a lora_A / lora_B weight "
-                "of a Qwen3 projection (base_model.model.model.layers.<i>.self_attn.{q,k,v,o}_proj or "
-                "mlp.{gate,up,down}_proj)");
+                "of a projection titan adapts (base_model.model.model.layers.<i>.<module>.lora_A.weight, the module one of ",
+                plugins::peft_module_names(), ")");
     seen[target->first] |= target->second == 'A' ? 1 : 2;
   }
   TITAN_CHECK(!seen.empty(), "[adapter] ", weights_path, " holds no tensors");
