@@ -9,7 +9,9 @@ int64_t matmul_params(const nn::DecoderConfig& c) {
   const int64_t conv = 2 * c.linear_num_key_heads * c.linear_key_head_dim + v;
   const int64_t linear_attention = c.dim * conv + c.dim * v + 2 * c.dim * c.linear_num_value_heads + v * c.dim;
   const int64_t dense_mlp = 3 * c.dim * c.hidden_dim;
-  const int64_t active_moe = c.num_experts * c.dim + c.num_experts_per_tok * 3 * c.dim * c.moe_hidden_dim;
+  const int64_t shared_expert = c.shared_expert_dim > 0 ? 3 * c.dim * c.shared_expert_dim + c.dim : 0;  // + its gate
+  const int64_t active_moe =
+      c.num_experts * c.dim + c.num_experts_per_tok * 3 * c.dim * c.moe_hidden_dim + shared_expert;
   const int64_t moe_layers = c.num_moe_layers(), linear = c.num_linear_attention_layers();
   return (c.num_layers - linear) * attention + linear * linear_attention + (c.num_layers - moe_layers) * dense_mlp +
          moe_layers * active_moe + c.vocab_size * c.dim;

@@ -26,6 +26,54 @@ nn::DecoderConfig debug_config() {
   return c;
 }
 
+// Common to the published Qwen3.5 language models (the text_config of Qwen/Qwen3.5-*'s config.json):
+// vocabulary 248,320, head_dim 256 with a quarter rotated (theta 1e7), the output-gated attention
+// every 4th layer and gated DeltaNet layers of 128-wide heads (conv kernel 4) between, zero-centred
+// norms, 262,144 positions.
+static nn::DecoderConfig published(int64_t dim, int64_t layers, int64_t heads, int64_t kv_heads, int64_t hidden,
+                                   int64_t linear_key_heads, int64_t linear_value_heads, bool tied) {
+  nn::DecoderConfig c;
+  c.vocab_size = 248320;
+  c.dim = dim;
+  c.num_layers = layers;
+  c.num_heads = heads;
+  c.num_kv_heads = kv_heads;
+  c.head_dim = 256;
+  c.hidden_dim = hidden;
+  c.norm_eps = 1e-6f;
+  c.rope_theta = 1e7f;
+  c.tie_embeddings = tied;
+  c.attention_bias = false;
+  c.qk_norm = true;
+  c.max_seq_len = 262144;
+  for (int64_t i = 0; i < layers; ++i) c.layer_types.push_back((i + 1) % 4 == 0 ? "full_attention" : "linear_attention");
+  c.linear_num_key_heads = linear_key_heads;
+  c.linear_key_head_dim = 128;
+  c.linear_num_value_heads = linear_value_heads;
+  c.linear_value_head_dim = 128;
+  c.linear_conv_kernel_dim = 4;
+  c.partial_rotary_factor = 0.25f;
+  c.attn_output_gate = true;
+  c.zero_centered_norms = true;
+  return c;
+}
+
+// Qwen3.5 MoE (Qwen/Qwen3.5-35B-A3B): every MLP 256 experts, top-8 renormalised, and a shared expert
+// of the experts' width with its sigmoid gate.
+static nn::DecoderConfig published_moe(int64_t dim, int64_t layers, int64_t heads, int64_t kv_heads,
+                                       int64_t moe_hidden, int64_t linear_key_heads, int64_t linear_value_heads) {
+  nn::DecoderConfig c =
+      published(dim, layers, heads, kv_heads, moe_hidden, linear_key_heads, linear_value_heads, false);
+  c.num_experts = 256;
+  c.num_experts_per_tok = 8;
+  c.moe_hidden_dim = moe_hidden;
+  c.shared_expert_dim = moe_hidden;
+  c.norm_topk_prob = true;
+  c.decoder_sparse_step = 1;
+  c.router_aux_loss_coef = 0.001f;
+  return c;
+}
+
 // The reduced Qwen3.5 MoE: every MLP 8 experts of width 256, top-2 renormalised, and a shared expert
 // of width 256 with its sigmoid gate.
 static nn::DecoderConfig debug_moe_config() {
@@ -57,6 +105,12 @@ const models::ModelSpec& family() {
   static const models::ModelSpec spec = models::decoder_family(
       "qwen3_5", "Qwen3.5 dense and MoE (gated DeltaNet + gated attention), from published text or multimodal folders",
       {{"debug_qwen3_5", "reduced Qwen3.5: 4 layers (3 gated DeltaNet, 1 full attention), dim 256", debug_config()},
+       {"qwen3_5_0.8B", "Qwen3.5-0.8B: 24 layers (18 DeltaNet 16/16 heads, 6 attention 8 / 2 kv), dim 1024, FFN 3584, tied",
+        published(1024, 24, 8, 2, 3584, 16, 16, true)},
+       {"qwen3_5_27B", "Qwen3.5-27B: 64 layers (48 DeltaNet 16/48 heads, 16 attention 24 / 4 kv), dim 5120, FFN 17408",
+        published(5120, 64, 24, 4, 17408, 16, 48, false)},
+       {"qwen3_5_35B-A3B", "Qwen3.5-35B-A3B: 40 layers (30 DeltaNet 16/32 heads, 10 attention 16 / 2 kv), dim 2048, "
+        "256 experts top-8 + a shared expert, expert FFN 512", published_moe(2048, 40, 16, 2, 512, 16, 32)},
        {"debug_qwen3_5_moe", "reduced Qwen3.5 MoE: debug_qwen3_5 with 8 experts, top-2, and a shared expert",
         debug_moe_config()}},
       {"Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForCausalLM",
