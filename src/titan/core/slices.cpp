@@ -25,15 +25,23 @@ Around around(const Shape& shape, int dim) {
   return a;
 }
 
-// Calls copy(from, to, n) for each run of consecutive indices: slice rows [j, j + n) are rows
-// [indices[j], indices[j] + n) of the whole dimension.
-template <class Copy>
-void for_runs(const std::vector<int64_t>& indices, Copy copy) {
-  for (size_t j = 0; j < indices.size();) {
-    size_t n = 1;
-    while (j + n < indices.size() && indices[j + n] == indices[j] + static_cast<int64_t>(n)) ++n;
-    copy(static_cast<int64_t>(j), indices[j], static_cast<int64_t>(n));
-    j += n;
+// Copies between a whole tensor's bytes and a slice's: for each outer index and each run of
+// consecutive indices, slice rows [j, j + n) <-> whole rows [indices[j], indices[j] + n), `row`
+// bytes each. to_slice: whole -> slice, else slice -> whole.
+void copy_rows(const char* from, char* to, const Around& a, const std::vector<int64_t>& indices, size_t row,
+               bool to_slice) {
+  const int64_t local = static_cast<int64_t>(indices.size());
+  for (int64_t o = 0; o < a.outer; ++o) {
+    for (int64_t j = 0; j < local;) {
+      const int64_t i = indices[static_cast<size_t>(j)];
+      int64_t n = 1;
+      while (j + n < local && indices[static_cast<size_t>(j + n)] == i + n) ++n;
+      TITAN_CHECK(i >= 0 && i + n <= a.size, "[tensor] index ", i + n - 1, " out of a dimension of ", a.size);
+      const size_t whole_at = static_cast<size_t>(o * a.size + i) * row, slice_at = static_cast<size_t>(o * local + j) * row;
+      std::memcpy(to + (to_slice ? slice_at : whole_at), from + (to_slice ? whole_at : slice_at),
+                  static_cast<size_t>(n) * row);
+      j += n;
+    }
   }
 }
 
@@ -62,17 +70,8 @@ Tensor take_along(const Tensor& t, int dim, const std::vector<int64_t>& indices)
   shape[static_cast<size_t>(dim)] = static_cast<int64_t>(indices.size());
   Tensor out = Tensor::empty(shape, src.dtype(), src.device());
   if (src.is_meta()) return out;
-  const size_t row = static_cast<size_t>(a.inner) * dtype_size(src.dtype());
-  const int64_t local = static_cast<int64_t>(indices.size());
-  const char* s = static_cast<const char*>(src.raw_data());
-  char* d = static_cast<char*>(out.raw_data());
-  for (int64_t o = 0; o < a.outer; ++o) {
-    for_runs(indices, [&](int64_t j, int64_t i, int64_t n) {
-      TITAN_CHECK(i >= 0 && i + n <= a.size, "[tensor] index ", i + n - 1, " out of a dimension of ", a.size);
-      std::memcpy(d + static_cast<size_t>(o * local + j) * row, s + static_cast<size_t>(o * a.size + i) * row,
-                  static_cast<size_t>(n) * row);
-    });
-  }
+  copy_rows(static_cast<const char*>(src.raw_data()), static_cast<char*>(out.raw_data()), a, indices,
+            static_cast<size_t>(a.inner) * dtype_size(src.dtype()), true);
   return out;
 }
 
@@ -85,17 +84,8 @@ void put_along(Tensor& dst, int dim, const std::vector<int64_t>& indices, const 
   TITAN_CHECK(dst.is_contiguous(), "[tensor] put_along into a non-contiguous ", dst.describe());
   if (dst.is_meta()) return;
   const Tensor s_t = src.dtype() == dst.dtype() ? src.contiguous() : src.to(dst.dtype());
-  const size_t row = static_cast<size_t>(a.inner) * dtype_size(dst.dtype());
-  const int64_t local = static_cast<int64_t>(indices.size());
-  const char* s = static_cast<const char*>(s_t.raw_data());
-  char* d = static_cast<char*>(dst.raw_data());
-  for (int64_t o = 0; o < a.outer; ++o) {
-    for_runs(indices, [&](int64_t j, int64_t i, int64_t n) {
-      TITAN_CHECK(i >= 0 && i + n <= a.size, "[tensor] index ", i + n - 1, " out of a dimension of ", a.size);
-      std::memcpy(d + static_cast<size_t>(o * a.size + i) * row, s + static_cast<size_t>(o * local + j) * row,
-                  static_cast<size_t>(n) * row);
-    });
-  }
+  copy_rows(static_cast<const char*>(s_t.raw_data()), static_cast<char*>(dst.raw_data()), a, indices,
+            static_cast<size_t>(a.inner) * dtype_size(dst.dtype()), false);
 }
 
 }  // namespace titan
