@@ -541,6 +541,7 @@ TEST(CliTrainConfig, ImpossibleSizesAreRefusedBeforeAllocating) {
   EXPECT_EQ(deep.exit_code, 2) << deep.output;
   EXPECT_NE(deep.output.find("HINT: lower num_hidden_layers in " + dir.string() + "/config.json"), std::string::npos)
       << deep.output;
+  EXPECT_FALSE(fs::exists(dir / "out")) << "a refused run leaves no dump folder (nor its lock) behind";
   fs::remove_all(dir);
 }
 

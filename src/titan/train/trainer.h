@@ -5,7 +5,8 @@
 //                       shape constraints, tokenizer), then the dump folder (config.toml = the
 //                       resolved config), data (every rank reads the global batch's stream and keeps
 //                       its rows), the model (its family's build and init, an HF import, then
-//                       parallelize: TP share, FSDP), AdamW, the LR schedule, a resume.
+//                       parallelize: TP share, FSDP), AdamW, the LR schedule, a resume. A setup that
+//                       fails removes the folders it created (its lock and config.toml in them).
 //   train_step(step)    the step's micro-batches (local_batch_size x seq_len each), forward_backward
 //                       on each, gradients made global (parallelize), clipping (the logged
 //                       grad_norm is the norm before clipping), lr = optimizer.lr x schedule(step),
@@ -64,6 +65,7 @@ class Trainer {
   int64_t forwards_per_step() const;
 
  private:
+  void setup_run();  // setup() after the mesh; a failure removes the folders it created
   void setup_mesh();
   void check_model();                        // the config tree, overrides, every shape constraint
   void check_memory(bool measured) const;  // the memory floor against what is available

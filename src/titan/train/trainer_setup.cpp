@@ -221,8 +221,44 @@ void Trainer::setup_validation() {
                " in batches of ", val_B_ * dp_, " x ", val_T_, " tokens (local ", val_B_, ")"));
 }
 
+// The folders among `paths` (and their missing parents) that do not exist yet: what this run creates.
+static std::vector<std::filesystem::path> missing_folders(const std::vector<std::string>& paths) {
+  std::vector<std::filesystem::path> out;
+  for (const std::string& path : paths) {
+    for (std::filesystem::path p = std::filesystem::absolute(path).lexically_normal();
+         !p.empty() && p != p.parent_path() && !std::filesystem::exists(p); p = p.parent_path()) {
+      out.push_back(p);  // deepest first
+    }
+  }
+  return out;
+}
+
+// A failed setup leaves no folder it created behind: its files there (the run lock, config.toml)
+// go, then each such folder if nothing else is in it (fs::remove removes empty folders only).
+static void remove_created_folders(const std::vector<std::filesystem::path>& created) {
+  std::error_code ec;
+  for (const std::filesystem::path& folder : created) {
+    for (const char* name : {".titan.lock", "config.toml"}) std::filesystem::remove(folder / name, ec);
+    std::filesystem::remove(folder, ec);
+  }
+}
+
 void Trainer::setup() {
   setup_mesh();
+  const std::vector<std::filesystem::path> created =
+      world_->rank() == 0 ? missing_folders({c_.job.dump_folder, checkpoint_folder(c_)})
+                          : std::vector<std::filesystem::path>{};
+  try {
+    setup_run();
+  } catch (...) {
+    run_lock_.reset();
+    checkpoint_lock_.reset();
+    remove_created_folders(created);
+    throw;
+  }
+}
+
+void Trainer::setup_run() {
   if (world_->rank() == 0) {  // this run owns job.dump_folder before anything in it is read or written
     std::error_code ec;
     std::filesystem::create_directories(c_.job.dump_folder, ec);
