@@ -74,6 +74,31 @@ const std::string kSixSteps =
 // A: 6 steps, checkpoints at 3 and 6. B: a fresh folder holding only A's step-3, same config:
 // B resumes at step 4 and its losses and gradient norms for steps 4..6 equal A's exactly.
 // C: A again with async saves: the same losses, and byte-identical checkpoint files.
+// bf16 AdamW moments are checkpointed as stored (BF16 tensors) and a resume continues to the bit:
+// the restored moments are the saved bits.
+TEST_F(CliCheckpoint, Bf16OptimizerStatesResumeBitIdentically) {
+  const std::string run = kSixSteps + "--optimizer.state_dtype bfloat16 ";
+  const CommandResult a = train("bf16s_a", run);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  const fs::path step3 = dir_ / "bf16s_a" / "checkpoint" / "step-3";
+  const nlohmann::json manifest = nlohmann::json::parse(read_text(step3 / "manifest.json"));
+  for (const auto& [name, entry] : manifest["tensors"]["optimizer"].items()) EXPECT_EQ(entry["dtype"], "BF16") << name;
+  fs::create_directories(dir_ / "bf16s_b" / "checkpoint");
+  fs::copy(step3, dir_ / "bf16s_b" / "checkpoint" / "step-3", fs::copy_options::recursive);
+  const CommandResult b = train("bf16s_b", run);
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  const std::vector<nlohmann::json> ra = read_jsonl(dir_ / "bf16s_a" / "metrics.jsonl");
+  const std::vector<nlohmann::json> rb = read_jsonl(dir_ / "bf16s_b" / "metrics.jsonl");
+  ASSERT_EQ(ra.size(), 6u);
+  ASSERT_EQ(rb.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(rb[i]["loss"].get<double>(), ra[i + 3]["loss"].get<double>()) << "step " << i + 4;
+    EXPECT_EQ(rb[i]["grad_norm"].get<double>(), ra[i + 3]["grad_norm"].get<double>()) << "step " << i + 4;
+  }
+  EXPECT_EQ(read_text(dir_ / "bf16s_b" / "checkpoint" / "step-6" / "model.safetensors"),
+            read_text(dir_ / "bf16s_a" / "checkpoint" / "step-6" / "model.safetensors"));
+}
+
 TEST_F(CliCheckpoint, ResumeIsBitIdenticalAndAsyncEqualsSync) {
   const CommandResult a = train("resume_a", kSixSteps);
   ASSERT_EQ(a.exit_code, 0) << a.output;

@@ -159,6 +159,19 @@ TEST_F(CliTrain, Bf16TracksFloat32AndCheckpointsBitIdentically) {
   EXPECT_LT(std::abs(mean_b - mean_a) / mean_a, 0.02) << mean_b << " vs " << mean_a;
   EXPECT_LT(mean_b, first_b - 1.0) << "bf16 training must learn";
 
+  // AdamW moments in bf16 (optimizer.state_dtype; f32 compute) track f32 moments: issue 31's bar,
+  // the mean of the last 20 losses within 1%.
+  const CommandResult states = train("prec_bf16_states", common + "--optimizer.state_dtype bfloat16");
+  ASSERT_EQ(states.exit_code, 0) << states.output;
+  const std::vector<nlohmann::json> s = read_jsonl(dir_ / "prec_bf16_states" / "metrics.jsonl");
+  ASSERT_EQ(s.size(), 60u);
+  EXPECT_EQ(s[0]["loss"].get<double>(), first_a) << "step 1 runs before any moment is read";
+  double mean_s = 0.0;
+  for (size_t i = 40; i < 60; ++i) mean_s += s[i]["loss"].get<double>() / 20.0;
+  std::printf("bf16 moments: mean of the last 20 %.6f (f32 moments %.6f)\n", mean_s, mean_a);
+  EXPECT_LT(std::abs(mean_s - mean_a) / mean_a, 0.01) << mean_s << " vs " << mean_a;
+  EXPECT_NE(s[1]["loss"].get<double>(), a[1]["loss"].get<double>()) << "step 2 reads rounded moments";
+
   const std::string short_run = "--training.steps 6 --training.local_batch_size 2 --training.seq_len 64 "
                                 "--model.n_layers 2 --metrics.log_freq 1 --training.deterministic "
                                 "--training.mixed_precision_param bfloat16 ";

@@ -66,6 +66,7 @@ struct OptimizerSection {
   double beta2 = 0.95;
   double eps = 1e-8;
   double weight_decay = 0.1;
+  std::string state_dtype = "float32";  // the AdamW moments' storage: float32 or bfloat16
 
   bool operator==(const OptimizerSection&) const = default;
 };
@@ -255,6 +256,9 @@ void visit_fields(Config& c, V&& v) {
   v("optimizer.beta2", optimizer.beta2, "AdamW decay rate of the second moment (mean of squared gradients)");
   v("optimizer.eps", optimizer.eps, "AdamW epsilon, added to the square root of the second moment");
   v("optimizer.weight_decay", optimizer.weight_decay, "decoupled weight decay: each step, param -= lr x weight_decay x param");
+  v("optimizer.state_dtype", optimizer.state_dtype,
+    "float32 | bfloat16: how the AdamW moments are stored (bfloat16: 4 bytes per parameter instead of 8, "
+    "updated in f32 and rounded to nearest even; checkpoints keep them as stored)");
 
   auto& lr_scheduler = c.lr_scheduler;
   v("lr_scheduler.warmup_steps", lr_scheduler.warmup_steps, "steps of linear warmup up to optimizer.lr");

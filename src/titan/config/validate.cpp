@@ -148,6 +148,9 @@ void validate(const JobConfig& c, int64_t data_parallel_degree) {
   if (!(o.weight_decay >= 0) || !std::isfinite(o.weight_decay)) {
     config_fail("optimizer.weight_decay=", shown(o.weight_decay), " must be >= 0 (0 disables weight decay)");
   }
+  if (o.state_dtype != "float32" && o.state_dtype != "bfloat16") {
+    config_fail("optimizer.state_dtype='", o.state_dtype, "' is not float32 or bfloat16");
+  }
 
   const LrSchedulerSection& s = c.lr_scheduler;
   if (s.warmup_steps < 0) config_fail("lr_scheduler.warmup_steps=", s.warmup_steps, " must be >= 0");

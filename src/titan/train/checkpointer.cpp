@@ -103,7 +103,7 @@ struct Checkpointer::Staging {
   Tensor copy_of(const Tensor& live) {
     if (next == tensors.size()) tensors.push_back(Tensor::empty(live.shape(), live.dtype()));
     Tensor& t = tensors[next++];
-    if (t.shape() != live.shape()) t = Tensor::empty(live.shape(), live.dtype());
+    if (t.shape() != live.shape() || t.dtype() != live.dtype()) t = Tensor::empty(live.shape(), live.dtype());
     t.copy_from(live);
     return t;
   }

@@ -123,7 +123,8 @@ models::ParallelizeOptions parallelize_options(const config::JobConfig& c, const
 }
 
 AdamWConfig adamw_config(const config::JobConfig& c) {
-  return {c.optimizer.beta1, c.optimizer.beta2, c.optimizer.eps, c.optimizer.weight_decay};
+  return {c.optimizer.beta1, c.optimizer.beta2, c.optimizer.eps, c.optimizer.weight_decay,
+          c.optimizer.state_dtype == "bfloat16" ? DType::bf16 : DType::f32};
 }
 
 LrScheduleConfig lr_schedule_config(const config::JobConfig& c) {

@@ -66,12 +66,13 @@ MemoryFloor memory_floor_states(const MemoryFloorInput& in) {
   const double stage = 1.0 / static_cast<double>(in.pp);
   const double trained_share = stage * (in.world == 1 ? 1.0 : 1.0 / static_cast<double>(in.dp_shard * in.tp));
   const double share = in.frozen_base ? stage : trained_share;
-  const double per_element = in.frozen_base ? (in.bf16 ? 2.0 : 4.0) : 16.0;
+  const double trained = in.bf16_moments ? 12.0 : 16.0;  // f32 value and gradient, the two moments
+  const double per_element = in.frozen_base ? (in.bf16 ? 2.0 : 4.0) : trained;
   // Expert parallelism: the stacked expert weights are whole on their ep rank (1 / ep of them).
   const double expert_share = in.ep > 1 ? 1.0 / static_cast<double>(in.ep) : share;
   const double expert_shift = e.expert_weights * (expert_share - share) * per_element;
   // LoRA adapters train like any parameter: f32 master, gradient and two AdamW moments.
-  f.adapter_states = in.adapter_elements * trained_share * 16.0;
+  f.adapter_states = in.adapter_elements * trained_share * trained;
   f.states = e.total * share * per_element + expert_shift + f.adapter_states;
   f.embedding_states = e.root * share * per_element;
   f.expert_states = e.experts * share * per_element + expert_shift;

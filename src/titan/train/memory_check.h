@@ -5,9 +5,9 @@
 //
 // The floor counts what a rank cannot do without:
 //   states       the parameters a rank holds with their gradients and AdamW moments (4 + 4 + 8
-//                bytes per element of its FSDP/TP share), or a frozen LoRA base in its compute
-//                dtype (whole on every rank) plus its adapters with their gradients and moments
-//                (16 bytes per element of the share)
+//                bytes per element of its FSDP/TP share; 4 + 4 + 4 with bf16 moments), or a frozen
+//                LoRA base in its compute dtype (whole on every rank) plus its adapters with their
+//                gradients and moments (16 bytes per element of the share, 12 with bf16 moments)
 //   activations  what the step adds at its peak on this rank, measured on the meta device
 //                (train/meta_plan.h: the job's model, parallelize and step with no values, so
 //                activation checkpointing, the pipeline schedule, gathered FSDP units, the head's
@@ -37,6 +37,7 @@ struct MemoryFloorInput {
   int64_t world = 1;
   bool bf16 = false;                     // compute dtype bf16 (a frozen base takes 2 bytes)
   bool frozen_base = false;              // LoRA: no gradients or optimizer state for the base
+  bool bf16_moments = false;             // optimizer.state_dtype bfloat16: 2 + 2 bytes of moments
   double adapter_elements = 0;           // LoRA adapters (trained: 16 bytes each); lora_adapter_elements
   double measured_peak = 0;              // the meta run's step peak (MetaPlan::peak); 0 = not measured
 };

@@ -9,6 +9,8 @@ AdamW::AdamW(nn::ParameterList params, AdamWConfig cfg) : params_(std::move(para
   TITAN_CHECK(cfg_.beta1 >= 0.0 && cfg_.beta1 < 1.0 && cfg_.beta2 >= 0.0 && cfg_.beta2 < 1.0,
               "[adamw] betas: expected each in [0, 1), got (", cfg_.beta1, ", ", cfg_.beta2,
               "). HINT: set optimizer.beta1/beta2 below 1");
+  TITAN_CHECK(cfg_.state_dtype == DType::f32 || cfg_.state_dtype == DType::bf16, "[adamw] state dtype ",
+              dtype_name(cfg_.state_dtype), ": expected f32 or bf16");
   TITAN_CHECK(cfg_.eps >= 0.0 && cfg_.weight_decay >= 0.0,
               "[adamw] eps, weight_decay: expected >= 0, got eps=", cfg_.eps,
               " weight_decay=", cfg_.weight_decay);
@@ -23,8 +25,8 @@ AdamW::AdamW(nn::ParameterList params, AdamWConfig cfg) : params_(std::move(para
     TITAN_CHECK(p->grad.defined() && p->grad.shape() == p->value.shape(), "[adamw] ", p->fqn,
                 ".grad: expected f32", shape_str(p->value.shape()), ", got ",
                 p->grad.defined() ? p->grad.describe() : std::string("undefined"));
-    exp_avg_.push_back(Tensor::zeros(p->value.shape(), DType::f32, p->value.device()));
-    exp_avg_sq_.push_back(Tensor::zeros(p->value.shape(), DType::f32, p->value.device()));
+    exp_avg_.push_back(Tensor::zeros(p->value.shape(), cfg_.state_dtype, p->value.device()));
+    exp_avg_sq_.push_back(Tensor::zeros(p->value.shape(), cfg_.state_dtype, p->value.device()));
   }
 }
 

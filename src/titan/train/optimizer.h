@@ -1,6 +1,7 @@
 // AdamW over a list of parameters (torch.optim.AdamW with foreach=False, amsgrad=False), one
-// ops::adamw_step per parameter. Moments (exp_avg m, exp_avg_sq v) are fp32 tensors shaped like
-// each parameter, zero at construction.
+// ops::adamw_step per parameter. Moments (exp_avg m, exp_avg_sq v) are tensors shaped like each
+// parameter, zero at construction, stored in f32 or (state_dtype bf16, optimizer.state_dtype)
+// bf16: updated in f32, rounded to nearest even on store (ops/adamw/adamw.h says why).
 // Weight decay applies to every parameter, norms and embeddings included: torchtitan builds one
 // param group with weight_decay for all parameters by default, and we match it.
 // Step counting: step(lr) first increments step_count, then updates with bias corrections for
@@ -21,6 +22,7 @@ struct AdamWConfig {
   double beta2 = 0.95;
   double eps = 1e-8;
   double weight_decay = 0.1;
+  DType state_dtype = DType::f32;  // the moments' storage: f32 or bf16
 };
 
 class AdamW {
@@ -41,7 +43,8 @@ class AdamW {
   const Tensor& exp_avg_sq(size_t i) const;
 
   // Restores a checkpointed state: the step count and one (exp_avg, exp_avg_sq) per parameter,
-  // in params() order, each shaped like its parameter (copied, converted to f32 if needed).
+  // in params() order, each shaped like its parameter (copied, converted to the state dtype: a
+  // bf16 checkpoint's moments into bf16 state are its bits).
   // Throws naming the parameter FQN on a count or shape mismatch; on throw nothing changes.
   void restore(int64_t step_count, const std::vector<Tensor>& exp_avg,
                const std::vector<Tensor>& exp_avg_sq);

@@ -33,13 +33,24 @@ void Trainer::log_setup() const {
                  100.0 * static_cast<double>(trainable_params_) / static_cast<double>(mc.num_params()), "% of ",
                  params_m, "M); the base is frozen in ", c_.training.mixed_precision_param));
   }
+  if (c_.optimizer.state_dtype == "bfloat16") {
+    log_info("[optimizer] AdamW moments stored in bf16 (4 bytes per trained parameter instead of 8), updated in f32 "
+             "and rounded to nearest even");
+    // v's per-step decay is (1 - beta2) relative; below half a bf16 ulp (2^-9) it rounds away.
+    if (c_.optimizer.beta2 > 0.99) {
+      log_warn(str("[optimizer] optimizer.beta2=", c_.optimizer.beta2, " with bf16 moments: the second moment's decay of ",
+                   1.0 - c_.optimizer.beta2, " per step is below bf16's rounding (0.002), so it stops shrinking when "
+                   "gradients do. HINT: beta2 <= 0.99, or optimizer.state_dtype float32"));
+    }
+  }
   if (model_->sharded()) {
     const double held = static_cast<double>(model_->shard_numel());
     const int64_t tp = model_->tp_degree();
     log_info(str("[parallel] ", world_->size(), " ranks over ", world_->backend(), ": ", mesh_->degrees().describe(),
                  tp > 1 ? (model_->sequence_parallel() ? " (sequence parallel)" : " (no sequence parallel)") : "",
                  " | FSDP: this rank holds ", held / 1e6, "M of ", params_m, "M parameters (",
-                 16.0 * held / double(1 << 30), " GiB with gradients and AdamW moments), blocks gathered just in time"));
+                 (c_.optimizer.state_dtype == "bfloat16" ? 12.0 : 16.0) * held / double(1 << 30),
+                 " GiB with gradients and AdamW moments), blocks gathered just in time"));
   }
   // What stays allocated for the whole run: parameters (or this rank's shards), gradients, AdamW
   // moments, buffers, and the loader's batches.

@@ -117,6 +117,7 @@ void Trainer::check_memory(bool measured) const {
   in.pp = mesh_->degrees().pp;
   in.bf16 = precision_.param == Precision::bfloat16;
   in.frozen_base = c_.lora.rank > 0;
+  in.bf16_moments = c_.optimizer.state_dtype == "bfloat16";
   FloorFields fields;
   if (c_.model.name.empty()) {  // the model of a config.json
     fields.layers = "num_hidden_layers in " + c_.model.hf_assets_path + "/config.json (or set model.n_layers)";

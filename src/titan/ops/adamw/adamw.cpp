@@ -7,10 +7,9 @@
 
 namespace titan::ops {
 
-static void check_like_param(const char* what, const Tensor& t, const Tensor& param) {
-  TITAN_CHECK(t.dtype() == DType::f32 && t.is_contiguous() && t.shape() == param.shape() &&
-                  t.device() == param.device(),
-              "[adamw] ", what, ": expected contiguous f32", shape_str(param.shape()),
+static void check_like_param(const char* what, const Tensor& t, const Tensor& param, DType dtype) {
+  TITAN_CHECK(t.dtype() == dtype && t.is_contiguous() && t.shape() == param.shape() && t.device() == param.device(),
+              "[adamw] ", what, ": expected contiguous ", dtype_name(dtype), shape_str(param.shape()),
               " (the shape of param), got ", t.describe(),
               ". HINT: optimizer state must be allocated like its parameter");
 }
@@ -19,9 +18,11 @@ void check_adamw(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                  const Tensor& exp_avg_sq, const AdamWArgs& args) {
   TITAN_CHECK(param.dtype() == DType::f32 && param.is_contiguous(),
               "[adamw] param: expected a contiguous f32 tensor, got ", param.describe());
-  check_like_param("grad", grad, param);
-  check_like_param("exp_avg", exp_avg, param);
-  check_like_param("exp_avg_sq", exp_avg_sq, param);
+  check_like_param("grad", grad, param, DType::f32);
+  TITAN_CHECK(exp_avg.dtype() == DType::f32 || exp_avg.dtype() == DType::bf16, "[adamw] exp_avg: expected f32 or "
+              "bf16 moments, got ", exp_avg.describe());
+  check_like_param("exp_avg", exp_avg, param, exp_avg.dtype());
+  check_like_param("exp_avg_sq", exp_avg_sq, param, exp_avg.dtype());  // both moments in one dtype
   TITAN_CHECK(args.step >= 1, "[adamw] step: expected >= 1 (1-based, after the update), got ",
               args.step);
   TITAN_CHECK(args.beta1 >= 0.0 && args.beta1 < 1.0 && args.beta2 >= 0.0 && args.beta2 < 1.0,

@@ -5,8 +5,14 @@
 //   v    = beta2 * v + (1 - beta2) * g * g
 //   p   -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 // Shapes: N flat elements, any rank; param_N, grad_N, exp_avg_N (m), exp_avg_sq_N (v) are
-// contiguous f32 of the same shape (the moments are always fp32), four distinct buffers that do
-// not overlap.
+// contiguous tensors of the same shape, four distinct buffers that do not overlap; param and grad
+// f32, the moments both f32 or both bf16 (optimizer.state_dtype). bf16 moments are read as f32,
+// the new m and v computed in f32 and stored rounded to nearest even (core/dtype.h's f32_to_bf16),
+// and the parameter update reads the stored (rounded) moments, as it reads the stored f32 ones
+// (torch stores a moment, then reads it). Nearest even, not stochastic: deterministic, so a run
+// is bit-identical under any sharding and across a resume without a rounding stream to save; its
+// cost is that a moment's change below half a bf16 ulp (2^-9 relative) is lost, which v's decay
+// (1 - beta2 per step) stays above for beta2 <= 0.99 (the trainer warns beyond).
 // In place: param, exp_avg, exp_avg_sq are updated (=); grad is read only.
 // An optimizer step is never differentiated, so this op has a forward only (AdamWImpl's
 // backward slot is std::nullptr_t).
@@ -58,8 +64,11 @@ struct AdamWScalars {
 AdamWScalars adamw_scalars(const AdamWArgs& args);
 
 namespace ref {
-// Scalar reference over n flat elements, per-element math in double.
+// Scalar reference over n flat elements, per-element math in double; the moments f32, or bf16
+// (raw bits).
 void adamw_step(int64_t n, float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
+                const AdamWArgs& args);
+void adamw_step(int64_t n, float* param, const float* grad, uint16_t* exp_avg, uint16_t* exp_avg_sq,
                 const AdamWArgs& args);
 }  // namespace ref
 

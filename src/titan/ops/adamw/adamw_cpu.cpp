@@ -1,5 +1,6 @@
 // AdamW on CPU: one streaming pass over param, grad, exp_avg, exp_avg_sq (4 f32 loads, 3 f32
-// stores = 28 bytes per element), vectorized per CPU clone, the flat array split over threads.
+// stores = 28 bytes per element; with bf16 moments 20), vectorized per CPU clone, the flat array
+// split over threads.
 // Memory bound; the arithmetic is the f32 sequence torch runs (scalars rounded to f32 once).
 // Elementwise, so the result does not depend on the split.
 #include "titan/core/parallel.h"
@@ -38,6 +39,30 @@ static void step_range(int64_t begin, int64_t end, float* __restrict param,
   }
 }
 
+// bf16 moments (2 + 2 bytes of state per element): read as f32 (the bits shifted up), stored
+// rounded to nearest even (core/dtype.h's f32_to_bf16 written lane-wise; moments are finite), the
+// update reading the stored values, as the reference does.
+TITAN_CPU_MULTIVERSION
+static void step_range_bf16(int64_t begin, int64_t end, float* __restrict param, const float* __restrict grad,
+                            uint16_t* __restrict exp_avg, uint16_t* __restrict exp_avg_sq, const Scalars s) {
+  const auto widen = [](uint16_t h) { return __builtin_bit_cast(float, static_cast<uint32_t>(h) << 16); };
+  const auto round = [](float x) {
+    const uint32_t u = __builtin_bit_cast(uint32_t, x);
+    return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  };
+#pragma omp simd
+  for (int64_t i = begin; i < end; ++i) {
+    const float g = grad[i];
+    const float m0 = widen(exp_avg[i]), v0 = widen(exp_avg_sq[i]);
+    const uint16_t mh = round(m0 + s.w1 * (g - m0)), vh = round(v0 * s.b2 + (g * g) * s.omb2);
+    const float m = widen(mh), v = widen(vh);
+    const float denom = __builtin_sqrtf(v) / s.bc2_sqrt + s.eps;
+    param[i] = param[i] * s.decay - s.step_size * (m / denom);
+    exp_avg[i] = mh;
+    exp_avg_sq[i] = vh;
+  }
+}
+
 static void step_cpu(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
                      const AdamWArgs& args) {
   const AdamWScalars d = adamw_scalars(args);
@@ -47,6 +72,12 @@ static void step_cpu(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor&
                   static_cast<float>(d.eps)};
   float* pp = param.data<float>();
   const float* gp = grad.data<float>();
+  if (exp_avg.dtype() == DType::bf16) {
+    auto* mh = static_cast<uint16_t*>(exp_avg.raw_data());
+    auto* vh = static_cast<uint16_t*>(exp_avg_sq.raw_data());
+    parallel_for(param.numel(), kGrain, [&](int64_t b, int64_t e) { step_range_bf16(b, e, pp, gp, mh, vh, s); });
+    return;
+  }
   float* mp = exp_avg.data<float>();
   float* vp = exp_avg_sq.data<float>();
   parallel_for(param.numel(), kGrain,
