@@ -5,8 +5,18 @@
 // (tools/bench_torch_qwen3.py --train-step) in three ways a PyTorch user trains it: fp32 eager,
 // bf16 autocast, bf16 autocast + torch.compile. All side by side in one invocation.
 //
-//   build/bench/train_bench [--layers 4] [--seq 2048] [--steps 4] [--quick]
-//                           [--peers fp32,bf16,bf16-compile | --no-peer] [--titan fp32|bf16] [--json FILE]
+//   build/bench/train_bench [--model qwen3|qwen3_5] [--layers 4] [--seq 2048] [--steps 4] [--quick]
+//                           [--peers fp32,bf16,bf16-compile | --no-peer] [--titan fp32|bf16] [--bf16-states]
+//                           [--json FILE]
+//
+// --bf16-states adds a titan row with bf16 compute and the AdamW moments in bf16
+// (optimizer.state_dtype bfloat16): 4 bytes per parameter less.
+//
+// --model qwen3_5 runs the Qwen3.5-0.8B shape instead (size qwen3_5_0.8B: 3 gated DeltaNet layers
+// and 1 gated attention layer per 4, vocabulary 248,320, tied) against Transformers'
+// Qwen3_5ForCausalLM on its PyTorch fallback (the chunked delta rule and the causal conv1d in
+// torch ops); titan's rows then also give the delta rule's share of the step (op profile) and its
+// GFLOP/s against its FLOP count (models/decoder/flops.cpp).
 //
 // Every contender runs in its own child process, one after the other, so that each peak RSS
 // (ru_maxrss) is its own: titan contenders are this binary re-run with --titan-child NAME, PyTorch
@@ -36,6 +46,7 @@
 #include "titan/kernels/cpu/peak.h"
 #include "titan/models/builtin.h"
 #include "titan/models/decoder/flops.h"
+#include "titan/ops/registry.h"
 #include "titan/train/peak_flops.h"
 #include "titan/train/trainer.h"
 
@@ -55,6 +66,9 @@ struct TitanContender {
 const std::vector<TitanContender> kTitanContenders = {
     {"titan fp32", "fp32", {}, true},
     {"titan bf16", "bf16", {"--training.mixed_precision_param=bfloat16"}, true},
+    // --bf16-states: bf16 compute with the AdamW moments stored in bf16 (optimizer.state_dtype).
+    {"titan bf16 + bf16 moments", "bf16",
+     {"--training.mixed_precision_param=bfloat16", "--optimizer.state_dtype=bfloat16"}, false},
 };
 
 // A PyTorch contender = tools/bench_torch_qwen3.py flags (see its docstring).
@@ -75,7 +89,26 @@ struct BenchShape {
   int64_t layers = 4;
   int64_t seq = 2048;
   int64_t steps = 4;
+  std::string model = "qwen3";  // or "qwen3_5"
 };
+
+// The named size a --model runs, with model.n_layers = layers.
+nn::DecoderConfig bench_model_config(const BenchShape& shape) {
+  nn::DecoderConfig c = models::find_size(shape.model == "qwen3_5" ? "qwen3_5_0.8B" : "0.6B").config;
+  c.num_layers = shape.layers;
+  if (!c.layer_types.empty()) c.layer_types.resize(static_cast<size_t>(shape.layers));  // the pattern's first L
+  return c;
+}
+
+// tools/bench_torch_qwen3.py's model flags for --model.
+std::string peer_model_flags(const BenchShape& shape) {
+  if (shape.model != "qwen3_5") return "";
+  const nn::DecoderConfig c = bench_model_config(shape);
+  return str(" --arch qwen3_5 --hidden ", c.dim, " --heads ", c.num_heads, " --kv-heads ", c.num_kv_heads,
+             " --head-dim ", c.head_dim, " --intermediate ", c.hidden_dim, " --vocab ", c.vocab_size,
+             " --rope-theta ", c.rope_theta, " --linear-key-heads ", c.linear_num_key_heads, " --linear-value-heads ",
+             c.linear_num_value_heads, " --linear-head-dim ", c.linear_key_head_dim, c.tie_embeddings ? "" : " --untied");
+}
 
 struct Row {
   std::string name;
@@ -104,6 +137,7 @@ int run_titan_child(const TitanContender& contender, const BenchShape& shape, do
       std::filesystem::temp_directory_path() / str("titan_train_bench_", ::getpid());
   models::register_config_functions();
   config::JobConfig c = config::find_config("qwen3_0_6b").fn();
+  if (shape.model == "qwen3_5") c.model.name = "qwen3_5_0.8B";
   c.model.n_layers = shape.layers;
   c.model.hf_assets_path = (shared / "qwen3-tokenizer").string();
   c.training.dataset_path = (shared / "text/tinyshakespeare.txt").string();
@@ -119,7 +153,29 @@ int run_titan_child(const TitanContender& contender, const BenchShape& shape, do
   if (peak_gflops > 0.0) c.metrics.peak_tflops = peak_gflops / 1e3;
   c = config::apply_cli_overrides(c, contender.overrides);
 
-  const train::TrainSummary run = train::run_training(c, str("qwen3_0_6b (train_bench, ", contender.name, ")"));
+  const bool delta_rule = shape.model == "qwen3_5";
+  if (delta_rule) ops::set_op_profiling(true);  // the delta rule's share (one relaxed load per op otherwise)
+  const train::TrainSummary run = train::run_training(c, str(c.model.name, " (train_bench, ", contender.name, ")"));
+  nlohmann::json delta = nullptr;
+  if (delta_rule) {
+    ops::set_op_profiling(false);
+    double delta_s = 0.0, all_s = 0.0;
+    for (const ops::OpProfileEntry& e : ops::op_profile()) {
+      if (e.name.rfind("gated_delta_", 0) == 0) delta_s += e.seconds;
+    }
+    for (const auto& step : run.steps) all_s += step.seconds;
+    const nn::DecoderConfig m = bench_model_config(shape);
+    const double delta_flops = 24.0 * static_cast<double>(m.num_linear_attention_layers() * m.linear_num_value_heads *
+                                                          m.linear_key_head_dim * m.linear_value_head_dim) *
+                               static_cast<double>(shape.seq) * static_cast<double>(run.steps.size());
+    std::printf("\ndelta rule (gated_delta forward + backward, all %zu steps): %.3f s of %.3f s = %.1f%% of the steps; "
+                "%.1f GFLOP/s against its FLOP count (%.2f%% of the step's FLOPs)\n",
+                run.steps.size(), delta_s, all_s, 100.0 * delta_s / all_s, delta_flops / delta_s / 1e9,
+                100.0 * delta_flops / (models::train_flops_per_token(m, shape.seq) * static_cast<double>(shape.seq) *
+                                       static_cast<double>(run.steps.size())));
+    delta = {{"seconds", delta_s}, {"step_seconds", all_s}, {"share", delta_s / all_s},
+             {"gflops", delta_flops / delta_s / 1e9}};
+  }
   std::vector<double> seconds, waits;
   for (size_t i = 1; i < run.steps.size(); ++i) {
     seconds.push_back(run.steps[i].seconds);
@@ -127,8 +183,7 @@ int run_titan_child(const TitanContender& contender, const BenchShape& shape, do
   }
   const double median_s = bench::median(seconds);
   const double tokens = static_cast<double>(shape.seq);
-  nn::DecoderConfig model_config = models::find_size("0.6B").config;
-  model_config.num_layers = shape.layers;
+  const nn::DecoderConfig model_config = bench_model_config(shape);
   const double flops_per_token = models::train_flops_per_token(model_config, shape.seq);
   const double gflops = tokens * flops_per_token / median_s / 1e9;
   const double rss_mib = static_cast<double>(process_peak_rss_bytes()) / (1 << 20);
@@ -148,7 +203,8 @@ int run_titan_child(const TitanContender& contender, const BenchShape& shape, do
                        {"gflops", gflops},
                        {"peak_rss_mib", rss_mib},
                        {"data_wait_s", bench::median(waits)},
-                       {"step_times_s", step_times}});
+                       {"step_times_s", step_times},
+                       {"delta_rule", delta}});
   return 0;
 }
 
@@ -192,6 +248,7 @@ int main(int argc, char** argv) try {
   std::vector<std::string> peer_keys;
   for (const PeerContender& p : kPeerContenders) peer_keys.push_back(p.key);
   std::string titan_only;  // --titan fp32|bf16: one titan row
+  bool bf16_states = false;  // --bf16-states: the row with bf16 AdamW moments too
   std::string titan_child, json_path;
   double peak_arg = 0.0;
   for (int i = 1; i < argc; ++i) {
@@ -203,17 +260,22 @@ int main(int argc, char** argv) try {
     if (a == "--layers") shape.layers = std::stoll(value());
     else if (a == "--seq") shape.seq = std::stoll(value());
     else if (a == "--steps") shape.steps = std::stoll(value());
-    else if (a == "--quick") shape = BenchShape{1, 128, 2};  // flags after it still override
+    else if (a == "--quick") shape.layers = 1, shape.seq = 128, shape.steps = 2;  // flags after it still override
     else if (a == "--no-peer") peer_keys.clear();
     else if (a == "--peers") peer_keys = split_commas(value());
     else if (a == "--titan") titan_only = value();
+    else if (a == "--bf16-states") bf16_states = true;
     else if (a == "--json") json_path = value();
     else if (a == "--titan-child") titan_child = value();
     else if (a == "--peak-gflops") peak_arg = std::stod(value());
+    else if (a == "--model") shape.model = value();
     else
       TITAN_FAIL("train_bench: unknown flag ", a,
-                 " (--layers --seq --steps --quick --peers fp32,bf16,bf16-compile --no-peer --titan fp32|bf16 --json FILE)");
+                 " (--model qwen3|qwen3_5 --layers --seq --steps --quick --peers fp32,bf16,bf16-compile --no-peer "
+                 "--titan fp32|bf16 --bf16-states --json FILE)");
   }
+  TITAN_CHECK(shape.model == "qwen3" || shape.model == "qwen3_5", "train_bench: --model ", shape.model,
+              " is not qwen3 or qwen3_5");
   TITAN_CHECK(shape.steps >= 2, "train_bench: --steps must be >= 2 (step 1 is warm-up)");
   for (const std::string& k : peer_keys) {
     bool known = false;
@@ -230,7 +292,8 @@ int main(int argc, char** argv) try {
   std::printf("cpu path %s | GEMM %s | %d threads | fp32 peak %.1f GFLOP/s (%s) | bf16 peak %.1f GFLOP/s (%s)\n",
               cpu_path_name().c_str(), kernels::gemm_backend_name(), threads, fp32_peak.flops / 1e9,
               fp32_peak.source.c_str(), bf16_peak.flops / 1e9, bf16_peak.source.c_str());
-  std::printf("shape: Qwen3-0.6B dims, %ld layer(s), B=1, T=%ld, %ld steps\n", static_cast<long>(shape.layers),
+  std::printf("shape: %s dims, %ld layer(s), B=1, T=%ld, %ld steps\n",
+              shape.model == "qwen3_5" ? "Qwen3.5-0.8B" : "Qwen3-0.6B", static_cast<long>(shape.layers),
               static_cast<long>(shape.seq), static_cast<long>(shape.steps));
   auto peak_of = [&](const std::string& precision) -> train::PeakFlops& {
     return precision == "bf16" ? bf16_peak : fp32_peak;
@@ -238,11 +301,12 @@ int main(int argc, char** argv) try {
 
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   const std::string shape_flags =
-      str(" --layers ", shape.layers, " --seq ", shape.seq, " --steps ", shape.steps);
+      str(" --model ", shape.model, " --layers ", shape.layers, " --seq ", shape.seq, " --steps ", shape.steps);
   std::vector<Row> rows;
   std::vector<std::string> titan_names;
   for (const TitanContender& t : kTitanContenders) {
-    if (!t.on_by_default || (!titan_only.empty() && t.precision != titan_only)) continue;
+    const bool on = t.on_by_default || (bf16_states && t.name == "titan bf16 + bf16 moments");
+    if (!on || (!titan_only.empty() && t.precision != titan_only)) continue;
     const double peak = peak_of(t.precision).flops / 1e9;
     const std::string cmd = str(bench::shell_quote(self), " --titan-child ", bench::shell_quote(t.name), shape_flags,
                                 str(" --peak-gflops ", peak));
@@ -258,7 +322,7 @@ int main(int argc, char** argv) try {
     if (!wanted) continue;
     const std::string cmd = str("python3 ", TITAN_SOURCE_DIR, "/tools/bench_torch_qwen3.py --train-step --threads ",
                                 threads, " --layers ", shape.layers, " --batch 1 --seq ", shape.seq, " --repeats ",
-                                shape.steps - 1, " ", p.flags);
+                                shape.steps - 1, peer_model_flags(shape), " ", p.flags);
     std::printf("\n== %s: %s\n", p.name.c_str(), cmd.c_str());
     const bench::PeerRun run = bench::run_peer(cmd);
     std::fputs(run.output.c_str(), stdout);
@@ -319,7 +383,8 @@ int main(int argc, char** argv) try {
   if (!torch_version.empty()) std::printf("\nPyTorch %s; ", torch_version.c_str());
   std::printf("speed-up = titan's tokens/s / the row's; RSS ratio = titan's peak RSS / the row's.\n");
 
-  nlohmann::json result = {{"shape", {{"layers", shape.layers}, {"seq", shape.seq}, {"steps", shape.steps}}},
+  nlohmann::json result = {{"shape", {{"model", shape.model}, {"layers", shape.layers}, {"seq", shape.seq},
+                                      {"steps", shape.steps}}},
                            {"threads", threads},
                            {"fp32_peak_gflops", fp32_peak.flops / 1e9},
                            {"bf16_peak_gflops", bf16_peak.flops / 1e9},

@@ -107,6 +107,27 @@ def train_flops_per_token(*, layers: int, hidden: int, heads: int, kv_heads: int
             "attn_causal": attn // 2}
 
 
+def train_flops_per_token_qwen3_5(*, layers: int, hidden: int, heads: int, kv_heads: int, head_dim: int,
+                                  intermediate: int, vocab: int, seq: int, linear_key_heads: int,
+                                  linear_value_heads: int, linear_head_dim: int) -> dict:
+    """Qwen3.5 (every 4th layer full attention with an output gate, the others gated DeltaNet):
+    6 * N_matmul + 12 * L_full * H * D * T + the delta rule's 24 * L_linear * Hv * Dk * Dv, as
+    titan's models/decoder/flops.cpp counts it (the delta rule: its forward's state update and
+    readout, 4 multiply-adds per state element, x 3 for fwd + bwd)."""
+    full = sum(1 for i in range(layers) if (i + 1) % 4 == 0)
+    linear = layers - full
+    q, kv = heads * head_dim, kv_heads * head_dim
+    attention = hidden * 2 * q + 2 * hidden * kv + q * hidden
+    k_width, v_width = linear_key_heads * linear_head_dim, linear_value_heads * linear_head_dim
+    linear_attention = hidden * (2 * k_width + v_width) + hidden * v_width + 2 * hidden * linear_value_heads + v_width * hidden
+    n_matmul = full * attention + linear * linear_attention + layers * 3 * hidden * intermediate + vocab * hidden
+    dense = 6 * n_matmul
+    attn = 12 * full * heads * head_dim * seq
+    delta = 24 * linear * linear_value_heads * linear_head_dim * linear_head_dim
+    return {"n_matmul": n_matmul, "dense": dense, "attn": attn + delta, "delta_rule": delta,
+            "total": dense + attn + delta, "attn_causal": attn // 2 + delta}
+
+
 def rss_now_mib() -> float:
     """Current resident set size (Linux /proc), MiB."""
     try:
@@ -125,6 +146,13 @@ def maxrss_mib() -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description="HF Qwen3 CPU training-step benchmark (PyTorch eager or compiled, "
                                              "fp32 or bf16 autocast)")
+    ap.add_argument("--arch", choices=["qwen3", "qwen3_5"], default="qwen3",
+                    help="qwen3: Qwen3ForCausalLM; qwen3_5: Qwen3_5ForCausalLM (gated DeltaNet layers with every 4th "
+                         "a gated full attention; Transformers' PyTorch fallback of the chunked delta rule and "
+                         "the causal conv1d) — give it its shape with the flags below")
+    ap.add_argument("--linear-key-heads", type=int, default=16, help="qwen3_5: linear_num_key_heads")
+    ap.add_argument("--linear-value-heads", type=int, default=16, help="qwen3_5: linear_num_value_heads")
+    ap.add_argument("--linear-head-dim", type=int, default=128, help="qwen3_5: linear key and value head dim")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--seq", type=int, default=2048)
@@ -176,17 +204,30 @@ def main() -> None:
     except OSError:
         pass
 
-    config = Qwen3Config(
+    common = dict(
         vocab_size=args.vocab, hidden_size=args.hidden, intermediate_size=args.intermediate,
         num_hidden_layers=args.layers, num_attention_heads=args.heads, num_key_value_heads=args.kv_heads,
         head_dim=args.head_dim, hidden_act="silu", max_position_embeddings=max(args.seq, 128),
         rms_norm_eps=args.rms_eps, use_cache=False, tie_word_embeddings=not args.untied,
-        rope_parameters={"rope_type": "default", "rope_theta": args.rope_theta},
         attention_bias=False, attention_dropout=0.0,
     )
+    if args.arch == "qwen3_5":
+        from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
+        config = Qwen3_5TextConfig(
+            **common, layer_types=["full_attention" if (i + 1) % 4 == 0 else "linear_attention"
+                                   for i in range(args.layers)],
+            linear_num_key_heads=args.linear_key_heads, linear_num_value_heads=args.linear_value_heads,
+            linear_key_head_dim=args.linear_head_dim, linear_value_head_dim=args.linear_head_dim,
+            linear_conv_kernel_dim=4,
+            rope_parameters={"rope_type": "default", "rope_theta": args.rope_theta, "partial_rotary_factor": 0.25,
+                             "mrope_section": [11, 11, 10], "mrope_interleaved": True})
+        model_class = Qwen3_5ForCausalLM
+    else:
+        config = Qwen3Config(**common, rope_parameters={"rope_type": "default", "rope_theta": args.rope_theta})
+        model_class = Qwen3ForCausalLM
     config._attn_implementation = args.attn
     t0 = time.perf_counter()
-    model = Qwen3ForCausalLM(config).float()
+    model = model_class(config).float()
     model.config._attn_implementation = args.attn
     model.train()
     t_build = time.perf_counter() - t0
@@ -195,12 +236,17 @@ def main() -> None:
     input_ids = torch.randint(0, args.vocab, (args.batch, args.seq), generator=gen, dtype=torch.int64)
     labels = input_ids
 
-    fl = train_flops_per_token(layers=args.layers, hidden=args.hidden, heads=args.heads, kv_heads=args.kv_heads,
-                               head_dim=args.head_dim, intermediate=args.intermediate, vocab=args.vocab,
-                               seq=args.seq)
+    shape = dict(layers=args.layers, hidden=args.hidden, heads=args.heads, kv_heads=args.kv_heads,
+                 head_dim=args.head_dim, intermediate=args.intermediate, vocab=args.vocab, seq=args.seq)
+    if args.arch == "qwen3_5":
+        fl = train_flops_per_token_qwen3_5(**shape, linear_key_heads=args.linear_key_heads,
+                                           linear_value_heads=args.linear_value_heads,
+                                           linear_head_dim=args.linear_head_dim)
+    else:
+        fl = train_flops_per_token(**shape)
     tokens = args.batch * args.seq
     step_flops = fl["total"] * tokens
-    print(f"config: L={args.layers} hidden={args.hidden} H={args.heads} KV={args.kv_heads} D={args.head_dim} "
+    print(f"config: {args.arch} L={args.layers} hidden={args.hidden} H={args.heads} KV={args.kv_heads} D={args.head_dim} "
           f"I={args.intermediate} V={args.vocab} tied={not args.untied} B={args.batch} T={args.seq} "
           f"attn={model.config._attn_implementation}")
     print(f"params: {n_params / 1e6:.2f} M total, N_matmul {fl['n_matmul'] / 1e6:.2f} M (build {t_build:.1f} s)")
@@ -313,7 +359,7 @@ def main() -> None:
         "step_times_s": [round(t, 6) for t in times],
         "warmup_times_s": [round(t, 6) for t in warmup_times],
         "recompiled_in_timed": recompiled,
-        "config": {"layers": args.layers, "hidden": args.hidden, "heads": args.heads, "kv_heads": args.kv_heads,
+        "config": {"arch": args.arch, "layers": args.layers, "hidden": args.hidden, "heads": args.heads, "kv_heads": args.kv_heads,
                    "head_dim": args.head_dim, "intermediate": args.intermediate, "vocab": args.vocab,
                    "tied": not args.untied, "batch": args.batch, "seq": args.seq},
     }

@@ -14,6 +14,7 @@
 #   dense      qwen3_debug, 200 steps
 #   moe_aux    debug_moe, 50 steps, HF aux-loss balancing
 #   moe_bias   debug_moe, 50 steps, torchtitan bias balancing
+#   qwen3_5    qwen3_5_debug, 30 steps;  qwen3_5_moe: debug_qwen3_5_moe, 30 steps, aux-loss balancing
 #   fsdp2      2 ranks, dp_shard=2;  tp2: 2 ranks, tp=2;  fsdp2_tp2: 4 ranks, dp_shard=2 x tp=2
 #   pp2        2 ranks, 1F1B pipeline of 2 stages, 2 micro-batches
 #   ep2        debug_moe on 2 ranks, ep=2 (bias balancing)
@@ -50,6 +51,10 @@ train moe_aux --config qwen3_debug --model.name debug_moe --model.load_balance a
 extract "$runs/moe_aux" "$out/moe_aux.txt"
 train moe_bias --config qwen3_debug --model.name debug_moe --model.load_balance bias --training.steps 50
 extract "$runs/moe_bias" "$out/moe_bias.txt"
+train qwen3_5 --config qwen3_5_debug --training.steps 30
+extract "$runs/qwen3_5" "$out/qwen3_5.txt"
+train qwen3_5_moe --config qwen3_5_debug --model.name debug_qwen3_5_moe --model.load_balance aux_loss --training.steps 30
+extract "$runs/qwen3_5_moe" "$out/qwen3_5_moe.txt"
 for layout in "fsdp2 2 --parallelism.data_parallel_shard_degree 2" "tp2 2 --parallelism.tensor_parallel_degree 2" \
               "fsdp2_tp2 4 --parallelism.tensor_parallel_degree 2"; do
   read -r name ranks flag degree <<< "$layout"
