@@ -58,7 +58,10 @@ if [[ "${SANITIZE:-1}" != 0 ]]; then
   #   CliParallel.Qwen3_5Meshes (7 runs): the mesh mechanics are the Qwen3 layouts' (FSDP, pipeline,
   #   ep, a checkpoint moving between meshes, all kept here); Qwen3.5's own code runs here in
   #   Qwen3_5HfParity.*, Qwen3_5Ops.*, the ops' sweeps and ActivationCheckpoint.EveryChoice.
-  sanitizer_repeats='CliParallel\.(FsdpTwoRanks|FsdpFourRanks|ReplicateOnly|TensorParallelMatchesOneRank|Launch|DeadRank|BadMeshes|AuxLossMoePipeline|PlanFromTheMetaDevice|Qwen3_5Meshes)|CliMultiHost\.'
+  #   CliParallel.Bf16OptimizerStates (4 runs on FSDP / TP): the meshes move bf16 moments as they move
+  #   f32 ones (kept here: FsdpTimesTensorParallel, the checkpoint moves); the bf16 moments themselves run
+  #   in AdamW.* (both dtypes) and CliCheckpoint.Bf16OptimizerStatesResumeBitIdentically.
+  sanitizer_repeats='CliParallel\.(FsdpTwoRanks|FsdpFourRanks|ReplicateOnly|TensorParallelMatchesOneRank|Launch|DeadRank|BadMeshes|AuxLossMoePipeline|PlanFromTheMetaDevice|Qwen3_5Meshes|Bf16OptimizerStates)|CliMultiHost\.'
   sanitizer_repeats+='|CliTrain\.(LearnsBeyondUnigram|Bf16TracksFloat32)|CliCheckpoint\.KilledAtRandomMoments'
   sanitizer_repeats+='|CliChat\.TrainsOnAssistantTokens'
   (cd build-sanitize && DNNL_MAX_CPU_ISA=AVX2 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
