@@ -165,9 +165,8 @@ int run_titan_child(const TitanContender& contender, const BenchShape& shape, do
     }
     for (const auto& step : run.steps) all_s += step.seconds;
     const nn::DecoderConfig m = bench_model_config(shape);
-    const double delta_flops = 24.0 * static_cast<double>(m.num_linear_attention_layers() * m.linear_num_value_heads *
-                                                          m.linear_key_head_dim * m.linear_value_head_dim) *
-                               static_cast<double>(shape.seq) * static_cast<double>(run.steps.size());
+    const double delta_flops = models::delta_rule_flops_per_token(m) * static_cast<double>(shape.seq) *
+                               static_cast<double>(run.steps.size());
     std::printf("\ndelta rule (gated_delta forward + backward, all %zu steps): %.3f s of %.3f s = %.1f%% of the steps; "
                 "%.1f GFLOP/s against its FLOP count (%.2f%% of the step's FLOPs)\n",
                 run.steps.size(), delta_s, all_s, 100.0 * delta_s / all_s, delta_flops / delta_s / 1e9,

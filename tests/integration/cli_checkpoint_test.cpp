@@ -63,6 +63,32 @@ class CliCheckpoint : public ::testing::Test {
     return run_titan(train_args(name, extra));
   }
 
+  // B: a fresh folder `b` holding only run `a`'s step-3, trained with a's six-step `extra`: it trains
+  // steps 4..6 only, each equal to a's on `keys` to the bit, and ends with a's step-6 weights.
+  // Returns B's run (its output for further checks).
+  static CommandResult resume_from_step3(const std::string& a, const std::string& b, const std::string& extra,
+                                         std::initializer_list<const char*> keys) {
+    fs::create_directories(dir_ / b / "checkpoint");
+    fs::copy(dir_ / a / "checkpoint" / "step-3", dir_ / b / "checkpoint" / "step-3", fs::copy_options::recursive);
+    const CommandResult r = train(b, extra);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    const std::vector<nlohmann::json> ra = read_jsonl(dir_ / a / "metrics.jsonl");
+    const std::vector<nlohmann::json> rb = read_jsonl(dir_ / b / "metrics.jsonl");
+    EXPECT_EQ(ra.size(), 6u);
+    EXPECT_EQ(rb.size(), 3u) << "B trains steps 4..6 only";
+    for (size_t i = 0; i < 3 && i < rb.size() && i + 3 < ra.size(); ++i) {
+      const nlohmann::json& want = ra[i + 3];
+      EXPECT_EQ(rb[i]["step"], want["step"]);
+      for (const char* key : keys) {
+        EXPECT_EQ(rb[i][key].get<double>(), want[key].get<double>()) << key << " at step " << want["step"];
+      }
+    }
+    EXPECT_EQ(read_text(dir_ / b / "checkpoint" / "step-6" / "model.safetensors"),
+              read_text(dir_ / a / "checkpoint" / "step-6" / "model.safetensors"))
+        << "the resumed run ends with the same weights, to the bit";
+    return r;
+  }
+
   static fs::path dir_;
 };
 fs::path CliCheckpoint::dir_;
@@ -83,20 +109,7 @@ TEST_F(CliCheckpoint, Bf16OptimizerStatesResumeBitIdentically) {
   const fs::path step3 = dir_ / "bf16s_a" / "checkpoint" / "step-3";
   const nlohmann::json manifest = nlohmann::json::parse(read_text(step3 / "manifest.json"));
   for (const auto& [name, entry] : manifest["tensors"]["optimizer"].items()) EXPECT_EQ(entry["dtype"], "BF16") << name;
-  fs::create_directories(dir_ / "bf16s_b" / "checkpoint");
-  fs::copy(step3, dir_ / "bf16s_b" / "checkpoint" / "step-3", fs::copy_options::recursive);
-  const CommandResult b = train("bf16s_b", run);
-  ASSERT_EQ(b.exit_code, 0) << b.output;
-  const std::vector<nlohmann::json> ra = read_jsonl(dir_ / "bf16s_a" / "metrics.jsonl");
-  const std::vector<nlohmann::json> rb = read_jsonl(dir_ / "bf16s_b" / "metrics.jsonl");
-  ASSERT_EQ(ra.size(), 6u);
-  ASSERT_EQ(rb.size(), 3u);
-  for (size_t i = 0; i < 3; ++i) {
-    EXPECT_EQ(rb[i]["loss"].get<double>(), ra[i + 3]["loss"].get<double>()) << "step " << i + 4;
-    EXPECT_EQ(rb[i]["grad_norm"].get<double>(), ra[i + 3]["grad_norm"].get<double>()) << "step " << i + 4;
-  }
-  EXPECT_EQ(read_text(dir_ / "bf16s_b" / "checkpoint" / "step-6" / "model.safetensors"),
-            read_text(dir_ / "bf16s_a" / "checkpoint" / "step-6" / "model.safetensors"));
+  resume_from_step3("bf16s_a", "bf16s_b", run, {"loss", "grad_norm"});
 }
 
 TEST_F(CliCheckpoint, ResumeIsBitIdenticalAndAsyncEqualsSync) {
@@ -109,28 +122,12 @@ TEST_F(CliCheckpoint, ResumeIsBitIdenticalAndAsyncEqualsSync) {
   EXPECT_TRUE(ckpt::checkpoint_is_model_only((ckpt_a / "step-6").string()))
       << "checkpoint.last_save_model_only (default true) makes the final save model-only";
 
-  fs::create_directories(dir_ / "resume_b" / "checkpoint");
-  fs::copy(ckpt_a / "step-3", dir_ / "resume_b" / "checkpoint" / "step-3", fs::copy_options::recursive);
-  const CommandResult b = train("resume_b", kSixSteps);
-  ASSERT_EQ(b.exit_code, 0) << b.output;
+  const CommandResult b = resume_from_step3("resume_a", "resume_b", kSixSteps, {"loss", "grad_norm", "lr"});
   EXPECT_NE(b.output.find("resuming from " + (dir_ / "resume_b" / "checkpoint" / "step-3").string() + " (step 3"),
             std::string::npos)
       << b.output;
-
   const std::vector<nlohmann::json> ra = read_jsonl(dir_ / "resume_a" / "metrics.jsonl");
-  const std::vector<nlohmann::json> rb = read_jsonl(dir_ / "resume_b" / "metrics.jsonl");
   ASSERT_EQ(ra.size(), 6u);
-  ASSERT_EQ(rb.size(), 3u) << "B trains steps 4..6 only";
-  for (size_t i = 0; i < 3; ++i) {
-    const nlohmann::json& want = ra[i + 3];
-    EXPECT_EQ(rb[i]["step"], want["step"]);
-    for (const char* key : {"loss", "grad_norm", "lr"}) {
-      EXPECT_EQ(rb[i][key].get<double>(), want[key].get<double>()) << key << " at step " << want["step"];
-    }
-  }
-  EXPECT_EQ(read_text(dir_ / "resume_b" / "checkpoint" / "step-6" / "model.safetensors"),
-            read_text(ckpt_a / "step-6" / "model.safetensors"))
-      << "the resumed run ends with the same weights, to the bit";
 
   const CommandResult c = train("resume_async", kSixSteps + "--checkpoint.async_mode async");
   ASSERT_EQ(c.exit_code, 0) << c.output;
@@ -220,21 +217,7 @@ TEST_F(CliCheckpoint, MoeWithBiasBalancingResumesBitIdentically) {
     EXPECT_GT(sum_abs, 0.0f) << "three updates have moved the bias";
   }
   EXPECT_TRUE(has_bias);
-  fs::create_directories(dir_ / "moe_b" / "checkpoint");
-  fs::copy(ckpt_a / "step-3", dir_ / "moe_b" / "checkpoint" / "step-3", fs::copy_options::recursive);
-  const CommandResult b = train("moe_b", flags);
-  ASSERT_EQ(b.exit_code, 0) << b.output;
-  const std::vector<nlohmann::json> ra = read_jsonl(dir_ / "moe_a" / "metrics.jsonl");
-  const std::vector<nlohmann::json> rb = read_jsonl(dir_ / "moe_b" / "metrics.jsonl");
-  ASSERT_EQ(ra.size(), 6u);
-  ASSERT_EQ(rb.size(), 3u);
-  for (size_t i = 0; i < 3; ++i) {
-    for (const char* key : {"loss", "grad_norm", "expert_load_min", "expert_load_max"}) {
-      EXPECT_EQ(rb[i][key].get<double>(), ra[i + 3][key].get<double>()) << key << " at step " << i + 4;
-    }
-  }
-  EXPECT_EQ(read_text(dir_ / "moe_b" / "checkpoint" / "step-6" / "model.safetensors"),
-            read_text(ckpt_a / "step-6" / "model.safetensors"));
+  resume_from_step3("moe_a", "moe_b", flags, {"loss", "grad_norm", "expert_load_min", "expert_load_max"});
 }
 
 // A damaged newest checkpoint is reported and the previous one is used.

@@ -81,18 +81,25 @@ OpTest<AdamWImpl, Case> adamw_test() {
 
 TEST(AdamW, KernelsMatchReferenceOverSeveralSteps) { sweep(adamw_test(), {Mode::forward}); }
 
+// The hand-computed tests' step: the first (bias corrections 1 - beta^1), lr 0.01, beta1 0.9, eps
+// 1e-8, weight decay 0.1.
+AdamWArgs first_step(double beta2) {
+  AdamWArgs args;
+  args.lr = 0.01;
+  args.beta1 = 0.9;
+  args.beta2 = beta2;
+  args.eps = 1e-8;
+  args.weight_decay = 0.1;
+  args.step = 1;
+  return args;
+}
+
 // One step from zero moments, by hand: m = (1-b1) g, v = (1-b2) g^2, so m_hat = g and
 // sqrt(v_hat) = |g|: p' = p (1 - lr wd) - lr * g / (|g| + eps).
 TEST(AdamW, FirstStepMatchesHandComputedValues) {
   const std::vector<double> p0 = {1.0, -2.0, 0.5, 0.0, 3.0};
   const std::vector<double> g0 = {0.5, -0.25, 2.0, 1e-3, 0.0};
-  AdamWArgs args;
-  args.lr = 0.01;
-  args.beta1 = 0.9;
-  args.beta2 = 0.999;
-  args.eps = 1e-8;
-  args.weight_decay = 0.1;
-  args.step = 1;
+  const AdamWArgs args = first_step(0.999);
   std::vector<double> p_want(5), m_want(5), v_want(5);
   for (int i = 0; i < 5; ++i) {
     p_want[i] = p0[i] * (1.0 - 0.01 * 0.1) - 0.01 * g0[i] / (std::fabs(g0[i]) + 1e-8);
@@ -115,13 +122,7 @@ TEST(AdamW, FirstStepMatchesHandComputedValues) {
 TEST(AdamW, Bf16MomentsAreStoredRoundedAndReadBack) {
   const std::vector<double> p0 = {1.0, -2.0, 0.5, 0.0, 3.0};
   const std::vector<double> g0 = {0.5, -0.25, 0.3, 1e-3, -3.0};
-  AdamWArgs args;
-  args.lr = 0.01;
-  args.beta1 = 0.9;
-  args.beta2 = 0.95;
-  args.eps = 1e-8;
-  args.weight_decay = 0.1;
-  args.step = 1;
+  const AdamWArgs args = first_step(0.95);
   const auto bf16 = [](double x) { return static_cast<double>(bf16_to_f32(f32_to_bf16(static_cast<float>(x)))); };
   std::vector<double> p_want(5), m_want(5), v_want(5);
   for (int i = 0; i < 5; ++i) {

@@ -126,15 +126,8 @@ NamedTensors read_group(const std::string& dir, const nlohmann::json& manifest, 
                       tp["sections"].dump(), ", expected an array of sizes");
           for (const nlohmann::json& v : tp["sections"]) sections.push_back(v.is_number_integer() ? v.get<int64_t>() : 0);
         }
-        int64_t sum = 0;
-        bool even = true;
-        for (const int64_t v : sections) {
-          sum += v;
-          even = even && v > 0 && v % std::max<int64_t>(tp_degree, 1) == 0;
-        }
-        const bool fits = tp_dim >= 0 && tp_dim < static_cast<int>(shape.size()) && tp_degree >= 1 && tp_rank >= 0 &&
-                          tp_rank < tp_degree && shape[static_cast<size_t>(tp_dim)] % tp_degree == 0 && even &&
-                          (sections.empty() || sum == shape[static_cast<size_t>(tp_dim)]);
+        const bool fits = tp_dim >= 0 && tp_dim < static_cast<int>(shape.size()) && tp_rank >= 0 &&
+                          tp_rank < tp_degree && sections_divide(shape[static_cast<size_t>(tp_dim)], sections, tp_degree);
         TITAN_CHECK(fits, "[checkpoint] ", where, ": ", name, " has a bad tensor-parallel slice ",
                     tp.dump());
         rows = slice_indices(shape[static_cast<size_t>(tp_dim)], sections, tp_rank, tp_degree);

@@ -1,7 +1,6 @@
 #include "titan/core/slices.h"
 
 #include <cstring>
-#include <numeric>
 
 #include "titan/core/error.h"
 
@@ -47,15 +46,26 @@ void copy_rows(const char* from, char* to, const Around& a, const std::vector<in
 
 }  // namespace
 
+bool sections_divide(int64_t size, const std::vector<int64_t>& sections, int64_t degree) {
+  if (degree < 1) return false;
+  if (sections.empty()) return size % degree == 0;
+  int64_t sum = 0;
+  for (const int64_t s : sections) {
+    if (s <= 0 || s % degree != 0) return false;
+    sum += s;
+  }
+  return sum == size;
+}
+
 std::vector<int64_t> slice_indices(int64_t size, const std::vector<int64_t>& sections, int64_t rank, int64_t degree) {
-  const std::vector<int64_t> parts = sections.empty() ? std::vector<int64_t>{size} : sections;
   TITAN_CHECK(degree >= 1 && rank >= 0 && rank < degree, "[tensor] slice ", rank, " of ", degree);
-  TITAN_CHECK(std::accumulate(parts.begin(), parts.end(), int64_t{0}) == size, "[tensor] sections of a dimension of ",
-              size, " do not sum to it");
+  TITAN_CHECK(sections_divide(size, sections, degree), "[tensor] a dimension of ", size, " in sections ",
+              sections.size(), " does not split into ", degree, " slices (each section positive, divisible, the "
+              "sections summing to the dimension)");
+  const std::vector<int64_t> parts = sections.empty() ? std::vector<int64_t>{size} : sections;
   std::vector<int64_t> out;
   int64_t offset = 0;
   for (const int64_t s : parts) {
-    TITAN_CHECK(s % degree == 0, "[tensor] a section of ", s, " does not divide into ", degree, " slices");
     const int64_t local = s / degree;
     for (int64_t j = 0; j < local; ++j) out.push_back(offset + rank * local + j);
     offset += s;

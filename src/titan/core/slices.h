@@ -12,8 +12,11 @@
 
 namespace titan {
 
+// Whether `sections` (empty: one of `size`) are positive, sum to `size` and each divide by `degree`.
+bool sections_divide(int64_t size, const std::vector<int64_t>& sections, int64_t degree);
+
 // The indices along a dimension of `size` that slice `rank` of `degree` holds, in the slice's order.
-// Throws when the sections do not sum to `size` or one does not divide by `degree`.
+// Throws when the sections do not divide (sections_divide) or rank is not in [0, degree).
 std::vector<int64_t> slice_indices(int64_t size, const std::vector<int64_t>& sections, int64_t rank, int64_t degree);
 
 // t's entries at `indices` along `dim`, as a new contiguous tensor of t's dtype.

@@ -22,6 +22,9 @@ TEST(Slices, IndicesOfPlainAndSectionedSplits) {
   EXPECT_THROW(slice_indices(8, {2, 2, 3}, 0, 2), Error);  // parts do not sum to 8
   EXPECT_THROW(slice_indices(9, {3, 6}, 0, 2), Error);     // 3 does not split in two
   EXPECT_THROW(slice_indices(4, {}, 2, 2), Error);
+  EXPECT_TRUE(sections_divide(8, {2, 2, 4}, 2));
+  EXPECT_FALSE(sections_divide(8, {2, 2, 4}, 4));
+  EXPECT_FALSE(sections_divide(6, {}, 4));
 }
 
 // take_along along each dim of a [2, 4, 3] tensor equals picking the entries one by one, and

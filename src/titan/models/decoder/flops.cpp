@@ -17,12 +17,16 @@ int64_t matmul_params(const nn::DecoderConfig& c) {
          moe_layers * active_moe + c.vocab_size * c.dim;
 }
 
+double delta_rule_flops_per_token(const nn::DecoderConfig& c) {
+  return 24.0 * static_cast<double>(c.num_linear_attention_layers() * c.linear_num_value_heads) *
+         static_cast<double>(c.linear_key_head_dim * c.linear_value_head_dim);
+}
+
 double train_flops_per_token(const nn::DecoderConfig& c, int64_t seq_len) {
   const int64_t linear = c.num_linear_attention_layers();
-  const double delta_rule = 24.0 * static_cast<double>(linear * c.linear_num_value_heads) *
-                            static_cast<double>(c.linear_key_head_dim * c.linear_value_head_dim);
   return 6.0 * static_cast<double>(matmul_params(c)) +
-         12.0 * static_cast<double>((c.num_layers - linear) * c.num_heads * c.head_dim * seq_len) + delta_rule;
+         12.0 * static_cast<double>((c.num_layers - linear) * c.num_heads * c.head_dim * seq_len) +
+         delta_rule_flops_per_token(c);
 }
 
 }  // namespace titan::models

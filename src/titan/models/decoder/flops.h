@@ -19,5 +19,7 @@ namespace titan::models {
 
 int64_t matmul_params(const nn::DecoderConfig& config);
 double train_flops_per_token(const nn::DecoderConfig& config, int64_t seq_len);
+// The delta rule's part of train_flops_per_token (every gated-DeltaNet layer's); 0 without them.
+double delta_rule_flops_per_token(const nn::DecoderConfig& config);
 
 }  // namespace titan::models

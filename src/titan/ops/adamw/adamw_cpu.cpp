@@ -39,23 +39,18 @@ static void step_range(int64_t begin, int64_t end, float* __restrict param,
   }
 }
 
-// bf16 moments (2 + 2 bytes of state per element): read as f32 (the bits shifted up), stored
-// rounded to nearest even (core/dtype.h's f32_to_bf16 written lane-wise; moments are finite), the
-// update reading the stored values, as the reference does.
+// bf16 moments (2 + 2 bytes of state per element): read as f32, stored rounded to nearest even by
+// core/dtype.h's conversions (the reference's, so the same bits, NaN included), the update reading
+// the stored values, as the reference does.
 TITAN_CPU_MULTIVERSION
 static void step_range_bf16(int64_t begin, int64_t end, float* __restrict param, const float* __restrict grad,
                             uint16_t* __restrict exp_avg, uint16_t* __restrict exp_avg_sq, const Scalars s) {
-  const auto widen = [](uint16_t h) { return __builtin_bit_cast(float, static_cast<uint32_t>(h) << 16); };
-  const auto round = [](float x) {
-    const uint32_t u = __builtin_bit_cast(uint32_t, x);
-    return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-  };
 #pragma omp simd
   for (int64_t i = begin; i < end; ++i) {
     const float g = grad[i];
-    const float m0 = widen(exp_avg[i]), v0 = widen(exp_avg_sq[i]);
-    const uint16_t mh = round(m0 + s.w1 * (g - m0)), vh = round(v0 * s.b2 + (g * g) * s.omb2);
-    const float m = widen(mh), v = widen(vh);
+    const float m0 = bf16_to_f32(exp_avg[i]), v0 = bf16_to_f32(exp_avg_sq[i]);
+    const uint16_t mh = f32_to_bf16(m0 + s.w1 * (g - m0)), vh = f32_to_bf16(v0 * s.b2 + (g * g) * s.omb2);
+    const float m = bf16_to_f32(mh), v = bf16_to_f32(vh);
     const float denom = __builtin_sqrtf(v) / s.bc2_sqrt + s.eps;
     param[i] = param[i] * s.decay - s.step_size * (m / denom);
     exp_avg[i] = mh;
