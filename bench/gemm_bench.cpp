@@ -4,8 +4,10 @@
 // (3 GEMMs over token chunks) at the same lm_head shape.
 //
 //   OMP_NUM_THREADS=2 build-lin/bench/gemm_bench [--tokens N] [--min-seconds S] [--only LAYER]
-//                                                [--no-fused] [--xent-chunks C1,C2,...]
+//                                                [--no-fused] [--xent-chunks C1,C2,...] [--bf16]
 // --xent-chunks times the fused op at the given chunk_tokens values (default: auto only).
+// --bf16 times the bf16 products instead, each shape on every bf16 kernel this CPU has side by side
+// (oneDNN's matmul, titan's AVX-512-BF16 kernel), in % of the bf16 dot-product peak.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -19,6 +21,7 @@
 #include "titan/core/parallel.h"
 #include "titan/core/rng.h"
 #include "titan/kernels/cpu/gemm.h"
+#include "titan/kernels/cpu/gemm_bf16_avx512.h"
 #include "titan/ops/softmax_xent/softmax_xent.h"
 
 using namespace titan;
@@ -34,12 +37,56 @@ static Timing time_adaptive(const std::function<void()>& fn, double min_seconds)
   return time_it(fn, 0, repeats);
 }
 
+// The bf16 products of every (layer, form), on oneDNN's matmul (gemm_bf16's library) and titan's
+// AVX-512-BF16 kernel, alternating per shape.
+static int bench_bf16(int64_t tokens, double min_seconds, const std::string& only) {
+  const bool own = gemm_bf16_avx512_supported();
+  const bool dot = peak_kernel_supported(PeakKernel::bf16_avx512);
+  const double peak = dot ? measure_peak(PeakKernel::bf16_avx512, 2).median_gflops : 0.0;
+  std::cout << "bf16 GEMMs, " << num_threads() << " threads; peak: "
+            << (dot ? fixed(peak) + " GFLOP/s (bf16 dot AVX-512, 2 threads, measured now)" : "no bf16 dot product")
+            << (gemm_bf16_is_emulated() ? "; oneDNN has no bf16 kernel here (emulated)" : "") << "\n"
+            << "tokens N = " << tokens << "; median over >= 3 repeats after 1 warm-up\n\n";
+  Table table({{"layer", -18}, {"form", -4}, {"M", 6}, {"N", 6}, {"K", 6}, {"kernel", -8}, {"ms", 9},
+               {"GFLOP/s", 8}, {"% peak", 6}});
+  table.print_header();
+  nlohmann::json rows = nlohmann::json::array();
+  for (const LinearShape& shape : qwen3_bench_linear_shapes()) {
+    if (!only.empty() && shape.layer.find(only) == std::string::npos) continue;
+    for (const GemmForm form : kGemmForms) {
+      const GemmProblem p = gemm_problem(form, tokens, shape);
+      std::vector<uint16_t> a(p.a_rows() * p.a_cols()), b(p.b_rows() * p.b_cols());
+      FloatBuffer fa(static_cast<int64_t>(a.size())), fb(static_cast<int64_t>(b.size())), c(p.m * p.n);
+      for (size_t i = 0; i < a.size(); ++i) a[i] = f32_to_bf16(fa.data[i]);
+      for (size_t i = 0; i < b.size(); ++i) b[i] = f32_to_bf16(fb.data[i]);
+      for (const char* kernel : {"onednn", "titan"}) {
+        const bool titan = std::string(kernel) == "titan";
+        if (titan && !own) continue;
+        const Timing t = time_adaptive([&] {
+          (titan ? gemm_bf16_avx512 : gemm_bf16_onednn)(p.trans_a, p.trans_b, p.m, p.n, p.k, 1.0f, a.data(), p.a_cols(),
+                                                 b.data(), p.b_cols(), p.beta, c.data, p.n);
+        }, min_seconds);
+        const double gflops = p.flops() / t.median_s * 1e-9;
+        table.print_row({shape.layer, form_name(form), std::to_string(p.m), std::to_string(p.n),
+                         std::to_string(p.k), kernel, fixed(t.median_s * 1e3, 2), fixed(gflops),
+                         dot ? fixed(100.0 * gflops / peak) : "-"});
+        rows.push_back({{"layer", shape.layer}, {"form", form_name(form)}, {"kernel", kernel}, {"m", p.m},
+                        {"n", p.n}, {"k", p.k}, {"median_s", t.median_s}, {"gflops", gflops}});
+      }
+    }
+  }
+  print_result({{"bench", "gemm_bench_bf16"}, {"threads", num_threads()}, {"tokens", tokens}, {"peak_gflops", peak},
+                {"rows", rows}});
+  return 0;
+}
+
 int main(int argc, char** argv) {
   int64_t tokens = kBenchTokens;
   double min_seconds = 3.0;
   std::string only;
   bool fused = true;
   std::vector<int64_t> xent_chunks = {0};  // 0 = auto
+  bool bf16 = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--tokens") && i + 1 < argc) {
       tokens = std::atoll(argv[++i]);
@@ -47,6 +94,8 @@ int main(int argc, char** argv) {
       min_seconds = std::atof(argv[++i]);
     } else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) {
       only = argv[++i];
+    } else if (!std::strcmp(argv[i], "--bf16")) {
+      bf16 = true;
     } else if (!std::strcmp(argv[i], "--no-fused")) {
       fused = false;
     } else if (!std::strcmp(argv[i], "--xent-chunks") && i + 1 < argc) {
@@ -61,6 +110,7 @@ int main(int argc, char** argv) {
     }
   }
   const int threads = num_threads();
+  if (bf16) return bench_bf16(tokens, min_seconds, only);
   const PeakKernel peak_kernel = best_fp32_kernel();
   const double peak = measure_peak(peak_kernel, 2).median_gflops;
   std::cout << "GEMM: " << kernels::gemm_backend_name() << ", " << threads << " threads\n"

@@ -72,9 +72,11 @@ TEST(Bf16, LinearKernelsMatchTheReference) {
     bool bias;
   };
   // n <= 4: the decode GEMV (kernels/cpu/gemv_bf16.h) where the CPU has AVX-512-BF16; K off the
-  // 32-pair vector, N off its 4-row block.
+  // 32-pair vector, N off its 4-row block. 257 x 520 x 390: products of >= 64 MFLOP, titan's own
+  // bf16 GEMM on AVX-512-BF16 CPUs without AMX (gemm.h), off its 12 x 32 register tile.
   for (const Case& c : {Case{1, 1, 1, false}, Case{5, 33, 17, true}, Case{64, 128, 96, false}, Case{33, 129, 257, true},
-                        Case{1, 1024, 67, true}, Case{3, 70, 5, false}, Case{4, 31, 9, true}, Case{2, 2048, 1030, false}}) {
+                        Case{1, 1024, 67, true}, Case{3, 70, 5, false}, Case{4, 31, 9, true}, Case{2, 2048, 1030, false},
+                        Case{257, 520, 390, true}}) {
     const Tensor x = bf16_of(random_f32({c.n, c.in}, 1)), w = bf16_of(random_f32({c.out, c.in}, 2, 0.5f));
     const Tensor b = c.bias ? random_f32({c.out}, 3) : Tensor(), dy = random_f32({c.n, c.out}, 4);
     Outputs want;

@@ -52,8 +52,8 @@ std::string peak_kernels(Precision p) {
   if (p == Precision::float32) return fp32;
   if (kernels::gemm_bf16_is_emulated()) return str("bf16 emulated in fp32 (no bf16 kernel): ", fp32);
   return kernels::peak_kernel_supported(kernels::PeakKernel::bf16_avx512)
-             ? "best of bf16 dot AVX-512 and gemm_bf16 (oneDNN)"
-             : "gemm_bf16 (oneDNN)";
+             ? "best of bf16 dot AVX-512 and gemm_bf16"
+             : "gemm_bf16";
 }
 
 Measured measure(Precision p, int threads, const PeakOptions& o) {
@@ -65,7 +65,7 @@ Measured measure(Precision p, int threads, const PeakOptions& o) {
   }
   const kernels::PeakMeasurement gemm =
       kernels::measure_gemm_bf16_peak(threads, o.seconds_per_repeat, o.repeats, o.gemm_size);
-  Measured best{gemm.max_gflops * 1e9, str("gemm_bf16 ", o.gemm_size, "^3 (oneDNN)"), busy_reason(gemm)};
+  Measured best{gemm.max_gflops * 1e9, str("gemm_bf16 ", o.gemm_size, "^3"), busy_reason(gemm)};
   const kernels::PeakKernel dot_kernel = kernels::PeakKernel::bf16_avx512;
   if (kernels::peak_kernel_supported(dot_kernel)) {
     const kernels::PeakMeasurement dot = kernels::measure_peak(dot_kernel, threads, o.seconds_per_repeat, o.repeats);

@@ -18,7 +18,7 @@ std::string precision_line(Precision precision) {
   const std::string kernel = kernels::gemm_bf16_is_emulated()
                                  ? "emulated: this CPU has no bf16 instructions, so bf16 operands are widened to f32 "
                                    "(the same numbers, slower than float32 here)"
-                                 : "oneDNN bf16 matmul, f32 accumulation";
+                                 : str(kernels::gemm_bf16_backend_name(), ", f32 accumulation");
   return str("bfloat16 compute (", kernel, "; attention on bf16 tiles, f32 softmax statistics); f32 master weights, ",
              "gradients, AdamW state, norms, softmax and loss");
 }

@@ -1,5 +1,13 @@
 #include "titan/kernels/cpu/gemm.h"
 
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "titan/core/dtype.h"
+#include "titan/core/parallel.h"
+#include "titan/kernels/cpu/gemm_bf16_avx512.h"
+
 #include <gtest/gtest.h>
 
 #include "ops/op_harness.h"
@@ -38,6 +46,86 @@ TEST(Gemm, ReferenceComputesAKnownProduct) {
   EXPECT_EQ(c[1], 22);
   EXPECT_EQ(c[2], 43);
   EXPECT_EQ(c[3], 50);
+}
+
+// bf16 operands with strides: every element is exactly representable, so the f64 reference over
+// the widened values is the exact product; the kernel's f32 accumulation is within f32 noise.
+struct Bf16Case {
+  int64_t m, n, k;
+};
+struct Bf16Operands {
+  std::vector<uint16_t> a, b;
+  std::vector<float> a32, b32;
+  int64_t lda, ldb;
+};
+Bf16Operands bf16_operands(bool ta, bool tb, const Bf16Case& c, uint64_t seed) {
+  Bf16Operands o;
+  o.lda = (ta ? c.m : c.k) + 3;  // padded rows: the kernel must honour the stride
+  o.ldb = (tb ? c.k : c.n) + 5;
+  const Tensor ra = random_f32({(ta ? c.k : c.m) * o.lda}, seed), rb = random_f32({(tb ? c.n : c.k) * o.ldb}, seed + 1);
+  for (const auto& [src, bits, wide] : {std::tuple{&ra, &o.a, &o.a32}, std::tuple{&rb, &o.b, &o.b32}}) {
+    for (int64_t i = 0; i < src->numel(); ++i) {
+      bits->push_back(f32_to_bf16(src->data<float>()[i]));
+      wide->push_back(bf16_to_f32(bits->back()));
+    }
+  }
+  return o;
+}
+
+TEST(GemmBf16Avx512, AllFormsEdgesOddKAndStridesMatchTheExactProduct) {
+  if (!gemm_bf16_avx512_supported()) GTEST_SKIP() << "no AVX-512-BF16 on this CPU";
+  // Edges of the 12 x 32 register tile, of the 192-row work items, the 4096-column panel and the
+  // 256-k block; odd k (a zero-padded pair); k = 1.
+  const Bf16Case cases[] = {{1, 1, 1},   {3, 5, 7},     {12, 32, 2},  {13, 33, 3},   {29, 70, 257},
+                            {193, 40, 513}, {20, 4100, 9}, {64, 64, 128}, {200, 31, 600}};
+  for (const Bf16Case& c : cases) {
+    for (int form = 0; form < 4; ++form) {
+      const bool ta = form & 1, tb = form & 2;
+      const Bf16Operands o = bf16_operands(ta, tb, c, 11);
+      for (const float beta : {0.0f, 1.0f, -0.5f}) {
+        const Tensor init = random_f32({c.m, c.n + 2}, 3);
+        std::vector<float> out(init.data<float>(), init.data<float>() + init.numel()), ref = out;
+        if (beta == 0.0f) std::fill(out.begin(), out.end(), std::nanf(""));  // beta = 0 must not read C
+        gemm_ref(ta, tb, c.m, c.n, c.k, 0.75f, o.a32.data(), o.lda, o.b32.data(), o.ldb, beta, ref.data(), c.n + 2);
+        gemm_bf16_avx512(ta, tb, c.m, c.n, c.k, 0.75f, o.a.data(), o.lda, o.b.data(), o.ldb, beta, out.data(),
+                         c.n + 2);
+        // The bound of f32 accumulation: each of the ~k/2 + 2 rounded adds errs by at most one
+        // half-ulp of a partial sum, itself at most sum |alpha a b| + |beta c|.
+        std::vector<float> abs_sum(init.numel(), 0.0f);
+        std::vector<float> a_abs(o.a32), b_abs(o.b32);
+        for (float& x : a_abs) x = std::abs(x);
+        for (float& x : b_abs) x = std::abs(x);
+        gemm_ref(ta, tb, c.m, c.n, c.k, 0.75f, a_abs.data(), o.lda, b_abs.data(), o.ldb, 0.0f, abs_sum.data(), c.n + 2);
+        const std::string what = str("ta=", ta, " tb=", tb, " m=", c.m, " n=", c.n, " k=", c.k, " beta=", beta);
+        for (int64_t i = 0; i < c.m; ++i) {
+          for (int64_t j = 0; j < c.n + 2; ++j) {
+            const int64_t at = i * (c.n + 2) + j;
+            if (j >= c.n) {  // the columns past n stay as they were
+              ASSERT_TRUE(beta == 0.0f ? std::isnan(out[at]) : ref[at] == out[at]) << what;
+              continue;
+            }
+            const double scale = abs_sum[at] + std::abs(beta * init.data<float>()[at]);
+            const double bound = (static_cast<double>(c.k) / 2 + 2) * 0x1p-24 * scale + 1e-30;
+            ASSERT_LE(std::abs(static_cast<double>(out[at]) - ref[at]), bound) << what << " at " << i << "," << j;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(GemmBf16Avx512, ResultsAreBitwiseTheSameOnAnyThreadCount) {
+  if (!gemm_bf16_avx512_supported()) GTEST_SKIP() << "no AVX-512-BF16 on this CPU";
+  const Bf16Case c{400, 300, 700};
+  const Bf16Operands o = bf16_operands(false, true, c, 21);
+  std::vector<float> one(c.m * c.n), two(c.m * c.n);
+  const int before = num_threads();
+  set_num_threads(1);
+  gemm_bf16_avx512(false, true, c.m, c.n, c.k, 1.0f, o.a.data(), o.lda, o.b.data(), o.ldb, 0.0f, one.data(), c.n);
+  set_num_threads(std::max(2, before));
+  gemm_bf16_avx512(false, true, c.m, c.n, c.k, 1.0f, o.a.data(), o.lda, o.b.data(), o.ldb, 0.0f, two.data(), c.n);
+  set_num_threads(before);
+  EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0);
 }
 
 }  // namespace

@@ -13,8 +13,9 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
 // bf16 A and B, f32 C (alpha, beta, ld* as gemm()); products are exact in f32 and accumulate in
-// f32. oneDNN's bf16 matmul where the CPU has bf16 instructions (AMX, AVX-512-BF16); elsewhere
-// emulated by widening A and B to f32 (the same products, a slower path).
+// f32. With AMX: oneDNN's bf16 matmul. With AVX-512-BF16 and no AMX: titan's own kernel
+// (gemm_bf16_avx512.h) for products of 64 MFLOP and more, oneDNN's matmul for smaller ones.
+// Elsewhere emulated by widening A and B to f32 (the same products, a slower path).
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
                int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc);
 // gemm_bf16 under gemm's name, so code generic over the operand type (float, or uint16_t holding
@@ -23,6 +24,13 @@ inline void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
                  int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   gemm_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
+// gemm_bf16 on oneDNN's matmul (or its emulation) whatever the shape: for benchmarks that compare
+// the two kernels behind gemm_bf16.
+void gemm_bf16_onednn(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
+                      int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc);
+// Which kernel gemm_bf16 runs here, for the start-up log: "titan AVX-512-BF16 kernel from 64 MFLOP,
+// oneDNN bf16 matmul below", "oneDNN bf16 matmul" (AMX), or "emulated: ...".
+const char* gemm_bf16_backend_name();
 // True where gemm_bf16 widens to f32 (no bf16 kernel in oneDNN for this CPU / DNNL_MAX_CPU_ISA).
 bool gemm_bf16_is_emulated();
 

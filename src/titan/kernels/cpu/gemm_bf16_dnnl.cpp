@@ -1,10 +1,12 @@
-// gemm_bf16() on oneDNN's matmul primitive: bf16 A and B, f32 C, f32 accumulation. oneDNN picks
+// gemm_bf16(): titan's own AVX-512-BF16 kernel where it measured as fast (use_titan_kernel below),
+// else oneDNN's matmul primitive: bf16 A and B, f32 C, f32 accumulation. oneDNN picks
 // its kernel per ISA at run time (AMX tiles, AVX-512-BF16 dot products); where it has only its
 // bf16 instructions (AVX2, or AVX-512 without BF16: measured 2x slower than emulating), titan emulates: A and B are widened
 // to f32 (exact) and go through the f32 gemm(). Primitives are created once per shape and cached
 // (a training step repeats the same few shapes).
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
@@ -16,6 +18,7 @@
 #include "titan/core/parallel.h"
 #include "titan/kernels/cpu/cast.h"
 #include "titan/kernels/cpu/gemm.h"
+#include "titan/kernels/cpu/gemm_bf16_avx512.h"
 
 namespace titan::kernels {
 namespace {
@@ -24,14 +27,13 @@ using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, 
 
 struct Matmul {
   dnnl::matmul primitive;
-  dnnl::memory::desc a, b, c;
+  dnnl::memory::desc a, b, c, scratchpad;
   bool emulated = false;  // oneDNN offers only its reference kernel for this case
 };
 
 struct Cache {
   std::mutex mutex;
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
-  dnnl::stream stream{engine};
   std::map<Key, Matmul> entries;
 };
 
@@ -64,6 +66,12 @@ Matmul make(const Key& key) {
   mm.b = plain(k, n, ldb, trans_b, dt::bf16);
   mm.c = plain(m, n, ldc, false, dt::f32);
   dnnl::primitive_attr attr;
+  // The caller's scratchpad (a per-thread buffer at execution), not the library's: the library
+  // shares one between primitives (unless oneDNN is built with DNNL_ENABLE_CONCURRENT_EXEC, which
+  // Debian's is not), and gemm_bf16 runs concurrently from inside parallel loops (attention's tiles,
+  // the MoE experts' tiles). With the shared one, two threads' products overwrote each other's
+  // packed operands (MoeModel.Bf16StepAgreesOnOneAndTwoThreads: gradients off by up to 100%).
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
   if (beta != 0.0f) {
     dnnl::post_ops ops;
@@ -73,7 +81,10 @@ Matmul make(const Key& key) {
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(mm.a, mm.b, mm.c), attr, cache().engine);
   const std::string impl = pd.impl_info_str();
   mm.emulated = impl.rfind("ref", 0) == 0;
-  if (!mm.emulated) mm.primitive = dnnl::matmul(pd);
+  if (!mm.emulated) {
+    mm.primitive = dnnl::matmul(pd);
+    mm.scratchpad = pd.scratchpad_desc();
+  }
   return mm;
 }
 
@@ -88,10 +99,35 @@ std::vector<float> widen(const uint16_t* x, int64_t rows, int64_t cols, int64_t 
   return out;
 }
 
+// titan's AVX-512-BF16 kernel (gemm_bf16_avx512.h) where the CPU has it and no AMX (oneDNN's AMX
+// tiles are far faster), and DNNL_MAX_CPU_ISA does not cap oneDNN below bf16 (a cap asks for the
+// emulated path, e.g. the sanitizer pass's AVX2 run), for products of at least kTitanMinFlops; oneDNN below. Measured on Zen 4
+// (docs/performance.md (t)): at the bench config's linear and head shapes titan's kernel is
+// within a few % of oneDNN's (80-93% of the dot-product peak, ahead at the head's dX and dW); at
+// attention's 128 x 128 x 128 tiles oneDNN is 15% faster. The titan kernel also keeps no state per
+// shape, where oneDNN compiles and caches a primitive for every new (M, N, K): the MoE experts'
+// tiles vary with the routing every step.
+constexpr double kTitanMinFlops = 64.0 * 1024 * 1024;
+
+bool use_titan_kernel(int64_t m, int64_t n, int64_t k) {
+  static const bool available =
+      gemm_bf16_avx512_supported() && dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx512_core_bf16;
+  return available && 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) >= kTitanMinFlops;
+}
+
 }  // namespace
 
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
                int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (use_titan_kernel(m, n, k)) {
+    gemm_bf16_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  } else {
+    gemm_bf16_onednn(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+}
+
+void gemm_bf16_onednn(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
+                      int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) {  // C = beta C (oneDNN rejects empty reductions)
     for (int64_t i = 0; i < m; ++i) {
@@ -120,11 +156,27 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
     gemm(trans_a, trans_b, m, n, k, alpha, a32.data(), lda, b32.data(), ldb, beta, c, ldc);
     return;
   }
+  // Per calling thread: its stream and its scratchpad (see make()).
+  static thread_local dnnl::stream stream{cc.engine};
+  static thread_local std::vector<uint8_t> scratch;
+  if (scratch.size() < mm->scratchpad.get_size()) scratch.resize(mm->scratchpad.get_size());
   dnnl::memory am(mm->a, cc.engine, const_cast<uint16_t*>(a));
   dnnl::memory bm(mm->b, cc.engine, const_cast<uint16_t*>(b));
   dnnl::memory cm(mm->c, cc.engine, c);
-  mm->primitive.execute(cc.stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
-  cc.stream.wait();
+  dnnl::memory sm(mm->scratchpad, cc.engine, scratch.data());
+  mm->primitive.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm},
+                                 {DNNL_ARG_SCRATCHPAD, sm}});
+  stream.wait();
+}
+
+const char* gemm_bf16_backend_name() {
+  static const std::string name = [] {
+    const bool titan = use_titan_kernel(1 << 12, 1 << 12, 1 << 12);
+    if (gemm_bf16_is_emulated()) return std::string("emulated: bf16 widened to f32, then ") + gemm_backend_name();
+    const std::string onednn = "oneDNN bf16 matmul";
+    return titan ? "titan AVX-512-BF16 kernel from 64 MFLOP, " + onednn + " below" : onednn;
+  }();
+  return name.c_str();
 }
 
 bool gemm_bf16_is_emulated() {

@@ -1,0 +1,220 @@
+// BLIS-style bf16 GEMM on AVX-512-BF16 (contract in gemm_bf16_avx512.h).
+//
+// Loops: for each panel of kNc columns, for each block of kKc k-values, op(B)'s block is packed
+// once (all threads) into micro-panels of kNr columns; then work items of (kMc rows x a group of
+// micro-panels) go to threads dynamically, each packing its rows of op(A) into micro-panels of kMr
+// rows and running the register kernel over them (kMr x kNr of C in 24 zmm accumulators, one
+// vdpbf16ps per accumulator and k pair). Packed layouts hold bf16 *pairs* along k as dwords:
+// A [pair][kMr rows], B [pair][kNr columns], so one dword broadcast of A against two zmm of B feeds
+// 2 x kMr dot products.
+#include "titan/kernels/cpu/gemm_bf16_avx512.h"
+
+// GCC 12's AVX-512 headers build some results from a deliberately undefined vector
+// (_mm512_undefined_epi32) and then warn about it under -O3 (-Wmaybe-uninitialized, a false
+// positive in <avx512fintrin.h>).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "titan/core/cpu_features.h"
+#include "titan/core/parallel.h"
+
+namespace titan::kernels {
+
+bool gemm_bf16_avx512_supported() {
+  const CpuFeatures& f = cpu_features();
+  return f.avx512f && f.avx512bw && f.avx512dq && f.avx512vl && f.avx512_bf16;
+}
+
+namespace {
+
+#define TITAN_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
+
+// Blocking, measured on Zen 4 (docs/performance.md (t)): the dot products are slow enough (one
+// zmm vdpbf16ps per cycle) that the packed panels can stream from L2 rather than L1, and a long
+// k block pays off by touching C once per 4096 k: the B micro-panel is kKc * kNr * 2 B = 256 KiB
+// and a work item's packed A kMc * kKc * 2 B = 384 KiB, together in a 1 MiB L2. kKc 256 (a 16 KiB
+// B micro-panel in L1, the textbook choice) ran at 55-75% of peak for the C traffic alone.
+constexpr int64_t kMr = 12;    // rows of the register tile
+constexpr int64_t kNr = 32;    // columns of the register tile (2 zmm of f32)
+constexpr int64_t kKc = 4096;  // k per block (even)
+constexpr int64_t kMc = 48;    // rows per work item
+constexpr int64_t kNc = 1024;  // columns per packed B panel: kKc * kNc * 2 B = 8 MiB at most
+
+// 64-byte aligned dwords, reused across calls by the thread that owns them.
+struct PackBuffer {
+  std::vector<uint32_t> storage;
+  uint32_t* get(int64_t dwords) {
+    const size_t need = static_cast<size_t>(dwords) + 16;
+    if (storage.size() < need) storage.assign(need, 0);
+    auto p = reinterpret_cast<uintptr_t>(storage.data());
+    return reinterpret_cast<uint32_t*>((p + 63) & ~uintptr_t{63});
+  }
+};
+
+// The dword holding (x[i], x[i+1]) with x[i + 1] read as zero at i + 1 == end (an odd k's pad).
+inline uint32_t pair_at(const uint16_t* x, int64_t i, int64_t end) {
+  const uint32_t lo = x[i];
+  const uint32_t hi = i + 1 < end ? x[i + 1] : 0u;
+  return lo | (hi << 16);
+}
+
+// Lanes [0, n) set, n in [0, 16].
+inline __mmask16 lanes(int64_t n) {
+  return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << std::max<int64_t>(n, 0)) - 1u);
+}
+
+// (x0[i], x1[i]) as dwords for i in [0, n), n <= 16; x1 may be null (the pad of an odd k).
+TITAN_BF16_TARGET inline __m512i interleave16(const uint16_t* x0, const uint16_t* x1, int64_t n) {
+  const __mmask16 mask = lanes(n);
+  const __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, x0));
+  if (x1 == nullptr) return lo;
+  const __m512i hi = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, x1));
+  return _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+}
+
+// Packs `count` (<= width) vectors of op(X) that run along the non-k dimension into one
+// micro-panel [pair][width] for k in [k0, k0 + kc), zero beyond count. op(X)[v, kk] is
+// x[v * ld + kk] when k_contiguous, else x[kk * ld + v].
+template <int64_t width>
+TITAN_BF16_TARGET void pack_panel(const uint16_t* x, int64_t ld, bool k_contiguous, int64_t v0, int64_t count,
+                                  int64_t k0, int64_t kc, uint32_t* dst) {
+  const int64_t pairs = (kc + 1) / 2, k_end = k0 + kc;
+  if (k_contiguous) {
+    for (int64_t v = 0; v < width; ++v) {
+      uint32_t* d = dst + v;
+      if (v >= count) {
+        for (int64_t p = 0; p < pairs; ++p) d[p * width] = 0u;
+        continue;
+      }
+      const uint16_t* row = x + (v0 + v) * ld;
+      const int64_t full = kc / 2;
+      for (int64_t p = 0; p < full; ++p) {
+        uint32_t w;
+        std::memcpy(&w, row + k0 + 2 * p, sizeof(w));
+        d[p * width] = w;
+      }
+      if (full < pairs) d[full * width] = pair_at(row, k0 + 2 * full, k_end);
+    }
+    return;
+  }
+  for (int64_t p = 0; p < pairs; ++p) {
+    const int64_t kk = k0 + 2 * p;
+    const uint16_t* r0 = x + kk * ld + v0;
+    const uint16_t* r1 = kk + 1 < k_end ? r0 + ld : nullptr;
+    uint32_t* d = dst + p * width;
+    for (int64_t v = 0; v < width; v += 16) {
+      const int64_t n = std::min<int64_t>(16, count - v);
+      const __mmask16 store = lanes(std::min<int64_t>(16, width - v));
+      if (n <= 0) {
+        _mm512_mask_storeu_epi32(d + v, store, _mm512_setzero_si512());
+      } else {
+        _mm512_mask_storeu_epi32(d + v, store, interleave16(r0 + v, r1 == nullptr ? nullptr : r1 + v, n));
+      }
+    }
+  }
+}
+
+// C[rows, cols] (<= kMr x kNr, row stride ldc) gets alpha * A_panel B_panel over `pairs` k pairs:
+// written as alpha acc + beta C (beta == 0: C not read) when `first`, else added.
+TITAN_BF16_TARGET void micro_kernel(int64_t pairs, const uint32_t* ap, const uint32_t* bp, float* c, int64_t ldc,
+                                    int64_t rows, int64_t cols, float alpha, float beta, bool first) {
+  __m512 acc[kMr][2];
+#pragma GCC unroll 12
+  for (int64_t i = 0; i < kMr; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  // C's tile is read at the end, after pairs * 24 dot products: fetch it now, so the write-back
+  // does not wait on memory (the C loads were ~12% of the kernel's time without).
+  if (!first || beta != 0.0f) {
+    for (int64_t i = 0; i < rows; ++i) {
+      _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16), _MM_HINT_T0);
+    }
+  }
+  for (int64_t p = 0; p < pairs; ++p) {
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp + p * kNr);
+    const __m512bh b1 = (__m512bh)_mm512_loadu_si512(bp + p * kNr + 16);
+    const uint32_t* a = ap + p * kMr;
+#pragma GCC unroll 12
+    for (int64_t i = 0; i < kMr; ++i) {
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[i]));
+      acc[i][0] = _mm512_dpbf16_ps(acc[i][0], av, b0);
+      acc[i][1] = _mm512_dpbf16_ps(acc[i][1], av, b1);
+    }
+  }
+  const __m512 va = _mm512_set1_ps(alpha);
+  const __mmask16 m0 = lanes(cols), m1 = lanes(cols - 16);
+  const bool read_c = !first || beta != 0.0f;
+  const __m512 vb = _mm512_set1_ps(first ? beta : 1.0f);
+#pragma GCC unroll 12
+  for (int64_t i = 0; i < kMr; ++i) {
+    if (i >= rows) break;
+    float* ci = c + i * ldc;
+    __m512 v0 = _mm512_mul_ps(acc[i][0], va), v1 = _mm512_mul_ps(acc[i][1], va);
+    if (read_c) {
+      v0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, ci), v0);
+      v1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, ci + 16), v1);
+    }
+    _mm512_mask_storeu_ps(ci, m0, v0);
+    _mm512_mask_storeu_ps(ci + 16, m1, v1);
+  }
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+void gemm_bf16_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
+                      int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // C = beta C
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    }
+    return;
+  }
+  static thread_local PackBuffer b_buffer, a_buffer;
+  // op(A)[i, kk] is a row of A along k unless trans_a; op(B)[kk, j] is a row of B along k when trans_b.
+  const bool a_k_contiguous = !trans_a, b_k_contiguous = trans_b;
+  const int64_t row_blocks = ceil_div(m, kMc);
+  const int threads = num_threads();
+  for (int64_t j0 = 0; j0 < n; j0 += kNc) {
+    const int64_t nc = std::min(kNc, n - j0), panels = ceil_div(nc, kNr);
+    // Enough work items for every thread: split the panels into groups when the rows alone are few.
+    const int64_t groups = std::min(panels, std::max<int64_t>(1, ceil_div(2 * threads, row_blocks)));
+    const int64_t panels_per_group = ceil_div(panels, groups);
+    for (int64_t k0 = 0; k0 < k; k0 += kKc) {
+      const int64_t kc = std::min(kKc, k - k0), pairs = (kc + 1) / 2;
+      uint32_t* bp = b_buffer.get(panels * pairs * kNr);
+      parallel_for(panels, 4, [&](int64_t q0, int64_t q1) {
+        for (int64_t q = q0; q < q1; ++q) {
+          const int64_t col = q * kNr;
+          pack_panel<kNr>(b, ldb, b_k_contiguous, j0 + col, std::min(kNr, nc - col), k0, kc, bp + q * pairs * kNr);
+        }
+      });
+      const bool first = k0 == 0;
+      parallel_for_each_dynamic(row_blocks * groups, [&](int64_t item) {
+        const int64_t i0 = (item / groups) * kMc, g = item % groups;
+        const int64_t mc = std::min(kMc, m - i0), row_panels = ceil_div(mc, kMr);
+        uint32_t* ap = a_buffer.get(row_panels * pairs * kMr);
+        for (int64_t r = 0; r < row_panels; ++r) {
+          pack_panel<kMr>(a, lda, a_k_contiguous, i0 + r * kMr, std::min(kMr, mc - r * kMr), k0, kc,
+                          ap + r * pairs * kMr);
+        }
+        const int64_t q_end = std::min(panels, (g + 1) * panels_per_group);
+        for (int64_t q = g * panels_per_group; q < q_end; ++q) {
+          const int64_t col = q * kNr;
+          for (int64_t r = 0; r < row_panels; ++r) {
+            const int64_t row = i0 + r * kMr;
+            micro_kernel(pairs, ap + r * pairs * kMr, bp + q * pairs * kNr, c + row * ldc + j0 + col, ldc,
+                         std::min(kMr, m - row), std::min(kNr, nc - col), alpha, beta, first);
+          }
+        }
+      });
+    }
+  }
+}
+
+}  // namespace titan::kernels
