@@ -8,9 +8,12 @@
 //     Hugging Face Qwen3MoeForCausalLM on PyTorch eager (tools/bench_torch_qwen3_moe.py), its
 //     expert loop and its grouped_mm, side by side in one run; tokens/s and the ratio (target >= 3x
 //     against the loop).
+//  3. experts in bf16 (--experts, instead of 1 and 2): the moe_experts op alone, forward + backward per token, in f32,
+//     in bf16 as the block ran it before (f32 GEMMs on weights rounded to bf16 and widened back
+//     at every call) and in bf16 now (bf16 operands, kernels::gemm_bf16), casts included.
 // Routing is uniform random: router weights N(0, 1) on unit-norm-ish inputs.
 //
-//   build/bench/moe_bench [--tokens 2048] [--seq 512] [--repeats 2] [--no-model] [--no-peer]
+//   build/bench/moe_bench [--tokens 2048] [--seq 512] [--repeats 2] [--no-model] [--no-peer] [--experts]
 #include <cstdio>
 #include <string>
 
@@ -22,7 +25,9 @@
 #include "titan/kernels/cpu/peak.h"
 #include "titan/models/decoder/weights.h"
 #include "titan/models/builtin.h"
+#include "titan/ops/elementwise/elementwise.h"
 #include "titan/ops/moe/moe.h"
+#include "titan/ops/moe_experts/moe_experts.h"
 #include "titan/models/decoder/flops.h"
 
 using namespace titan;
@@ -32,7 +37,7 @@ namespace {
 struct Options {
   int64_t tokens = 2048, seq = 512, batch = 1;
   int repeats = 2;
-  bool model = true, peer = true;
+  bool model = true, peer = true, experts = false;
 };
 
 Options parse(int argc, char** argv) {
@@ -49,7 +54,8 @@ Options parse(int argc, char** argv) {
     else if (a == "--repeats") o.repeats = static_cast<int>(next());
     else if (a == "--no-model") o.model = false;
     else if (a == "--no-peer") o.peer = false;
-    else TITAN_FAIL("moe_bench: unknown flag ", a, " (--tokens --seq --batch --repeats --no-model --no-peer)");
+    else if (a == "--experts") o.experts = true;
+    else TITAN_FAIL("moe_bench: unknown flag ", a, " (--tokens --seq --batch --repeats --no-model --no-peer --experts)");
   }
   return o;
 }
@@ -123,6 +129,48 @@ void bench_layer(const Options& opt, double peak_gflops) {
                        {"grouped_over_dense", g_grouped / g_dense}});
 }
 
+// 3. The experts op at the layer's shapes, f32 / bf16 before / bf16 now, each forward + backward
+// with the casts the Experts module does around it.
+void bench_experts(const Options& opt) {
+  const int64_t n = opt.tokens, d = 2048, e = 64, f = 768, k = 4, p = n * k;
+  const Tensor x = random({p, d}, 1, 1.0f), dy = random({p, d}, 6, 1.0f);
+  const Tensor w1 = random({e, f, d}, 3, 0.02f), w3 = random({e, f, d}, 4, 0.02f), w2 = random({e, d, f}, 5, 0.02f);
+  // Uneven loads as uniform routing gives them: counts p / e +- 25%, summing to p.
+  Tensor offsets = Tensor::zeros({e + 1}, DType::i64);
+  for (int64_t j = 0; j < e; ++j) {
+    const int64_t count = j + 1 == e ? p - offsets.data<int64_t>()[j] : p / e + ((j * 37) % 65 - 32) * (p / e) / 128;
+    offsets.data<int64_t>()[j + 1] = offsets.data<int64_t>()[j] + count;
+  }
+  Tensor y = Tensor::empty({p, d}), dx = Tensor::empty({p, d});
+  Tensor dw1 = Tensor::zeros({e, f, d}), dw3 = Tensor::zeros({e, f, d}), dw2 = Tensor::zeros({e, d, f});
+  Tensor none;
+  auto run = [&](int mode) {  // 0 f32, 1 bf16 before, 2 bf16 now
+    auto weight = [&](const Tensor& w) {
+      if (mode == 0) return w;
+      const Tensor b = ops::cast_to(w, DType::bf16);
+      return mode == 1 ? ops::cast_to(b, DType::f32) : b;
+    };
+    const Tensor xo = mode == 2 ? ops::cast_to(x, DType::bf16) : x;
+    ops::MoeExpertsSaved saved;
+    ops::moe_experts_forward(xo, offsets, weight(w1), weight(w3), weight(w2), y, saved);
+    ops::moe_experts_backward(dy, none, none, mode == 2 ? ops::cast_to(x, DType::bf16) : x, offsets, weight(w1),
+                              weight(w3), weight(w2), saved, dx, dw1, dw3, dw2, none);
+  };
+  const char* names[] = {"f32", "bf16 before (f32 GEMMs on rounded weights)", "bf16 now (bf16 GEMMs)"};
+  double seconds[3];
+  std::printf("\n3. moe_experts op fwd+bwd (casts included): N=%ld tokens, P=%ld rows, D=%ld, E=%ld, F=%ld; bf16 "
+              "GEMM: %s\n| path | s | us / token |\n|---|---:|---:|\n",
+              static_cast<long>(n), static_cast<long>(p), static_cast<long>(d), static_cast<long>(e),
+              static_cast<long>(f), kernels::gemm_bf16_backend_name());
+  for (int mode = 0; mode < 3; ++mode) {
+    seconds[mode] = bench::time_it([&] { run(mode); }, 1, opt.repeats + 1).median_s;
+    std::printf("| %s | %.3f | %.1f |\n", names[mode], seconds[mode], seconds[mode] / static_cast<double>(n) * 1e6);
+  }
+  std::printf("bf16 now vs before: %.2fx faster; vs f32: %.2fx\n", seconds[1] / seconds[2], seconds[0] / seconds[2]);
+  bench::print_result({{"bench", "moe_experts_bf16"}, {"f32_s", seconds[0]}, {"bf16_before_s", seconds[1]},
+                       {"bf16_now_s", seconds[2]}, {"tokens", n}});
+}
+
 // 2. The whole reduced model, ours then the peers (ours is freed first: both need ~15 GB).
 void bench_model(const Options& opt, double peak_gflops, int threads) {
   nn::DecoderConfig config = models::find_size("30B-A3B").config;
@@ -189,6 +237,10 @@ int main(int argc, char** argv) try {
   const kernels::PeakMeasurement peak = kernels::measure_peak(kernels::best_fp32_kernel(), threads);
   std::printf("moe_bench: %d threads | GEMM %s | measured fp32 peak %.1f GFLOP/s\n", threads,
               kernels::gemm_backend_name(), peak.median_gflops);
+  if (opt.experts) {  // the bf16 comparison alone
+    bench_experts(opt);
+    return 0;
+  }
   bench_layer(opt, peak.median_gflops);
   if (opt.model) bench_model(opt, peak.median_gflops, threads);
   return 0;

@@ -11,6 +11,7 @@
 #include <cstdio>
 
 #include "ops/op_harness.h"
+#include "titan/core/parallel.h"
 #include "titan/core/rng.h"
 #include "titan/models/decoder/hf_names.h"
 #include "titan/models/decoder/weights.h"
@@ -223,6 +224,39 @@ TEST(MoeModel, BiasBalancingUpdateAndItEvensTheLoad) {
   EXPECT_GT(before, 50) << "the skewed router should be unbalanced to start with";
   EXPECT_LT(after, before / 4) << "bias balancing should even the load: spread " << before << " -> " << after;
   EXPECT_FALSE(router.expert_bias.grad.defined()) << "the bias is a buffer, not a parameter";
+}
+
+// bf16 compute on the debug MoE model: one and two threads agree to summation-order noise (the
+// grouped expert GEMMs' tiles, attention's tiles and gemm_bf16's oneDNN products run concurrently
+// on two). This caught concurrent oneDNN products sharing the library's scratchpad and stream,
+// which corrupted some products: gradients then differed by ~1e-1 of their size.
+TEST(MoeModel, Bf16StepAgreesOnOneAndTwoThreads) {
+  const nn::DecoderConfig config = find_spec("debug_moe").config;
+  const Tensor ids = random_ids(4, 256, config.vocab_size, 3), targets = next_token_targets(ids);
+  std::vector<Tensor> grads[2];
+  double loss[2] = {};
+  const int before = num_threads();
+  for (const int threads : {1, 2}) {
+    set_num_threads(threads);
+    nn::Decoder model(config);
+    init_weights(model, 5);
+    model.set_compute_dtype(DType::bf16);
+    model.zero_grad();
+    loss[threads - 1] = model.forward_backward(ids, targets).loss;
+    for (const nn::Parameter* p : model.parameters()) grads[threads - 1].push_back(p->grad.clone());
+  }
+  set_num_threads(before);
+  EXPECT_NEAR(loss[0], loss[1], 1e-6 * loss[0]);
+  ASSERT_EQ(grads[0].size(), grads[1].size());
+  for (size_t i = 0; i < grads[0].size(); ++i) {
+    double diff = 0.0, size = 0.0;
+    for (int64_t j = 0; j < grads[0][i].numel(); ++j) {
+      const double a = grads[0][i].data<float>()[j], b = grads[1][i].data<float>()[j];
+      diff += std::fabs(a - b);
+      size += std::fabs(a);
+    }
+    EXPECT_LE(diff, 1e-4 * size) << "parameter " << i;
+  }
 }
 
 TEST(MoeModel, BadConfigurationsAreOneLineErrors) {

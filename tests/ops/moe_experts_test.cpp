@@ -176,6 +176,97 @@ TEST(MoeExperts, ReferenceBackwardMatchesFiniteDifferences) { sweep(moe_experts_
 
 TEST(MoeExperts, KernelsMatchReference) { sweep(moe_experts_test(), {Mode::forward, Mode::backward}); }
 
+// ---- bf16 operands (moe_experts.h's rounding rule) ------------------------------------------------
+// Kernel vs reference, both on the same bf16 values and rounding at the same places: they differ
+// by f32 summation order, except where such a difference moves an intermediate (h, dgate, dup)
+// across a bf16 rounding boundary, which changes that operand by one bf16 ulp (2^-8 relative). So
+// element by element the bound is a few such flips, and the mean error, relative to the mean
+// magnitude, is held near f32 noise (measured <= 2.5e-5, e.g. dw2 summing 300 rows; the bf16 - f32
+// distance is ~1e-3).
+constexpr Tolerance kBf16FlipTol{2e-2, 2e-2};
+constexpr double kBf16MeanTol = 5e-5;
+
+struct Bf16Run {
+  Tensor y, dx, dw1, dw3, dw2, dweight;
+};
+Bf16Run run_experts(const MoeExpertsImpl& impl, const Case& c, const Inputs& in, DType dtype) {
+  const Tensor x = in.x.to(dtype), w1 = in.w1.to(dtype), w3 = in.w3.to(dtype), w2 = in.w2.to(dtype);
+  Tensor y = Tensor::empty(in.x.shape());
+  MoeExpertsSaved s;
+  impl.forward(x, in.l.offsets_E1, w1, w3, w2, y, s);
+  Grads g = make_grads(c, in.w1, c.weighted);
+  impl.backward(in.dy, c.weighted ? in.weight : Tensor{}, c.weighted ? in.l.pair_of_row_P : Tensor{}, x,
+                in.l.offsets_E1, w1, w3, w2, s, g.dx, g.dw1, g.dw3, g.dw2, g.dweight);
+  return {y, g.dx, g.dw1, g.dw3, g.dw2, g.dweight};
+}
+
+double mean_abs_diff(const Tensor& a, const Tensor& b) {
+  const std::vector<double> x = to_doubles(a), y = to_doubles(b);
+  double m = 0.0;
+  for (size_t i = 0; i < x.size(); ++i) m += std::abs(x[i] - y[i]);
+  return x.empty() ? 0.0 : m / static_cast<double>(x.size());
+}
+
+// Inputs already bf16 values (so the f32 reference on them differs from the bf16 one only by the
+// contract's intermediate roundings).
+Inputs bf16_valued(Inputs in) {
+  for (Tensor* t : {&in.x, &in.w1, &in.w3, &in.w2}) *t = t->to(DType::bf16).to(DType::f32);
+  return in;
+}
+
+TEST(MoeExpertsBf16, KernelsMatchReference) {
+  for (const Case& c : cases({std::begin(kShapes), std::end(kShapes)})) {
+    const Inputs in = inputs(c);
+    const Bf16Run want = run_experts(moe_experts_table().ref(), c, in, DType::bf16);
+    for (const MoeExpertsImpl& impl : moe_experts_table().impls()) {
+      if (impl.name == moe_experts_table().ref().name) continue;
+      const Bf16Run got = run_experts(impl, c, in, DType::bf16);
+      std::vector<std::tuple<const char*, const Tensor*, const Tensor*>> outs = {
+          {"y", &got.y, &want.y}, {"dx", &got.dx, &want.dx}, {"dw1", &got.dw1, &want.dw1},
+          {"dw3", &got.dw3, &want.dw3}, {"dw2", &got.dw2, &want.dw2}};
+      if (c.weighted) outs.emplace_back("dweight", &got.dweight, &want.dweight);
+      for (const auto& [what, g, w] : outs) {
+        const std::string where = str(impl.name, " ", name(c), " ", what);
+        EXPECT_TRUE(all_close(where, *g, *w, kBf16FlipTol));
+        EXPECT_LE(mean_abs_diff(*g, *w), kBf16MeanTol * mean_abs_diff(*w, Tensor::zeros(w->shape()))) << where;
+      }
+    }
+  }
+}
+
+// A kernel that skipped one of the roundings would sit nearer the f32 result than the bf16
+// reference: on bf16-valued inputs the kernel's mean distance to the bf16 reference is a small
+// fraction of the bf16 - f32 distance, for every output.
+TEST(MoeExpertsBf16, RoundsLikeTheReference) {
+  const Case c{33, 3, 19, 23, {10, 20, 0, 30, 39}, true};
+  const Inputs in = bf16_valued(inputs(c));
+  const Bf16Run want = run_experts(moe_experts_table().ref(), c, in, DType::bf16);
+  const Bf16Run f32 = run_experts(moe_experts_table().ref(), c, in, DType::f32);
+  for (const MoeExpertsImpl& impl : moe_experts_table().impls()) {
+    const Bf16Run got = run_experts(impl, c, in, DType::bf16);
+    for (const auto& [what, g, w, f] : {std::tuple{"y", &got.y, &want.y, &f32.y}, {"dx", &got.dx, &want.dx, &f32.dx},
+                                        {"dw1", &got.dw1, &want.dw1, &f32.dw1},
+                                        {"dw2", &got.dw2, &want.dw2, &f32.dw2},
+                                        {"dweight", &got.dweight, &want.dweight, &f32.dweight}}) {
+      const double to_bf16 = mean_abs_diff(*g, *w), bf16_vs_f32 = mean_abs_diff(*w, *f);
+      EXPECT_GT(bf16_vs_f32, 0.0) << what;
+      EXPECT_LT(to_bf16, 0.05 * bf16_vs_f32) << impl.name << " " << what;
+    }
+  }
+}
+
+TEST(MoeExpertsBf16, RejectsMixedDtypes) {
+  const Tensor x = random_f32({6, 4}, 31).to(DType::bf16), w1 = random_f32({2, 5, 4}, 32);
+  const Tensor w2 = random_f32({2, 4, 5}, 33);
+  Tensor offsets = Tensor::zeros({3}, DType::i64), y = Tensor::empty({6, 4});
+  offsets.data<int64_t>()[1] = 2;
+  offsets.data<int64_t>()[2] = 6;
+  MoeExpertsSaved s;
+  EXPECT_NE(error_of([&] { moe_experts_forward(x, offsets, w1.to(DType::bf16), w1, w2, y, s); })
+                .find("[moe_experts] w3: expected contiguous bf16[2, 5, 4]"),
+            std::string::npos);
+}
+
 void expect_grads_close(const std::string& where, const Grads& got, const Grads& want) {
   EXPECT_TRUE(all_close(where + " dx", got.dx, want.dx, kF32Tol));
   EXPECT_TRUE(all_close(where + " dw1", got.dw1, want.dw1, kF32Tol));

@@ -1,6 +1,7 @@
 #include "titan/nn/moe_experts.h"
 
 #include "titan/core/error.h"
+#include "titan/ops/elementwise/elementwise.h"
 
 namespace titan::nn {
 
@@ -16,14 +17,15 @@ Experts::Experts(const ExpertsConfig& config, const std::string& fqn) : config_(
   w3.init(fqn + ".w3", {e, f, d}, parameter_device());
 }
 
+// Under bf16 compute the rows are rounded to bf16 here, in forward and again in backward (the
+// block hands backward its re-dispatched f32 rows), and the grouped GEMMs run on bf16 operands
+// (moe_experts.h states the roundings).
 Tensor Experts::forward(const Tensor& x_PD, const Tensor& offsets_E1, std::any& saved) const {
   auto& s = saved.emplace<ops::MoeExpertsSaved>();
   Tensor y_PD = Tensor::empty(x_PD.shape(), DType::f32, x_PD.device());
-  // The bf16 path rounds the expert weights to bf16 and widens them back: the grouped GEMMs run
-  // in f32 on bf16 values (the same numbers as bf16 products with f32 accumulation; bf16 kernels
-  // for the grouped GEMMs are a follow-up).
-  ops::moe_experts_forward(x_PD, offsets_E1, w1.for_compute_f32(), w3.for_compute_f32(), w2.for_compute_f32(), y_PD,
-                           s);
+  const Tensor w1_c = w1.for_compute();
+  ops::moe_experts_forward(ops::cast_to(x_PD, w1_c.dtype()), offsets_E1, w1_c, w3.for_compute(), w2.for_compute(),
+                           y_PD, s);
   return y_PD;
 }
 
@@ -31,8 +33,9 @@ void Experts::backward(const Tensor& dy_PD, const Tensor& weight_NK, const Tenso
                        const Tensor& offsets_E1, std::any& saved, Tensor& dx_PD, Tensor& dweight_NK) {
   const auto& s = std::any_cast<const ops::MoeExpertsSaved&>(saved);
   Tensor dw1 = w1.grad_sink(), dw3 = w3.grad_sink(), dw2 = w2.grad_sink();  // scratch when frozen
-  ops::moe_experts_backward(dy_PD, weight_NK, pair_of_row_P, x_PD, offsets_E1, w1.for_compute_f32(),
-                            w3.for_compute_f32(), w2.for_compute_f32(), s, dx_PD, dw1, dw3, dw2, dweight_NK);
+  const Tensor w1_c = w1.for_compute();
+  ops::moe_experts_backward(dy_PD, weight_NK, pair_of_row_P, ops::cast_to(x_PD, w1_c.dtype()), offsets_E1, w1_c,
+                            w3.for_compute(), w2.for_compute(), s, dx_PD, dw1, dw3, dw2, dweight_NK);
   saved.reset();
 }
 

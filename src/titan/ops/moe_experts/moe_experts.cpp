@@ -5,23 +5,28 @@
 
 namespace titan::ops {
 
+static void check_dtype(const char* what, const Tensor& t, DType dtype, const Shape& want, const char* hint) {
+  TITAN_CHECK(t.dtype() == dtype && t.is_contiguous() && t.shape() == want, "[moe_experts] ", what,
+              ": expected contiguous ", dtype_name(dtype), shape_str(want), ", got ", t.describe(), hint);
+}
 static void check_f32(const char* what, const Tensor& t, const Shape& want, const char* hint) {
-  TITAN_CHECK(t.dtype() == DType::f32 && t.is_contiguous() && t.shape() == want, "[moe_experts] ",
-              what, ": expected contiguous f32", shape_str(want), ", got ", t.describe(), hint);
+  check_dtype(what, t, DType::f32, want, hint);
 }
 
 void check_moe_experts(const Tensor& x_PD, const Tensor& offsets_E1, const Tensor& w1_EFD,
                        const Tensor& w3_EFD, const Tensor& w2_EDF) {
-  TITAN_CHECK(x_PD.dtype() == DType::f32 && x_PD.is_contiguous() && x_PD.ndim() == 2,
-              "[moe_experts] x: expected a contiguous f32 [P, D] tensor, got ", x_PD.describe());
+  TITAN_CHECK((x_PD.dtype() == DType::f32 || x_PD.dtype() == DType::bf16) && x_PD.is_contiguous() && x_PD.ndim() == 2,
+              "[moe_experts] x: expected a contiguous f32 or bf16 [P, D] tensor, got ", x_PD.describe());
+  const DType dtype = x_PD.dtype();
   const int64_t p = x_PD.size(0), d = x_PD.size(1);
   TITAN_CHECK(w1_EFD.ndim() == 3 && w1_EFD.size(0) >= 1 && w1_EFD.size(2) == d,
-              "[moe_experts] w1: expected f32[E >= 1, F, ", d, "] (gate_proj), got ",
+              "[moe_experts] w1: expected ", dtype_name(dtype), "[E >= 1, F, ", d, "] (gate_proj), got ",
               w1_EFD.describe());
   const int64_t e = w1_EFD.size(0), f = w1_EFD.size(1);
-  check_f32("w1", w1_EFD, {e, f, d}, " (gate_proj)");
-  check_f32("w3", w3_EFD, {e, f, d}, ". HINT: up_proj has the shape of gate_proj");
-  check_f32("w2", w2_EDF, {e, d, f}, ". HINT: down_proj is [E, D, F], the transpose of gate_proj");
+  const char* same = ". HINT: x and the three expert weights share one dtype (f32, or bf16 for bf16 compute)";
+  check_dtype("w1", w1_EFD, dtype, {e, f, d}, same);
+  check_dtype("w3", w3_EFD, dtype, {e, f, d}, ". HINT: up_proj has the shape and dtype of gate_proj");
+  check_dtype("w2", w2_EDF, dtype, {e, d, f}, ". HINT: down_proj is [E, D, F], the transpose of gate_proj, in its dtype");
   TITAN_CHECK(offsets_E1.dtype() == DType::i64 && offsets_E1.is_contiguous() &&
                   offsets_E1.shape() == Shape({e + 1}),
               "[moe_experts] offsets: expected contiguous i64[", e + 1, "], got ",

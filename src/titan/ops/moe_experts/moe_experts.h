@@ -4,7 +4,13 @@
 //   for each dispatch row r of expert e, r in [offsets_E1[e], offsets_E1[e+1]) (moe_dispatch.h).
 // Shape legend: P dispatch rows, D model width, E experts, F expert (moe) intermediate width,
 //   N tokens, K top_k (P = N*K). w1 = gate_proj [E, F, D], w3 = up_proj [E, F, D],
-//   w2 = down_proj [E, D, F]. f32 and contiguous; offsets i64, pair_of_row i32.
+//   w2 = down_proj [E, D, F]. Contiguous; offsets i64, pair_of_row i32.
+// Dtypes: x, w1, w3 and w2 all f32, or all bf16 (the bf16 compute path; y, dy, dx, the weight
+//   gradients, the routing weights and saved are f32 either way). With bf16 operands every product
+//   multiplies bf16 values exactly and accumulates in f32, and these are rounded to bf16 (round to
+//   nearest even) before the products that read them, as autocast does at a bf16 linear's inputs:
+//   h (forward's down product; backward uses the rounded h_b throughout), dy (dh' = dy w2 and
+//   dW2), s h_b (dW2, weighted), and dgate, dup (dW1, dW3, dx). dweight = dh' . h_b.
 // Backward, plain: dy_PD is the gradient of y_PD.
 // Backward with the routing weights (weight_NK and pair_of_row_P given): the backward of the
 //   weighted rows s[r] * y_PD[r], s[r] = weight_NK[pair_of_row_P[r]]; dy_PD is the gradient of
@@ -64,11 +70,13 @@ namespace ref {
 // the activations from x; weight (with pair_of_row and dweight) may be null: plain backward.
 template <class T>
 void moe_experts_forward(int64_t e, int64_t d, int64_t f, const int64_t* offsets, const T* x,
-                         const T* w1, const T* w3, const T* w2, T* y, T* gate, T* up);
+                         const T* w1, const T* w3, const T* w2, T* y, T* gate, T* up, bool round_bf16 = false);
+// round_bf16: the bf16 contract's roundings (above) on bf16-valued inputs given widened.
 template <class T>
 void moe_experts_backward(int64_t e, int64_t d, int64_t f, const int64_t* offsets, const T* dy,
                           const T* weight, const int32_t* pair_of_row, const T* x, const T* w1,
-                          const T* w3, const T* w2, T* dx, T* dw1, T* dw3, T* dw2, T* dweight);
+                          const T* w3, const T* w2, T* dx, T* dw1, T* dw3, T* dw2, T* dweight,
+                          bool round_bf16 = false);
 }  // namespace ref
 
 }  // namespace titan::ops
