@@ -18,6 +18,28 @@ TEST(Tensor, AllocationIsAccounted) {
   EXPECT_EQ(a.stats().live_bytes, before);
 }
 
+// A freed large block (>= 32 MiB) serves the next request of the same size (the step's big
+// buffers, allocator.cpp), and only that: another size gets other memory. Accounting is as for any
+// allocation, and zeros() still zeroes the reused block.
+TEST(Tensor, LargeBlocksAreReusedForTheSameSizeOnly) {
+  Allocator& a = host_allocator();
+  const int64_t before = a.stats().live_bytes, n = int64_t{9} << 20;  // 36 MiB of f32
+  const void* first = nullptr;
+  {
+    Tensor t = Tensor::empty({n});
+    first = t.raw_data();
+    t.data<float>()[n - 1] = 7.0f;
+    EXPECT_EQ(a.stats().live_bytes, before + n * 4);
+  }
+  EXPECT_EQ(a.stats().live_bytes, before);
+  Tensor other = Tensor::empty({n + 64});
+  EXPECT_NE(other.raw_data(), first);
+  const Tensor same = Tensor::zeros({n});
+  EXPECT_EQ(same.raw_data(), first);
+  EXPECT_EQ(same.data<float>()[n - 1], 0.0f);
+  EXPECT_EQ(a.stats().live_bytes, before + (2 * n + 64) * 4);
+}
+
 TEST(Tensor, ViewsShareStorageAndNarrowIsStrided) {
   Tensor t = Tensor::zeros({3, 4});
   float* p = t.data<float>();
