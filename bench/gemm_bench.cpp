@@ -37,6 +37,16 @@ static Timing time_adaptive(const std::function<void()>& fn, double min_seconds)
   return time_it(fn, 0, repeats);
 }
 
+// Calls fn(shape, form, problem) for every (layer, form) of the bench config whose layer name
+// contains `only` (all when empty).
+template <class Fn>
+static void for_each_problem(int64_t tokens, const std::string& only, Fn&& fn) {
+  for (const LinearShape& shape : qwen3_bench_linear_shapes()) {
+    if (!only.empty() && shape.layer.find(only) == std::string::npos) continue;
+    for (const GemmForm form : kGemmForms) fn(shape, form, gemm_problem(form, tokens, shape));
+  }
+}
+
 // The bf16 products of every (layer, form), on oneDNN's matmul (gemm_bf16's library) and titan's
 // AVX-512-BF16 kernel, alternating per shape.
 static int bench_bf16(int64_t tokens, double min_seconds, const std::string& only) {
@@ -51,30 +61,26 @@ static int bench_bf16(int64_t tokens, double min_seconds, const std::string& onl
                {"GFLOP/s", 8}, {"% peak", 6}});
   table.print_header();
   nlohmann::json rows = nlohmann::json::array();
-  for (const LinearShape& shape : qwen3_bench_linear_shapes()) {
-    if (!only.empty() && shape.layer.find(only) == std::string::npos) continue;
-    for (const GemmForm form : kGemmForms) {
-      const GemmProblem p = gemm_problem(form, tokens, shape);
-      std::vector<uint16_t> a(p.a_rows() * p.a_cols()), b(p.b_rows() * p.b_cols());
-      FloatBuffer fa(static_cast<int64_t>(a.size())), fb(static_cast<int64_t>(b.size())), c(p.m * p.n);
-      for (size_t i = 0; i < a.size(); ++i) a[i] = f32_to_bf16(fa.data[i]);
-      for (size_t i = 0; i < b.size(); ++i) b[i] = f32_to_bf16(fb.data[i]);
-      for (const char* kernel : {"onednn", "titan"}) {
-        const bool titan = std::string(kernel) == "titan";
-        if (titan && !own) continue;
-        const Timing t = time_adaptive([&] {
-          (titan ? gemm_bf16_avx512 : gemm_bf16_onednn)(p.trans_a, p.trans_b, p.m, p.n, p.k, 1.0f, a.data(), p.a_cols(),
-                                                 b.data(), p.b_cols(), p.beta, c.data, p.n);
-        }, min_seconds);
-        const double gflops = p.flops() / t.median_s * 1e-9;
-        table.print_row({shape.layer, form_name(form), std::to_string(p.m), std::to_string(p.n),
-                         std::to_string(p.k), kernel, fixed(t.median_s * 1e3, 2), fixed(gflops),
-                         dot ? fixed(100.0 * gflops / peak) : "-"});
-        rows.push_back({{"layer", shape.layer}, {"form", form_name(form)}, {"kernel", kernel}, {"m", p.m},
-                        {"n", p.n}, {"k", p.k}, {"median_s", t.median_s}, {"gflops", gflops}});
-      }
+  for_each_problem(tokens, only, [&](const LinearShape& shape, GemmForm form, const GemmProblem& p) {
+    std::vector<uint16_t> a(p.a_rows() * p.a_cols()), b(p.b_rows() * p.b_cols());
+    FloatBuffer fa(static_cast<int64_t>(a.size())), fb(static_cast<int64_t>(b.size())), c(p.m * p.n);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = f32_to_bf16(fa.data[i]);
+    for (size_t i = 0; i < b.size(); ++i) b[i] = f32_to_bf16(fb.data[i]);
+    for (const char* kernel : {"onednn", "titan"}) {
+      const bool titan = std::string(kernel) == "titan";
+      if (titan && !own) continue;
+      const Timing t = time_adaptive([&] {
+        (titan ? gemm_bf16_avx512 : gemm_bf16_onednn)(p.trans_a, p.trans_b, p.m, p.n, p.k, 1.0f, a.data(), p.a_cols(),
+                                               b.data(), p.b_cols(), p.beta, c.data, p.n);
+      }, min_seconds);
+      const double gflops = p.flops() / t.median_s * 1e-9;
+      table.print_row({shape.layer, form_name(form), std::to_string(p.m), std::to_string(p.n),
+                       std::to_string(p.k), kernel, fixed(t.median_s * 1e3, 2), fixed(gflops),
+                       dot ? fixed(100.0 * gflops / peak) : "-"});
+      rows.push_back({{"layer", shape.layer}, {"form", form_name(form)}, {"kernel", kernel}, {"m", p.m},
+                      {"n", p.n}, {"k", p.k}, {"median_s", t.median_s}, {"gflops", gflops}});
     }
-  }
+  });
   print_result({{"bench", "gemm_bench_bf16"}, {"threads", num_threads()}, {"tokens", tokens}, {"peak_gflops", peak},
                 {"rows", rows}});
   return 0;
@@ -121,23 +127,19 @@ int main(int argc, char** argv) {
   Table table({{"layer", -26}, {"form", -4}, {"M", 6}, {"N", 6}, {"K", 6}, {"ms", 9}, {"GFLOP/s", 8}, {"% peak", 6}});
   table.print_header();
   nlohmann::json rows = nlohmann::json::array();
-  for (const LinearShape& shape : qwen3_bench_linear_shapes()) {
-    if (!only.empty() && shape.layer.find(only) == std::string::npos) continue;
-    for (const GemmForm form : kGemmForms) {
-      const GemmProblem p = gemm_problem(form, tokens, shape);
-      FloatBuffer a(p.a_rows() * p.a_cols()), b(p.b_rows() * p.b_cols()), c(p.m * p.n);
-      const Timing t = time_adaptive([&] {
-        kernels::gemm(p.trans_a, p.trans_b, p.m, p.n, p.k, 1.0f, a.data, p.a_cols(), b.data,
-                      p.b_cols(), p.beta, c.data, p.n);
-      }, min_seconds);
-      const double gflops = p.flops() / t.median_s * 1e-9;
-      table.print_row({shape.layer, form_name(form), std::to_string(p.m), std::to_string(p.n),
-                       std::to_string(p.k), fixed(t.median_s * 1e3, 2), fixed(gflops),
-                       fixed(100.0 * gflops / peak)});
-      rows.push_back({{"layer", shape.layer}, {"form", form_name(form)}, {"m", p.m}, {"n", p.n},
-                      {"k", p.k}, {"median_s", t.median_s}, {"gflops", gflops}});
-    }
-  }
+  for_each_problem(tokens, only, [&](const LinearShape& shape, GemmForm form, const GemmProblem& p) {
+    FloatBuffer a(p.a_rows() * p.a_cols()), b(p.b_rows() * p.b_cols()), c(p.m * p.n);
+    const Timing t = time_adaptive([&] {
+      kernels::gemm(p.trans_a, p.trans_b, p.m, p.n, p.k, 1.0f, a.data, p.a_cols(), b.data,
+                    p.b_cols(), p.beta, c.data, p.n);
+    }, min_seconds);
+    const double gflops = p.flops() / t.median_s * 1e-9;
+    table.print_row({shape.layer, form_name(form), std::to_string(p.m), std::to_string(p.n),
+                     std::to_string(p.k), fixed(t.median_s * 1e3, 2), fixed(gflops),
+                     fixed(100.0 * gflops / peak)});
+    rows.push_back({{"layer", shape.layer}, {"form", form_name(form)}, {"m", p.m}, {"n", p.n},
+                    {"k", p.k}, {"median_s", t.median_s}, {"gflops", gflops}});
+  });
 
   if (fused && (only.empty() || std::string("lm_head").find(only) != std::string::npos)) {
     // The fused op at the lm_head shape: loss only (1 GEMM) and loss + dx + dw (3 GEMMs).
