@@ -37,7 +37,7 @@ namespace {
 // zmm vdpbf16ps per cycle) that the packed panels can stream from L2 rather than L1, and a long
 // k block pays off by touching C once per 4096 k: the B micro-panel is kKc * kNr * 2 B = 256 KiB
 // and a work item's packed A kMc * kKc * 2 B = 384 KiB, together in a 1 MiB L2. kKc 256 (a 16 KiB
-// B micro-panel in L1, the textbook choice) ran at 55-75% of peak for the C traffic alone.
+// B micro-panel in L1, the textbook choice) ran at 55-75% of peak, losing most to C's traffic.
 constexpr int64_t kMr = 12;    // rows of the register tile
 constexpr int64_t kNr = 32;    // columns of the register tile (2 zmm of f32)
 constexpr int64_t kKc = 4096;  // k per block (even)

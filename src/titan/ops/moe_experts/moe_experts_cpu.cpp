@@ -118,11 +118,11 @@ void apply_row_weights(int64_t p, int64_t f, const float* weight, const int32_t*
 
 }  // namespace
 
-// A [P, F] buffer on x's device: the saved gate and up, and the kernels' scratch (forward: h;
-// backward: dh, h, dup). The CPU kernel's memory and, shapes only, the meta device's
+// A [P, F] f32 buffer on x's device: the saved gate and up, and the kernels' scratch (forward: h;
+// backward: dh, h, dup; with bf16 operands also their bf16 roundings, operand() below). The CPU kernel's memory and, shapes only, the meta device's
 // (moe_experts_impl_meta).
-static Tensor rows_PF(const Tensor& x, const Tensor& w1, DType dtype = DType::f32) {
-  return Tensor::empty({x.size(0), w1.size(1)}, dtype, x.device());
+static Tensor rows_PF(const Tensor& x, const Tensor& w1) {
+  return Tensor::empty({x.size(0), w1.size(1)}, DType::f32, x.device());
 }
 
 // The operand a product reads: `t` itself, or with bf16 operands its rounding into a new bf16 buffer.
