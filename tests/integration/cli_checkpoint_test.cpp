@@ -112,6 +112,32 @@ TEST_F(CliCheckpoint, Bf16OptimizerStatesResumeBitIdentically) {
   resume_from_step3("bf16s_a", "bf16s_b", run, {"loss", "grad_norm"});
 }
 
+// Muon: each Muon matrix's momentum buffer is checkpointed beside the AdamW moments of the rest
+// ("<fqn>.momentum_buffer", f32), and a resume continues to the bit. A checkpoint of a Muon run
+// does not resume as AdamW: its state names say which optimizer wrote it.
+TEST_F(CliCheckpoint, MuonResumesBitIdentically) {
+  const std::string run = kSixSteps + "--optimizer.name Muon ";
+  const CommandResult a = train("muon_a", run);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  const nlohmann::json manifest =
+      nlohmann::json::parse(read_text(dir_ / "muon_a" / "checkpoint" / "step-3" / "manifest.json"));
+  const nlohmann::json& optimizer = manifest["tensors"]["optimizer"];
+  EXPECT_EQ(optimizer["layers.0.attention.wq.weight.momentum_buffer"]["dtype"], "F32");
+  EXPECT_FALSE(optimizer.contains("layers.0.attention.wq.weight.exp_avg"));
+  EXPECT_TRUE(optimizer.contains("tok_embeddings.weight.exp_avg_sq"));
+  EXPECT_TRUE(optimizer.contains("layers.0.attention_norm.weight.exp_avg"));
+  resume_from_step3("muon_a", "muon_b", run, {"loss", "grad_norm"});
+  fs::create_directories(dir_ / "muon_as_adamw" / "checkpoint");
+  fs::copy(dir_ / "muon_a" / "checkpoint" / "step-3", dir_ / "muon_as_adamw" / "checkpoint" / "step-3",
+           fs::copy_options::recursive);
+  const CommandResult adamw = train("muon_as_adamw", kSixSteps);
+  EXPECT_EQ(adamw.exit_code, 1) << adamw.output;
+  EXPECT_NE(adamw.output.find("optimizer.safetensors holds Muon state but this run's optimizer.name is AdamW. HINT: "
+                              "resume with optimizer.name Muon"),
+            std::string::npos)
+      << adamw.output;
+}
+
 TEST_F(CliCheckpoint, ResumeIsBitIdenticalAndAsyncEqualsSync) {
   const CommandResult a = train("resume_a", kSixSteps);
   ASSERT_EQ(a.exit_code, 0) << a.output;

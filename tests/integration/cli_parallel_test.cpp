@@ -326,6 +326,40 @@ TEST_F(CliParallel, Bf16OptimizerStatesShardAndMoveBetweenMeshes) {
   expect_losses_of(base, read_jsonl(dir_ / "bf16s_moved" / "metrics.jsonl"), 11, kLossBar, kGradNormBar);
 }
 
+// Muon (optimizer.name Muon): the whole matrix is assembled over the replica group for the
+// orthogonalisation and each rank takes its pieces back, so FSDP 2, TP 2 and both train the 1-rank
+// losses; a FSDP 2 step-10 checkpoint (the momentum buffers in pieces) resumes on one rank and
+// continues the 1-rank run. The noise floor: a mesh sums gradients in another f32 order (last-bit
+// differences), and where one moves a Newton-Schulz input across a bf16 rounding boundary (torch
+// rounds there too) that update element changes by 2^-8 x lr. At this test's lr 4e-4 the worst
+// loss difference was 3.3e-7 (Zen 4); at the debug config's 8e-4 the same runs reached 9.9e-6, the
+// larger steps growing such a change over the following steps: inside 1e-5, with no margin for
+// another CPU's sums.
+TEST_F(CliParallel, MuonMeshesMatchOneRankAndResume) {
+  const std::string muon = "--optimizer.name Muon --optimizer.lr 4e-4 ";
+  const CommandResult one = run_titan(train_args("muon_one", 4, muon));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  EXPECT_NE(one.output.find("[optimizer] Muon on 14 matrices"), std::string::npos) << one.output;
+  const std::vector<nlohmann::json> base = read_jsonl(dir_ / "muon_one" / "metrics.jsonl");
+  const std::string ckpt = "--checkpoint.enable --checkpoint.interval 10 --no-checkpoint.last_save_model_only ";
+  const CommandResult fsdp = run_mpi(2, train_args("muon_fsdp2", 2, muon + ckpt));
+  ASSERT_EQ(fsdp.exit_code, 0) << fsdp.output;
+  expect_losses_of(base, read_jsonl(dir_ / "muon_fsdp2" / "metrics.jsonl"));
+  const CommandResult tp = run_mpi(2, train_args("muon_tp2", 4, muon + "--parallelism.tensor_parallel_degree 2"));
+  ASSERT_EQ(tp.exit_code, 0) << tp.output;
+  expect_losses_of(base, read_jsonl(dir_ / "muon_tp2" / "metrics.jsonl"));
+  const CommandResult fsdp_tp = run_mpi(4, train_args("muon_fsdp_tp", 2, muon + "--parallelism.tensor_parallel_degree 2"));
+  ASSERT_EQ(fsdp_tp.exit_code, 0) << fsdp_tp.output;
+  expect_losses_of(base, read_jsonl(dir_ / "muon_fsdp_tp" / "metrics.jsonl"));
+  fs::create_directories(dir_ / "muon_moved" / "checkpoint");
+  fs::copy(dir_ / "muon_fsdp2" / "checkpoint" / "step-10", dir_ / "muon_moved" / "checkpoint" / "step-10",
+           fs::copy_options::recursive);
+  const CommandResult moved = run_titan(train_args("muon_moved", 4, muon + ckpt));
+  ASSERT_EQ(moved.exit_code, 0) << moved.output;
+  EXPECT_NE(moved.output.find("resuming from"), std::string::npos) << moved.output;
+  expect_losses_of(base, read_jsonl(dir_ / "muon_moved" / "metrics.jsonl"), 11);
+}
+
 TEST_F(CliParallel, FsdpFourRanksMatchesOneRank) {
   const CommandResult r = run_mpi(4, train_args("dp_shard4", 1, "--parallelism.data_parallel_shard_degree 4"));
   ASSERT_EQ(r.exit_code, 0) << r.output;

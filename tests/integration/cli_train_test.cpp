@@ -460,6 +460,10 @@ TEST(CliTrainConfig, ErrorsAreOneLineWithExitCode2) {
       {"train --config qwen3_debug --lora.save_adapter a", "needs lora.rank > 0"},
       {"train --config qwen3_debug --lora.rank 4 --parallelism.tensor_parallel_degree 2",
        "LoRA is not tensor-parallel yet"},
+      {"train --config qwen3_debug --optimizer.name Lion", "optimizer.name='Lion' is not supported; use AdamW or Muon"},
+      {"train --config qwen3_debug --optimizer.muon_adjust_lr rms", "optimizer.muon_adjust_lr='rms'"},
+      {"train --config qwen3_debug --optimizer.muon_ns_steps 0", "optimizer.muon_ns_steps=0 must be in 1..99"},
+      {"train --config qwen3_debug --optimizer.muon_momentum 1", "optimizer.muon_momentum=1 must be in [0, 1)"},
   };
   for (const Case& c : cases) {
     const CommandResult r = run_titan(c.args);
@@ -479,6 +483,20 @@ TEST_F(CliTrain, LoraTargetsMatchingNothingAreRefused) {
   ASSERT_NE(error, std::string::npos) << r.output;
   EXPECT_EQ(r.output.find('\n', error), r.output.size() - 1) << "the error is the last line\n" << r.output;
   EXPECT_FALSE(fs::exists(dir_ / "lora_targets" / "metrics.jsonl")) << "refused before step 1";
+}
+
+// Muon given a parameter it cannot take (a norm weight: not a matrix) is refused with exit 2
+// before step 1, naming the parameter and the fix.
+TEST_F(CliTrain, MuonOnANormIsRefused) {
+  const CommandResult r = train("muon_norm", "--training.steps 1 --training.seq_len 16 --optimizer.name Muon "
+                                             "--optimizer.muon_params 'layers.*.attention*'");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  const size_t error = r.output.find("titan: error: optimizer.muon_params='layers.*.attention*': Muon cannot take "
+                                     "layers.0.attention_norm.weight [256], a vector (a norm weight or a bias); AdamW "
+                                     "updates it. HINT:");
+  ASSERT_NE(error, std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find('\n', error), r.output.size() - 1) << "the error is the last line\n" << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "muon_norm" / "metrics.jsonl")) << "refused before step 1";
 }
 
 // A LoRA checkpoint resumed with another lora.alpha would scale its adapters' update by

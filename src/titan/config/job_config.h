@@ -67,6 +67,12 @@ struct OptimizerSection {
   double eps = 1e-8;
   double weight_decay = 0.1;
   std::string state_dtype = "float32";  // the AdamW moments' storage: float32 or bfloat16
+  // Muon (name = "Muon"): the hidden matrices by Muon, the rest by AdamW (train/muon.h).
+  std::string muon_params = "auto";  // which parameters Muon takes: auto, or FQN globs (comma-separated)
+  double muon_momentum = 0.95;
+  bool muon_nesterov = true;
+  int64_t muon_ns_steps = 5;
+  std::string muon_adjust_lr = "match_rms_adamw";  // original | match_rms_adamw | spectral_unclamped
 
   bool operator==(const OptimizerSection&) const = default;
 };
@@ -250,7 +256,8 @@ void visit_fields(Config& c, V&& v) {
     "count and skip bad input lines (malformed JSON, invalid UTF-8, a missing field) instead of stopping at the first");
 
   auto& optimizer = c.optimizer;
-  v("optimizer.name", optimizer.name, "optimizer; only AdamW for now");
+  v("optimizer.name", optimizer.name,
+    "AdamW | Muon (Muon for the hidden layers' matrices, AdamW for the rest: embeddings, head, norms, biases)");
   v("optimizer.lr", optimizer.lr, "peak learning rate, reached at the end of warmup");
   v("optimizer.beta1", optimizer.beta1, "AdamW decay rate of the first moment (mean of gradients)");
   v("optimizer.beta2", optimizer.beta2, "AdamW decay rate of the second moment (mean of squared gradients)");
@@ -259,6 +266,16 @@ void visit_fields(Config& c, V&& v) {
   v("optimizer.state_dtype", optimizer.state_dtype,
     "float32 | bfloat16: how the AdamW moments are stored (bfloat16: 4 bytes per parameter instead of 8, "
     "updated in f32 and rounded to nearest even; checkpoints keep them as stored)");
+  v("optimizer.muon_params", optimizer.muon_params,
+    "Muon: the parameters it takes: auto (every 2-D weight of the transformer blocks and their stacked "
+    "[experts, out, in] weights) or comma-separated FQN globs such as layers.*.attention.w*.weight");
+  v("optimizer.muon_momentum", optimizer.muon_momentum, "Muon: momentum of the update (torch.optim.Muon's, 0.95)");
+  v("optimizer.muon_nesterov", optimizer.muon_nesterov, "Muon: Nesterov momentum");
+  v("optimizer.muon_ns_steps", optimizer.muon_ns_steps,
+    "Muon: Newton-Schulz iterations of the orthogonalisation (torch's coefficients, 5 steps)");
+  v("optimizer.muon_adjust_lr", optimizer.muon_adjust_lr,
+    "Muon: the per-matrix lr of an A x B weight: match_rms_adamw (0.2 sqrt(max(A, B)): optimizer.lr and "
+    "weight_decay serve both groups, Moonlight), original (sqrt(max(1, A/B))) or spectral_unclamped (sqrt(A/B))");
 
   auto& lr_scheduler = c.lr_scheduler;
   v("lr_scheduler.warmup_steps", lr_scheduler.warmup_steps, "steps of linear warmup up to optimizer.lr");

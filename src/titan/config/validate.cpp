@@ -61,6 +61,8 @@ void validate_pipeline(const JobConfig& c) {
 
 }  // namespace
 
+bool uses_muon(const OptimizerSection& optimizer) { return lower(optimizer.name) == "muon"; }
+
 int64_t accumulation_steps(const JobConfig& config, int64_t data_parallel_degree) {
   const TrainingSection& t = config.training;
   if (t.local_batch_size < 1) config_fail("training.local_batch_size=", t.local_batch_size, " must be >= 1");
@@ -140,7 +142,9 @@ void validate(const JobConfig& c, int64_t data_parallel_degree) {
   }
 
   const OptimizerSection& o = c.optimizer;
-  if (lower(o.name) != "adamw") config_fail("optimizer.name='", o.name, "' is not supported; use AdamW");
+  if (lower(o.name) != "adamw" && lower(o.name) != "muon") {
+    config_fail("optimizer.name='", o.name, "' is not supported; use AdamW or Muon");
+  }
   if (!(o.lr > 0) || !std::isfinite(o.lr)) config_fail("optimizer.lr=", shown(o.lr), " must be a finite number > 0");
   if (!(o.beta1 >= 0 && o.beta1 < 1)) config_fail("optimizer.beta1=", shown(o.beta1), " must be in [0, 1), e.g. 0.9");
   if (!(o.beta2 >= 0 && o.beta2 < 1)) config_fail("optimizer.beta2=", shown(o.beta2), " must be in [0, 1), e.g. 0.95");
@@ -151,6 +155,18 @@ void validate(const JobConfig& c, int64_t data_parallel_degree) {
   if (o.state_dtype != "float32" && o.state_dtype != "bfloat16") {
     config_fail("optimizer.state_dtype='", o.state_dtype, "' is not float32 or bfloat16");
   }
+  if (!(o.muon_momentum >= 0 && o.muon_momentum < 1)) {
+    config_fail("optimizer.muon_momentum=", shown(o.muon_momentum), " must be in [0, 1), e.g. 0.95");
+  }
+  if (o.muon_ns_steps < 1 || o.muon_ns_steps > 99) {
+    config_fail("optimizer.muon_ns_steps=", o.muon_ns_steps, " must be in 1..99 (torch.optim.Muon uses 5)");
+  }
+  if (o.muon_adjust_lr != "original" && o.muon_adjust_lr != "match_rms_adamw" &&
+      o.muon_adjust_lr != "spectral_unclamped") {
+    config_fail("optimizer.muon_adjust_lr='", o.muon_adjust_lr,
+                "' is not match_rms_adamw, original or spectral_unclamped");
+  }
+  if (o.muon_params.empty()) config_fail("optimizer.muon_params is empty; use auto or FQN globs");
 
   const LrSchedulerSection& s = c.lr_scheduler;
   if (s.warmup_steps < 0) config_fail("lr_scheduler.warmup_steps=", s.warmup_steps, " must be >= 0");

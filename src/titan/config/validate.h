@@ -26,6 +26,9 @@ int64_t parse_byte_size(const std::string& text);
 
 int64_t accumulation_steps(const JobConfig& config, int64_t data_parallel_degree);
 
+// optimizer.name names Muon (names are case-insensitive: AdamW, adamw; Muon, muon).
+bool uses_muon(const OptimizerSection& optimizer);
+
 // parallelism.expert_parallel_degree against the resolved mesh: ep >= 1 must divide dp_shard (it
 // borrows those ranks); then against the model (num_experts 0: a dense model): it needs experts, and
 // ep must divide their number. ConfigError otherwise. The combinations with other features that

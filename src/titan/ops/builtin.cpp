@@ -20,7 +20,8 @@ std::vector<std::pair<std::string, std::string>> selected_kernels(Device device)
           entry(rows_strided_table()), entry(rows_mask_table()), entry(local_ids_table()),
           entry(kv_cache_append_table()), entry(moe_load_table()), entry(moe_bias_update_table()),
           entry(causal_conv1d_table()), entry(gated_delta_table()), entry(sigmoid_gate_table()),
-          entry(delta_gates_table()), entry(columns_table())};
+          entry(delta_gates_table()), entry(columns_table()), entry(newton_schulz_table()),
+          entry(muon_momentum_table()), entry(muon_apply_table())};
 }
 
 // The table an implementation type belongs to (one overload per op).
@@ -65,6 +66,9 @@ static OpTable<GatedDeltaImpl>& table_of(const GatedDeltaImpl&) { return gated_d
 static OpTable<SigmoidGateImpl>& table_of(const SigmoidGateImpl&) { return sigmoid_gate_table(); }
 static OpTable<DeltaGatesImpl>& table_of(const DeltaGatesImpl&) { return delta_gates_table(); }
 static OpTable<ColumnsImpl>& table_of(const ColumnsImpl&) { return columns_table(); }
+static OpTable<NewtonSchulzImpl>& table_of(const NewtonSchulzImpl&) { return newton_schulz_table(); }
+static OpTable<MuonMomentumImpl>& table_of(const MuonMomentumImpl&) { return muon_momentum_table(); }
+static OpTable<MuonApplyImpl>& table_of(const MuonApplyImpl&) { return muon_apply_table(); }
 
 static std::vector<AddedKernel>& added() {
   static std::vector<AddedKernel> list;
@@ -267,6 +271,21 @@ void register_builtin_delta_gates(OpTable<DeltaGatesImpl>& table) {
 void register_builtin_columns(OpTable<ColumnsImpl>& table) {
   table.add(columns_impl_ref());
   table.add(columns_impl_cpu());
+}
+
+void register_builtin_newton_schulz(OpTable<NewtonSchulzImpl>& table) {
+  table.add(newton_schulz_impl_ref());
+  table.add(newton_schulz_impl_cpu());
+}
+
+void register_builtin_muon_momentum(OpTable<MuonMomentumImpl>& table) {
+  table.add(muon_momentum_impl_ref());
+  table.add(muon_momentum_impl_cpu());
+}
+
+void register_builtin_muon_apply(OpTable<MuonApplyImpl>& table) {
+  table.add(muon_apply_impl_ref());
+  table.add(muon_apply_impl_cpu());
 }
 
 }  // namespace titan::ops

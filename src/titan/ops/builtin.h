@@ -26,6 +26,8 @@
 #include "titan/ops/moe_load/moe_load.h"
 #include "titan/ops/moe_router/moe_router.h"
 #include "titan/ops/multi_tensor/multi_tensor.h"
+#include "titan/ops/muon_update/muon_update.h"
+#include "titan/ops/newton_schulz/newton_schulz.h"
 #include "titan/ops/positions/positions.h"
 #include "titan/ops/rms_norm/rms_norm.h"
 #include "titan/ops/rope/rope.h"
@@ -48,7 +50,8 @@ using Kernel = std::variant<EmbeddingImpl, RmsNormImpl, LinearImpl, RopeImpl, At
                             VocabParallelXentSumsImpl, VocabParallelXentCombineImpl, PositionsImpl,
                             RowsGatherImpl, RowsStridedImpl, RowsMaskImpl, LocalIdsImpl, KvCacheAppendImpl,
                             MoeLoadImpl, MoeBiasUpdateImpl, CausalConv1dImpl, GatedDeltaImpl, SigmoidGateImpl,
-                            DeltaGatesImpl, ColumnsImpl>;
+                            DeltaGatesImpl, ColumnsImpl, NewtonSchulzImpl,
+                            MuonMomentumImpl, MuonApplyImpl>;
 // Adds `kernel` to the table of op `op` ("rms_norm", ...) after the implementations already
 // there, so dispatch prefers it on its device wherever its `supports` accepts the case (a plugin's
 // kernel; origin names the plugin). A one-line error when `op` is not the kernel's op, the kernel
@@ -92,5 +95,8 @@ void register_builtin_gated_delta(OpTable<GatedDeltaImpl>& table);
 void register_builtin_sigmoid_gate(OpTable<SigmoidGateImpl>& table);
 void register_builtin_delta_gates(OpTable<DeltaGatesImpl>& table);
 void register_builtin_columns(OpTable<ColumnsImpl>& table);
+void register_builtin_newton_schulz(OpTable<NewtonSchulzImpl>& table);
+void register_builtin_muon_momentum(OpTable<MuonMomentumImpl>& table);
+void register_builtin_muon_apply(OpTable<MuonApplyImpl>& table);
 
 }  // namespace titan::ops

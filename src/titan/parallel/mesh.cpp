@@ -57,6 +57,7 @@ DeviceMesh::DeviceMesh(Comm& world, MeshDegrees d) : world_(world), degrees_(d) 
   const int stage_groups = rep_size * groups;  // ep groups per pipeline stage
   ep_ = world.split_group((r_pp * stage_groups + r_group) * tp_size + r_tp, r_ep, ep_size);
   expert_dp_ = world.split_group((r_pp * ep_size + r_ep) * tp_size + r_tp, r_group, stage_groups);
+  replica_ = world.split_group(stage + r_rep, r_shard * tp_size + r_tp, shard_size * tp_size);
 }
 
 }  // namespace titan::parallel

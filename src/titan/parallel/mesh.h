@@ -49,12 +49,15 @@ class DeviceMesh {
   Comm& pp() { return *pp_; }  // rank = stage rank
   Comm& ep() { return *ep_; }
   Comm& expert_dp() { return *expert_dp_; }
+  // The ranks of one data-parallel replica in one pipeline stage (dp_shard x tp): together they hold
+  // each of the stage's parameters once (Muon assembles whole matrices over them).
+  Comm& replica() { return *replica_; }
   int64_t dp_rank() const { return dp_rank_; }  // which share of the global batch this rank takes
 
  private:
   Comm& world_;
   MeshDegrees degrees_;
-  std::unique_ptr<Comm> replicate_, shard_, tp_, dp_, pp_, ep_, expert_dp_;
+  std::unique_ptr<Comm> replicate_, shard_, tp_, dp_, pp_, ep_, expert_dp_, replica_;
   int64_t dp_rank_ = 0;
 };
 

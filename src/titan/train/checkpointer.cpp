@@ -109,7 +109,7 @@ struct Checkpointer::Staging {
   }
 };
 
-Checkpointer::Checkpointer(const config::JobConfig& config, models::Parallelized& model, AdamW& optimizer,
+Checkpointer::Checkpointer(const config::JobConfig& config, models::Parallelized& model, Optimizer& optimizer,
                            data::PrefetchLoader& loader)
     : config_(config), model_(model), optimizer_(optimizer), loader_(loader),
       writer_(config.checkpoint.async_mode == "async" && !model.sharded()), staging_(std::make_unique<Staging>()) {
@@ -125,7 +125,7 @@ Checkpointer::Checkpointer(const config::JobConfig& config, models::Parallelized
 
 Checkpointer::~Checkpointer() = default;
 
-// The state after `step`: this rank's parameters (whole, or its pieces) and their AdamW moments,
+// The state after `step`: this rank's parameters (whole, or its pieces) and their optimizer state,
 // the buffers, the data cursor, step and config. Of a multi-rank run only the first replica
 // writes pieces, a TP-replicated parameter only from tp rank 0 and an expert weight only from the
 // first ep group (the others hold copies);
@@ -150,9 +150,11 @@ ckpt::TrainState Checkpointer::capture(int64_t step, int64_t tokens_seen, bool m
     s.model.emplace_back(t.param->fqn, take(t.param->value));
     if (pieces) s.model_pieces.push_back(t.piece);
     if (model_only) continue;
-    s.optimizer.emplace_back(t.param->fqn + ".exp_avg", take(optimizer_.exp_avg(i)));
-    s.optimizer.emplace_back(t.param->fqn + ".exp_avg_sq", take(optimizer_.exp_avg_sq(i)));
-    if (pieces) s.optimizer_pieces.insert(s.optimizer_pieces.end(), 2, t.piece);
+    const std::vector<std::string> states = optimizer_.state_names(t.param->fqn);
+    for (size_t k = 0; k < states.size(); ++k) {
+      s.optimizer.emplace_back(t.param->fqn + "." + states[k], take(optimizer_.state(i, k)));
+      if (pieces) s.optimizer_pieces.push_back(t.piece);
+    }
   }
   // Every stage's first data-parallel rank (world rank 0 without a pipeline).
   if (model_.mesh().dp().rank() == 0 && model_.tp_rank() == 0) {
@@ -182,26 +184,36 @@ void Checkpointer::restore_weights(const ckpt::TrainState& s, const std::string&
   for (nn::Parameter* b : buffers) b->value.copy_from(*by_name.at(b->fqn));
 }
 
-// Optimizer moments and the data cursor.
+// Optimizer state and the data cursor.
 void Checkpointer::restore_training(const ckpt::TrainState& s, const std::string& dir) {
   std::vector<std::string> names;
   std::vector<Shape> shapes;
   for (size_t i = 0; i < full_names_.size(); ++i) {
-    for (const char* suffix : {".exp_avg", ".exp_avg_sq"}) {
-      names.push_back(full_names_[i] + suffix);
+    for (const std::string& state : optimizer_.state_names(full_names_[i])) {
+      names.push_back(full_names_[i] + "." + state);
       shapes.push_back(full_shapes_[i]);
     }
   }
-  const std::vector<Tensor> moments = match_tensors(model_.pipeline() ? only_named(s.optimizer, names) : s.optimizer,
-                                                    names, shapes, dir + "/optimizer.safetensors");
+  const bool saved_by_muon = std::ranges::any_of(s.optimizer, [](const auto& named) {
+    return named.first.ends_with(".momentum_buffer");
+  });
+  TITAN_CHECK(s.optimizer.empty() || saved_by_muon == config::uses_muon(config_.optimizer), "[train] ", dir,
+              "/optimizer.safetensors holds ", saved_by_muon ? "Muon" : "AdamW",
+              " state but this run's optimizer.name is ", config_.optimizer.name,
+              ". HINT: resume with optimizer.name ", saved_by_muon ? "Muon" : "AdamW",
+              ", or load the weights only (checkpoint.initial_load_path with checkpoint.initial_load_model_only)");
+  const std::vector<Tensor> saved = match_tensors(model_.pipeline() ? only_named(s.optimizer, names) : s.optimizer,
+                                                  names, shapes, dir + "/optimizer.safetensors");
   std::map<std::string, const Tensor*> by_name;
-  for (size_t i = 0; i < names.size(); ++i) by_name[names[i]] = &moments[i];
-  std::vector<Tensor> m, v;
+  for (size_t i = 0; i < names.size(); ++i) by_name[names[i]] = &saved[i];
+  std::vector<std::vector<Tensor>> states;
   for (const RestoreTarget& t : targets_) {
-    m.push_back(piece_of(*by_name.at(t.param->fqn + ".exp_avg"), t.piece, t.param->value));
-    v.push_back(piece_of(*by_name.at(t.param->fqn + ".exp_avg_sq"), t.piece, t.param->value));
+    states.emplace_back();
+    for (const std::string& state : optimizer_.state_names(t.param->fqn)) {
+      states.back().push_back(piece_of(*by_name.at(t.param->fqn + "." + state), t.piece, t.param->value));
+    }
   }
-  optimizer_.restore(s.optimizer_step, m, v);
+  optimizer_.restore(s.optimizer_step, states);
   TITAN_CHECK(!s.loader_state_json.empty(), "[train] ", dir, "/state.json has no loader state; cannot resume the "
               "data stream. HINT: load it model-only (checkpoint.initial_load_model_only)");
   loader_.restore(data::LoaderState::from_json(s.loader_state_json));

@@ -48,7 +48,7 @@ struct RestoreTarget {
 
 class Checkpointer {
  public:
-  Checkpointer(const config::JobConfig& config, models::Parallelized& model, AdamW& optimizer,
+  Checkpointer(const config::JobConfig& config, models::Parallelized& model, Optimizer& optimizer,
                data::PrefetchLoader& loader);
   ~Checkpointer();
   Checkpointer(const Checkpointer&) = delete;
@@ -78,7 +78,7 @@ class Checkpointer {
 
   const config::JobConfig& config_;
   models::Parallelized& model_;
-  AdamW& optimizer_;
+  Optimizer& optimizer_;
   data::PrefetchLoader& loader_;
   std::vector<RestoreTarget> targets_;  // one per optimizer parameter, in its order
   std::vector<std::string> full_names_;  // every model parameter (all ranks' pieces together)

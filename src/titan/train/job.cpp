@@ -1,10 +1,13 @@
 #include "titan/train/job.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "titan/config/config_error.h"
+#include "titan/config/validate.h"
 #include "titan/models/builtin.h"
 #include "titan/nn/lora.h"
+#include "titan/plugins/override_registry.h"
 #include "titan/plugins/plugin_loader.h"
 
 namespace titan::train {
@@ -125,6 +128,70 @@ models::ParallelizeOptions parallelize_options(const config::JobConfig& c, const
 AdamWConfig adamw_config(const config::JobConfig& c) {
   return {c.optimizer.beta1, c.optimizer.beta2, c.optimizer.eps, c.optimizer.weight_decay,
           c.optimizer.state_dtype == "bfloat16" ? DType::bf16 : DType::f32};
+}
+
+std::vector<std::pair<std::string, Shape>> muon_matrices(const std::string& spec,
+                                                         const std::vector<std::pair<std::string, Shape>>& params) {
+  std::vector<std::pair<std::string, Shape>> out;
+  const auto stacked_experts = [](const std::string& fqn, const Shape& s) {
+    return s.size() == 3 && fqn.find(".experts.") != std::string::npos;
+  };
+  if (spec == "auto") {
+    for (const auto& [fqn, shape] : params) {
+      if (fqn.starts_with("layers.") && (shape.size() == 2 || stacked_experts(fqn, shape))) out.emplace_back(fqn, shape);
+    }
+    return out;
+  }
+  std::vector<std::string> patterns;
+  for (size_t begin = 0; begin <= spec.size();) {
+    const size_t comma = std::min(spec.find(',', begin), spec.size());
+    patterns.push_back(spec.substr(begin, comma - begin));
+    begin = comma + 1;
+  }
+  std::vector<char> taken(params.size(), 0);
+  for (const std::string& pattern : patterns) {
+    bool any = false;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const auto& [fqn, shape] = params[i];
+      if (pattern.empty() || !plugins::glob_match(pattern, fqn)) continue;
+      any = true;
+      const char* why = fqn.starts_with("tok_embeddings.") ? "the embedding"
+                        : fqn.starts_with("output.")       ? "the head"
+                        : shape.size() < 2                 ? "a vector (a norm weight or a bias)"
+                        : shape.size() > 2 && !stacked_experts(fqn, shape) ? "not a matrix (a convolution's weight)"
+                                                                          : nullptr;
+      if (why != nullptr) {
+        config::config_fail("optimizer.muon_params='", spec, "': Muon cannot take ", fqn, " ", shape_str(shape), ", ",
+                            why, "; AdamW updates it. HINT: narrow the pattern '", pattern,
+                            "' to the blocks' projection weights, or use auto");
+      }
+      taken[i] = 1;
+    }
+    if (!any) {
+      config::config_fail("optimizer.muon_params='", spec, "': '", pattern, "' matches no trained parameter. HINT: "
+                          "FQN globs such as layers.*.attention.w*.weight, or auto");
+    }
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (taken[i]) out.push_back(params[i]);
+  }
+  return out;
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const config::JobConfig& c, models::Parallelized& model) {
+  if (!config::uses_muon(c.optimizer)) return std::make_unique<AdamW>(model.shards(), adamw_config(c));
+  MuonConfig muon;
+  muon.momentum = c.optimizer.muon_momentum;
+  muon.nesterov = c.optimizer.muon_nesterov;
+  muon.newton_schulz.steps = c.optimizer.muon_ns_steps;
+  muon.adjust_lr = parse_muon_lr_adjust(c.optimizer.muon_adjust_lr);
+  muon.weight_decay = c.optimizer.weight_decay;
+  std::vector<char> copies;
+  for (size_t i = 0; i < model.shards().size(); ++i) copies.push_back(model.is_copy(i) ? 1 : 0);
+  parallel::Comm* group = model.sharded() ? &model.mesh().replica() : nullptr;
+  return std::make_unique<Muon>(model.shards(), model.placements(), std::move(copies),
+                                muon_matrices(c.optimizer.muon_params, model.global_parameters()), group, muon,
+                                adamw_config(c));
 }
 
 LrScheduleConfig lr_schedule_config(const config::JobConfig& c) {

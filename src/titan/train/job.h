@@ -18,6 +18,7 @@
 #include "titan/train/lr_schedule.h"
 #include "titan/train/metrics.h"
 #include "titan/train/optimizer.h"
+#include "titan/train/muon.h"
 #include "titan/train/precision.h"
 
 namespace titan::train {
@@ -67,6 +68,15 @@ PipelineConfig resolve_pipeline(const config::ParallelismSection& parallelism, i
 models::ParallelizeOptions parallelize_options(const config::JobConfig& config, const PrecisionConfig& precision,
                                                const PipelineConfig& pipeline);
 AdamWConfig adamw_config(const config::JobConfig& config);
+// The parameters optimizer.muon_params selects among `params` (FQN, global shape), in their order:
+// auto takes every 2-D weight of the transformer blocks (layers.*) and their stacked [experts, out,
+// in] weights; globs must each match, and what they match must be a matrix Muon can take (not an
+// embedding, the head, a norm, a bias or a convolution): else a one-line config error.
+std::vector<std::pair<std::string, Shape>> muon_matrices(const std::string& spec,
+                                                         const std::vector<std::pair<std::string, Shape>>& params);
+// The optimizer optimizer.name names over this rank's pieces of `model`: AdamW, or Muon for
+// muon_matrices (assembled over the mesh's replica group) and AdamW for the rest.
+std::unique_ptr<Optimizer> make_optimizer(const config::JobConfig& config, models::Parallelized& model);
 LrScheduleConfig lr_schedule_config(const config::JobConfig& config);
 MetricsOptions metrics_options(const config::JobConfig& config, const std::string& config_name);
 

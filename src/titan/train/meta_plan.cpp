@@ -33,7 +33,7 @@ MetaPlan meta_plan(const config::JobConfig& c, const models::ResolvedModel& mode
   models::Parallelized::check(*whole, mesh);
   models::Parallelized parallelized(std::move(whole), *model.spec, mesh, parallelize_options(c, precision, pipeline));
   plan.parameters = live();
-  AdamW optimizer(parallelized.shards(), adamw_config(c));
+  std::unique_ptr<Optimizer> optimizer = make_optimizer(c, parallelized);
   plan.optimizer = live() - plan.parameters;
   // The step's micro-batches as the loader hands them over (ids, labels, positions).
   const int64_t dp = degrees.dp(), accumulation = config::accumulation_steps(c, dp);
@@ -44,7 +44,7 @@ MetaPlan meta_plan(const config::JobConfig& c, const models::ResolvedModel& mode
   memory.reset_peak();
   parallelized.reset_comm_stats();
   const int64_t forwards = accumulation * dp * parallelized.forwards_per_batch(B);
-  run_step(parallelized, optimizer, micro, B * T * accumulation * dp, forwards, c.training.max_norm,
+  run_step(parallelized, *optimizer, micro, B * T * accumulation * dp, forwards, c.training.max_norm,
            [&](const StepTotals&) { return c.optimizer.lr; });
   nn::Decoder& m = parallelized.model();
   if (model.config.load_balance == nn::LoadBalance::bias) {

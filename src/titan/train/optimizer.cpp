@@ -79,4 +79,17 @@ void AdamW::restore(int64_t step_count, const std::vector<Tensor>& exp_avg,
   step_count_ = step_count;
 }
 
+void AdamW::restore(int64_t step_count, const std::vector<std::vector<Tensor>>& states) {
+  TITAN_CHECK(states.size() == params_.size(), "[adamw] restore: expected the state of ", params_.size(),
+              " parameters, got ", states.size(), ". HINT: the checkpoint was saved from a different model");
+  std::vector<Tensor> m, v;
+  for (size_t i = 0; i < states.size(); ++i) {
+    TITAN_CHECK(states[i].size() == 2, "[adamw] restore ", params_[i]->fqn, ": expected exp_avg and exp_avg_sq, got ",
+                states[i].size(), " tensors");
+    m.push_back(states[i][0]);
+    v.push_back(states[i][1]);
+  }
+  restore(step_count, m, v);
+}
+
 }  // namespace titan::train

@@ -1,3 +1,6 @@
+// The optimizers: what the trainer steps and the checkpointer saves. Optimizer is the interface;
+// AdamW (here) and Muon (train/muon.h, with AdamW for what Muon does not take) implement it.
+//
 // AdamW over a list of parameters (torch.optim.AdamW with foreach=False, amsgrad=False), one
 // ops::adamw_step per parameter. Moments (exp_avg m, exp_avg_sq v) are tensors shaped like each
 // parameter, zero at construction, stored in f32 or (state_dtype bf16, optimizer.state_dtype)
@@ -9,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "titan/core/tensor.h"
@@ -25,16 +29,37 @@ struct AdamWConfig {
   DType state_dtype = DType::f32;  // the moments' storage: f32 or bf16
 };
 
-class AdamW {
+// One update per step over this rank's parameters (or their pieces), and per parameter its state
+// tensors, each shaped like the parameter, for checkpoints: saved as "<fqn>.<state name>".
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  virtual void step(double lr) = 0;  // lr already scheduled
+  virtual int64_t step_count() const = 0;
+  virtual size_t num_params() const = 0;
+  // The names of the state tensors of parameter `fqn` ("exp_avg", "exp_avg_sq"; "momentum_buffer"),
+  // the same on every rank (a rank may hold no piece of it); state(i, k): params()[i]'s k-th.
+  virtual std::vector<std::string> state_names(const std::string& fqn) const = 0;
+  virtual const Tensor& state(size_t i, size_t k) const = 0;
+  // Restores a checkpointed state: the step count and states[i][k] for each name k of
+  // state_names(params()[i]'s FQN), shaped like that parameter (converted to the state's dtype).
+  // Throws naming the parameter on a count or shape mismatch; on throw nothing changes.
+  virtual void restore(int64_t step_count, const std::vector<std::vector<Tensor>>& states) = 0;
+};
+
+class AdamW final : public Optimizer {
  public:
   // Throws if a parameter is undefined, its grad is not shaped like it, or cfg is out of range.
   AdamW(nn::ParameterList params, AdamWConfig cfg);
 
   // One update of every parameter from its .grad at learning rate `lr` (already scheduled).
-  void step(double lr);
+  void step(double lr) override;
 
-  int64_t step_count() const { return step_count_; }
-  size_t num_params() const { return params_.size(); }
+  int64_t step_count() const override { return step_count_; }
+  size_t num_params() const override { return params_.size(); }
+  std::vector<std::string> state_names(const std::string&) const override { return {"exp_avg", "exp_avg_sq"}; }
+  const Tensor& state(size_t i, size_t k) const override { return k == 0 ? exp_avg(i) : exp_avg_sq(i); }
+  void restore(int64_t step_count, const std::vector<std::vector<Tensor>>& states) override;
   const nn::ParameterList& params() const { return params_; }
   const AdamWConfig& config() const { return cfg_; }
 

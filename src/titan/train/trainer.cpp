@@ -33,6 +33,7 @@ void Trainer::log_setup() const {
                  100.0 * static_cast<double>(trainable_params_) / static_cast<double>(mc.num_params()), "% of ",
                  params_m, "M); the base is frozen in ", c_.training.mixed_precision_param));
   }
+  if (const auto* muon = dynamic_cast<const Muon*>(optimizer_.get())) log_info(str("[optimizer] ", muon->describe()));
   if (c_.optimizer.state_dtype == "bfloat16") {
     log_info("[optimizer] AdamW moments stored in bf16 (4 bytes per trained parameter instead of 8), updated in f32 "
              "and rounded to nearest even");
@@ -153,7 +154,7 @@ int64_t Trainer::next_micro_batches(int64_t step) {
 
 int64_t Trainer::forwards_per_step() const { return accumulation_ * dp_ * model_->forwards_per_batch(B_); }
 
-StepTotals run_step(models::Parallelized& model, AdamW& optimizer, const std::vector<data::Batch>& micro,
+StepTotals run_step(models::Parallelized& model, Optimizer& optimizer, const std::vector<data::Batch>& micro,
                     int64_t targets, int64_t forwards_per_step, double max_norm,
                     const std::function<double(const StepTotals&)>& lr_for) {
   model.zero_grad();

@@ -96,7 +96,7 @@ class Trainer {
   std::unique_ptr<Validator> validator_;  // null unless validation.enable
   int64_t val_B_ = 0, val_T_ = 0;         // validation batch rows per rank and sequence length
   std::unique_ptr<models::Parallelized> model_;
-  std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<Checkpointer> checkpointer_;
   std::unique_ptr<MetricsLogger> metrics_;
@@ -115,7 +115,7 @@ class Trainer {
 struct StepTotals {
   double loss_sum = 0.0, aux_sum = 0.0, grad_norm = 0.0;
 };
-StepTotals run_step(models::Parallelized& model, AdamW& optimizer, const std::vector<data::Batch>& micro,
+StepTotals run_step(models::Parallelized& model, Optimizer& optimizer, const std::vector<data::Batch>& micro,
                     int64_t targets, int64_t forwards_per_step, double max_norm,
                     const std::function<double(const StepTotals&)>& lr_for);
 

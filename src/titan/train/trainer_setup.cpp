@@ -300,7 +300,7 @@ void Trainer::setup_run() {
   for (const nn::Parameter* p : nn::trainable(whole->parameters())) trainable_params_ += p->data().numel();
   model_ = std::make_unique<models::Parallelized>(std::move(whole), spec, *mesh_,
                                                   parallelize_options(c_, precision_, pipeline_));
-  optimizer_ = std::make_unique<AdamW>(model_->shards(), adamw_config(c_));
+  optimizer_ = make_optimizer(c_, *model_);
   schedule_ = std::make_unique<LrSchedule>(lr_schedule_config(c_));
   flops_per_token_ = spec.flops_per_token(resolved_.config, T_);
   if (c_.lora.rank > 0) {

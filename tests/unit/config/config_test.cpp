@@ -107,7 +107,7 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
   [[maybe_unused]] const auto& [j1, j2, j3] = c.job;
   [[maybe_unused]] const auto& [m1, m2, m3, m4, m5, m6, m7, m8] = c.model;
   [[maybe_unused]] const auto& [t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14, t15] = c.training;
-  [[maybe_unused]] const auto& [o1, o2, o3, o4, o5, o6, o7] = c.optimizer;
+  [[maybe_unused]] const auto& [o1, o2, o3, o4, o5, o6, o7, o8, o9, o10, o11, o12] = c.optimizer;
   [[maybe_unused]] const auto& [l1, l2, l3, l4] = c.lr_scheduler;
   [[maybe_unused]] const auto& [x1, x2, x3, x4, x5] = c.metrics;
   [[maybe_unused]] const auto& [v1, v2, v3, v4, v5, v6] = c.validation;
@@ -121,7 +121,7 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
   EXPECT_EQ(count_in_section("job"), 3u);
   EXPECT_EQ(count_in_section("model"), 8u);
   EXPECT_EQ(count_in_section("training"), 15u);
-  EXPECT_EQ(count_in_section("optimizer"), 7u);
+  EXPECT_EQ(count_in_section("optimizer"), 12u);
   EXPECT_EQ(count_in_section("lr_scheduler"), 4u);
   EXPECT_EQ(count_in_section("metrics"), 5u);
   EXPECT_EQ(count_in_section("validation"), 6u);
@@ -131,7 +131,7 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
   EXPECT_EQ(count_in_section("override"), 1u);
   EXPECT_EQ(count_in_section("lora"), 6u);
   EXPECT_EQ(count_in_section("comm"), 1u);
-  EXPECT_EQ(job_config_fields().size(), 83u);
+  EXPECT_EQ(job_config_fields().size(), 88u);
 
   // Every field reaches a distinct member: setting all of them changes every section.
   const JobConfig changed = all_non_default();
