@@ -101,10 +101,10 @@ std::vector<float> widen(const uint16_t* x, int64_t rows, int64_t cols, int64_t 
 
 // titan's AVX-512-BF16 kernel (gemm_bf16_avx512.h) where the CPU has it and no AMX (oneDNN's AMX
 // tiles are far faster), and DNNL_MAX_CPU_ISA does not cap oneDNN below bf16 (a cap asks for the
-// emulated path, e.g. the sanitizer pass's AVX2 run), for products of at least kTitanMinFlops; oneDNN below. Measured on Zen 4
-// (docs/performance.md (t)): at the bench config's linear and head shapes titan's kernel is
-// within a few % of oneDNN's (80-93% of the dot-product peak, ahead at the head's dX and dW); at
-// attention's 128 x 128 x 128 tiles oneDNN is 15% faster. The titan kernel also keeps no state per
+// emulated path, e.g. the sanitizer pass's AVX2 run), for products of at least kTitanMinFlops;
+// oneDNN below. Measured on Zen 4 (docs/performance.md (t)): at the bench config's linear and
+// head shapes titan's kernel is within a few % of oneDNN's (80-93% of the dot-product peak, ahead
+// at the head's dX and dW); at attention's 128 x 128 x 128 tiles oneDNN is 15% faster. The titan kernel also keeps no state per
 // shape, where oneDNN compiles and caches a primitive for every new (M, N, K): the MoE experts'
 // tiles vary with the routing every step.
 constexpr double kTitanMinFlops = 64.0 * 1024 * 1024;
@@ -174,7 +174,8 @@ const char* gemm_bf16_backend_name() {
     const bool titan = use_titan_kernel(1 << 12, 1 << 12, 1 << 12);
     if (gemm_bf16_is_emulated()) return std::string("emulated: bf16 widened to f32, then ") + gemm_backend_name();
     const std::string onednn = "oneDNN bf16 matmul";
-    return titan ? "titan AVX-512-BF16 kernel from 64 MFLOP, " + onednn + " below" : onednn;
+    const auto mflop = static_cast<int64_t>(kTitanMinFlops / (1024 * 1024));
+    return titan ? str("titan AVX-512-BF16 kernel from ", mflop, " MFLOP, ", onednn, " below") : onednn;
   }();
   return name.c_str();
 }
