@@ -7,7 +7,11 @@
 //
 //   build/bench/train_bench [--model qwen3|qwen3_5] [--layers 4] [--seq 2048] [--steps 4] [--quick]
 //                           [--peers fp32,bf16,bf16-compile | --no-peer] [--titan fp32|bf16] [--bf16-states]
-//                           [--json FILE]
+//                           [--muon] [--json FILE]
+//
+// --muon runs every contender with Muon instead of AdamW: titan's optimizer.name Muon, and
+// torch.optim.Muon (adjust_lr_fn match_rms_adamw) over the blocks' 2-D weights + torch.optim.AdamW
+// over the rest for PyTorch, as titan splits them.
 //
 // --bf16-states adds a titan row with bf16 compute and the AdamW moments in bf16
 // (optimizer.state_dtype bfloat16): 4 bytes per parameter less.
@@ -90,6 +94,7 @@ struct BenchShape {
   int64_t seq = 2048;
   int64_t steps = 4;
   std::string model = "qwen3";  // or "qwen3_5"
+  bool muon = false;            // --muon: every contender with Muon (+ AdamW for the rest)
 };
 
 // The named size a --model runs, with model.n_layers = layers.
@@ -151,7 +156,9 @@ int run_titan_child(const TitanContender& contender, const BenchShape& shape, do
   c.metrics.log_freq = 1;
   c.metrics.enable_jsonl = false;
   if (peak_gflops > 0.0) c.metrics.peak_tflops = peak_gflops / 1e3;
-  c = config::apply_cli_overrides(c, contender.overrides);
+  std::vector<std::string> overrides = contender.overrides;
+  if (shape.muon) overrides.push_back("--optimizer.name=Muon");
+  c = config::apply_cli_overrides(c, overrides);
 
   const bool delta_rule = shape.model == "qwen3_5";
   if (delta_rule) ops::set_op_profiling(true);  // the delta rule's share (one relaxed load per op otherwise)
@@ -268,10 +275,11 @@ int main(int argc, char** argv) try {
     else if (a == "--titan-child") titan_child = value();
     else if (a == "--peak-gflops") peak_arg = std::stod(value());
     else if (a == "--model") shape.model = value();
+    else if (a == "--muon") shape.muon = true;
     else
       TITAN_FAIL("train_bench: unknown flag ", a,
                  " (--model qwen3|qwen3_5 --layers --seq --steps --quick --peers fp32,bf16,bf16-compile --no-peer "
-                 "--titan fp32|bf16 --bf16-states --json FILE)");
+                 "--titan fp32|bf16 --bf16-states --muon --json FILE)");
   }
   TITAN_CHECK(shape.model == "qwen3" || shape.model == "qwen3_5", "train_bench: --model ", shape.model,
               " is not qwen3 or qwen3_5");
@@ -300,7 +308,8 @@ int main(int argc, char** argv) try {
 
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   const std::string shape_flags =
-      str(" --model ", shape.model, " --layers ", shape.layers, " --seq ", shape.seq, " --steps ", shape.steps);
+      str(" --model ", shape.model, " --layers ", shape.layers, " --seq ", shape.seq, " --steps ", shape.steps,
+          shape.muon ? " --muon" : "");
   std::vector<Row> rows;
   std::vector<std::string> titan_names;
   for (const TitanContender& t : kTitanContenders) {
@@ -321,7 +330,8 @@ int main(int argc, char** argv) try {
     if (!wanted) continue;
     const std::string cmd = str("python3 ", TITAN_SOURCE_DIR, "/tools/bench_torch_qwen3.py --train-step --threads ",
                                 threads, " --layers ", shape.layers, " --batch 1 --seq ", shape.seq, " --repeats ",
-                                shape.steps - 1, peer_model_flags(shape), " ", p.flags);
+                                shape.steps - 1, peer_model_flags(shape), " ", p.flags,
+                                shape.muon ? " --optimizer muon" : "");
     std::printf("\n== %s: %s\n", p.name.c_str(), cmd.c_str());
     const bench::PeerRun run = bench::run_peer(cmd);
     std::fputs(run.output.c_str(), stdout);

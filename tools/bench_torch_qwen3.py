@@ -24,8 +24,10 @@ in one of the ways a PyTorch user would train it:
 (HF's causal-LM loss = labels shifted by one inside the model, mean over the B*(T-1) targets).
 With ``--train-step`` the step is a whole training step as titan's trainer runs it (bench/train_bench):
 the above, then ``torch.nn.utils.clip_grad_norm_(max_norm=1.0)`` and ``torch.optim.AdamW``
-(lr 3e-4, betas (0.9, 0.95), eps 1e-8, weight_decay 0.1, PyTorch's default implementation).  Random weights (HF init, seeded) and random
-tokens (seeded).
+(lr 3e-4, betas (0.9, 0.95), eps 1e-8, weight_decay 0.1, PyTorch's default implementation);
+``--optimizer muon`` steps torch.optim.Muon (lr 3e-4, weight_decay 0.1, momentum 0.95, Nesterov,
+match_rms_adamw) over model.layers.*'s 2-D weights and that AdamW over the rest instead.
+Random weights (HF init, seeded) and random tokens (seeded).
 
 Defaults are the "bench config": hidden 1024, 16 heads, 8 kv heads, head_dim 128,
 intermediate 3072, vocab 151936, 4 layers, tied embeddings, rope_theta 1e6,
@@ -177,6 +179,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--train-step", action="store_true",
                     help="time zero_grad + fwd + bwd + clip_grad_norm_ + AdamW.step (else fwd + bwd)")
+    ap.add_argument("--optimizer", choices=["adamw", "muon"], default="adamw",
+                    help="muon: torch.optim.Muon (match_rms_adamw) over model.layers.*'s 2-D weights, AdamW over the "
+                         "rest (as titan's optimizer.name Muon splits them)")
     ap.add_argument("--profile", action="store_true", help="profile one extra step, print top-15 ops by self CPU")
     args = ap.parse_args()
     if args.compile:
@@ -255,9 +260,15 @@ def main() -> None:
           f"= {fl['total'] / 1e9:.4f} G  (causal-only attn would be {fl['attn_causal'] / 1e9:.4f} G); "
           f"step = {step_flops / 1e12:.4f} TFLOP")
 
-    optimizer = None
-    if args.train_step:
-        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+    optimizers = []
+    if args.train_step and args.optimizer == "muon":
+        hidden = [p for n, p in model.named_parameters() if n.startswith("model.layers.") and p.ndim == 2]
+        rest = [p for n, p in model.named_parameters() if not (n.startswith("model.layers.") and p.ndim == 2)]
+        optimizers = [torch.optim.Muon(hidden, lr=3e-4, weight_decay=0.1, momentum=0.95, nesterov=True,
+                                       adjust_lr_fn="match_rms_adamw"),
+                      torch.optim.AdamW(rest, lr=3e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)]
+    elif args.train_step:
+        optimizers = [torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)]
 
     # The optimizer and clipping see the original (float32) parameters; torch.compile's wrapper
     # shares them. autocast covers forward + loss only, as PyTorch's AMP recipe has it.
@@ -276,9 +287,10 @@ def main() -> None:
         with autocast():
             out = run_model(input_ids=input_ids, labels=labels)
         out.loss.backward()
-        if optimizer is not None:
+        if optimizers:
             torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
-            optimizer.step()
+            for optimizer in optimizers:
+                optimizer.step()
         return out.loss.item()
 
     def graphs_compiled() -> int:

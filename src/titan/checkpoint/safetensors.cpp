@@ -24,7 +24,7 @@ namespace {
 
 // Same limit as the reference implementation: a larger header is corruption, not a model.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
-constexpr const char* kSupported = "F32, BF16, F16, I32, I64";
+constexpr const char* kSupported = "F32, BF16, F16, I32, I64, U8, I8";
 constexpr const char* kMetadataKey = "__metadata__";
 
 const char* json_type(const nlohmann::json& j) { return j.type_name(); }
@@ -39,13 +39,15 @@ const char* safetensors_dtype_name(DType dtype) {
     case DType::i32: return "I32";
     case DType::i64: return "I64";
     case DType::f64: return "F64";  // for messages: neither read nor written (see below)
+    case DType::u8: return "U8";
+    case DType::i8: return "I8";
   }
   return "?";
 }
 
 bool parse_safetensors_dtype(const std::string& name, DType* out) {
   // f64 is not a checkpoint dtype (dtype.h): a file holding F64 is refused as unsupported.
-  for (DType d : {DType::f32, DType::bf16, DType::f16, DType::i32, DType::i64}) {
+  for (DType d : {DType::f32, DType::bf16, DType::f16, DType::i32, DType::i64, DType::u8, DType::i8}) {
     if (name == safetensors_dtype_name(d)) {
       *out = d;
       return true;

@@ -14,6 +14,8 @@ size_t dtype_size(DType dtype) {
     case DType::i32: return 4;
     case DType::i64: return 8;
     case DType::f64: return 8;
+    case DType::u8: return 1;
+    case DType::i8: return 1;
   }
   return 0;
 }
@@ -26,6 +28,8 @@ const char* dtype_name(DType dtype) {
     case DType::i32: return "i32";
     case DType::i64: return "i64";
     case DType::f64: return "f64";
+    case DType::u8: return "u8";
+    case DType::i8: return "i8";
   }
   return "?";
 }

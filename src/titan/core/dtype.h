@@ -9,7 +9,8 @@ namespace titan {
 
 // f64 is for host-side reductions (losses, norms, counters through Comm::all_reduce_sum); it is
 // not a parameter, activation or checkpoint dtype, and convert() does not take it.
-enum class DType : uint8_t { f32, bf16, f16, i32, i64, f64 };
+// u8 / i8: a quantized weight's codes (ops/quantize: NF4 packed two per byte, int8).
+enum class DType : uint8_t { f32, bf16, f16, i32, i64, f64, u8, i8 };
 
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);  // "f32", "bf16", ...

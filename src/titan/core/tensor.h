@@ -73,6 +73,8 @@ constexpr bool dtype_matches(DType dtype) {
   if constexpr (std::is_same_v<T, int64_t>) return dtype == DType::i64;
   if constexpr (std::is_same_v<T, double>) return dtype == DType::f64;
   if constexpr (std::is_same_v<T, uint16_t>) return dtype == DType::bf16 || dtype == DType::f16;
+  if constexpr (std::is_same_v<T, uint8_t>) return dtype == DType::u8;
+  if constexpr (std::is_same_v<T, int8_t>) return dtype == DType::i8;
   return false;
 }
 

@@ -21,7 +21,8 @@ std::vector<std::pair<std::string, std::string>> selected_kernels(Device device)
           entry(kv_cache_append_table()), entry(moe_load_table()), entry(moe_bias_update_table()),
           entry(causal_conv1d_table()), entry(gated_delta_table()), entry(sigmoid_gate_table()),
           entry(delta_gates_table()), entry(columns_table()), entry(newton_schulz_table()),
-          entry(muon_momentum_table()), entry(muon_apply_table())};
+          entry(muon_momentum_table()), entry(muon_apply_table()), entry(quantize_table()),
+          entry(dequantize_table())};
 }
 
 // The table an implementation type belongs to (one overload per op).
@@ -69,6 +70,8 @@ static OpTable<ColumnsImpl>& table_of(const ColumnsImpl&) { return columns_table
 static OpTable<NewtonSchulzImpl>& table_of(const NewtonSchulzImpl&) { return newton_schulz_table(); }
 static OpTable<MuonMomentumImpl>& table_of(const MuonMomentumImpl&) { return muon_momentum_table(); }
 static OpTable<MuonApplyImpl>& table_of(const MuonApplyImpl&) { return muon_apply_table(); }
+static OpTable<QuantizeImpl>& table_of(const QuantizeImpl&) { return quantize_table(); }
+static OpTable<DequantizeImpl>& table_of(const DequantizeImpl&) { return dequantize_table(); }
 
 static std::vector<AddedKernel>& added() {
   static std::vector<AddedKernel> list;
@@ -286,6 +289,16 @@ void register_builtin_muon_momentum(OpTable<MuonMomentumImpl>& table) {
 void register_builtin_muon_apply(OpTable<MuonApplyImpl>& table) {
   table.add(muon_apply_impl_ref());
   table.add(muon_apply_impl_cpu());
+}
+
+void register_builtin_quantize(OpTable<QuantizeImpl>& table) {
+  table.add(quantize_impl_ref());
+  table.add(quantize_impl_cpu());
+}
+
+void register_builtin_dequantize(OpTable<DequantizeImpl>& table) {
+  table.add(dequantize_impl_ref());
+  table.add(dequantize_impl_cpu());
 }
 
 }  // namespace titan::ops

@@ -29,6 +29,7 @@
 #include "titan/ops/muon_update/muon_update.h"
 #include "titan/ops/newton_schulz/newton_schulz.h"
 #include "titan/ops/positions/positions.h"
+#include "titan/ops/quantize/quantize.h"
 #include "titan/ops/rms_norm/rms_norm.h"
 #include "titan/ops/rope/rope.h"
 #include "titan/ops/rows/rows.h"
@@ -51,7 +52,7 @@ using Kernel = std::variant<EmbeddingImpl, RmsNormImpl, LinearImpl, RopeImpl, At
                             RowsGatherImpl, RowsStridedImpl, RowsMaskImpl, LocalIdsImpl, KvCacheAppendImpl,
                             MoeLoadImpl, MoeBiasUpdateImpl, CausalConv1dImpl, GatedDeltaImpl, SigmoidGateImpl,
                             DeltaGatesImpl, ColumnsImpl, NewtonSchulzImpl,
-                            MuonMomentumImpl, MuonApplyImpl>;
+                            MuonMomentumImpl, MuonApplyImpl, QuantizeImpl, DequantizeImpl>;
 // Adds `kernel` to the table of op `op` ("rms_norm", ...) after the implementations already
 // there, so dispatch prefers it on its device wherever its `supports` accepts the case (a plugin's
 // kernel; origin names the plugin). A one-line error when `op` is not the kernel's op, the kernel
@@ -98,5 +99,7 @@ void register_builtin_columns(OpTable<ColumnsImpl>& table);
 void register_builtin_newton_schulz(OpTable<NewtonSchulzImpl>& table);
 void register_builtin_muon_momentum(OpTable<MuonMomentumImpl>& table);
 void register_builtin_muon_apply(OpTable<MuonApplyImpl>& table);
+void register_builtin_quantize(OpTable<QuantizeImpl>& table);
+void register_builtin_dequantize(OpTable<DequantizeImpl>& table);
 
 }  // namespace titan::ops

@@ -78,6 +78,8 @@ MPI_Datatype mpi_type(DType dtype) {
     case DType::f16: return MPI_UINT16_T;
     case DType::i32: return MPI_INT32_T;
     case DType::i64: return MPI_INT64_T;
+    case DType::u8: return MPI_UINT8_T;
+    case DType::i8: return MPI_INT8_T;
   }
   return MPI_BYTE;
 }

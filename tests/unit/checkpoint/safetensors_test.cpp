@@ -160,7 +160,7 @@ std::vector<BadFile> bad_files() {
       {"dtype_not_string", st(entry(R"("dtype":4,"shape":[1],"data_offsets":[0,4])"), d4),
        {"\"w\"", "\"dtype\" must be a string, got number"}},
       {"dtype_f64", st(entry(R"("dtype":"F64","shape":[1],"data_offsets":[0,8])"), d8),
-       {"unsupported dtype F64 for tensor \"w\"", "supported: F32, BF16, F16, I32, I64"}},
+       {"unsupported dtype F64 for tensor \"w\"", "supported: F32, BF16, F16, I32, I64, U8, I8"}},
       {"dtype_bool", st(entry(R"("dtype":"BOOL","shape":[4],"data_offsets":[0,4])"), d4),
        {"unsupported dtype BOOL for tensor \"w\""}},
       {"dtype_unknown", st(entry(R"("dtype":"Q7","shape":[1],"data_offsets":[0,4])"), d4),
@@ -288,7 +288,7 @@ TEST(SafetensorsWrite, FailedWriteKeepsTheExistingFileAndLeavesNoTmp) {
   EXPECT_TRUE(throws_error([&] { write_safetensors(path, {{"__metadata__", one}}); }, {path, "invalid tensor name"}));
   // f64 (host reductions only, dtype.h) is refused on write as it is on read.
   EXPECT_TRUE(throws_error([&] { write_safetensors(path, {{"d", Tensor::zeros({2}, DType::f64)}}); },
-                           {path, "\"d\" is f64, which titan does not store (supported: F32, BF16, F16, I32, I64)"}));
+                           {path, "\"d\" is f64, which titan does not store (supported: F32, BF16, F16, I32, I64, U8, I8)"}));
 
   // A failure halfway through the stream (after more than the 1 MiB buffer has hit the disk).
   EXPECT_THROW(write_file_atomic(path,

@@ -1,0 +1,117 @@
+// The code book, the shared per-element math, contract checks and dispatch.
+#include "titan/ops/quantize/quantize.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "titan/ops/builtin.h"
+
+namespace titan::ops {
+
+// QLoRA's NF4 values as bitsandbytes stores them (f32).
+const std::array<float, 16> kNf4 = {-1.0f,
+                                    -0.6961928009986877f,
+                                    -0.5250730514526367f,
+                                    -0.39491748809814453f,
+                                    -0.28444138169288635f,
+                                    -0.18477343022823334f,
+                                    -0.09105003625154495f,
+                                    0.0f,
+                                    0.07958029955625534f,
+                                    0.16093020141124725f,
+                                    0.24611230194568634f,
+                                    0.33791524171829224f,
+                                    0.44070982933044434f,
+                                    0.5626170039176941f,
+                                    0.7229568362236023f,
+                                    1.0f};
+
+const char* quant_kind_name(QuantKind kind) { return kind == QuantKind::nf4 ? "nf4" : "int8"; }
+
+namespace quant {
+namespace {
+struct Midpoints {
+  std::array<float, 15> m;
+  Midpoints() {
+    for (size_t j = 0; j < 15; ++j) m[j] = (kNf4[j] + kNf4[j + 1]) / 2.0f;
+  }
+};
+const Midpoints kMid;
+}  // namespace
+
+float nf4_inverse(float absmax) { return 1.0f / std::max(absmax, 1e-38f); }
+
+uint8_t nf4_code(float w, float inverse_absmax) {
+  const float s = std::clamp(w * inverse_absmax, -1.0f, 1.0f);
+  uint8_t code = 0;
+  for (float m : kMid.m) code += m < s ? 1 : 0;
+  return code;
+}
+
+float int8_factor(float row_absmax) { return (1.0f / row_absmax) * 127.0f; }
+
+int8_t int8_code(float w, float factor) {
+  const float q = std::nearbyint(w * factor);  // the default rounding mode: half to even
+  return std::isfinite(q) ? static_cast<int8_t>(std::clamp(q, -127.0f, 127.0f)) : int8_t{0};
+}
+
+float int8_value(int8_t q, float row_absmax) { return (static_cast<float>(q) * row_absmax) * (1.0f / 127.0f); }
+}  // namespace quant
+
+static int64_t flat(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+Tensor quant_codes(QuantKind kind, const Shape& shape, Device device) {
+  if (kind == QuantKind::nf4) return Tensor::zeros({(flat(shape) + 1) / 2}, DType::u8, device);
+  return Tensor::zeros(shape, DType::i8, device);
+}
+
+Tensor quant_scales(QuantKind kind, const Shape& shape, Device device) {
+  if (kind == QuantKind::nf4) return Tensor::zeros({(flat(shape) + kNf4Block - 1) / kNf4Block}, DType::f32, device);
+  return Tensor::zeros({shape.empty() ? 0 : shape[0]}, DType::f32, device);
+}
+
+static void check_packed(const char* op, QuantKind kind, const Shape& shape, const Tensor& codes, const Tensor& scales) {
+  const Tensor want_codes = quant_codes(kind, shape, Device::meta), want_scales = quant_scales(kind, shape, Device::meta);
+  TITAN_CHECK(codes.dtype() == want_codes.dtype() && codes.shape() == want_codes.shape() && codes.is_contiguous(),
+              "[", op, "] codes: expected contiguous ", dtype_name(want_codes.dtype()), shape_str(want_codes.shape()),
+              " for a ", quant_kind_name(kind), " weight ", shape_str(shape), ", got ", codes.describe());
+  TITAN_CHECK(scales.dtype() == DType::f32 && scales.shape() == want_scales.shape() && scales.is_contiguous(),
+              "[", op, "] scales: expected contiguous f32", shape_str(want_scales.shape()), " for a ",
+              quant_kind_name(kind), " weight ", shape_str(shape), ", got ", scales.describe());
+}
+
+void check_quantize(QuantKind kind, const Tensor& w, const Tensor& codes, const Tensor& scales) {
+  TITAN_CHECK((w.dtype() == DType::f32 || w.dtype() == DType::bf16) && w.is_contiguous() && w.ndim() == 2,
+              "[quantize] w: expected a contiguous f32 or bf16 [out, in] weight, got ", w.describe());
+  check_packed("quantize", kind, w.shape(), codes, scales);
+}
+
+void check_dequantize(QuantKind kind, const Tensor& codes, const Tensor& scales, const Tensor& out) {
+  TITAN_CHECK((out.dtype() == DType::f32 || out.dtype() == DType::bf16) && out.is_contiguous() && out.ndim() == 2,
+              "[dequantize] out: expected a contiguous f32 or bf16 [out, in] tensor, got ", out.describe());
+  check_packed("dequantize", kind, out.shape(), codes, scales);
+}
+
+OpTable<QuantizeImpl>& quantize_table() { return builtin_table<QuantizeImpl>("quantize", register_builtin_quantize); }
+
+OpTable<DequantizeImpl>& dequantize_table() {
+  return builtin_table<DequantizeImpl>("dequantize", register_builtin_dequantize);
+}
+
+void quantize(QuantKind kind, const Tensor& w_OI, Tensor& codes, Tensor& scales) {
+  OpTimer timer("quantize_forward");
+  check_quantize(kind, w_OI, codes, scales);
+  quantize_table().select(w_OI.device(), w_OI).forward(kind, w_OI, codes, scales);
+}
+
+void dequantize(QuantKind kind, const Tensor& codes, const Tensor& scales, Tensor& out_OI) {
+  OpTimer timer("dequantize_forward");
+  check_dequantize(kind, codes, scales, out_OI);
+  dequantize_table().select(codes.device(), codes).forward(kind, codes, scales, out_OI);
+}
+
+}  // namespace titan::ops
