@@ -132,7 +132,7 @@ TEST_F(CliCheckpoint, MuonResumesBitIdentically) {
            fs::copy_options::recursive);
   const CommandResult adamw = train("muon_as_adamw", kSixSteps);
   EXPECT_EQ(adamw.exit_code, 1) << adamw.output;
-  EXPECT_NE(adamw.output.find("optimizer.safetensors holds Muon state but this run's optimizer.name is AdamW. HINT: "
+  EXPECT_NE(adamw.output.find("optimizer.safetensors holds Muon state but this run's optimizer is AdamW. HINT: "
                               "resume with optimizer.name Muon"),
             std::string::npos)
       << adamw.output;

@@ -246,4 +246,46 @@ TEST(CliQwen3_5, MultimodalFolderRunsAndBadFoldersAreOneLineErrors) {
 }
 
 }  // namespace
+// QLoRA inference: `titan forward --adapter --base-quantization nf4|int8` quantizes the base's
+// linear weights while loading (bitsandbytes' formats) and computes with them decoded; the logits
+// equal Transformers + PEFT on the base decoded by bitsandbytes (dequantize-then-matmul,
+// tools/make_qlora_fixtures.py) within f32 noise, and differ from the unquantized base's.
+TEST(CliForward, QuantizedBaseWithAnAdapterEqualsDequantizeThenMatmul) {
+  const fs::path tmp = scratch_dir("forward_qlora");
+  const std::string base = testing::source_path("tests/fixtures/hf/untied_gqa2");
+  const std::string lora = testing::source_path("tests/fixtures/lora/dense_all_linear");
+  double worst_other = 0.0;
+  for (const std::string kind : {"nf4", "int8"}) {
+    const std::string expected = lora + "/expected_" + kind + ".safetensors";
+    const CommandResult r = run_titan("forward --model " + base + " --adapter " + lora + "/adapter --base-quantization " +
+                                      kind + " --tokens " + expected + " --out " + (tmp / (kind + ".safetensors")).string());
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const Tensor got = ckpt::SafetensorsFile::open((tmp / (kind + ".safetensors")).string()).get("logits").clone();
+    const Tensor want = ckpt::SafetensorsFile::open(expected).get("logits").clone();
+    ASSERT_EQ(got.shape(), want.shape());
+    double worst = 0.0, scale = 0.0;
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      worst = std::max(worst, std::fabs(double(got.data<float>()[i]) - want.data<float>()[i]));
+      scale = std::max(scale, std::fabs(double(want.data<float>()[i])));
+    }
+    std::printf("%s base: max |logit difference| %.3g (max |logit| %.3g)\n", kind.c_str(), worst, scale);
+    EXPECT_LE(worst, 1e-5 * scale) << kind;
+    const Tensor plain = ckpt::SafetensorsFile::open(lora + "/expected.safetensors").get("logits").clone();
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      worst_other = std::max(worst_other, std::fabs(double(plain.data<float>()[i]) - want.data<float>()[i]));
+    }
+  }
+  EXPECT_GT(worst_other, 1e-2) << "the quantized bases must change the logits (the test would not see a lost quantization)";
+  const std::string tokens = " --tokens " + lora + "/expected_nf4.safetensors --out " + (tmp / "x.safetensors").string();
+  for (const auto& [flags, expect] : std::vector<std::pair<std::string, std::string>>{
+           {" --base-quantization nf4", "--base-quantization needs --adapter"},
+           {" --adapter " + lora + "/adapter --base-quantization fp4", "--base-quantization fp4 is not none, nf4 or int8"},
+           {" --adapter " + lora + "/adapter --base-quantization nf4 --grads", "a quantized base is frozen and has no gradients"}}) {
+    const CommandResult r = run_titan("forward --model " + base + flags + tokens);
+    EXPECT_EQ(r.exit_code, 2) << flags << "\n" << r.output;
+    EXPECT_NE(r.output.find(expect), std::string::npos) << flags << "\n" << r.output;
+  }
+  fs::remove_all(tmp);
+}
+
 }  // namespace titan

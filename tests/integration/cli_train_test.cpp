@@ -464,6 +464,11 @@ TEST(CliTrainConfig, ErrorsAreOneLineWithExitCode2) {
       {"train --config qwen3_debug --optimizer.muon_adjust_lr rms", "optimizer.muon_adjust_lr='rms'"},
       {"train --config qwen3_debug --optimizer.muon_ns_steps 0", "optimizer.muon_ns_steps=0 must be in 1..99"},
       {"train --config qwen3_debug --optimizer.muon_momentum 1", "optimizer.muon_momentum=1 must be in [0, 1)"},
+      {"train --config qwen3_debug --lora.base_quantization nf4", "lora.base_quantization=nf4 needs lora.rank > 0"},
+      {"train --config qwen3_debug --lora.rank 4 --lora.base_quantization fp4",
+       "lora.base_quantization='fp4' is not none, nf4 or int8"},
+      {"train --config qwen3_debug --lora.rank 4 --lora.base_quantization nf4 --parallelism.tensor_parallel_degree 2",
+       "a quantized base is not tensor-parallel"},
   };
   for (const Case& c : cases) {
     const CommandResult r = run_titan(c.args);

@@ -25,6 +25,8 @@ int run_forward(int argc, char** argv) {
                    {"adapter", "PEFT LoRA adapter folder to apply on the model (adapter_config.json + "
                     "adapter_model.safetensors)", ""},
                    {"grads", "also write grad.<HF name> for every parameter", "", true},
+                   {"base-quantization", "none | nf4 | int8: with --adapter, store the base's linear weights "
+                    "quantized as lora.base_quantization does (QLoRA) and compute with them decoded", "none"},
                    {"mixed-precision", "compute dtype, as training.mixed_precision_param: float32 or bfloat16",
                     "float32"}},
                   argc, argv, 2);
@@ -43,8 +45,23 @@ int run_forward(int argc, char** argv) {
   if (precision != "float32" && precision != "bfloat16") {
     throw UsageError(str("titan forward: --mixed-precision ", precision, " is not float32 or bfloat16"));
   }
+  const std::string quantization = args.get("base-quantization");
+  std::optional<ops::QuantKind> base_quant;
+  if (quantization == "nf4") base_quant = ops::QuantKind::nf4;
+  if (quantization == "int8") base_quant = ops::QuantKind::int8;
+  if (quantization != "none" && !base_quant) {
+    throw UsageError(str("titan forward: --base-quantization ", quantization, " is not none, nf4 or int8"));
+  }
+  if (base_quant && args.get("adapter").empty()) {
+    throw UsageError("titan forward: --base-quantization needs --adapter (a quantized base is a frozen LoRA base)");
+  }
+  if (base_quant && args.get_bool("grads")) {
+    throw UsageError("titan forward: --grads with --base-quantization: a quantized base is frozen and has no "
+                     "gradients; drop one of them");
+  }
   LoadedModel loaded = load_inference_model(args.get("model"), args.get("adapter"),
-                                            {ids.size(0), 0, ids.size(1), "the rows or positions of --tokens"});
+                                            {ids.size(0), 0, ids.size(1), "the rows or positions of --tokens"},
+                                            base_quant);
   std::unique_ptr<nn::Decoder>& model = loaded.model;
   const models::ModelSpec& spec = *loaded.spec;
   model->set_compute_dtype(train::compute_dtype(train::parse_precision(precision)));

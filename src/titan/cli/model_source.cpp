@@ -51,7 +51,8 @@ static double adapter_elements(const models::ModelSpec& spec, const nn::DecoderC
   return n;
 }
 
-LoadedModel load_inference_model(const std::string& dir, const std::string& adapter_dir, const InferenceSize& size) {
+LoadedModel load_inference_model(const std::string& dir, const std::string& adapter_dir, const InferenceSize& size,
+                                 std::optional<ops::QuantKind> base_quant) {
   TITAN_CHECK(fs::is_directory(dir), "[model] ", dir, " is not a folder. HINT: pass a Hugging Face model folder "
               "(config.json + safetensors) or a checkpoint step-<N> folder");
   LoadedModel out;
@@ -84,7 +85,7 @@ LoadedModel load_inference_model(const std::string& dir, const std::string& adap
     out.label += " with the adapter " + adapter_dir;
     check_floor(config, out.label, out.config_path, out.adapter_elements, size, adapter_dir);
   }
-  out.model = models::load_hf_model_with_adapter(*out.spec, dir, adapter_dir);
+  out.model = models::load_hf_model_with_adapter(*out.spec, dir, adapter_dir, base_quant);
   out.assets_dir = dir;
   return out;
 }

@@ -8,12 +8,14 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "titan/checkpoint/safetensors.h"
 #include "titan/models/model_spec.h"
 #include "titan/nn/decoder.h"
+#include "titan/ops/quantize/quantize.h"
 
 namespace titan::cli {
 
@@ -35,12 +37,14 @@ struct InferenceSize {
   std::string batch = "the batch";
 };
 
-// `adapter_dir` (empty: none) applies to Hugging Face folders only. Throws a one-line
+// `adapter_dir` (empty: none) applies to Hugging Face folders only; `base_quant` stores its base's
+// linear weights quantized (QLoRA; with an adapter only). Throws a one-line
 // titan::Error naming the folder when it is neither kind or cannot be read, and a
 // config::ConfigError (exit 2) before building anything when the weights (+ adapter) and `size`
 // exceed the memory this machine has available.
 LoadedModel load_inference_model(const std::string& dir, const std::string& adapter_dir = "",
-                                 const InferenceSize& size = {});
+                                 const InferenceSize& size = {},
+                                 std::optional<ops::QuantKind> base_quant = std::nullopt);
 // The same memory check for a loaded model once its batch is known (generate: after tokenizing).
 void check_inference_memory(const LoadedModel& loaded, const InferenceSize& size);
 

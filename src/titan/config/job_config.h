@@ -166,6 +166,7 @@ struct LoraSection {
   std::string target_modules = "all-linear";
   std::string save_adapter = "";
   bool save_adapter_overwrite = false;
+  std::string base_quantization = "none";  // none | nf4 | int8: how the frozen base's linear weights are stored
 
   bool operator==(const LoraSection&) const = default;
 };
@@ -378,6 +379,10 @@ void visit_fields(Config& c, V&& v) {
     "at the end, write a PEFT adapter folder (adapter_config.json + adapter_model.safetensors) here; relative paths "
     "are inside job.dump_folder; an existing folder is replaced only when it is an earlier adapter (never the "
     "dump or checkpoint folder, the base model or the data); empty: none");
+  v("lora.base_quantization", lora.base_quantization,
+    "none | nf4 | int8: store the frozen base's linear weights quantized as bitsandbytes does (QLoRA: NF4 in "
+    "blocks of 64 with an absmax each, ~0.56 bytes a weight; int8 per output row, ~1 byte), quantized while "
+    "loading and decoded at each use; the merged HF export decodes them (lossy by the quantization error)");
   v("lora.save_adapter_overwrite", lora.save_adapter_overwrite,
     "let lora.save_adapter replace a folder that holds files other than an adapter (titan convert's --overwrite)");
 

@@ -270,6 +270,13 @@ void validate(const JobConfig& c, int64_t data_parallel_degree) {
   } else if (!lora.save_adapter.empty()) {
     config_fail("lora.save_adapter='", lora.save_adapter, "' needs lora.rank > 0 (there is no adapter to save)");
   }
+  if (lora.base_quantization != "none" && lora.base_quantization != "nf4" && lora.base_quantization != "int8") {
+    config_fail("lora.base_quantization='", lora.base_quantization, "' is not none, nf4 or int8");
+  }
+  if (lora.base_quantization != "none" && lora.rank == 0) {
+    config_fail("lora.base_quantization=", lora.base_quantization, " needs lora.rank > 0: only a frozen base is "
+                "quantized, and without LoRA every weight trains");
+  }
 }
 
 void validate_expert_parallel_mesh(const JobConfig& c, int64_t dp_shard) {

@@ -53,6 +53,12 @@ struct LargeBlockCache {
     }
     return nullptr;
   }
+  void release_all() {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (const auto& [size, ptr] : blocks) std::free(ptr);
+    blocks.clear();
+    bytes = 0;
+  }
   // False when the cache is full: the caller frees the block.
   bool keep(size_t rounded, void* ptr) {
     std::lock_guard<std::mutex> lock(mutex);
@@ -87,6 +93,8 @@ void HostAllocator::deallocate(void* ptr, size_t bytes) {
   if (ptr != nullptr && (rounded < kCacheMinBytes || !large_blocks().keep(rounded, ptr))) std::free(ptr);
   on_deallocate(bytes);
 }
+
+void release_cached_host_blocks() { large_blocks().release_all(); }
 
 // The sizes the host allocator accounts (the requested bytes): a meta run's peak is a host run's.
 void* MetaAllocator::allocate(size_t bytes) {

@@ -53,6 +53,10 @@ class MetaAllocator final : public Allocator {
 };
 
 Allocator& host_allocator();
+// Frees the large blocks the host allocator keeps for reuse by same-size requests (allocator.cpp).
+// The trainer calls it once setup is done, so that what loading or initializing the weights freed
+// (per-tensor staging copies) does not stay resident through the run.
+void release_cached_host_blocks();
 Allocator& meta_allocator();
 
 // Peak resident set size of this process in bytes (what the OS saw, including libraries).

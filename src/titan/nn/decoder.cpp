@@ -202,7 +202,8 @@ void Decoder::set_compute_dtype(DType dtype) {
   TITAN_CHECK(dtype == DType::f32 || dtype == DType::bf16, "[model] compute dtype ", dtype_name(dtype),
               " is not f32 or bf16");
   for (Parameter* p : parameters()) {
-    if (p->value.defined()) p->compute_dtype = dtype;  // a frozen bf16-only base stays bf16
+    // A frozen bf16-only base stays bf16; a quantized weight is decoded into the compute dtype.
+    if (p->value.defined() || p->quantized()) p->compute_dtype = dtype;
   }
 }
 

@@ -6,7 +6,7 @@
 namespace titan::nn {
 
 Linear::Linear(const LinearConfig& config, const std::string& fqn) : config_(config) {
-  weight.init(fqn + ".weight", {config.out_features, config.in_features}, parameter_device());
+  weight.init(fqn + ".weight", {config.out_features, config.in_features}, parameter_device(), /*quantizable=*/true);
   if (config.bias) bias.init(fqn + ".bias", {config.out_features}, parameter_device());
 }
 

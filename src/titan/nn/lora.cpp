@@ -1,8 +1,10 @@
 #include "titan/nn/lora.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
+#include "titan/core/log.h"
 #include "titan/core/rng.h"
 #include "titan/nn/decoder.h"
 #include "titan/nn/feed_forward.h"
@@ -107,14 +109,21 @@ std::map<std::string, LoraLinear*> lora_linears(Decoder& model) {
 
 void for_each_merged_weight(Decoder& model, const std::function<void(const std::string& fqn, const Tensor& w)>& fn) {
   const std::map<std::string, LoraLinear*> lora = lora_linears(model);
-  for (Parameter* p : model.parameters()) {
+  const ParameterList params = model.parameters();
+  if (std::ranges::any_of(params, [](const Parameter* p) { return p->quantized(); })) {
+    log_warn("[export] the base is quantized (lora.base_quantization): the merged weights are its decoded values "
+             "plus the adapters, lossy by the quantization error. HINT: lora.save_adapter writes the adapters alone, "
+             "for the original base");
+  }
+  for (Parameter* p : params) {
     if (is_lora_parameter(p->fqn)) continue;
     const auto it = lora.find(p->fqn);
+    // A quantized base is decoded (f32) first: the merged weight is lossy by the quantization error.
     if (it == lora.end()) {
-      fn(p->fqn, p->data());
+      fn(p->fqn, p->quantized() ? p->to_f32() : p->data());
     } else {
       const LoraLinear& l = *it->second;
-      fn(p->fqn, lora_merged(p->data(), l.lora_A.value, l.lora_B.value, l.scale()));
+      fn(p->fqn, lora_merged(p->quantized() ? p->to_f32() : p->data(), l.lora_A.value, l.lora_B.value, l.scale()));
     }
   }
 }

@@ -70,7 +70,7 @@ std::map<std::string, LoraLinear*> lora_linears(Decoder& model);
 // The weights an HF export writes, by FQN in parameters() order, one at a time (a merged weight
 // exists only during its call, so an export converts it before the next is made): every parameter
 // but the adapters, a LoRA base weight merged with its update (w + scale B A, f32), the others as
-// stored.
+// stored (a quantized base decoded to f32 first, so its merge carries the quantization error).
 void for_each_merged_weight(Decoder& model, const std::function<void(const std::string& fqn, const Tensor& w)>& fn);
 
 // The base weight with its update merged, f32 [out, in]: w + scale * b a (a merged export).

@@ -5,22 +5,31 @@
 namespace titan::nn {
 
 namespace {
-thread_local const DType* frozen_dtype = nullptr;  // the innermost FrozenParameterScope's
+thread_local const FrozenParameterScope* frozen_scope = nullptr;  // the innermost one
 }
 
-FrozenParameterScope::FrozenParameterScope(DType dtype) : previous_(frozen_dtype), dtype_(dtype) {
+FrozenParameterScope::FrozenParameterScope(DType dtype, std::optional<ops::QuantKind> quant)
+    : previous_(frozen_scope), dtype_(dtype), quant_(quant) {
   TITAN_CHECK(dtype == DType::f32 || dtype == DType::bf16, "[nn] a frozen base is stored in f32 or bf16, not ",
               dtype_name(dtype));
-  frozen_dtype = &dtype_;
+  frozen_scope = this;
 }
 
-FrozenParameterScope::~FrozenParameterScope() { frozen_dtype = previous_; }
+FrozenParameterScope::~FrozenParameterScope() { frozen_scope = previous_; }
 
-void Parameter::init(std::string name, const Shape& shape, Device device) {
-  if (frozen_dtype == nullptr) return init_trainable(std::move(name), shape, device);
+void Parameter::init(std::string name, const Shape& shape, Device device, bool quantizable) {
+  if (frozen_scope == nullptr) return init_trainable(std::move(name), shape, device);
   fqn = std::move(name);
   trainable = false;
-  if (*frozen_dtype == DType::bf16) {
+  if (quantizable && frozen_scope->quant_ && shape.size() == 2) {
+    quant_kind = *frozen_scope->quant_;
+    quant_shape = shape;
+    compute_dtype = frozen_scope->dtype_;
+    codes = ops::quant_codes(quant_kind, shape, device);
+    scales = ops::quant_scales(quant_kind, shape, device);
+    return;
+  }
+  if (frozen_scope->dtype_ == DType::bf16) {
     compute_dtype = DType::bf16;
     compute = Tensor::zeros(shape, DType::bf16, device);
   } else {
@@ -43,7 +52,31 @@ ParameterList trainable(const ParameterList& params) {
   return out;
 }
 
+void Parameter::assign(const Tensor& w) {
+  TITAN_CHECK(w.shape() == shape(), "[nn] ", fqn, ": assigning ", w.describe(), " to a parameter of shape ",
+              shape_str(shape()));
+  if (quantized()) {
+    ops::quantize(quant_kind, w.is_contiguous() ? w : w.contiguous(), codes, scales);
+  } else {
+    data().copy_from(w);
+  }
+}
+
+Tensor Parameter::to_f32() const {
+  if (quantized()) {
+    Tensor out = Tensor::empty(quant_shape, DType::f32, codes.device());
+    ops::dequantize(quant_kind, codes, scales, out);
+    return out;
+  }
+  return data().dtype() == DType::f32 ? data() : data().to(DType::f32);
+}
+
 Tensor Parameter::for_compute() const {
+  if (quantized()) {  // decoded at each use: one weight's transient copy in the compute dtype
+    Tensor out = Tensor::empty(quant_shape, compute_dtype, codes.device());
+    ops::dequantize(quant_kind, codes, scales, out);
+    return out;
+  }
   if (compute_dtype == DType::f32) return value;
   if (compute.defined()) return compute;
   return ops::cast_to(value, compute_dtype);

@@ -7,7 +7,10 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+
 #include "titan/core/tensor.h"
+#include "titan/ops/quantize/quantize.h"
 
 namespace titan::nn {
 
@@ -27,19 +30,34 @@ struct Parameter {
   // into grad_sink()'s scratch.
   bool trainable = true;
 
+  // A frozen linear weight stored quantized (lora.base_quantization, QLoRA): its codes and scales
+  // (ops/quantize.h) and shape; no `value` and no `compute`. for_compute() dequantizes it into a
+  // transient tensor of compute_dtype at each use.
+  Tensor codes, scales;
+  ops::QuantKind quant_kind = ops::QuantKind::nf4;
+  Shape quant_shape;
+  bool quantized() const { return codes.defined(); }
+
   // A zero parameter: f32 value and gradient, or, inside a FrozenParameterScope, a frozen one
-  // stored in the scope's dtype (bf16: `compute` only, compute_dtype bf16, no `value`).
-  void init(std::string name, const Shape& shape, Device device);
+  // stored in the scope's dtype (bf16: `compute` only, compute_dtype bf16, no `value`), or
+  // quantized where the scope quantizes and `quantizable` (a Linear's weight) says it may be.
+  void init(std::string name, const Shape& shape, Device device, bool quantizable = false);
   // Always a trainable f32 parameter (LoRA adapters built inside a FrozenParameterScope).
   void init_trainable(std::string name, const Shape& shape, Device device);
-  bool defined() const { return value.defined() || compute.defined(); }
+  bool defined() const { return value.defined() || compute.defined() || quantized(); }
+  Shape shape() const { return quantized() ? quant_shape : data().shape(); }
+  // Sets the weight from a whole tensor of its shape (f32 or bf16): copied into `value` or
+  // `compute`, or quantized.
+  void assign(const Tensor& w);
+  // The weight as an f32 tensor: `value`, or `compute` widened, or the quantized weight decoded.
+  Tensor to_f32() const;
   // Where the weight lives: `value`, or `compute` for a frozen parameter stored in bf16 only.
   // Loading writes here (copy_from converts).
   Tensor& data() { return value.defined() ? value : compute; }
   const Tensor& data() const { return value.defined() ? value : compute; }
   // What a backward accumulates this parameter's gradient into: `grad`, or for a frozen parameter
   // a zeroed scratch that is dropped after the call (for ops that cannot skip a weight gradient).
-  Tensor grad_sink() const { return grad.defined() ? grad : Tensor::zeros(data().shape()); }
+  Tensor grad_sink() const { return grad.defined() ? grad : Tensor::zeros(shape()); }
   // The parameter in compute_dtype: `value` (f32), or `compute` / `value` rounded to bf16.
   Tensor for_compute() const;
   // The compute value widened to f32 (ops whose math stays f32: RMSNorm, the router, the embedding
@@ -54,16 +72,20 @@ ParameterList trainable(const ParameterList& params);
 
 // While alive, Parameter::init on this thread builds frozen parameters stored in `dtype` (f32 or
 // bf16), so a frozen base is never allocated in f32 nor given a gradient: building a LoRA model.
+// With `quant`, the quantizable ones (linear weights) are stored quantized instead (QLoRA), and
+// computed with in `dtype`.
 class FrozenParameterScope {
  public:
-  explicit FrozenParameterScope(DType dtype);
+  explicit FrozenParameterScope(DType dtype, std::optional<ops::QuantKind> quant = std::nullopt);
   ~FrozenParameterScope();
   FrozenParameterScope(const FrozenParameterScope&) = delete;
   FrozenParameterScope& operator=(const FrozenParameterScope&) = delete;
 
  private:
-  const DType* previous_;
+  const FrozenParameterScope* previous_;
   DType dtype_;
+  std::optional<ops::QuantKind> quant_;
+  friend struct Parameter;
 };
 
 // Where modules allocate their parameters: the default device (core/tensor.h), the host unless a

@@ -15,6 +15,7 @@
 #include "titan/core/log.h"
 #include "titan/core/slices.h"
 #include "titan/models/decoder/peft.h"
+#include "titan/train/muon.h"
 
 namespace titan::train {
 namespace {
@@ -194,14 +195,7 @@ void Checkpointer::restore_training(const ckpt::TrainState& s, const std::string
       shapes.push_back(full_shapes_[i]);
     }
   }
-  const bool saved_by_muon = std::ranges::any_of(s.optimizer, [](const auto& named) {
-    return named.first.ends_with(".momentum_buffer");
-  });
-  TITAN_CHECK(s.optimizer.empty() || saved_by_muon == config::uses_muon(config_.optimizer), "[train] ", dir,
-              "/optimizer.safetensors holds ", saved_by_muon ? "Muon" : "AdamW",
-              " state but this run's optimizer.name is ", config_.optimizer.name,
-              ". HINT: resume with optimizer.name ", saved_by_muon ? "Muon" : "AdamW",
-              ", or load the weights only (checkpoint.initial_load_path with checkpoint.initial_load_model_only)");
+  check_optimizer_kind(s.optimizer, config::uses_muon(config_.optimizer), dir + "/optimizer.safetensors");
   const std::vector<Tensor> saved = match_tensors(model_.pipeline() ? only_named(s.optimizer, names) : s.optimizer,
                                                   names, shapes, dir + "/optimizer.safetensors");
   std::map<std::string, const Tensor*> by_name;

@@ -66,7 +66,11 @@ std::unique_ptr<nn::Decoder> build_job_model(const config::JobConfig& c, const m
   // LoRA: everything but the adapters is frozen, stored in the compute dtype (a bf16 base costs 2
   // bytes a weight and has no gradient or optimizer state).
   std::optional<nn::FrozenParameterScope> frozen;
-  if (c.lora.rank > 0) frozen.emplace(compute_dtype(param));
+  // QLoRA (lora.base_quantization): the base's linear weights stored quantized instead.
+  std::optional<ops::QuantKind> quant;
+  if (c.lora.base_quantization == "nf4") quant = ops::QuantKind::nf4;
+  if (c.lora.base_quantization == "int8") quant = ops::QuantKind::int8;
+  if (c.lora.rank > 0) frozen.emplace(compute_dtype(param), quant);
   std::unique_ptr<nn::Decoder> whole = model.spec->build(model.config, tree);
   whole->check_shapes(c.training.local_batch_size, c.training.seq_len);
   if (c.validation.enable) {

@@ -73,7 +73,11 @@ MemoryFloor memory_floor_states(const MemoryFloorInput& in) {
   const double expert_shift = e.expert_weights * (expert_share - share) * per_element;
   // LoRA adapters train like any parameter: f32 master, gradient and two AdamW moments.
   f.adapter_states = in.adapter_elements * trained_share * trained;
-  f.states = e.total * share * per_element + expert_shift + f.adapter_states;
+  // QLoRA: the blocks' linear weights (all but the embedding, head, norms and experts) quantized.
+  const double quantized =
+      in.frozen_base && in.quantized_bytes_per_weight > 0 ? std::max(0.0, e.total - e.root - e.experts) : 0.0;
+  f.states = (e.total - quantized) * share * per_element + quantized * share * in.quantized_bytes_per_weight +
+             expert_shift + f.adapter_states;
   f.embedding_states = e.root * share * per_element;
   f.expert_states = e.experts * share * per_element + expert_shift;
   f.frozen = in.frozen_base;

@@ -6,7 +6,8 @@
 // The floor counts what a rank cannot do without:
 //   states       the parameters a rank holds with their gradients and AdamW moments (4 + 4 + 8
 //                bytes per element of its FSDP/TP share; 4 + 4 + 4 with bf16 moments), or a frozen
-//                LoRA base in its compute dtype (whole on every rank) plus its adapters with their
+//                LoRA base in its compute dtype (whole on every rank; the blocks' linear weights
+//                at their quantized size under lora.base_quantization) plus its adapters with their
 //                gradients and moments (16 bytes per element of the share, 12 with bf16 moments)
 //   activations  what the step adds at its peak on this rank, measured on the meta device
 //                (train/meta_plan.h: the job's model, parallelize and step with no values, so
@@ -39,6 +40,9 @@ struct MemoryFloorInput {
   bool frozen_base = false;              // LoRA: no gradients or optimizer state for the base
   bool bf16_moments = false;             // optimizer.state_dtype bfloat16: 2 + 2 bytes of moments
   double adapter_elements = 0;           // LoRA adapters (trained: 16 bytes each); lora_adapter_elements
+  // lora.base_quantization: bytes per weight of the frozen blocks' linear weights (nf4 0.5625 with
+  // its absmax, int8 ~1); 0: stored in the compute dtype like the rest of the base.
+  double quantized_bytes_per_weight = 0;
   double measured_peak = 0;              // the meta run's step peak (MetaPlan::peak); 0 = not measured
 };
 

@@ -38,6 +38,15 @@ std::vector<std::pair<int64_t, int64_t>> global_offsets(const ckpt::TensorPiece&
 
 }  // namespace
 
+void check_optimizer_kind(const ckpt::NamedTensors& saved, bool muon, const std::string& where) {
+  if (saved.empty()) return;  // a model-only save: nothing to mismatch
+  const bool by_muon = std::ranges::any_of(saved, [](const auto& t) { return t.first.ends_with(".momentum_buffer"); });
+  const char* writer = by_muon ? "Muon" : "AdamW";
+  TITAN_CHECK(by_muon == muon, "[train] ", where, " holds ", writer, " state but this run's optimizer is ",
+              muon ? "Muon" : "AdamW", ". HINT: resume with optimizer.name ", writer,
+              ", or load the weights only (checkpoint.initial_load_path with checkpoint.initial_load_model_only)");
+}
+
 MuonLrAdjust parse_muon_lr_adjust(const std::string& name) {
   if (name == "original") return MuonLrAdjust::original;
   if (name == "match_rms_adamw") return MuonLrAdjust::match_rms_adamw;

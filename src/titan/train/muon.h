@@ -48,6 +48,10 @@ struct MuonConfig {
   double weight_decay = 0.1;
 };
 
+// A checkpoint's optimizer state (`saved`, from the file `where`) was written by the optimizer this
+// run uses (Muon: "<fqn>.momentum_buffer" tensors; AdamW: none); else a one-line error naming both.
+void check_optimizer_kind(const ckpt::NamedTensors& saved, bool muon, const std::string& where);
+
 class Muon final : public Optimizer {
  public:
   // params: this rank's trained tensors; places[i]: where params[i] sits in its global parameter

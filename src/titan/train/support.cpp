@@ -13,6 +13,7 @@ JobFeatures job_features(const config::JobConfig& c, const nn::DecoderConfig* mo
   f.ep = c.parallelism.expert_parallel_degree;
   f.pp = c.parallelism.pipeline_parallel_degree;
   f.lora_rank = c.lora.rank;
+  f.base_quantization = c.lora.base_quantization;
   f.plugin_overrides = !plugins::split_imports(c.overrides.imports).empty();
   f.model_label = model_label(c);
   if (model != nullptr) {
@@ -29,6 +30,12 @@ const std::vector<SupportRule>& support_matrix() {
        [](const JobFeatures& j) {
          return str("lora.rank=", j.lora_rank, " with parallelism.pipeline_parallel_degree=", j.pp,
                     ": LoRA is not pipelined yet; use data_parallel_shard_degree (FSDP) instead");
+       }},
+      {"quantized LoRA base", "tensor parallelism", "TP would cut a quantized weight's blocks", false,
+       [](const JobFeatures& j) { return j.base_quantization != "none" && j.tp > 1; },
+       [](const JobFeatures& j) {
+         return str("lora.base_quantization=", j.base_quantization, " with parallelism.tensor_parallel_degree=", j.tp,
+                    ": a quantized base is not tensor-parallel; use data_parallel_shard_degree (FSDP) instead");
        }},
       {"LoRA", "tensor parallelism", "adapters are not split with their projections", false,
        [](const JobFeatures& j) { return j.lora_rank > 0 && j.tp > 1; },

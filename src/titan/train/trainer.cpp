@@ -31,7 +31,11 @@ void Trainer::log_setup() const {
     log_info(str("[lora] rank ", c_.lora.rank, ", alpha ", c_.lora.alpha, " on ", modules, " projections: ",
                  static_cast<double>(trainable_params_) / 1e6, "M trainable parameters (",
                  100.0 * static_cast<double>(trainable_params_) / static_cast<double>(mc.num_params()), "% of ",
-                 params_m, "M); the base is frozen in ", c_.training.mixed_precision_param));
+                 params_m, "M); the base is frozen in ", c_.training.mixed_precision_param,
+                 c_.lora.base_quantization == "none"
+                     ? std::string()
+                     : str(", its linear weights quantized ", c_.lora.base_quantization,
+                           " (bitsandbytes' format, decoded at each use)")));
   }
   if (const auto* muon = dynamic_cast<const Muon*>(optimizer_.get())) log_info(str("[optimizer] ", muon->describe()));
   if (c_.optimizer.state_dtype == "bfloat16") {

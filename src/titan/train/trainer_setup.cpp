@@ -20,6 +20,8 @@
 #include "titan/train/support.h"
 #include "titan/train/trainer.h"
 
+#include "titan/core/allocator.h"
+
 namespace titan::train {
 namespace {
 
@@ -117,6 +119,8 @@ void Trainer::check_memory(bool measured) const {
   in.pp = mesh_->degrees().pp;
   in.bf16 = precision_.param == Precision::bfloat16;
   in.frozen_base = c_.lora.rank > 0;
+  if (c_.lora.base_quantization == "nf4") in.quantized_bytes_per_weight = 0.5 + 4.0 / ops::kNf4Block;
+  if (c_.lora.base_quantization == "int8") in.quantized_bytes_per_weight = 1.0 + 4.0 / resolved_.config.dim;
   in.bf16_moments = c_.optimizer.state_dtype == "bfloat16";
   FloorFields fields;
   if (c_.model.name.empty()) {  // the model of a config.json
@@ -316,6 +320,7 @@ void Trainer::setup_run() {
   checkpointer_ = std::make_unique<Checkpointer>(c_, *model_, *optimizer_, *loader_);
   start_ = checkpointer_->load_at_start(resume);
   tokens_seen_ = start_.tokens_seen;
+  release_cached_host_blocks();  // loading's per-tensor staging: not resident through the run
 }
 
 }  // namespace titan::train

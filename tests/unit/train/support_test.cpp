@@ -37,6 +37,7 @@ TEST(SupportMatrix, EachRuleHitsExactlyItsCombination) {
   };
   const std::vector<Case> cases = {
       {[](JobFeatures& j) { j.lora_rank = 8, j.pp = 2; }, "LoRA with pipeline parallelism"},
+      {[](JobFeatures& j) { j.base_quantization = "nf4", j.tp = 2; }, "quantized LoRA base with tensor parallelism"},
       {[](JobFeatures& j) { j.lora_rank = 8, j.tp = 2; }, "LoRA with tensor parallelism"},
       {[](JobFeatures& j) { j.lora_rank = 8, j.ep = 2; }, "LoRA with expert parallelism"},
       {[](JobFeatures& j) { j.ep = 2, j.tp = 2; }, "expert parallelism with tensor parallelism"},
@@ -53,7 +54,8 @@ TEST(SupportMatrix, EachRuleHitsExactlyItsCombination) {
   for (void (*set)(JobFeatures&) :
        {+[](JobFeatures& j) { j.lora_rank = 8; }, +[](JobFeatures& j) { j.tp = 4; },
         +[](JobFeatures& j) { j.ep = 4; }, +[](JobFeatures& j) { j.pp = 4; },
-        +[](JobFeatures& j) { j.plugin_overrides = true; }, +[](JobFeatures& j) { j.tied_embeddings = true; }}) {
+        +[](JobFeatures& j) { j.plugin_overrides = true; }, +[](JobFeatures& j) { j.tied_embeddings = true; },
+        +[](JobFeatures& j) { j.base_quantization = "int8"; }}) {
     JobFeatures j = plain();
     set(j);
     EXPECT_TRUE(hits(j).empty());

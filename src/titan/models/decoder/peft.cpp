@@ -140,7 +140,9 @@ void load_peft_weights(nn::Decoder& model, const PeftAdapter& adapter) {
 }
 
 std::unique_ptr<nn::Decoder> load_hf_model_with_adapter(const ModelSpec& spec, const std::string& dir,
-                                                         const std::string& adapter_dir) {
+                                                         const std::string& adapter_dir,
+                                                         std::optional<ops::QuantKind> base_quant) {
+  TITAN_CHECK(!base_quant || !adapter_dir.empty(), "[adapter] a quantized base needs an adapter (internal)");
   if (adapter_dir.empty()) return load_hf_model(spec, dir);
   const PeftAdapter adapter = read_peft_adapter(adapter_dir);
   const nn::DecoderConfig config = spec.hf.read_config(dir);
@@ -155,7 +157,10 @@ std::unique_ptr<nn::Decoder> load_hf_model_with_adapter(const ModelSpec& spec, c
   options.alpha = adapter.alpha;
   options.target_modules = adapter.modules;
   plugins::apply_overrides(tree, {plugins::lora_override(options)});
+  std::optional<nn::FrozenParameterScope> frozen;  // QLoRA: the base frozen, its linear weights quantized
+  if (base_quant) frozen.emplace(DType::f32, base_quant);
   std::unique_ptr<nn::Decoder> model = spec.build(config, tree);
+  frozen.reset();
   spec.hf.load_weights(*model, dir);
   load_peft_weights(*model, adapter);
   log_info(str("[adapter] ", adapter_dir, ": LoRA r = ", adapter.rank, ", alpha ", adapter.alpha, " on ",

@@ -5,11 +5,13 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "titan/checkpoint/output_folder.h"
 #include "titan/models/model_spec.h"
+#include "titan/ops/quantize/quantize.h"
 
 namespace titan::models {
 
@@ -32,9 +34,11 @@ PeftAdapter read_peft_adapter(const std::string& dir);
 void load_peft_weights(nn::Decoder& model, const PeftAdapter& adapter);
 
 // The HF folder `dir` (config.json + safetensors) with `adapter_dir`'s adapter on it (empty: none):
-// LoraLinear nodes where the adapter has tensors, base and adapter weights loaded.
+// LoraLinear nodes where the adapter has tensors, base and adapter weights loaded. With
+// `base_quant` (an adapter needed) the base is frozen, its linear weights stored quantized.
 std::unique_ptr<nn::Decoder> load_hf_model_with_adapter(const ModelSpec& spec, const std::string& dir,
-                                                         const std::string& adapter_dir);
+                                                         const std::string& adapter_dir,
+                                                         std::optional<ops::QuantKind> base_quant = std::nullopt);
 
 // Writes `model`'s adapters as a PEFT folder at dir.path (atomically: a temporary folder swapped
 // in; an existing folder only when it is an earlier adapter output or dir.overwrite, see

@@ -54,7 +54,7 @@ void init_weights(nn::Decoder& model, uint64_t seed) {
     progress.advance();
     const std::string& f = p->fqn;
     // A frozen base stored in bf16 is drawn in f32 and rounded (the same numbers).
-    Tensor value = p->value.defined() ? p->value : Tensor::empty(p->data().shape());
+    Tensor value = p->value.defined() ? p->value : Tensor::empty(p->shape());
     value.zero_();
     if (p == &head) {
       fill_trunc_normal(value, Rng(seed, stream(f)), head_std, -3 * head_std, 3 * head_std);
@@ -90,7 +90,7 @@ void init_weights(nn::Decoder& model, uint64_t seed) {
       const float std = residual ? depth_std(layer_of(f)) : 0.02f;
       fill_trunc_normal(value, Rng(seed, stream(f)), std, -2.0f, 2.0f);
     }
-    if (!p->value.defined()) p->data().copy_from(value);
+    if (!p->value.defined()) p->assign(value);
   }
   for (nn::Parameter* b : model.buffers()) b->value.zero_();  // the experts' selection bias starts at 0
 }
@@ -162,7 +162,9 @@ void load_hf_weights(nn::Decoder& model, const std::string& dir) {
   for (nn::Parameter* p : params) {
     progress.advance();
     if (nn::is_lora_parameter(p->fqn)) continue;  // adapters are not in a base model's folder
-    for (auto& [text_name, dst] : to_hf_tensors(p->fqn, p->data())) {
+    // A quantized base weight is read into an f32 staging copy of this one tensor, then quantized.
+    const Tensor staging = p->quantized() ? Tensor::empty(p->shape()) : Tensor();
+    for (auto& [text_name, dst] : to_hf_tensors(p->fqn, p->quantized() ? staging : p->data())) {
       const std::string hf = layout.hf_name(text_name);
       const ckpt::TensorInfo* info = weights.find(hf);
       if (info == nullptr) {
@@ -185,6 +187,7 @@ void load_hf_weights(nn::Decoder& model, const std::string& dir) {
       }
       unused.erase(hf);
     }
+    if (p->quantized() && missing.empty()) p->assign(staging);
   }
   if (model.config().tie_embeddings && unused.count("lm_head.weight")) {
     // Some exports store the tied head anyway; accept it only if it really is the embedding.

@@ -64,24 +64,32 @@ static int64_t flat(const Shape& s) {
   return n;
 }
 
-Tensor quant_codes(QuantKind kind, const Shape& shape, Device device) {
-  if (kind == QuantKind::nf4) return Tensor::zeros({(flat(shape) + 1) / 2}, DType::u8, device);
-  return Tensor::zeros(shape, DType::i8, device);
+// The codes' and scales' shapes of a weight of `shape` in `kind` (quant_codes / quant_scales).
+static Shape codes_shape(QuantKind kind, const Shape& shape) {
+  return kind == QuantKind::nf4 ? Shape{(flat(shape) + 1) / 2} : shape;
 }
-
-Tensor quant_scales(QuantKind kind, const Shape& shape, Device device) {
-  if (kind == QuantKind::nf4) return Tensor::zeros({(flat(shape) + kNf4Block - 1) / kNf4Block}, DType::f32, device);
-  return Tensor::zeros({shape.empty() ? 0 : shape[0]}, DType::f32, device);
+static Shape scales_shape(QuantKind kind, const Shape& shape) {
+  if (kind == QuantKind::nf4) return {(flat(shape) + kNf4Block - 1) / kNf4Block};
+  return {shape.empty() ? 0 : shape[0]};
 }
 
 static void check_packed(const char* op, QuantKind kind, const Shape& shape, const Tensor& codes, const Tensor& scales) {
-  const Tensor want_codes = quant_codes(kind, shape, Device::meta), want_scales = quant_scales(kind, shape, Device::meta);
-  TITAN_CHECK(codes.dtype() == want_codes.dtype() && codes.shape() == want_codes.shape() && codes.is_contiguous(),
-              "[", op, "] codes: expected contiguous ", dtype_name(want_codes.dtype()), shape_str(want_codes.shape()),
-              " for a ", quant_kind_name(kind), " weight ", shape_str(shape), ", got ", codes.describe());
-  TITAN_CHECK(scales.dtype() == DType::f32 && scales.shape() == want_scales.shape() && scales.is_contiguous(),
-              "[", op, "] scales: expected contiguous f32", shape_str(want_scales.shape()), " for a ",
-              quant_kind_name(kind), " weight ", shape_str(shape), ", got ", scales.describe());
+  const DType code_dtype = kind == QuantKind::nf4 ? DType::u8 : DType::i8;
+  const Shape want_codes = codes_shape(kind, shape), want_scales = scales_shape(kind, shape);
+  TITAN_CHECK(codes.dtype() == code_dtype && codes.shape() == want_codes && codes.is_contiguous(), "[", op,
+              "] codes: expected contiguous ", dtype_name(code_dtype), shape_str(want_codes), " for a ",
+              quant_kind_name(kind), " weight ", shape_str(shape), ", got ", codes.describe());
+  TITAN_CHECK(scales.dtype() == DType::f32 && scales.shape() == want_scales && scales.is_contiguous(), "[", op,
+              "] scales: expected contiguous f32", shape_str(want_scales), " for a ", quant_kind_name(kind),
+              " weight ", shape_str(shape), ", got ", scales.describe());
+}
+
+Tensor quant_codes(QuantKind kind, const Shape& shape, Device device) {
+  return Tensor::zeros(codes_shape(kind, shape), kind == QuantKind::nf4 ? DType::u8 : DType::i8, device);
+}
+
+Tensor quant_scales(QuantKind kind, const Shape& shape, Device device) {
+  return Tensor::zeros(scales_shape(kind, shape), DType::f32, device);
 }
 
 void check_quantize(QuantKind kind, const Tensor& w, const Tensor& codes, const Tensor& scales) {
