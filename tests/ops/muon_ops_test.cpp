@@ -12,16 +12,6 @@ namespace {
 
 using namespace titan::testing;
 
-double relative_difference(const Tensor& got, const Tensor& want) {
-  double num = 0.0, den = 0.0;
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    const double d = double(got.data<float>()[i]) - want.data<float>()[i];
-    num += d * d;
-    den += double(want.data<float>()[i]) * want.data<float>()[i];
-  }
-  return std::sqrt(num / den);
-}
-
 Tensor orthogonalised(const NewtonSchulzImpl& impl, const Tensor& g) {
   Tensor out = garbage(g.shape());
   impl.forward(g, out, NewtonSchulzArgs{});

@@ -74,6 +74,16 @@ static ::testing::AssertionResult compare(const std::string& where, const double
          << " at index " << worst << " (got " << got[worst] << ", want " << want[worst] << ")";
 }
 
+double relative_difference(const Tensor& got, const Tensor& want) {
+  double num = 0.0, den = 0.0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const double d = double(got.data<float>()[i]) - want.data<float>()[i];
+    num += d * d;
+    den += double(want.data<float>()[i]) * want.data<float>()[i];
+  }
+  return std::sqrt(num / den);
+}
+
 ::testing::AssertionResult all_close(const std::string& where, const Tensor& got, const Tensor& want,
                                      Tolerance tol) {
   if (got.shape() != want.shape()) {

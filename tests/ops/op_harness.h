@@ -44,6 +44,9 @@ Tensor from_doubles(const std::vector<double>& v, const Shape& shape);
 // |got - want| <= atol + rtol * |want| for every element.
 ::testing::AssertionResult all_close(const std::string& where, const Tensor& got, const Tensor& want,
                                      Tolerance tol);
+// ||got - want||_F / ||want||_F over f32 tensors of one shape: how far a result that may differ by
+// roundings everywhere (a bf16 iteration, such as Newton-Schulz) is from the reference as a whole.
+double relative_difference(const Tensor& got, const Tensor& want);
 ::testing::AssertionResult all_close(const std::string& where, const std::vector<double>& got,
                                      const std::vector<double>& want, Tolerance tol);
 

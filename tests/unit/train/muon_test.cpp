@@ -25,17 +25,6 @@ using namespace titan::testing;
 
 std::string fixture(const std::string& name) { return source_path("tests/fixtures/muon/" + name); }
 
-// ||got - want||_F / ||want||_F.
-double relative_difference(const Tensor& got, const Tensor& want) {
-  double num = 0.0, den = 0.0;
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    const double d = double(got.data<float>()[i]) - want.data<float>()[i];
-    num += d * d;
-    den += double(want.data<float>()[i]) * want.data<float>()[i];
-  }
-  return std::sqrt(num / den);
-}
-
 bool bf16_exact(const Tensor& t) {
   for (int64_t i = 0; i < t.numel(); ++i) {
     const float v = t.data<float>()[i];
