@@ -62,21 +62,19 @@ void Parameter::assign(const Tensor& w) {
   }
 }
 
+Tensor Parameter::decoded(DType dtype) const {
+  Tensor out = Tensor::empty(quant_shape, dtype, codes.device());
+  ops::dequantize(quant_kind, codes, scales, out);
+  return out;
+}
+
 Tensor Parameter::to_f32() const {
-  if (quantized()) {
-    Tensor out = Tensor::empty(quant_shape, DType::f32, codes.device());
-    ops::dequantize(quant_kind, codes, scales, out);
-    return out;
-  }
+  if (quantized()) return decoded(DType::f32);
   return data().dtype() == DType::f32 ? data() : data().to(DType::f32);
 }
 
 Tensor Parameter::for_compute() const {
-  if (quantized()) {  // decoded at each use: one weight's transient copy in the compute dtype
-    Tensor out = Tensor::empty(quant_shape, compute_dtype, codes.device());
-    ops::dequantize(quant_kind, codes, scales, out);
-    return out;
-  }
+  if (quantized()) return decoded(compute_dtype);  // at each use: one weight's transient copy
   if (compute_dtype == DType::f32) return value;
   if (compute.defined()) return compute;
   return ops::cast_to(value, compute_dtype);

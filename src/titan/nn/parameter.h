@@ -4,10 +4,9 @@
 // optimizer state, and may hold no f32 master at all (bf16 only, in `compute`).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
-
-#include <optional>
 
 #include "titan/core/tensor.h"
 #include "titan/ops/quantize/quantize.h"
@@ -51,6 +50,8 @@ struct Parameter {
   void assign(const Tensor& w);
   // The weight as an f32 tensor: `value`, or `compute` widened, or the quantized weight decoded.
   Tensor to_f32() const;
+  // A quantized weight decoded into a new tensor of `dtype` (f32 or bf16).
+  Tensor decoded(DType dtype) const;
   // Where the weight lives: `value`, or `compute` for a frozen parameter stored in bf16 only.
   // Loading writes here (copy_from converts).
   Tensor& data() { return value.defined() ? value : compute; }

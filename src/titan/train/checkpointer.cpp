@@ -21,6 +21,8 @@ namespace titan::train {
 namespace {
 
 namespace fs = std::filesystem;
+constexpr const char* kOtherModel = ". HINT: the checkpoint is from another model; match model.name / model.n_layers";
+
 // The checkpoint's tensors named `names`, in that order; `where` names the file in errors. Every
 // name must be there with its shape, and nothing else (missing and unexpected names are listed).
 std::vector<Tensor> match_tensors(const ckpt::NamedTensors& saved, const std::vector<std::string>& names,
@@ -36,16 +38,14 @@ std::vector<Tensor> match_tensors(const ckpt::NamedTensors& saved, const std::ve
       continue;
     }
     TITAN_CHECK(it->second->shape() == shapes[i], "[train] ", where, ": ", names[i], " is ", it->second->describe(),
-                ", the model expects ", shape_str(shapes[i]),
-                ". HINT: the checkpoint is from another model; match model.name / model.n_layers");
+                ", the model expects ", shape_str(shapes[i]), kOtherModel);
     out.push_back(*it->second);
     by_name.erase(it);
   }
   std::string unexpected;
   for (const auto& [name, t] : by_name) unexpected += str(unexpected.empty() ? "" : ", ", name);
   TITAN_CHECK(missing.empty() && unexpected.empty(), "[train] ", where, " does not match the model: missing [",
-              missing, "], unexpected [", unexpected,
-              "]. HINT: the checkpoint is from another model; match model.name / model.n_layers");
+              missing, "], unexpected [", unexpected, "]", kOtherModel);
   return out;
 }
 
@@ -73,12 +73,8 @@ Tensor piece_of(const Tensor& whole, const ckpt::TensorPiece& piece, const Tenso
 }
 
 ckpt::SaveGroup save_group(parallel::Comm& comm) {
-  ckpt::SaveGroup g;
-  g.rank = comm.rank();
-  g.world = comm.size();
-  g.all_gather = [&comm](const std::string& s) { return comm.all_gather_strings(s); };
-  g.broadcast = [&comm](const std::string& s) { return comm.broadcast_string(s, 0); };
-  return g;
+  return {comm.rank(), comm.size(), [&comm](const std::string& s) { return comm.all_gather_strings(s); },
+          [&comm](const std::string& s) { return comm.broadcast_string(s, 0); }};
 }
 
 }  // namespace

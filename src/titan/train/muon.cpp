@@ -108,6 +108,8 @@ Muon::Muon(nn::ParameterList params, std::vector<ckpt::TensorPiece> places, std:
     adamw_slot_.push_back(-1);
     pieces_.push_back(std::move(piece));
   }
+  pieces_of_.resize(matrices_.size());
+  for (size_t k = 0; k < pieces_.size(); ++k) pieces_of_[pieces_[k].matrix].push_back(k);
   adamw_ = std::make_unique<AdamW>(std::move(rest), adamw);
 }
 
@@ -123,13 +125,21 @@ void Muon::step(double lr) {
   for (size_t j = 0; j < matrices_.size(); ++j) {
     const Shape& shape = matrices_[j].second;
     std::vector<Piece*> mine;
-    for (Piece& piece : pieces_) {
-      if (piece.matrix == j) mine.push_back(&piece);
-    }
+    for (size_t k : pieces_of_[j]) mine.push_back(&pieces_[k]);
     if (!shared && mine.empty()) continue;
     const Device device = mine.empty() ? params_.empty() ? Device::cpu : params_[0]->value.device()
                                        : params_[mine[0]->param]->value.device();
     const bool values = device != Device::meta;
+    const int64_t a = shape[shape.size() - 2], b = shape[shape.size() - 1];
+    const double step = muon_adjusted_lr(lr, cfg_.adjust_lr, a, b);
+    Tensor orth = Tensor::empty(shape, DType::f32, device);
+    // One rank holding the whole matrix (its one piece is the matrix): orthogonalise it in place of
+    // assembling a copy.
+    if (!shared && mine.size() == 1 && mine[0]->update.shape() == shape) {
+      ops::newton_schulz(mine[0]->update, orth, cfg_.newton_schulz);
+      ops::muon_apply(params_[mine[0]->param]->value, orth, 1.0 - lr * cfg_.weight_decay, step);
+      continue;
+    }
     // The whole update matrix: this rank's pieces (a copy is contributed by the rank that owns it).
     Tensor whole = Tensor::zeros(shape, DType::f32, device);
     for (const Piece* piece : mine) {
@@ -139,12 +149,9 @@ void Muon::step(double lr) {
       for (const Run& r : piece->runs) std::memcpy(dst + r.global, src + r.local, sizeof(float) * r.length);
     }
     if (shared) group_->all_reduce_sum(whole);
-    Tensor orth = Tensor::empty(shape, DType::f32, device);
     const int owner = shared ? static_cast<int>(j % static_cast<size_t>(group_->size())) : 0;
     if (!shared || group_->rank() == owner) ops::newton_schulz(whole, orth, cfg_.newton_schulz);
     if (shared && values) group_->broadcast(orth.raw_data(), orth.nbytes(), owner);
-    const int64_t a = shape[shape.size() - 2], b = shape[shape.size() - 1];
-    const double step = muon_adjusted_lr(lr, cfg_.adjust_lr, a, b);
     for (Piece* piece : mine) {
       if (values) {  // this piece's elements of the orthogonalised matrix, into its update buffer
         const float* src = orth.data<float>();

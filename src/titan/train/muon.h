@@ -98,6 +98,7 @@ class Muon final : public Optimizer {
   std::vector<int64_t> slot_;        // per param: its index in pieces_, or -1 (AdamW's)
   std::vector<int64_t> adamw_slot_;  // per param: its index in adamw_'s list, or -1
   std::vector<Piece> pieces_;
+  std::vector<std::vector<size_t>> pieces_of_;  // per matrix: its pieces on this rank (indices into pieces_)
   std::unique_ptr<AdamW> adamw_;
   int64_t step_count_ = 0;
 };
