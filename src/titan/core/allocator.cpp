@@ -2,6 +2,8 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -32,24 +34,42 @@ void Allocator::on_deallocate(size_t bytes) { live_.fetch_sub(static_cast<int64_
 // bf16 rounding of its weight, some hundreds of MiB each): glibc serves each with a fresh mmap,
 // so every step faulted in and zeroed them again (~6% of the bf16 bench step in the kernel's
 // clear_page). Exact sizes only, and at most kCachedBytes in all, so a cached block never stands in
-// for a different allocation, and memory the job no longer asks for is not held beyond that cap.
+// for a different allocation. The cache never lifts the footprint above the job's own high-water
+// mark either: a block is kept only while live + cached bytes stay within the most the job has had
+// live at once, and an allocation that would pass that mark first frees cached blocks (oldest
+// first). The peak RSS is then the allocator's peak plus the libraries, not plus the cache.
 namespace {
 constexpr size_t kCacheMinBytes = size_t{32} << 20;  // glibc's largest mmap threshold
 constexpr size_t kCachedBytes = size_t{2} << 30;
 
 struct LargeBlockCache {
   std::mutex mutex;
-  std::vector<std::pair<size_t, void*>> blocks;  // (rounded size, block)
-  size_t bytes = 0;
+  std::vector<std::pair<size_t, void*>> blocks;  // (rounded size, block), oldest first
+  std::atomic<size_t> bytes{0};
+  std::atomic<size_t> high_water{0};  // the most bytes live at once; never reset, unlike the stats' peak
 
-  void* take(size_t rounded) {
+  // Before every host allocation of `rounded` bytes while `live` bytes are live: a cached block of
+  // that size (large requests only), else null, after freeing the cached blocks that would lift
+  // live + cached above the high-water mark.
+  void* take(size_t rounded, size_t live) {
+    const size_t after = live + rounded;
+    size_t mark = high_water.load();
+    while (after > mark && !high_water.compare_exchange_weak(mark, after)) {
+    }
+    mark = std::max(mark, after);
+    if (bytes.load() == 0 || (rounded < kCacheMinBytes && after + bytes.load() <= mark)) return nullptr;
     std::lock_guard<std::mutex> lock(mutex);
-    for (size_t i = 0; i < blocks.size(); ++i) {
+    for (size_t i = 0; rounded >= kCacheMinBytes && i < blocks.size(); ++i) {
       if (blocks[i].first != rounded) continue;
       void* ptr = blocks[i].second;
       blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(i));
       bytes -= rounded;
       return ptr;
+    }
+    while (!blocks.empty() && after + bytes.load() > mark) {
+      std::free(blocks.front().second);
+      bytes -= blocks.front().first;
+      blocks.erase(blocks.begin());
     }
     return nullptr;
   }
@@ -59,12 +79,14 @@ struct LargeBlockCache {
     blocks.clear();
     bytes = 0;
   }
-  // False when the cache is full: the caller frees the block.
-  bool keep(size_t rounded, void* ptr) {
+  // False when the cache is full or the block would lift live + cached (`live_after` once it is
+  // freed) above the high-water mark: the caller frees the block.
+  bool keep(size_t rounded, void* ptr, size_t live_after) {
     std::lock_guard<std::mutex> lock(mutex);
-    if (bytes + rounded > kCachedBytes) return false;
+    const size_t cached = bytes.load() + rounded;
+    if (cached > kCachedBytes || live_after + cached > high_water.load()) return false;
     blocks.emplace_back(rounded, ptr);
-    bytes += rounded;
+    bytes = cached;
     return true;
   }
 };
@@ -79,7 +101,7 @@ size_t rounded_size(size_t bytes) { return bytes == 0 ? 64 : (bytes + 63) / 64 *
 
 void* HostAllocator::allocate(size_t bytes) {
   const size_t rounded = rounded_size(bytes);
-  void* ptr = rounded >= kCacheMinBytes ? large_blocks().take(rounded) : nullptr;
+  void* ptr = large_blocks().take(rounded, static_cast<size_t>(stats().live_bytes));
   if (ptr == nullptr) ptr = std::aligned_alloc(64, rounded);
   TITAN_CHECK(ptr != nullptr, "[host allocator] out of memory allocating ", bytes,
               " bytes. HINT: the job needs more memory than this machine has; titan plan shows where a rank's memory goes "
@@ -90,11 +112,17 @@ void* HostAllocator::allocate(size_t bytes) {
 
 void HostAllocator::deallocate(void* ptr, size_t bytes) {
   const size_t rounded = rounded_size(bytes);
-  if (ptr != nullptr && (rounded < kCacheMinBytes || !large_blocks().keep(rounded, ptr))) std::free(ptr);
+  const size_t live_after = static_cast<size_t>(stats().live_bytes) - bytes;
+  if (ptr != nullptr && (rounded < kCacheMinBytes || !large_blocks().keep(rounded, ptr, live_after))) std::free(ptr);
   on_deallocate(bytes);
 }
 
 void release_cached_host_blocks() { large_blocks().release_all(); }
+
+HostBlockCacheStats host_block_cache_stats() {
+  const LargeBlockCache& cache = large_blocks();
+  return {static_cast<int64_t>(cache.bytes.load()), static_cast<int64_t>(cache.high_water.load())};
+}
 
 // The sizes the host allocator accounts (the requested bytes): a meta run's peak is a host run's.
 void* MetaAllocator::allocate(size_t bytes) {

@@ -57,6 +57,13 @@ Allocator& host_allocator();
 // The trainer calls it once setup is done, so that what loading or initializing the weights freed
 // (per-tensor staging copies) does not stay resident through the run.
 void release_cached_host_blocks();
+// What that cache holds now, and the most bytes the host allocator has had live at once (never
+// reset): live + cached stays within it.
+struct HostBlockCacheStats {
+  int64_t cached_bytes = 0;
+  int64_t high_water_bytes = 0;
+};
+HostBlockCacheStats host_block_cache_stats();
 Allocator& meta_allocator();
 
 // Peak resident set size of this process in bytes (what the OS saw, including libraries).

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace titan {
 namespace {
 
@@ -32,12 +34,40 @@ TEST(Tensor, LargeBlocksAreReusedForTheSameSizeOnly) {
     EXPECT_EQ(a.stats().live_bytes, before + n * 4);
   }
   EXPECT_EQ(a.stats().live_bytes, before);
-  Tensor other = Tensor::empty({n + 64});
-  EXPECT_NE(other.raw_data(), first);
   const Tensor same = Tensor::zeros({n});
   EXPECT_EQ(same.raw_data(), first);
   EXPECT_EQ(same.data<float>()[n - 1], 0.0f);
+  const Tensor other = Tensor::empty({n + 64});
+  EXPECT_NE(other.raw_data(), first);
   EXPECT_EQ(a.stats().live_bytes, before + (2 * n + 64) * 4);
+}
+
+// The cache never lifts live + cached above the most the process has had live: a block is kept
+// only within that mark, and a request that would pass it frees cached blocks first.
+TEST(Tensor, CachedLargeBlocksStayWithinTheHighWaterMark) {
+  release_cached_host_blocks();
+  const int64_t live = host_allocator().stats().live_bytes;
+  // A block that lifts the mark to live + big (virtual memory only, never touched).
+  const int64_t big = std::max<int64_t>(int64_t{192} << 20, host_block_cache_stats().high_water_bytes - live) / 64 * 64;
+  if (big > int64_t{1} << 30) GTEST_SKIP() << "an earlier test in this process left a mark above the cache's 2 GiB cap";
+  { const Tensor t = Tensor::empty({big}, DType::u8); }
+  EXPECT_EQ(host_block_cache_stats().high_water_bytes, live + big);
+  EXPECT_EQ(host_block_cache_stats().cached_bytes, big) << "kept: live + cached is at the mark";
+  {
+    // live + half + the cached block would pass the mark: the cached block is freed first.
+    const Tensor half = Tensor::empty({big / 2}, DType::u8);
+    EXPECT_EQ(host_block_cache_stats().cached_bytes, 0);
+  }
+  EXPECT_EQ(host_block_cache_stats().cached_bytes, big / 2);
+  const int64_t third = big / 3 / 64 * 64;
+  {
+    const Tensor t = Tensor::empty({third}, DType::u8);  // fits beside the cached half
+    EXPECT_EQ(host_block_cache_stats().cached_bytes, big / 2);
+  }
+  EXPECT_EQ(host_block_cache_stats().cached_bytes, big / 2 + third);
+  EXPECT_EQ(host_block_cache_stats().high_water_bytes, live + big);
+  release_cached_host_blocks();
+  EXPECT_EQ(host_block_cache_stats().cached_bytes, 0);
 }
 
 TEST(Tensor, ViewsShareStorageAndNarrowIsStrided) {
