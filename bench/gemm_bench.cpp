@@ -70,8 +70,10 @@ static int bench_bf16(int64_t tokens, double min_seconds, const std::string& onl
       const bool titan = std::string(kernel) == "titan";
       if (titan && !own) continue;
       const Timing t = time_adaptive([&] {
-        (titan ? gemm_bf16_avx512 : gemm_bf16_onednn)(p.trans_a, p.trans_b, p.m, p.n, p.k, 1.0f, a.data(), p.a_cols(),
-                                               b.data(), p.b_cols(), p.beta, c.data, p.n);
+        using Bf16Gemm = void (*)(bool, bool, int64_t, int64_t, int64_t, float, const uint16_t*, int64_t,
+                                  const uint16_t*, int64_t, float, float*, int64_t);
+        const Bf16Gemm gemm = titan ? Bf16Gemm{gemm_bf16_avx512} : Bf16Gemm{gemm_bf16_onednn};
+        gemm(p.trans_a, p.trans_b, p.m, p.n, p.k, 1.0f, a.data(), p.a_cols(), b.data(), p.b_cols(), p.beta, c.data, p.n);
       }, min_seconds);
       const double gflops = p.flops() / t.median_s * 1e-9;
       table.print_row({shape.layer, form_name(form), std::to_string(p.m), std::to_string(p.n),

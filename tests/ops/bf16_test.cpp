@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "ops/op_harness.h"
 #include "titan/core/dtype.h"
@@ -131,6 +132,26 @@ TEST(Bf16, LmHeadXentKernelsMatchTheReference) {
       want = got;
     } else {
       expect_outputs_match(impl.name, got, want);
+    }
+  }
+}
+
+// An f32 weight beside a bf16 x is rounded as the products read it: every kernel gives, bit for
+// bit, what it gives on the weight rounded first (a shape under and one over the 64 MFLOP from which
+// the bf16 GEMM can round while packing, several chunks each).
+TEST(Bf16, LmHeadXentOnAnF32WeightEqualsItOnTheRoundedWeight) {
+  for (const auto& [n, d, v] : {std::tuple<int64_t, int64_t, int64_t>{37, 48, 301}, {70, 256, 4099}}) {
+    const Tensor x = bf16_of(random_f32({n, d}, 1)), w32 = random_f32({v, d}, 2, 0.3f), w = bf16_of(w32);
+    Tensor targets = Tensor::empty({n}, DType::i64);
+    for (int64_t i = 0; i < n; ++i) targets.data<int64_t>()[i] = i % 5 == 0 ? -100 : (i * 37) % v;
+    for (const LmHeadXentImpl& impl : lm_head_xent_table().impls()) {
+      Tensor dx = garbage({n, d}), dw = random_f32({v, d}, 3), dx32 = garbage({n, d}), dw32 = dw.clone();
+      const LmHeadXentResult r = impl.backward({-100, 32}, x, w, targets, 0.05f, dx, dw);
+      const LmHeadXentResult r32 = impl.backward({-100, 32}, x, w32, targets, 0.05f, dx32, dw32);
+      EXPECT_EQ(r32.loss_sum, r.loss_sum) << impl.name << " v=" << v;
+      EXPECT_EQ(impl.forward({-100, 32}, x, w32, targets).loss_sum, r.loss_sum) << impl.name << " v=" << v;
+      EXPECT_TRUE(all_close(impl.name + " dx", dx32, dx, kExact));
+      EXPECT_TRUE(all_close(impl.name + " dweight", dw32, dw, kExact));
     }
   }
 }

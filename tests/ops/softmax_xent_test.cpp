@@ -5,6 +5,7 @@
 
 #include "ops/op_harness.h"
 #include "titan/core/rng.h"
+#include "titan/ops/elementwise/elementwise.h"
 
 namespace titan::ops {
 namespace {
@@ -210,6 +211,17 @@ TEST(LmHeadXent, ChunkBufferIsBounded) {
     EXPECT_LT(delta, n * v * 4);
     EXPECT_EQ(lm_head_xent_chunk_tokens({}, n, v), chunk);
   }
+  // bf16 operands with gradients: the f32 logits and their bf16 rounding share the smaller budget.
+  {
+    const int64_t d = 4, v = int64_t{1} << 20, chunk = kLmHeadXentChunkBytesBf16 / (v * 6), n = 2 * chunk;
+    const Tensor x = cast_to(random_f32({n, d}, 7), DType::bf16), w = cast_to(random_f32({v, d}, 8, 0.1f), DType::bf16);
+    const Tensor targets = make_targets(n, v, 9, 0);
+    Tensor dx = Tensor::empty({n, d}), none;
+    const int64_t delta = peak_delta([&] { lm_head_xent({}, x, w, targets, 1.0f, dx, none); });
+    EXPECT_LE(delta, kLmHeadXentChunkBytesBf16 + (int64_t{1} << 20)) << "peak rose by " << delta << " bytes";
+    EXPECT_GE(delta, chunk * v * 6) << "both chunk buffers should come from the host allocator";
+    EXPECT_EQ(lm_head_xent_chunk_tokens({}, n, v, DType::bf16), chunk);
+  }
 }
 
 void expect_error(const std::function<void()>& fn, const std::string& expected) {
@@ -233,7 +245,10 @@ TEST(LmHeadXent, RejectsBadInputs) {
   expect_error([&] { lm_head_xent({}, x, w, make_targets(4, 10, 3, 0), 1.0f, none, none); },
                "[lm_head_xent] targets: expected a contiguous i64 tensor of 3 elements");
   expect_error([&] { lm_head_xent({}, x, random_f32({10, 5}, 2), make_targets(3, 10, 3, 0), 1.0f, none, none); },
-               "[lm_head_xent] x: expected a contiguous f32 [..., 5] tensor, got f32[3, 4]");
+               "[lm_head_xent] x: expected a contiguous f32 or bf16 [..., 5] tensor, got f32[3, 4]");
+  // A bf16 weight takes bf16 x only (an f32 weight takes either: bf16 x rounds it at use).
+  expect_error([&] { lm_head_xent({}, x, cast_to(w, DType::bf16), make_targets(3, 10, 3, 0), 1.0f, none, none); },
+               "[lm_head_xent] x: expected a contiguous bf16 [..., 4] tensor, got f32[3, 4]");
   Tensor dw_bad = Tensor::zeros({4, 10});
   expect_error([&] { lm_head_xent({}, x, w, make_targets(3, 10, 3, 0), 1.0f, none, dw_bad); },
                "[lm_head_xent] dweight: expected f32[10, 4] like the weight, got f32[4, 10]");

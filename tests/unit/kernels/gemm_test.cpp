@@ -1,7 +1,9 @@
 #include "titan/kernels/cpu/gemm.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "titan/core/dtype.h"
@@ -126,6 +128,39 @@ TEST(GemmBf16Avx512, ResultsAreBitwiseTheSameOnAnyThreadCount) {
   gemm_bf16_avx512(false, true, c.m, c.n, c.k, 1.0f, o.a.data(), o.lda, o.b.data(), o.ldb, 0.0f, two.data(), c.n);
   set_num_threads(before);
   EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0);
+}
+
+// B in f32, rounded while packed: bit for bit the product of B rounded first, in every form, at the
+// register tile's and the k block's edges, on titan's kernel directly and through gemm_bf16_round_b
+// (which takes titan's kernel from 64 MFLOP where it can and rounds a copy below). B holds values
+// that round up, ties to even, infinities and a NaN besides the random ones.
+TEST(GemmBf16, RoundingBWhilePackingEqualsRoundingItFirst) {
+  const Bf16Case cases[] = {{3, 5, 7}, {13, 33, 3}, {29, 70, 257}, {64, 1061, 1001}, {20, 40, 4099}};
+  const float specials[] = {1.00390625f, 1.01171875f, -1.0078125f, 3.0e38f, -std::numeric_limits<float>::infinity(),
+                            std::nanf(""), 1e-40f, 0.0f};
+  for (const Bf16Case& c : cases) {
+    for (int form = 0; form < 4; ++form) {
+      const bool ta = form & 1, tb = form & 2;
+      const Bf16Operands o = bf16_operands(ta, tb, c, 31);
+      std::vector<float> b32(o.b32.size());
+      const Tensor rb = random_f32({static_cast<int64_t>(b32.size())}, 41);
+      for (size_t i = 0; i < b32.size(); ++i) b32[i] = i % 97 < 8 ? specials[i % 97] : rb.data<float>()[i];
+      std::vector<uint16_t> rounded(b32.size());
+      for (size_t i = 0; i < b32.size(); ++i) rounded[i] = f32_to_bf16(b32[i]);
+      const std::string what = str("ta=", ta, " tb=", tb, " m=", c.m, " n=", c.n, " k=", c.k);
+      const Tensor init = random_f32({c.m, c.n}, 5);
+      std::vector<float> want(init.data<float>(), init.data<float>() + init.numel()), got = want, via = want;
+      gemm_bf16(ta, tb, c.m, c.n, c.k, 0.5f, o.a.data(), o.lda, rounded.data(), o.ldb, 1.0f, want.data(), c.n);
+      gemm_bf16_round_b(ta, tb, c.m, c.n, c.k, 0.5f, o.a.data(), o.lda, b32.data(), o.ldb, 1.0f, via.data(), c.n);
+      EXPECT_EQ(std::memcmp(want.data(), via.data(), want.size() * sizeof(float)), 0) << "gemm_bf16_round_b " << what;
+      if (!gemm_bf16_avx512_supported()) continue;
+      std::vector<float> direct(init.data<float>(), init.data<float>() + init.numel());
+      std::copy(init.data<float>(), init.data<float>() + init.numel(), want.begin());
+      gemm_bf16_avx512(ta, tb, c.m, c.n, c.k, 0.5f, o.a.data(), o.lda, rounded.data(), o.ldb, 1.0f, want.data(), c.n);
+      gemm_bf16_avx512(ta, tb, c.m, c.n, c.k, 0.5f, o.a.data(), o.lda, b32.data(), o.ldb, 1.0f, direct.data(), c.n);
+      EXPECT_EQ(std::memcmp(want.data(), direct.data(), want.size() * sizeof(float)), 0) << "avx512 kernel " << what;
+    }
+  }
 }
 
 }  // namespace

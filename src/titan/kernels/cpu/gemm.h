@@ -18,6 +18,14 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 // Elsewhere emulated by widening A and B to f32 (the same products, a slower path).
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
                int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc);
+// gemm_bf16 with B in f32, rounded to bf16 (nearest even, core/dtype.h's f32_to_bf16) where it is
+// read: bit for bit gemm_bf16 on B rounded first. titan's kernel rounds B block by block as it
+// packs it, so no bf16 copy of B exists (gemm_bf16_rounds_b_while_packing); other paths round
+// op(B) into a temporary first.
+void gemm_bf16_round_b(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
+                       int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+// True where gemm_bf16_round_b runs products of 64 MFLOP and more on titan's kernel (no copy of B).
+bool gemm_bf16_rounds_b_while_packing();
 // gemm_bf16 under gemm's name, so code generic over the operand type (float, or uint16_t holding
 // bf16: the attention kernel's tiles) calls one name and overloading picks the product.
 inline void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,

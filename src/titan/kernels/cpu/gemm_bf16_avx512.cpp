@@ -118,6 +118,61 @@ TITAN_BF16_TARGET void pack_panel(const uint16_t* x, int64_t ld, bool k_contiguo
   }
 }
 
+// n (<= 16) f32 values rounded to bf16, one per dword's low half (zero beyond n): nearest even,
+// NaN kept quiet, bit for bit core/dtype.h's f32_to_bf16 (and kernels/cpu/cast.cpp's vector form;
+// vcvtneps2bf16 would differ on subnormal inputs, which it flushes).
+TITAN_BF16_TARGET inline __m512i round16(const float* x, int64_t n) {
+  const __m512i u = _mm512_maskz_loadu_epi32(lanes(n), x);
+  const __m512i rounded = _mm512_srli_epi32(
+      _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
+                                           _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)))),
+      16);
+  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  const __mmask16 nan =
+      _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+  return _mm512_mask_blend_epi32(nan, rounded, quiet);
+}
+
+// As pack_panel, from f32 values rounded to bf16 as they are read (round16).
+template <int64_t width>
+TITAN_BF16_TARGET void pack_panel(const float* x, int64_t ld, bool k_contiguous, int64_t v0, int64_t count,
+                                  int64_t k0, int64_t kc, uint32_t* dst) {
+  const int64_t pairs = (kc + 1) / 2;
+  if (k_contiguous) {
+    for (int64_t v = 0; v < width; ++v) {
+      uint32_t* d = dst + v;
+      if (v >= count) {
+        for (int64_t p = 0; p < pairs; ++p) d[p * width] = 0u;
+        continue;
+      }
+      const float* row = x + (v0 + v) * ld + k0;
+      for (int64_t p0 = 0; p0 < pairs; p0 += 8) {  // 8 pairs: 16 values, their bf16 halves packed in order
+        alignas(32) uint32_t eight[8];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(eight),
+                           _mm512_cvtepi32_epi16(round16(row + 2 * p0, std::min<int64_t>(16, kc - 2 * p0))));
+        for (int64_t i = 0; i < 8 && p0 + i < pairs; ++i) d[(p0 + i) * width] = eight[i];
+      }
+    }
+    return;
+  }
+  for (int64_t p = 0; p < pairs; ++p) {
+    const int64_t kk = k0 + 2 * p;
+    const float* r0 = x + kk * ld + v0;
+    const float* r1 = 2 * p + 1 < kc ? r0 + ld : nullptr;
+    uint32_t* d = dst + p * width;
+    for (int64_t v = 0; v < width; v += 16) {
+      const int64_t n = std::min<int64_t>(16, count - v);
+      const __mmask16 store = lanes(std::min<int64_t>(16, width - v));
+      __m512i pair = _mm512_setzero_si512();
+      if (n > 0) {
+        pair = round16(r0 + v, n);
+        if (r1 != nullptr) pair = _mm512_or_si512(pair, _mm512_slli_epi32(round16(r1 + v, n), 16));
+      }
+      _mm512_mask_storeu_epi32(d + v, store, pair);
+    }
+  }
+}
+
 // C[rows, cols] (<= kMr x kNr, row stride ldc) gets alpha * A_panel B_panel over `pairs` k pairs:
 // written as alpha acc + beta C (beta == 0: C not read) when `first`, else added.
 TITAN_BF16_TARGET void micro_kernel(int64_t pairs, const uint32_t* ap, const uint32_t* bp, float* c, int64_t ldc,
@@ -164,10 +219,22 @@ TITAN_BF16_TARGET void micro_kernel(int64_t pairs, const uint32_t* ap, const uin
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-}  // namespace
+// The calling thread's packed op(B) block and each thread's packed op(A) rows, shared by both
+// B element types.
+PackBuffer& b_pack_buffer() {
+  static thread_local PackBuffer buffer;
+  return buffer;
+}
+PackBuffer& a_pack_buffer() {
+  static thread_local PackBuffer buffer;
+  return buffer;
+}
 
-void gemm_bf16_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
-                      int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+// B's elements: uint16_t (bf16), or float rounded to bf16 as its blocks are packed.
+template <class BElement>
+void gemm_bf16_avx512_impl(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                           const uint16_t* a, int64_t lda, const BElement* b, int64_t ldb, float beta, float* c,
+                           int64_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) {  // C = beta C
     for (int64_t i = 0; i < m; ++i) {
@@ -175,7 +242,7 @@ void gemm_bf16_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
     }
     return;
   }
-  static thread_local PackBuffer b_buffer, a_buffer;
+  PackBuffer& b_buffer = b_pack_buffer();
   // op(A)[i, kk] is a row of A along k unless trans_a; op(B)[kk, j] is a row of B along k when trans_b.
   const bool a_k_contiguous = !trans_a, b_k_contiguous = trans_b;
   const int64_t row_blocks = ceil_div(m, kMc);
@@ -198,7 +265,7 @@ void gemm_bf16_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
       parallel_for_each_dynamic(row_blocks * groups, [&](int64_t item) {
         const int64_t i0 = (item / groups) * kMc, g = item % groups;
         const int64_t mc = std::min(kMc, m - i0), row_panels = ceil_div(mc, kMr);
-        uint32_t* ap = a_buffer.get(row_panels * pairs * kMr);
+        uint32_t* ap = a_pack_buffer().get(row_panels * pairs * kMr);
         for (int64_t r = 0; r < row_panels; ++r) {
           pack_panel<kMr>(a, lda, a_k_contiguous, i0 + r * kMr, std::min(kMr, mc - r * kMr), k0, kc,
                           ap + r * pairs * kMr);
@@ -215,6 +282,18 @@ void gemm_bf16_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
       });
     }
   }
+}
+
+}  // namespace
+
+void gemm_bf16_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
+                      int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  gemm_bf16_avx512_impl(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void gemm_bf16_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
+                      int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  gemm_bf16_avx512_impl(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 }  // namespace titan::kernels

@@ -20,5 +20,10 @@ bool gemm_bf16_avx512_supported();
 
 void gemm_bf16_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
                       int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc);
+// The same product with B in f32, rounded to bf16 (nearest even, as core/dtype.h's f32_to_bf16)
+// block by block as it is packed: bit for bit the product with B rounded first, without a bf16
+// copy of B.
+void gemm_bf16_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
+                      int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
 }  // namespace titan::kernels

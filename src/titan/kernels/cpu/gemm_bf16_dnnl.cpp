@@ -6,6 +6,7 @@
 // (a training step repeats the same few shapes).
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -125,6 +126,21 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
     gemm_bf16_onednn(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
 }
+
+void gemm_bf16_round_b(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
+                       int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (use_titan_kernel(m, n, k)) {
+    gemm_bf16_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  // B as stored: n rows of k values (trans_b) or k rows of n, at stride ldb; rounded compactly.
+  const int64_t rows = trans_b ? n : k, cols = trans_b ? k : n;
+  std::vector<uint16_t> rounded(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) cast_f32_to_bf16(b + r * ldb, rounded.data() + r * cols, cols);
+  gemm_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, rounded.data(), std::max<int64_t>(cols, 1), beta, c, ldc);
+}
+
+bool gemm_bf16_rounds_b_while_packing() { return use_titan_kernel(1 << 12, 1 << 12, 1 << 12); }
 
 void gemm_bf16_onednn(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
                       int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {

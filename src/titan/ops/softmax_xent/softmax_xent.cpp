@@ -18,12 +18,12 @@ void check_lm_head_xent(const LmHeadXentArgs& args, const Tensor& x_ND, const Te
               "[lm_head_xent] weight: expected a contiguous f32 or bf16 [vocab, hidden] tensor with vocab > 0, got ",
               describe_or_undefined(w_VD));
   const int64_t v = w_VD.size(0), d = w_VD.size(1);
-  TITAN_CHECK(x_ND.defined() && x_ND.ndim() >= 1 && x_ND.dtype() == w_VD.dtype() &&
-                  x_ND.is_contiguous() && x_ND.size(-1) == d,
-              "[lm_head_xent] x: expected a contiguous ", dtype_name(w_VD.dtype()), " [..., ", d,
-              "] tensor, got ",
-              describe_or_undefined(x_ND), ". HINT: x's last dim must equal the weight's hidden size, and x must have the weight's dtype (weight ",
-              w_VD.describe(), ")");
+  const bool dtype_ok = x_ND.defined() && (x_ND.dtype() == w_VD.dtype() || x_ND.dtype() == DType::bf16);
+  TITAN_CHECK(dtype_ok && x_ND.ndim() >= 1 && x_ND.is_contiguous() && x_ND.size(-1) == d,
+              "[lm_head_xent] x: expected a contiguous ", w_VD.dtype() == DType::f32 ? "f32 or bf16" : "bf16",
+              " [..., ", d, "] tensor, got ", describe_or_undefined(x_ND),
+              ". HINT: x's last dim must equal the weight's hidden size, and x must have the weight's dtype or bf16 "
+              "(weight ", w_VD.describe(), ")");
   const int64_t n = d == 0 ? 0 : x_ND.numel() / d;
   TITAN_CHECK(targets_N.defined() && targets_N.dtype() == DType::i64 && targets_N.is_contiguous() &&
                   targets_N.numel() == n,
@@ -49,8 +49,9 @@ int64_t count_targets(const Tensor& targets_N, int64_t ignore_index) {
 
 int64_t lm_head_xent_chunk_tokens(const LmHeadXentArgs& args, int64_t num_tokens, int64_t vocab, DType operands) {
   int64_t c = args.chunk_tokens;
-  const int64_t bytes_per_logit = operands == DType::bf16 ? 6 : 4;
-  if (c <= 0) c = kLmHeadXentChunkBytes / std::max<int64_t>(1, vocab * bytes_per_logit);
+  const bool bf16 = operands == DType::bf16;
+  const int64_t bytes_per_logit = bf16 ? 6 : 4, budget = bf16 ? kLmHeadXentChunkBytesBf16 : kLmHeadXentChunkBytes;
+  if (c <= 0) c = budget / std::max<int64_t>(1, vocab * bytes_per_logit);
   return std::max<int64_t>(1, std::min(c, num_tokens));
 }
 

@@ -7,9 +7,11 @@
 //   dx_ND  = dlogits_NV w_VD          (written, =)
 //   dw_VD += dlogits_NV^T x_ND        (accumulated, +=)
 // Shapes: N tokens (x and targets may have any leading dims; flattened), D hidden, V vocab.
-//   x_ND, w_VD (lm_head weight or the tied embedding): both f32, or both bf16 (the bf16 compute
-//   path: products accumulate in f32, the softmax and loss stay f32, and dlogits are rounded to
-//   bf16 before the dx and dw products); targets_N i64; dx_ND and dw_VD f32.
+//   x_ND, w_VD (lm_head weight or the tied embedding): both f32, or x bf16 with w bf16 or f32 (the
+//   bf16 compute path: an f32 w is rounded to bf16 as the products read it, the same values as
+//   rounding it first, without a bf16 copy of V x D where kernels::gemm_bf16_rounds_b_while_packing;
+//   products accumulate in f32, the softmax and loss stay f32, and dlogits are rounded to bf16
+//   before the dx and dw products); targets_N i64; dx_ND and dw_VD f32.
 // grad_scale is typically 1 / (number of targets in the global batch), so that the gradients
 // are those of the mean loss while loss_sum and num_targets stay exact sums to all-reduce.
 // Design, derivation and memory bound: softmax_xent.md.
@@ -22,7 +24,9 @@ namespace titan::ops {
 
 struct LmHeadXentArgs {
   int64_t ignore_index = -100;
-  // Tokens per chunk; 0 = auto: as many as keep the [chunk, V] f32 buffer <= kLmHeadXentChunkBytes.
+  // Tokens per chunk; 0 = auto: as many as keep the chunk's buffers within kLmHeadXentChunkBytes
+  // (f32 operands: the [chunk, V] f32 logits) or kLmHeadXentChunkBytesBf16 (bf16 operands: those
+  // logits and their [chunk, V] bf16 rounding).
   int64_t chunk_tokens = 0;
 };
 
@@ -31,8 +35,12 @@ struct LmHeadXentResult {
   int64_t num_targets = 0;  // number of non-ignored targets
 };
 
-// Budget of the auto-sized logits chunk (bytes).
+// Budgets of the auto-sized logits chunk (bytes). bf16's is half: its GEMMs (titan's kernel, one
+// pass over dW for any chunk up to 4096 tokens) run as fast at ~300 tokens as at ~600 on the bench
+// config, and the 256 MiB saved are 6% of that step's peak (docs/performance.md (w)). f32 keeps
+// 512 MiB: on AVX2 its dW GEMM lost 16% at a quarter of it (performance.md (b)).
 constexpr int64_t kLmHeadXentChunkBytes = int64_t{512} << 20;
+constexpr int64_t kLmHeadXentChunkBytesBf16 = int64_t{256} << 20;
 
 // Throws naming the tensor and the expected shape; also checks every target is ignore_index or
 // in [0, V) (naming the first bad index and value).

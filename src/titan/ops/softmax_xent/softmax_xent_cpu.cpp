@@ -69,25 +69,28 @@ static void xent_rows(int64_t begin, int64_t end, int64_t v, float* logits_cV, c
 }
 
 // The kernel's buffers, on x's device: the one [c, V] f32 logits chunk (logits, then dlogits in
-// place) and, with bf16 operands and gradients, their bf16 rounding. The CPU kernel's memory and,
-// shapes only, the meta device's (lm_head_xent_impl_meta).
+// place) and, with bf16 operands and gradients, their bf16 rounding; with an f32 weight beside a
+// bf16 x, where the bf16 GEMM cannot round it while packing, the weight rounded once. The CPU
+// kernel's memory and, shapes only, the meta device's (lm_head_xent_impl_meta).
 struct ChunkBuffers {
-  Tensor logits_cV, dlogits_cV;
+  Tensor logits_cV, dlogits_cV, w_rounded_VD;
 };
 static ChunkBuffers chunk_buffers(const LmHeadXentArgs& args, const Tensor& x, const Tensor& w, const Tensor& targets,
                                   bool grads) {
-  const int64_t v = w.size(0), c = lm_head_xent_chunk_tokens(args, targets.numel(), v, w.dtype());
-  const bool bf16 = w.dtype() == DType::bf16;
+  const int64_t v = w.size(0), c = lm_head_xent_chunk_tokens(args, targets.numel(), v, x.dtype());
+  const bool bf16 = x.dtype() == DType::bf16;
+  const bool round_w = bf16 && w.dtype() == DType::f32 && !gemm_bf16_rounds_b_while_packing();
   return {Tensor::empty({c, v}, DType::f32, x.device()),
-          bf16 && grads ? Tensor::empty({c, v}, DType::bf16, x.device()) : Tensor()};
+          bf16 && grads ? Tensor::empty({c, v}, DType::bf16, x.device()) : Tensor(),
+          round_w ? Tensor::empty(w.shape(), DType::bf16, x.device()) : Tensor()};
 }
 
 static LmHeadXentResult run_cpu(const LmHeadXentArgs& args, const Tensor& x, const Tensor& w,
                                 const Tensor& targets, float grad_scale, Tensor* dx, Tensor* dw) {
   const int64_t v = w.size(0), d = w.size(1), n = targets.numel();
   const bool grads = dx != nullptr || dw != nullptr;
-  const bool bf16 = w.dtype() == DType::bf16;
-  const int64_t c = lm_head_xent_chunk_tokens(args, n, v, w.dtype());
+  const bool bf16 = x.dtype() == DType::bf16;
+  const int64_t c = lm_head_xent_chunk_tokens(args, n, v, x.dtype());
   const int64_t* tp = targets.data<int64_t>();
 
   LmHeadXentResult result;
@@ -102,10 +105,21 @@ static LmHeadXentResult run_cpu(const LmHeadXentArgs& args, const Tensor& x, con
   // C = op(A) B^T-or-B for A rows of x or dlogits; f32 or bf16 operands by the weight's dtype.
   const size_t elem = bf16 ? 2 : 4;
   const auto* xb = static_cast<const char*>(x.raw_data());
-  const void* wp = w.raw_data();
+  Tensor& w_rounded = buffers.w_rounded_VD;
+  if (w_rounded.defined()) {
+    const float* src = w.data<float>();
+    uint16_t* dst = w_rounded.data<uint16_t>();
+    parallel_for(v, 64, [&](int64_t rb, int64_t re) { cast_f32_to_bf16(src + rb * d, dst + rb * d, (re - rb) * d); });
+  }
+  const Tensor& w_used = w_rounded.defined() ? w_rounded : w;
+  const void* wp = w_used.raw_data();
+  // op(B) of the products: the weight (bf16, or f32 rounded as it is packed), or x (bf16 or f32).
   auto product = [&](bool trans_a, bool trans_b, int64_t m, int64_t nn, int64_t k, const void* a, int64_t lda,
                      const void* b, int64_t ldb, float beta, float* out, int64_t ldc) {
-    if (bf16) {
+    if (bf16 && b == wp && w_used.dtype() == DType::f32) {
+      gemm_bf16_round_b(trans_a, trans_b, m, nn, k, 1.0f, static_cast<const uint16_t*>(a), lda,
+                        static_cast<const float*>(b), ldb, beta, out, ldc);
+    } else if (bf16) {
       gemm_bf16(trans_a, trans_b, m, nn, k, 1.0f, static_cast<const uint16_t*>(a), lda,
                 static_cast<const uint16_t*>(b), ldb, beta, out, ldc);
     } else {

@@ -65,11 +65,15 @@ template LmHeadXentResult lm_head_xent<double>(int64_t, int64_t, int64_t, int64_
 
 // bf16 x and w are widened to f32 (exact); dlogits are rounded to bf16 as the contract says.
 static Tensor widened(const Tensor& t) { return t.dtype() == DType::f32 ? t : t.to(DType::f32); }
+// The weight as the products see it: an f32 w beside a bf16 x is rounded to bf16 first.
+static Tensor weight_used(const Tensor& x, const Tensor& w) {
+  return widened(x.dtype() == DType::bf16 && w.dtype() == DType::f32 ? w.to(DType::bf16) : w);
+}
 
 static LmHeadXentResult forward_ref(const LmHeadXentArgs& args, const Tensor& x, const Tensor& w,
                                     const Tensor& targets) {
   const int64_t v = w.size(0), d = w.size(1);
-  const Tensor x32 = widened(x), w32 = widened(w);
+  const Tensor x32 = widened(x), w32 = weight_used(x, w);
   return ref::lm_head_xent<float>(args.ignore_index, targets.numel(), d, v, x32.data<float>(),
                                   w32.data<float>(), targets.data<int64_t>(), 0.0, nullptr, nullptr, false);
 }
@@ -78,11 +82,11 @@ static LmHeadXentResult backward_ref(const LmHeadXentArgs& args, const Tensor& x
                                      const Tensor& targets, float grad_scale, Tensor& dx,
                                      Tensor& dw) {
   const int64_t v = w.size(0), d = w.size(1);
-  const Tensor x32 = widened(x), w32 = widened(w);
+  const Tensor x32 = widened(x), w32 = weight_used(x, w);
   return ref::lm_head_xent<float>(args.ignore_index, targets.numel(), d, v, x32.data<float>(),
                                   w32.data<float>(), targets.data<int64_t>(), grad_scale,
                                   dx.defined() ? dx.data<float>() : nullptr,
-                                  dw.defined() ? dw.data<float>() : nullptr, w.dtype() == DType::bf16);
+                                  dw.defined() ? dw.data<float>() : nullptr, x.dtype() == DType::bf16);
 }
 
 LmHeadXentImpl lm_head_xent_impl_ref() {
