@@ -55,67 +55,9 @@ struct PackBuffer {
   }
 };
 
-// The dword holding (x[i], x[i+1]) with x[i + 1] read as zero at i + 1 == end (an odd k's pad).
-inline uint32_t pair_at(const uint16_t* x, int64_t i, int64_t end) {
-  const uint32_t lo = x[i];
-  const uint32_t hi = i + 1 < end ? x[i + 1] : 0u;
-  return lo | (hi << 16);
-}
-
 // Lanes [0, n) set, n in [0, 16].
 inline __mmask16 lanes(int64_t n) {
   return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << std::max<int64_t>(n, 0)) - 1u);
-}
-
-// (x0[i], x1[i]) as dwords for i in [0, n), n <= 16; x1 may be null (the pad of an odd k).
-TITAN_BF16_TARGET inline __m512i interleave16(const uint16_t* x0, const uint16_t* x1, int64_t n) {
-  const __mmask16 mask = lanes(n);
-  const __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, x0));
-  if (x1 == nullptr) return lo;
-  const __m512i hi = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, x1));
-  return _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
-}
-
-// Packs `count` (<= width) vectors of op(X) that run along the non-k dimension into one
-// micro-panel [pair][width] for k in [k0, k0 + kc), zero beyond count. op(X)[v, kk] is
-// x[v * ld + kk] when k_contiguous, else x[kk * ld + v].
-template <int64_t width>
-TITAN_BF16_TARGET void pack_panel(const uint16_t* x, int64_t ld, bool k_contiguous, int64_t v0, int64_t count,
-                                  int64_t k0, int64_t kc, uint32_t* dst) {
-  const int64_t pairs = (kc + 1) / 2, k_end = k0 + kc;
-  if (k_contiguous) {
-    for (int64_t v = 0; v < width; ++v) {
-      uint32_t* d = dst + v;
-      if (v >= count) {
-        for (int64_t p = 0; p < pairs; ++p) d[p * width] = 0u;
-        continue;
-      }
-      const uint16_t* row = x + (v0 + v) * ld;
-      const int64_t full = kc / 2;
-      for (int64_t p = 0; p < full; ++p) {
-        uint32_t w;
-        std::memcpy(&w, row + k0 + 2 * p, sizeof(w));
-        d[p * width] = w;
-      }
-      if (full < pairs) d[full * width] = pair_at(row, k0 + 2 * full, k_end);
-    }
-    return;
-  }
-  for (int64_t p = 0; p < pairs; ++p) {
-    const int64_t kk = k0 + 2 * p;
-    const uint16_t* r0 = x + kk * ld + v0;
-    const uint16_t* r1 = kk + 1 < k_end ? r0 + ld : nullptr;
-    uint32_t* d = dst + p * width;
-    for (int64_t v = 0; v < width; v += 16) {
-      const int64_t n = std::min<int64_t>(16, count - v);
-      const __mmask16 store = lanes(std::min<int64_t>(16, width - v));
-      if (n <= 0) {
-        _mm512_mask_storeu_epi32(d + v, store, _mm512_setzero_si512());
-      } else {
-        _mm512_mask_storeu_epi32(d + v, store, interleave16(r0 + v, r1 == nullptr ? nullptr : r1 + v, n));
-      }
-    }
-  }
 }
 
 // n (<= 16) f32 values rounded to bf16, one per dword's low half (zero beyond n): nearest even,
@@ -133,41 +75,70 @@ TITAN_BF16_TARGET inline __m512i round16(const float* x, int64_t n) {
   return _mm512_mask_blend_epi32(nan, rounded, quiet);
 }
 
-// As pack_panel, from f32 values rounded to bf16 as they are read (round16).
+// (x0[i], x1[i]) as dwords for i in [0, n), n <= 16; x1 may be null (the pad of an odd k). bf16
+// values are taken as they are, f32 values rounded (round16).
+TITAN_BF16_TARGET inline __m512i pairs16(const uint16_t* x0, const uint16_t* x1, int64_t n) {
+  const __mmask16 mask = lanes(n);
+  const __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, x0));
+  if (x1 == nullptr) return lo;
+  const __m512i hi = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, x1));
+  return _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+}
+TITAN_BF16_TARGET inline __m512i pairs16(const float* x0, const float* x1, int64_t n) {
+  const __m512i lo = round16(x0, n);
+  return x1 == nullptr ? lo : _mm512_or_si512(lo, _mm512_slli_epi32(round16(x1, n), 16));
+}
+
+// One row's kc values along k as (kc + 1) / 2 pair dwords into d[p * width] (an odd kc's last pair
+// padded with zero): bf16 copied, f32 rounded 16 values at a time.
 template <int64_t width>
-TITAN_BF16_TARGET void pack_panel(const float* x, int64_t ld, bool k_contiguous, int64_t v0, int64_t count,
-                                  int64_t k0, int64_t kc, uint32_t* dst) {
+void row_pairs(const uint16_t* row, int64_t kc, uint32_t* d) {
+  const int64_t full = kc / 2;
+  for (int64_t p = 0; p < full; ++p) {
+    uint32_t w;
+    std::memcpy(&w, row + 2 * p, sizeof(w));
+    d[p * width] = w;
+  }
+  if (2 * full < kc) d[full * width] = row[2 * full];
+}
+template <int64_t width>
+TITAN_BF16_TARGET void row_pairs(const float* row, int64_t kc, uint32_t* d) {
+  const int64_t pairs = (kc + 1) / 2;
+  for (int64_t p0 = 0; p0 < pairs; p0 += 8) {  // 16 values: their bf16 halves, packed in order, are 8 pairs
+    alignas(32) uint32_t eight[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(eight),
+                       _mm512_cvtepi32_epi16(round16(row + 2 * p0, std::min<int64_t>(16, kc - 2 * p0))));
+    for (int64_t i = 0; i < 8 && p0 + i < pairs; ++i) d[(p0 + i) * width] = eight[i];
+  }
+}
+
+// Packs `count` (<= width) vectors of op(X) that run along the non-k dimension into one
+// micro-panel [pair][width] for k in [k0, k0 + kc), zero beyond count. op(X)[v, kk] is
+// x[v * ld + kk] when k_contiguous, else x[kk * ld + v]. X is bf16 (uint16_t), or f32 rounded to
+// bf16 as it is read.
+template <int64_t width, class T>
+TITAN_BF16_TARGET void pack_panel(const T* x, int64_t ld, bool k_contiguous, int64_t v0, int64_t count, int64_t k0,
+                                  int64_t kc, uint32_t* dst) {
   const int64_t pairs = (kc + 1) / 2;
   if (k_contiguous) {
     for (int64_t v = 0; v < width; ++v) {
       uint32_t* d = dst + v;
       if (v >= count) {
         for (int64_t p = 0; p < pairs; ++p) d[p * width] = 0u;
-        continue;
-      }
-      const float* row = x + (v0 + v) * ld + k0;
-      for (int64_t p0 = 0; p0 < pairs; p0 += 8) {  // 8 pairs: 16 values, their bf16 halves packed in order
-        alignas(32) uint32_t eight[8];
-        _mm256_store_si256(reinterpret_cast<__m256i*>(eight),
-                           _mm512_cvtepi32_epi16(round16(row + 2 * p0, std::min<int64_t>(16, kc - 2 * p0))));
-        for (int64_t i = 0; i < 8 && p0 + i < pairs; ++i) d[(p0 + i) * width] = eight[i];
+      } else {
+        row_pairs<width>(x + (v0 + v) * ld + k0, kc, d);
       }
     }
     return;
   }
   for (int64_t p = 0; p < pairs; ++p) {
-    const int64_t kk = k0 + 2 * p;
-    const float* r0 = x + kk * ld + v0;
-    const float* r1 = 2 * p + 1 < kc ? r0 + ld : nullptr;
+    const T* r0 = x + (k0 + 2 * p) * ld + v0;
+    const T* r1 = 2 * p + 1 < kc ? r0 + ld : nullptr;
     uint32_t* d = dst + p * width;
     for (int64_t v = 0; v < width; v += 16) {
       const int64_t n = std::min<int64_t>(16, count - v);
       const __mmask16 store = lanes(std::min<int64_t>(16, width - v));
-      __m512i pair = _mm512_setzero_si512();
-      if (n > 0) {
-        pair = round16(r0 + v, n);
-        if (r1 != nullptr) pair = _mm512_or_si512(pair, _mm512_slli_epi32(round16(r1 + v, n), 16));
-      }
+      const __m512i pair = n <= 0 ? _mm512_setzero_si512() : pairs16(r0 + v, r1 == nullptr ? nullptr : r1 + v, n);
       _mm512_mask_storeu_epi32(d + v, store, pair);
     }
   }
