@@ -57,7 +57,7 @@ LmHeadXentResult lm_head_xent(const LmHeadXentArgs& args, const Tensor& x_ND, co
 int64_t count_targets(const Tensor& targets_N, int64_t ignore_index = -100);
 
 // Tokens per chunk for the given args (resolves chunk_tokens = 0), at least 1. With bf16 operands
-// the chunk also holds the bf16 dlogits (6 bytes per logit instead of 4), within the same budget.
+// the chunk also holds the bf16 dlogits (6 bytes per logit instead of 4), within the bf16 budget.
 int64_t lm_head_xent_chunk_tokens(const LmHeadXentArgs& args, int64_t num_tokens, int64_t vocab,
                                   DType operands = DType::f32);
 

@@ -102,7 +102,7 @@ static LmHeadXentResult run_cpu(const LmHeadXentArgs& args, const Tensor& x, con
   float* lp = logits_cV.data<float>();
   Tensor& dlogits_cV = buffers.dlogits_cV;
   std::vector<double> loss_rows(static_cast<size_t>(c));
-  // C = op(A) B^T-or-B for A rows of x or dlogits; f32 or bf16 operands by the weight's dtype.
+  // C = op(A) B^T-or-B for A rows of x or dlogits; f32 or bf16 operands by x's dtype.
   const size_t elem = bf16 ? 2 : 4;
   const auto* xb = static_cast<const char*>(x.raw_data());
   Tensor& w_rounded = buffers.w_rounded_VD;
