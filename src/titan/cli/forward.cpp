@@ -47,9 +47,7 @@ int run_forward(int argc, char** argv) {
   }
   const std::string quantization = args.get("base-quantization");
   std::optional<ops::QuantKind> base_quant;
-  if (quantization == "nf4") base_quant = ops::QuantKind::nf4;
-  if (quantization == "int8") base_quant = ops::QuantKind::int8;
-  if (quantization != "none" && !base_quant) {
+  if (!ops::parse_base_quantization(quantization, base_quant)) {
     throw UsageError(str("titan forward: --base-quantization ", quantization, " is not none, nf4 or int8"));
   }
   if (base_quant && args.get("adapter").empty()) {

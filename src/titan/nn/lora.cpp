@@ -119,11 +119,12 @@ void for_each_merged_weight(Decoder& model, const std::function<void(const std::
     if (is_lora_parameter(p->fqn)) continue;
     const auto it = lora.find(p->fqn);
     // A quantized base is decoded (f32) first: the merged weight is lossy by the quantization error.
+    const Tensor base = p->quantized() ? p->to_f32() : p->data();
     if (it == lora.end()) {
-      fn(p->fqn, p->quantized() ? p->to_f32() : p->data());
+      fn(p->fqn, base);
     } else {
       const LoraLinear& l = *it->second;
-      fn(p->fqn, lora_merged(p->quantized() ? p->to_f32() : p->data(), l.lora_A.value, l.lora_B.value, l.scale()));
+      fn(p->fqn, lora_merged(base, l.lora_A.value, l.lora_B.value, l.scale()));
     }
   }
 }

@@ -68,8 +68,8 @@ std::unique_ptr<nn::Decoder> build_job_model(const config::JobConfig& c, const m
   std::optional<nn::FrozenParameterScope> frozen;
   // QLoRA (lora.base_quantization): the base's linear weights stored quantized instead.
   std::optional<ops::QuantKind> quant;
-  if (c.lora.base_quantization == "nf4") quant = ops::QuantKind::nf4;
-  if (c.lora.base_quantization == "int8") quant = ops::QuantKind::int8;
+  TITAN_CHECK(ops::parse_base_quantization(c.lora.base_quantization, quant), "[train] lora.base_quantization='",
+              c.lora.base_quantization, "' passed validation (internal)");
   if (c.lora.rank > 0) frozen.emplace(compute_dtype(param), quant);
   std::unique_ptr<nn::Decoder> whole = model.spec->build(model.config, tree);
   whole->check_shapes(c.training.local_batch_size, c.training.seq_len);

@@ -28,6 +28,15 @@ const std::array<float, 16> kNf4 = {-1.0f,
 
 const char* quant_kind_name(QuantKind kind) { return kind == QuantKind::nf4 ? "nf4" : "int8"; }
 
+bool parse_base_quantization(const std::string& name, std::optional<QuantKind>& kind) {
+  kind.reset();
+  if (name == "nf4") kind = QuantKind::nf4;
+  if (name == "int8") kind = QuantKind::int8;
+  return kind.has_value() || name == "none";
+}
+
+static DType codes_dtype(QuantKind kind) { return kind == QuantKind::nf4 ? DType::u8 : DType::i8; }
+
 namespace quant {
 namespace {
 struct Midpoints {
@@ -74,7 +83,7 @@ static Shape scales_shape(QuantKind kind, const Shape& shape) {
 }
 
 static void check_packed(const char* op, QuantKind kind, const Shape& shape, const Tensor& codes, const Tensor& scales) {
-  const DType code_dtype = kind == QuantKind::nf4 ? DType::u8 : DType::i8;
+  const DType code_dtype = codes_dtype(kind);
   const Shape want_codes = codes_shape(kind, shape), want_scales = scales_shape(kind, shape);
   TITAN_CHECK(codes.dtype() == code_dtype && codes.shape() == want_codes && codes.is_contiguous(), "[", op,
               "] codes: expected contiguous ", dtype_name(code_dtype), shape_str(want_codes), " for a ",
@@ -85,7 +94,7 @@ static void check_packed(const char* op, QuantKind kind, const Shape& shape, con
 }
 
 Tensor quant_codes(QuantKind kind, const Shape& shape, Device device) {
-  return Tensor::zeros(codes_shape(kind, shape), kind == QuantKind::nf4 ? DType::u8 : DType::i8, device);
+  return Tensor::zeros(codes_shape(kind, shape), codes_dtype(kind), device);
 }
 
 Tensor quant_scales(QuantKind kind, const Shape& shape, Device device) {

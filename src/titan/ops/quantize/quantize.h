@@ -21,6 +21,8 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "titan/core/tensor.h"
 #include "titan/ops/registry.h"
@@ -29,6 +31,9 @@ namespace titan::ops {
 
 enum class QuantKind { nf4, int8 };
 const char* quant_kind_name(QuantKind kind);  // "nf4" | "int8"
+// A base quantization's name as configs and flags spell it: "none" (kind left empty), "nf4" or
+// "int8". False for any other name; the caller reports it.
+bool parse_base_quantization(const std::string& name, std::optional<QuantKind>& kind);
 
 constexpr int64_t kNf4Block = 64;
 extern const std::array<float, 16> kNf4;
