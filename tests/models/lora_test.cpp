@@ -216,6 +216,70 @@ TEST(Lora, FreshAdaptersLeaveTheModelUnchanged) {
   EXPECT_EQ(std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()), 0);
 }
 
+// The path of the file whose mapping holds `p` (/proc/self/maps), or "" for anonymous memory.
+std::string mapping_of(const void* p) {
+  std::ifstream maps("/proc/self/maps");
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  std::string line;
+  while (std::getline(maps, line)) {
+    uintptr_t begin = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx", &begin, &end) != 2 || addr < begin || addr >= end) continue;
+    const size_t slash = line.find('/');
+    return slash == std::string::npos ? "" : line.substr(slash);
+  }
+  return "";
+}
+
+// A frozen base weight stored in the folder's dtype is the mapped file itself, not a copy (only the
+// pages a step reads are resident: the embedding rows of the batch), and holds the file's values;
+// quantized weights, adapters and converted dtypes are the process's own memory.
+TEST(Lora, FrozenBaseInTheFilesDtypeReadsTheMappedFile) {
+  TempDir dir("mapped");
+  const std::string f32_dir = source_path("tests/fixtures/hf/untied_gqa2");
+  fs::copy_file(f32_dir + "/config.json", dir / "config.json");
+  {
+    const auto f32 = ckpt::SafetensorsFile::open(f32_dir + "/model.safetensors");
+    std::vector<std::pair<std::string, Tensor>> bf16;
+    for (const ckpt::TensorInfo& t : f32.tensors()) bf16.emplace_back(t.name, f32.get(t.name).to(DType::bf16));
+    ckpt::write_safetensors(dir / "model.safetensors", bf16, {{"format", "pt"}});
+  }
+  const std::string bf16_file = fs::canonical(dir / "model.safetensors").string();
+  const auto bf16 = ckpt::SafetensorsFile::open(bf16_file);
+  const models::ModelSpec& spec = models::family_of_hf_folder(f32_dir);
+  const nn::DecoderConfig config = spec.hf.read_config(f32_dir);
+  nn::ConfigTree tree = nn::decoder_config_tree(config);
+  plugins::LoraOptions o;
+  o.rank = 2;
+  plugins::apply_overrides(tree, {plugins::lora_override(o)});
+  for (const std::optional<ops::QuantKind> quant : {std::optional<ops::QuantKind>{}, std::optional{ops::QuantKind::nf4}}) {
+    for (const std::string& folder : {dir / "", f32_dir}) {
+      SCOPED_TRACE(folder + (quant ? " nf4" : " bf16"));
+      std::unique_ptr<nn::Decoder> model;
+      {
+        nn::FrozenParameterScope frozen(DType::bf16, quant);
+        model = spec.build(config, tree);
+      }
+      spec.hf.load_weights(*model, folder);
+      int quantized = 0;
+      for (const nn::Parameter* p : model->parameters()) {
+        const Tensor& own = nn::is_lora_parameter(p->fqn) ? p->value : p->quantized() ? p->codes : p->compute;
+        const std::string where = mapping_of(own.raw_data());
+        quantized += p->quantized();
+        if (folder == f32_dir || nn::is_lora_parameter(p->fqn) || p->quantized()) {
+          EXPECT_EQ(where, "") << p->fqn;
+          continue;
+        }
+        EXPECT_EQ(where, bf16_file) << p->fqn;
+        const auto [hf, view] = models::to_hf_tensors(p->fqn, p->compute).at(0);
+        const Tensor stored = bf16.get(hf);
+        ASSERT_EQ(stored.nbytes(), own.nbytes()) << p->fqn;
+        EXPECT_EQ(std::memcmp(stored.raw_data(), own.raw_data(), own.nbytes()), 0) << p->fqn;
+      }
+      EXPECT_EQ(quantized, quant ? 7 * config.num_layers : 0);
+    }
+  }
+}
+
 // Adapters PEFT trained (random lora_B) on the tiny HF fixtures: titan's logits equal PeftModel's.
 TEST(Lora, PeftAdaptersGiveThePeftModelsLogits) {
   for (const Case& c : cases()) {

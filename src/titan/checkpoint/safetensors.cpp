@@ -229,7 +229,7 @@ Tensor SafetensorsFile::get(const std::string& name) const {
   char* ptr = const_cast<char*>(data_) + info->begin;
   const size_t elem = dtype_size(info->dtype);
   if (reinterpret_cast<uintptr_t>(ptr) % elem == 0) {
-    return Tensor::wrap(ptr, info->shape, info->dtype, mapping_);
+    return Tensor::wrap(ptr, info->shape, info->dtype, mapping_, /*file_pages=*/true);
   }
   // Kernels may use aligned loads on typed pointers; hand them an aligned copy instead.
   Tensor t = Tensor::empty(info->shape, info->dtype);

@@ -1,5 +1,8 @@
 #include "titan/core/tensor.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstring>
 
@@ -48,8 +51,8 @@ Storage::Storage(size_t bytes, Allocator& allocator, Device device)
   data_ = allocator.allocate(bytes);
 }
 
-Storage::Storage(void* data, size_t bytes, std::shared_ptr<void> keepalive, Device device)
-    : data_(data), bytes_(bytes), keepalive_(std::move(keepalive)), device_(device) {}
+Storage::Storage(void* data, size_t bytes, std::shared_ptr<void> keepalive, Device device, bool file_pages)
+    : data_(data), bytes_(bytes), keepalive_(std::move(keepalive)), device_(device), file_pages_(file_pages) {}
 
 Storage::~Storage() {
   if (allocator_ != nullptr) allocator_->deallocate(data_, bytes_);
@@ -76,14 +79,24 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   return t;
 }
 
-Tensor Tensor::wrap(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> keepalive) {
+Tensor Tensor::wrap(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> keepalive,
+                    bool file_pages) {
   Tensor t;
   t.storage_ = std::make_shared<Storage>(data, shape_numel(shape) * dtype_size(dtype),
-                                         std::move(keepalive), Device::cpu);
+                                         std::move(keepalive), Device::cpu, file_pages);
   t.shape_ = shape;
   t.strides_ = contiguous_strides(shape);
   t.dtype_ = dtype;
   return t;
+}
+
+void Tensor::release_file_pages() const {
+  if (!reads_file() || numel() == 0) return;
+  // Only pages wholly inside the tensor: a neighbour's edge page is left alone.
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(raw_data());
+  const uintptr_t first = (begin + page - 1) / page * page, last = (begin + nbytes()) / page * page;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 int64_t Tensor::size(int dim) const {

@@ -42,7 +42,7 @@ int64_t shape_numel(const Shape& shape);
 class Storage {
  public:
   Storage(size_t bytes, Allocator& allocator, Device device);
-  Storage(void* data, size_t bytes, std::shared_ptr<void> keepalive, Device device);
+  Storage(void* data, size_t bytes, std::shared_ptr<void> keepalive, Device device, bool file_pages = false);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -50,6 +50,7 @@ class Storage {
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
   Device device() const { return device_; }
+  bool file_pages() const { return file_pages_; }
 
  private:
   void* data_ = nullptr;
@@ -57,6 +58,7 @@ class Storage {
   Allocator* allocator_ = nullptr;  // null for borrowed memory
   std::shared_ptr<void> keepalive_;
   Device device_ = Device::cpu;
+  bool file_pages_ = false;
 };
 
 // What reading a meta tensor's values throws (a module that computes on the host without a meta
@@ -84,8 +86,11 @@ class Tensor {
 
   static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = default_device());
   static Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = default_device());
-  // Borrows `data` (must hold numel * dtype_size bytes); `keepalive` owns it.
-  static Tensor wrap(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> keepalive);
+  // Borrows `data` (must hold numel * dtype_size bytes); `keepalive` owns it. `file_pages`: the
+  // bytes are a private mapping of a file (a safetensors tensor read in place), see
+  // release_file_pages.
+  static Tensor wrap(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> keepalive,
+                     bool file_pages = false);
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }
@@ -99,6 +104,13 @@ class Tensor {
   bool is_contiguous() const;
 
   bool is_meta() const { return storage_ != nullptr && storage_->device() == Device::meta; }
+  // The values are a file's mapped pages (wrap with file_pages): the page cache's, not the allocator's.
+  bool reads_file() const { return storage_ != nullptr && storage_->file_pages(); }
+  // For a tensor that reads_file() and is never written (a frozen weight read in place): unmaps the
+  // whole pages it spans from this process, so that it holds only what is read again (a minor
+  // fault from the page cache). Linux maps a file's large folios whole (MiBs) on one read, so a
+  // gather of a few rows otherwise keeps a large part of a table resident. A no-op otherwise.
+  void release_file_pages() const;
   // The values' address; an Error on the meta device (it has none).
   void* raw_data() const {
     if (is_meta()) no_data();

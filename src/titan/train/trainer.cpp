@@ -59,8 +59,17 @@ void Trainer::log_setup() const {
   }
   // What stays allocated for the whole run: parameters (or this rank's shards), gradients, AdamW
   // moments, buffers, and the loader's batches.
+  // Frozen weights read in place from the model folder's files (models/decoder/weights.cpp) are
+  // the page cache's: resident in this process only as far as a step reads them.
+  size_t mapped = 0;
+  for (const nn::Parameter* p : model_->model().parameters()) {
+    if (p->compute.reads_file()) mapped += p->compute.nbytes();
+  }
   log_info(str("[memory] after setup: ", static_cast<double>(host_allocator().stats().live_bytes) / double(1 << 30),
-               " GiB allocated (parameters, gradients, optimizer state, buffers)"));
+               " GiB allocated (parameters, gradients, optimizer state, buffers)",
+               mapped == 0 ? std::string() : str("; ", static_cast<double>(mapped) / double(1 << 30),
+                                                 " GiB of frozen weights read in place from the model folder's files (page "
+                                                 "cache, resident as far as steps read them)")));
   if (parallel::Pipeline* pipeline = model_->pipeline()) {
     const int64_t micro = B_ / c_.parallelism.pipeline_parallel_microbatch_size;
     log_info(str("[pipeline] ", pipeline_.layout.num_stages(), " stages on ", pipeline_.layout.pp, " ranks, ",

@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -114,6 +117,45 @@ TEST(Safetensors, ViewsOutliveTheFileObjectAndNeverWriteTheFile) {
   EXPECT_EQ(SafetensorsFile::open(path).get("w").data<float>()[0], 1.f);
 }
 
+// How many of the pages spanning [p, p + bytes) this process has mapped (/proc/self/pagemap: bit
+// 63 of each page's entry says "present").
+int64_t present_pages(const void* p, size_t bytes) {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = reinterpret_cast<uintptr_t>(p) / page, end = (reinterpret_cast<uintptr_t>(p) + bytes + page - 1) / page;
+  const int fd = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  EXPECT_GE(fd, 0);
+  std::vector<uint64_t> entries(end - first);
+  const auto want = static_cast<ssize_t>(entries.size() * 8);
+  EXPECT_EQ(::pread(fd, entries.data(), static_cast<size_t>(want), static_cast<off_t>(first * 8)), want);
+  ::close(fd);
+  int64_t present = 0;
+  for (const uint64_t entry : entries) present += static_cast<int64_t>(entry >> 63);
+  return present;
+}
+
+// A tensor read in place gives its pages back (a frozen embedding after its lookup) and reads the
+// same values again; allocator memory is never given back this way.
+TEST(Safetensors, ReleasedFilePagesComeBackWithTheSameValues) {
+  TempDir dir;
+  const std::string path = dir.file("w.safetensors");
+  const int64_t n = 1 << 20;  // 4 MiB
+  Tensor src = Tensor::empty({n});
+  for (int64_t i = 0; i < n; ++i) src.data<float>()[i] = 0.5f * static_cast<float>(i % 9973);
+  write_safetensors(path, {{"w", src}});
+  const Tensor w = SafetensorsFile::open(path).get("w");
+  ASSERT_TRUE(w.reads_file());
+  ASSERT_TRUE(same_bytes(w, src));  // every page read
+  const int64_t pages = present_pages(w.raw_data(), w.nbytes());
+  EXPECT_GE(pages, 1024);
+  w.release_file_pages();
+  EXPECT_LE(present_pages(w.raw_data(), w.nbytes()), 2);  // the edge pages it shares stay
+  EXPECT_TRUE(same_bytes(w, src));
+  const Tensor own = src.clone();
+  EXPECT_FALSE(own.reads_file());
+  own.release_file_pages();
+  EXPECT_TRUE(same_bytes(own, src));
+}
+
 TEST(Safetensors, MisalignedDataIsCopiedNotViewed) {
   // Another writer may leave the header length odd; an f32 then starts at an odd address.
   TempDir dir;
@@ -124,6 +166,7 @@ TEST(Safetensors, MisalignedDataIsCopiedNotViewed) {
               le64(header.size()) + header + std::string(reinterpret_cast<const char*>(values), 8));
   Tensor x = SafetensorsFile::open(dir.file("odd.safetensors")).get("x");
   EXPECT_EQ(reinterpret_cast<uintptr_t>(x.raw_data()) % 4, 0u);
+  EXPECT_FALSE(x.reads_file());
   EXPECT_EQ(x.data<float>()[0], 1.25f);
   EXPECT_EQ(x.data<float>()[1], -7.f);
 }

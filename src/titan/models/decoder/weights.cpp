@@ -146,6 +146,18 @@ static FolderLayout folder_layout(const nn::DecoderConfig& config, const std::st
   return layout;
 }
 
+// Whether a weight reads the folder's mapped file instead of a copy: a frozen, unquantized
+// parameter (a LoRA base's embedding, head and norms; every base weight when not quantized) stored
+// in the file's dtype, whose whole tensor is this one file tensor. Nothing writes a frozen weight,
+// so its pages stay the page cache's: a process holds only the ones it reads (the embedding rows
+// of the batch's tokens, not the whole 151,936-row table) and the kernel may drop and re-read them
+// under pressure. The mapping lives as long as the weight (SafetensorsFile's shared handle).
+static bool maps_file(const nn::Parameter& p, const Tensor& dst, DType stored) {
+  return !p.trainable && !p.quantized() && !p.value.defined() && p.compute.defined() &&
+         p.compute.dtype() == stored && dst.raw_data() == p.compute.raw_data() &&
+         dst.numel() == p.compute.numel() && p.compute.device() == Device::cpu;
+}
+
 void load_hf_weights(nn::Decoder& model, const std::string& dir) {
   const ckpt::HfWeights weights = ckpt::HfWeights::open(dir);
   const FolderLayout layout = folder_layout(model.config(), dir);
@@ -177,11 +189,18 @@ void load_hf_weights(nn::Decoder& model, const std::string& dir) {
       TITAN_CHECK(info->dtype == DType::f32 || info->dtype == DType::bf16 || info->dtype == DType::f16,
                   weights.file_of(hf), ": tensor '", hf, "' has dtype ", dtype_name(info->dtype),
                   "; weights must be F32, BF16 or F16");
-      dst.copy_from(weights.get(hf));  // dst is a view: an expert's slice of a stacked weight
-      weights.release(hf);             // its file pages are not needed again
-      const int64_t bad = first_nonfinite(dst);
+      const bool mapped = maps_file(*p, dst, info->dtype);
+      if (mapped) {
+        p->compute = weights.get(hf);  // the file's bytes themselves: see maps_file
+      } else {
+        dst.copy_from(weights.get(hf));  // dst is a view: an expert's slice of a stacked weight
+      }
+      const Tensor& loaded = mapped ? p->compute : dst;
+      const int64_t bad = first_nonfinite(loaded);
+      weights.release(hf);  // its pages leave this process (a mapped weight's come back as they are read)
       if (bad >= 0) {
-        const float v = dst.dtype() == DType::bf16 ? bf16_to_f32(dst.data<uint16_t>()[bad]) : dst.data<float>()[bad];
+        const float v =
+            loaded.dtype() == DType::bf16 ? bf16_to_f32(loaded.data<uint16_t>()[bad]) : loaded.data<float>()[bad];
         TITAN_FAIL(weights.file_of(hf), ": tensor '", hf, "' holds ", v, " at flat index ", bad,
                    ". HINT: the checkpoint is corrupt or was saved after training diverged; use another one");
       }
