@@ -97,6 +97,31 @@ TEST(Bf16, LinearKernelsMatchTheReference) {
   }
 }
 
+// An f32 weight beside a bf16 x (the master under bf16 compute) is rounded as the products read
+// it: every kernel gives, bit for bit, what it gives on the weight rounded first: decode's GEMV rows,
+// products under and over the 64 MFLOP from which titan's bf16 GEMM rounds while packing.
+TEST(Bf16, LinearOnAnF32WeightEqualsItOnTheRoundedWeight) {
+  for (const auto& [n, in, out] : {std::tuple<int64_t, int64_t, int64_t>{3, 70, 5}, {33, 129, 257}, {257, 520, 390}}) {
+    const Tensor x = bf16_of(random_f32({n, in}, 1)), w32 = random_f32({out, in}, 2, 0.5f), w = bf16_of(w32);
+    const Tensor b = random_f32({out}, 3), dy = random_f32({n, out}, 4);
+    for (const LinearImpl& impl : linear_table().impls()) {
+      Tensor y = Tensor::empty({n, out}), dx = garbage({n, in}), dw = random_f32({out, in}, 5), db = random_f32({out}, 6);
+      Tensor y32 = Tensor::empty({n, out}), dx32 = garbage({n, in}), dw32 = dw.clone(), db32 = db.clone();
+      impl.forward(x, w, b, y);
+      impl.backward(dy, x, w, dx, dw, db);
+      impl.forward(x, w32, b, y32);
+      impl.backward(dy, x, w32, dx32, dw32, db32);
+      const std::string at = str(impl.name, " n=", n, " in=", in, " out=", out);
+      EXPECT_TRUE(all_close(at + " y", y32, y, kExact));
+      EXPECT_TRUE(all_close(at + " dx", dx32, dx, kExact));
+      EXPECT_TRUE(all_close(at + " dweight", dw32, dw, kExact));
+      EXPECT_TRUE(all_close(at + " dbias", db32, db, kExact));
+    }
+  }
+  Tensor y = Tensor::empty({3, 5});
+  linear_forward(bf16_of(random_f32({3, 70}, 1)), random_f32({5, 70}, 2), Tensor(), y);  // the op accepts it
+}
+
 // dy is rounded to bf16 before the products: a dy that bf16 cannot hold gives the rounded
 // result, not the f32 one (what autocast's bf16 output gradient does).
 TEST(Bf16, LinearBackwardRoundsTheOutputGradient) {

@@ -12,11 +12,9 @@ Head::Head(const HeadConfig& config, const std::string& fqn) : config_(config) {
 ops::LmHeadXentResult Head::loss(const Tensor& x_ND, const Tensor& targets, float grad_scale, Tensor& dx_ND) {
   Tensor no_grad;
   Parameter& w = weight();
-  // bf16 compute from the f32 master (no FSDP-gathered or frozen bf16 copy): the op rounds the
-  // weight as its GEMMs read it, the same values as for_compute() without a V x D bf16 copy.
-  const bool from_master = w.compute_dtype == DType::bf16 && w.value.defined() && !w.compute.defined();
-  const Tensor w_VD = from_master ? w.value : w.for_compute();
-  return ops::lm_head_xent({}, ops::cast_to(x_ND, w.compute_dtype), w_VD, targets, grad_scale, dx_ND,
+  // Under bf16 compute from the f32 master, the op rounds the weight as its GEMMs read it: no
+  // V x D bf16 copy.
+  return ops::lm_head_xent({}, ops::cast_to(x_ND, w.compute_dtype), w.for_gemm(), targets, grad_scale, dx_ND,
                            dx_ND.defined() ? w.grad : no_grad);
 }
 

@@ -11,8 +11,8 @@ Linear::Linear(const LinearConfig& config, const std::string& fqn) : config_(con
 }
 
 Tensor Linear::forward(const Tensor& x_NI, Saved& saved) const {
-  const Tensor w_OI = weight.for_compute();
-  const Tensor x = ops::cast_to(x_NI, w_OI.dtype());  // a no-op when the caller cast it already
+  const Tensor w_OI = weight.for_gemm();
+  const Tensor x = ops::cast_to(x_NI, weight.compute_dtype);  // a no-op when the caller cast it already
   Tensor y_NO =
       Tensor::empty({x_NI.numel() / config_.in_features, config_.out_features}, DType::f32, x_NI.device());
   ops::linear_forward(x, w_OI, config_.bias ? bias.for_compute_f32() : Tensor(), y_NO);
@@ -25,7 +25,7 @@ Tensor Linear::compute_input(const Tensor& x_NI) const { return ops::cast_to(x_N
 Tensor Linear::backward(const Tensor& dy_NO, Saved& saved, bool need_dx) {
   Tensor dx_NI;
   if (need_dx) dx_NI = Tensor::empty(saved.x_NI.shape(), DType::f32, saved.x_NI.device());
-  ops::linear_backward(dy_NO, saved.x_NI, weight.for_compute(), dx_NI, weight.grad, bias.grad);
+  ops::linear_backward(dy_NO, saved.x_NI, weight.for_gemm(), dx_NI, weight.grad, bias.grad);
   saved = {};
   return dx_NI;
 }

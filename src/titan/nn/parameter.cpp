@@ -73,6 +73,11 @@ Tensor Parameter::to_f32() const {
   return data().dtype() == DType::f32 ? data() : data().to(DType::f32);
 }
 
+Tensor Parameter::for_gemm() const {
+  const bool master_alone = compute_dtype == DType::bf16 && value.defined() && !compute.defined() && !quantized();
+  return master_alone ? value : for_compute();
+}
+
 Tensor Parameter::for_compute() const {
   if (quantized()) return decoded(compute_dtype);  // at each use: one weight's transient copy
   if (compute_dtype == DType::f32) return value;

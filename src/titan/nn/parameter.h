@@ -61,6 +61,11 @@ struct Parameter {
   Tensor grad_sink() const { return grad.defined() ? grad : Tensor::zeros(shape()); }
   // The parameter in compute_dtype: `value` (f32), or `compute` / `value` rounded to bf16.
   Tensor for_compute() const;
+  // The weight as the GEMM ops (linear, lm_head_xent) take it: under bf16 compute with the f32
+  // master alone (no FSDP-gathered or frozen bf16 copy, not quantized) the master itself, which
+  // the ops round to bf16 as they read it (for_compute()'s values without its bf16 copy); else
+  // for_compute().
+  Tensor for_gemm() const;
   // The compute value widened to f32 (ops whose math stays f32: RMSNorm, the router, the embedding
   // lookup): `value` itself in f32 mode, the bf16-rounded weight otherwise.
   Tensor for_compute_f32() const;

@@ -11,12 +11,13 @@ void check_linear(const Tensor& x_NI, const Tensor& w_OI, const Tensor& b_O) {
               "[linear] weight: expected a contiguous f32 or bf16 [out, in] tensor, got ",
               w_OI.defined() ? w_OI.describe() : std::string("an undefined tensor"));
   const int64_t in = w_OI.size(1), out = w_OI.size(0);
-  TITAN_CHECK(x_NI.defined() && x_NI.ndim() >= 1 && x_NI.dtype() == w_OI.dtype() &&
-                  x_NI.is_contiguous() && x_NI.size(-1) == in,
+  // bf16 x with an f32 weight: the master weight, rounded as it is read.
+  const bool dtype_ok = x_NI.defined() && (x_NI.dtype() == w_OI.dtype() || x_NI.dtype() == DType::bf16);
+  TITAN_CHECK(x_NI.defined() && x_NI.ndim() >= 1 && dtype_ok && x_NI.is_contiguous() && x_NI.size(-1) == in,
               "[linear] x: expected a contiguous ", dtype_name(w_OI.dtype()), " [..., ", in, "] tensor, got ",
               x_NI.defined() ? x_NI.describe() : std::string("an undefined tensor"),
-              ". HINT: x's last dim must equal the weight's in_features, and x must have the weight's dtype (weight ",
-              w_OI.describe(), ")");
+              ". HINT: x's last dim must equal the weight's in_features, and x must have the weight's dtype "
+              "(or bf16 with an f32 weight; weight ", w_OI.describe(), ")");
   if (b_O.defined()) {
     TITAN_CHECK(b_O.ndim() == 1 && b_O.size(0) == out && b_O.dtype() == DType::f32 &&
                     b_O.is_contiguous(),

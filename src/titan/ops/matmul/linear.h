@@ -5,9 +5,12 @@
 //            db_O  += sum_n dy_NO[n, :]    (when db_O is defined)
 // Shapes: N rows (x may have any leading dims; they are flattened to N), I inputs, O outputs.
 //   x_NI, w_OI, b_O (optional: an undefined Tensor{} means no bias) -> y_NO. Contiguous.
-// Dtypes: x and w are both f32 or both bf16 (the bf16 compute path); b, y, dy, dx, dw and db are
-//   f32. With bf16 x and w, the products accumulate in f32 and backward rounds dy to bf16 before
-//   its two products (what autocast does: the bf16 output's gradient is bf16).
+// Dtypes: x and w are both f32 or both bf16 (the bf16 compute path), or x is bf16 and w f32 (the
+//   f32 master under bf16 compute: w is rounded to bf16 as the products read it, bit for bit the
+//   bf16 path on w rounded first, with no bf16 copy of w where the kernel rounds while packing);
+//   b, y, dy, dx, dw and db are f32. With bf16 x, the products accumulate in f32 and backward
+//   rounds dy to bf16 before its two products (what autocast does: the bf16 output's gradient is
+//   bf16).
 //   y_NO / dy_NO may carry x's leading dims or be flat [N, O]; dx_NI has x's shape.
 // Accumulation: dx is written (=); dw and db are accumulated (+=).
 // Backward needs only x and w (no Saved struct): dx = dy w and dw = dy^T x are the two other

@@ -41,8 +41,28 @@ static void column_sums(int64_t begin, int64_t end, int64_t n, int64_t out, cons
   for (int64_t j = 0; j < width; ++j) db[begin + j] += acc[j];
 }
 
-static void forward_cpu(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
-  const int64_t in = w.size(1), out = w.size(0), n = x.numel() / in;
+// Under bf16 compute with the f32 master (bf16 x, f32 w), the weight as the products take it: w
+// itself where titan's kernel rounds it while packing (gemm_bf16_round_b; bit for bit the products
+// on w rounded first), else a bf16 copy (AMX / oneDNN, the AVX2 emulation, and decode's GEMV).
+static Tensor weight_operand(const Tensor& x, const Tensor& w, bool gemv) {
+  const bool round_in_gemm = gemm_bf16_rounds_b_while_packing() && !gemv;
+  return x.dtype() == DType::bf16 && w.dtype() == DType::f32 && !round_in_gemm ? cast_to(w, DType::bf16) : w;
+}
+
+// C = op(A) op(B) (+ beta C) for f32 A and B, bf16 A and B, or bf16 A with f32 B rounded as read.
+static void product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const Tensor& a, int64_t lda,
+                    const Tensor& b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (a.dtype() == DType::f32) {
+    gemm(trans_a, trans_b, m, n, k, 1.0f, a.data<float>(), lda, b.data<float>(), ldb, beta, c, ldc);
+  } else if (b.dtype() == DType::f32) {
+    gemm_bf16_round_b(trans_a, trans_b, m, n, k, 1.0f, a.data<uint16_t>(), lda, b.data<float>(), ldb, beta, c, ldc);
+  } else {
+    gemm_bf16(trans_a, trans_b, m, n, k, 1.0f, a.data<uint16_t>(), lda, b.data<uint16_t>(), ldb, beta, c, ldc);
+  }
+}
+
+static void forward_cpu(const Tensor& x, const Tensor& w_OI, const Tensor& b, Tensor& y) {
+  const int64_t in = w_OI.size(1), out = w_OI.size(0), n = x.numel() / in;
   float* yp = y.data<float>();
   float beta = 0.0f;
   if (b.defined()) {
@@ -52,39 +72,28 @@ static void forward_cpu(const Tensor& x, const Tensor& w, const Tensor& b, Tenso
   }
   // y_NO = x_NI w_OI^T: M = N, N = O, K = I. A few rows on bf16 (decode) stream w through the
   // GEMV kernel; everything else is a GEMM.
-  if (w.dtype() == DType::bf16 && n <= kGemvMaxRows && gemv_bf16_supported()) {
+  const bool gemv = x.dtype() == DType::bf16 && n <= kGemvMaxRows && gemv_bf16_supported();
+  const Tensor w = weight_operand(x, w_OI, gemv);
+  if (gemv) {
     gemv_bf16(n, out, in, x.data<uint16_t>(), w.data<uint16_t>(), beta != 0.0f, yp);
-  } else if (w.dtype() == DType::bf16) {
-    gemm_bf16(false, true, n, out, in, 1.0f, x.data<uint16_t>(), in, w.data<uint16_t>(), in, beta, yp, out);
   } else {
-    gemm(false, true, n, out, in, 1.0f, x.data<float>(), in, w.data<float>(), in, beta, yp, out);
+    product(false, true, n, out, in, x, in, w, in, beta, yp, out);
   }
 }
 
 // dx_NI = dy_NO w_OI (M = N, N = I, K = O; written) and dw_OI += dy_NO^T x_NI (M = O, N = I,
-// K = N), in f32 or, with a bf16 weight, on bf16 operands (dy rounded to bf16 once).
-static void backward_products(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw) {
-  const int64_t in = w.size(1), out = w.size(0), n = x.numel() / in;
-  const bool bf16 = w.dtype() == DType::bf16;
-  const Tensor dy_bf16 = bf16 ? cast_to(dy, DType::bf16) : Tensor();
-  auto product = [&](bool trans_a, int64_t m, int64_t nn, int64_t k, const Tensor& a, const Tensor& b, float beta,
-                     float* c) {
-    if (bf16) {
-      gemm_bf16(trans_a, false, m, nn, k, 1.0f, a.data<uint16_t>(), trans_a ? m : k, b.data<uint16_t>(), nn, beta,
-                c, nn);
-    } else {
-      gemm(trans_a, false, m, nn, k, 1.0f, a.data<float>(), trans_a ? m : k, b.data<float>(), nn, beta, c, nn);
-    }
-  };
-  const Tensor& dy_op = bf16 ? dy_bf16 : dy;
+// K = N), in f32 or, with bf16 x, on bf16 operands (dy rounded to bf16 once).
+static void backward_products(const Tensor& dy, const Tensor& x, const Tensor& w_OI, Tensor& dx, Tensor& dw) {
+  const int64_t in = w_OI.size(1), out = w_OI.size(0), n = x.numel() / in;
+  const Tensor dy_op = x.dtype() == DType::bf16 ? cast_to(dy, DType::bf16) : dy;
   if (dx.defined()) {
     if (out == 0) {
       dx.zero_();
     } else {
-      product(false, n, in, out, dy_op, w, 0.0f, dx.data<float>());
+      product(false, false, n, in, out, dy_op, out, weight_operand(x, w_OI, false), in, 0.0f, dx.data<float>(), in);
     }
   }
-  if (dw.defined() && n > 0) product(true, out, in, n, dy_op, x, 1.0f, dw.data<float>());
+  if (dw.defined() && n > 0) product(true, false, out, in, n, dy_op, out, x, in, 1.0f, dw.data<float>(), in);
 }
 
 static void backward_cpu(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,

@@ -51,12 +51,15 @@ template void linear_backward<double>(int64_t, int64_t, int64_t, const double*, 
 }  // namespace ref
 
 // bf16 x and w: widened to f32 (exact), and dy rounded to bf16 as the contract says; then the
-// f32 reference, whose products of bf16 values are exact.
+// f32 reference, whose products of bf16 values are exact. An f32 w beside bf16 x is rounded first.
 static Tensor widened(const Tensor& t) { return t.dtype() == DType::f32 ? t : t.to(DType::f32); }
+static Tensor weight_widened(const Tensor& x, const Tensor& w) {
+  return x.dtype() == DType::bf16 ? w.to(DType::bf16).to(DType::f32) : w;
+}
 
 static void forward_ref(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
   const int64_t in = w.size(1), out = w.size(0);
-  const Tensor x32 = widened(x), w32 = widened(w);
+  const Tensor x32 = widened(x), w32 = weight_widened(x, w);
   ref::linear_forward(x.numel() / in, in, out, x32.data<float>(), w32.data<float>(),
                       b.defined() ? b.data<float>() : nullptr, y.data<float>());
 }
@@ -64,8 +67,8 @@ static void forward_ref(const Tensor& x, const Tensor& w, const Tensor& b, Tenso
 static void backward_ref(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,
                          Tensor& db) {
   const int64_t in = w.size(1), out = w.size(0);
-  const Tensor x32 = widened(x), w32 = widened(w);
-  const Tensor dy_products = w.dtype() == DType::bf16 ? dy.to(DType::bf16).to(DType::f32) : dy;
+  const Tensor x32 = widened(x), w32 = weight_widened(x, w);
+  const Tensor dy_products = x.dtype() == DType::bf16 ? dy.to(DType::bf16).to(DType::f32) : dy;
   const int64_t n = x.numel() / in;
   ref::linear_backward(n, in, out, dy_products.data<float>(), x32.data<float>(), w32.data<float>(),
                        dx.defined() ? dx.data<float>() : nullptr, dw.defined() ? dw.data<float>() : nullptr,
