@@ -149,9 +149,10 @@ static FolderLayout folder_layout(const nn::DecoderConfig& config, const std::st
 // Whether a weight reads the folder's mapped file instead of a copy: a frozen, unquantized
 // parameter (a LoRA base's embedding, head and norms; every base weight when not quantized) stored
 // in the file's dtype, whose whole tensor is this one file tensor. Nothing writes a frozen weight,
-// so its pages stay the page cache's: a process holds only the ones it reads (the embedding rows
-// of the batch's tokens, not the whole 151,936-row table) and the kernel may drop and re-read them
-// under pressure. The mapping lives as long as the weight (SafetensorsFile's shared handle).
+// so its pages stay the page cache's: a process holds only the ones it reads (the frozen
+// embedding hands its pages back after each lookup, nn/embedding.cpp, so it keeps no more than a
+// batch's rows of a 151,936-row table) and the kernel may drop and re-read them under pressure.
+// The mapping lives as long as the weight (SafetensorsFile's shared handle).
 static bool maps_file(const nn::Parameter& p, const Tensor& dst, DType stored) {
   return !p.trainable && !p.quantized() && !p.value.defined() && p.compute.defined() &&
          p.compute.dtype() == stored && dst.raw_data() == p.compute.raw_data() &&
