@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "titan/core/dtype.h"
+
 namespace titan::kernels {
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
@@ -26,6 +28,11 @@ void gemm_bf16_round_b(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
                        int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 // True where gemm_bf16_round_b runs products of 64 MFLOP and more on titan's kernel (no copy of B).
 bool gemm_bf16_rounds_b_while_packing();
+// gemm, gemm_bf16 or gemm_bf16_round_b by the operands' element types: A and B both f32, both
+// bf16, or bf16 A with f32 B (rounded as read). For ops that hold their operands' dtypes at run
+// time (linear, lm_head_xent).
+void gemm_of(DType a_dtype, DType b_dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+             const void* a, int64_t lda, const void* b, int64_t ldb, float beta, float* c, int64_t ldc);
 // gemm_bf16 under gemm's name, so code generic over the operand type (float, or uint16_t holding
 // bf16: the attention kernel's tiles) calls one name and overloading picks the product.
 inline void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,

@@ -142,6 +142,24 @@ void gemm_bf16_round_b(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
 
 bool gemm_bf16_rounds_b_while_packing() { return use_titan_kernel(1 << 12, 1 << 12, 1 << 12); }
 
+void gemm_of(DType a_dtype, DType b_dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+             const void* a, int64_t lda, const void* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  TITAN_CHECK((a_dtype == DType::f32 && b_dtype == DType::f32) ||
+                  (a_dtype == DType::bf16 && (b_dtype == DType::bf16 || b_dtype == DType::f32)),
+              "[gemm] operands ", dtype_name(a_dtype), " x ", dtype_name(b_dtype), ": expected f32 x f32, bf16 x bf16 "
+              "or bf16 x f32");
+  if (a_dtype == DType::f32) {
+    gemm(trans_a, trans_b, m, n, k, alpha, static_cast<const float*>(a), lda, static_cast<const float*>(b), ldb, beta,
+         c, ldc);
+  } else if (b_dtype == DType::f32) {
+    gemm_bf16_round_b(trans_a, trans_b, m, n, k, alpha, static_cast<const uint16_t*>(a), lda,
+                      static_cast<const float*>(b), ldb, beta, c, ldc);
+  } else {
+    gemm_bf16(trans_a, trans_b, m, n, k, alpha, static_cast<const uint16_t*>(a), lda, static_cast<const uint16_t*>(b),
+              ldb, beta, c, ldc);
+  }
+}
+
 void gemm_bf16_onednn(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
                       int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;

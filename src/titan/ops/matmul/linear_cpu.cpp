@@ -49,16 +49,10 @@ static Tensor weight_operand(const Tensor& x, const Tensor& w, bool gemv) {
   return x.dtype() == DType::bf16 && w.dtype() == DType::f32 && !round_in_gemm ? cast_to(w, DType::bf16) : w;
 }
 
-// C = op(A) op(B) (+ beta C) for f32 A and B, bf16 A and B, or bf16 A with f32 B rounded as read.
+// C = op(A) op(B) (+ beta C) on the operands' dtypes (kernels::gemm_of).
 static void product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const Tensor& a, int64_t lda,
                     const Tensor& b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (a.dtype() == DType::f32) {
-    gemm(trans_a, trans_b, m, n, k, 1.0f, a.data<float>(), lda, b.data<float>(), ldb, beta, c, ldc);
-  } else if (b.dtype() == DType::f32) {
-    gemm_bf16_round_b(trans_a, trans_b, m, n, k, 1.0f, a.data<uint16_t>(), lda, b.data<float>(), ldb, beta, c, ldc);
-  } else {
-    gemm_bf16(trans_a, trans_b, m, n, k, 1.0f, a.data<uint16_t>(), lda, b.data<uint16_t>(), ldb, beta, c, ldc);
-  }
+  gemm_of(a.dtype(), b.dtype(), trans_a, trans_b, m, n, k, 1.0f, a.raw_data(), lda, b.raw_data(), ldb, beta, c, ldc);
 }
 
 static void forward_cpu(const Tensor& x, const Tensor& w_OI, const Tensor& b, Tensor& y) {

@@ -116,16 +116,8 @@ static LmHeadXentResult run_cpu(const LmHeadXentArgs& args, const Tensor& x, con
   // op(B) of the products: the weight (bf16, or f32 rounded as it is packed), or x (bf16 or f32).
   auto product = [&](bool trans_a, bool trans_b, int64_t m, int64_t nn, int64_t k, const void* a, int64_t lda,
                      const void* b, int64_t ldb, float beta, float* out, int64_t ldc) {
-    if (bf16 && b == wp && w_used.dtype() == DType::f32) {
-      gemm_bf16_round_b(trans_a, trans_b, m, nn, k, 1.0f, static_cast<const uint16_t*>(a), lda,
-                        static_cast<const float*>(b), ldb, beta, out, ldc);
-    } else if (bf16) {
-      gemm_bf16(trans_a, trans_b, m, nn, k, 1.0f, static_cast<const uint16_t*>(a), lda,
-                static_cast<const uint16_t*>(b), ldb, beta, out, ldc);
-    } else {
-      gemm(trans_a, trans_b, m, nn, k, 1.0f, static_cast<const float*>(a), lda, static_cast<const float*>(b), ldb,
-           beta, out, ldc);
-    }
+    gemm_of(x.dtype(), b == wp ? w_used.dtype() : x.dtype(), trans_a, trans_b, m, nn, k, 1.0f, a, lda, b, ldb, beta,
+            out, ldc);
   };
 
   for (int64_t c0 = 0; c0 < n; c0 += c) {
