@@ -7,7 +7,8 @@
 //                                                [--no-fused] [--xent-chunks C1,C2,...] [--bf16]
 // --xent-chunks times the fused op at the given chunk_tokens values (default: auto only).
 // --bf16 times the bf16 products instead, each shape on every bf16 kernel this CPU has side by side
-// (oneDNN's matmul, titan's AVX-512-BF16 kernel), in % of the bf16 dot-product peak.
+// (oneDNN's matmul or its emulation, titan's AVX-512-BF16 kernel, titan's AVX2 FMA kernel), each in
+// % of the peak of the instruction it runs.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -21,6 +22,7 @@
 #include "titan/core/parallel.h"
 #include "titan/core/rng.h"
 #include "titan/kernels/cpu/gemm.h"
+#include "titan/kernels/cpu/gemm_bf16_avx2.h"
 #include "titan/kernels/cpu/gemm_bf16_avx512.h"
 #include "titan/ops/softmax_xent/softmax_xent.h"
 
@@ -47,44 +49,58 @@ static void for_each_problem(int64_t tokens, const std::string& only, Fn&& fn) {
   }
 }
 
-// The bf16 products of every (layer, form), on oneDNN's matmul (gemm_bf16's library) and titan's
-// AVX-512-BF16 kernel, alternating per shape.
+// The bf16 products of every (layer, form) on every bf16 kernel this CPU has, alternating per
+// shape: oneDNN's matmul (gemm_bf16's library; where oneDNN has no bf16 kernel, its emulation: A and
+// B widened into f32 copies, then sgemm), titan's AVX-512-BF16 kernel, titan's AVX2 FMA kernel. Each
+// row's % is of the peak of the instruction it runs: the bf16 dot product, or the fp32 FMA (AVX2).
 static int bench_bf16(int64_t tokens, double min_seconds, const std::string& only) {
   const bool own = gemm_bf16_avx512_supported();
   const bool dot = peak_kernel_supported(PeakKernel::bf16_avx512);
-  const double peak = dot ? measure_peak(PeakKernel::bf16_avx512, 2).median_gflops : 0.0;
-  std::cout << "bf16 GEMMs, " << num_threads() << " threads; peak: "
-            << (dot ? fixed(peak) + " GFLOP/s (bf16 dot AVX-512, 2 threads, measured now)" : "no bf16 dot product")
-            << (gemm_bf16_is_emulated() ? "; oneDNN has no bf16 kernel here (emulated)" : "") << "\n"
+  const bool emulated = gemm_bf16_is_emulated();
+  const double dot_peak = dot ? measure_peak(PeakKernel::bf16_avx512, 2).median_gflops : 0.0;
+  const double fma_peak = measure_peak(PeakKernel::fp32_avx2, 2).median_gflops;
+  std::cout << "bf16 GEMMs, " << num_threads() << " threads; peaks (2 threads, measured now): "
+            << (dot ? "bf16 dot AVX-512 " + fixed(dot_peak) + " GFLOP/s, " : "no bf16 dot product, ")
+            << "fp32 FMA AVX2 " << fixed(fma_peak) << " GFLOP/s"
+            << (emulated ? "; oneDNN has no bf16 kernel here (its row is the emulation)" : "") << "\n"
             << "tokens N = " << tokens << "; median over >= 3 repeats after 1 warm-up\n\n";
-  Table table({{"layer", -18}, {"form", -4}, {"M", 6}, {"N", 6}, {"K", 6}, {"kernel", -8}, {"ms", 9},
+  Table table({{"layer", -18}, {"form", -4}, {"M", 6}, {"N", 6}, {"K", 6}, {"kernel", -11}, {"ms", 9},
                {"GFLOP/s", 8}, {"% peak", 6}});
   table.print_header();
+  using Bf16Gemm = void (*)(bool, bool, int64_t, int64_t, int64_t, float, const uint16_t*, int64_t, const uint16_t*,
+                            int64_t, float, float*, int64_t);
+  struct Kernel {
+    const char* name;
+    bool available;
+    Bf16Gemm gemm;
+    double peak;
+  };
+  const Kernel kernels[] = {{"onednn", true, gemm_bf16_onednn, emulated ? fma_peak : dot_peak},
+                            {"titan-512", own, gemm_bf16_avx512, dot_peak},
+                            {"titan-avx2", true, gemm_bf16_avx2, fma_peak}};
   nlohmann::json rows = nlohmann::json::array();
   for_each_problem(tokens, only, [&](const LinearShape& shape, GemmForm form, const GemmProblem& p) {
     std::vector<uint16_t> a(p.a_rows() * p.a_cols()), b(p.b_rows() * p.b_cols());
     FloatBuffer fa(static_cast<int64_t>(a.size())), fb(static_cast<int64_t>(b.size())), c(p.m * p.n);
     for (size_t i = 0; i < a.size(); ++i) a[i] = f32_to_bf16(fa.data[i]);
     for (size_t i = 0; i < b.size(); ++i) b[i] = f32_to_bf16(fb.data[i]);
-    for (const char* kernel : {"onednn", "titan"}) {
-      const bool titan = std::string(kernel) == "titan";
-      if (titan && !own) continue;
+    for (const Kernel& kernel : kernels) {
+      if (!kernel.available) continue;
       const Timing t = time_adaptive([&] {
-        using Bf16Gemm = void (*)(bool, bool, int64_t, int64_t, int64_t, float, const uint16_t*, int64_t,
-                                  const uint16_t*, int64_t, float, float*, int64_t);
-        const Bf16Gemm gemm = titan ? Bf16Gemm{gemm_bf16_avx512} : Bf16Gemm{gemm_bf16_onednn};
-        gemm(p.trans_a, p.trans_b, p.m, p.n, p.k, 1.0f, a.data(), p.a_cols(), b.data(), p.b_cols(), p.beta, c.data, p.n);
+        kernel.gemm(p.trans_a, p.trans_b, p.m, p.n, p.k, 1.0f, a.data(), p.a_cols(), b.data(), p.b_cols(), p.beta,
+                    c.data, p.n);
       }, min_seconds);
       const double gflops = p.flops() / t.median_s * 1e-9;
       table.print_row({shape.layer, form_name(form), std::to_string(p.m), std::to_string(p.n),
-                       std::to_string(p.k), kernel, fixed(t.median_s * 1e3, 2), fixed(gflops),
-                       dot ? fixed(100.0 * gflops / peak) : "-"});
-      rows.push_back({{"layer", shape.layer}, {"form", form_name(form)}, {"kernel", kernel}, {"m", p.m},
-                      {"n", p.n}, {"k", p.k}, {"median_s", t.median_s}, {"gflops", gflops}});
+                       std::to_string(p.k), kernel.name, fixed(t.median_s * 1e3, 2), fixed(gflops),
+                       kernel.peak > 0.0 ? fixed(100.0 * gflops / kernel.peak) : "-"});
+      rows.push_back({{"layer", shape.layer}, {"form", form_name(form)}, {"kernel", kernel.name}, {"m", p.m},
+                      {"n", p.n}, {"k", p.k}, {"median_s", t.median_s}, {"gflops", gflops},
+                      {"peak_gflops", kernel.peak}});
     }
   });
-  print_result({{"bench", "gemm_bench_bf16"}, {"threads", num_threads()}, {"tokens", tokens}, {"peak_gflops", peak},
-                {"rows", rows}});
+  print_result({{"bench", "gemm_bench_bf16"}, {"threads", num_threads()}, {"tokens", tokens},
+                {"bf16_dot_peak_gflops", dot_peak}, {"fp32_fma_peak_gflops", fma_peak}, {"rows", rows}});
   return 0;
 }
 

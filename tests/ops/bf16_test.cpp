@@ -194,8 +194,9 @@ TEST(Bf16, EmbeddingLooksUpWidenedRows) {
   }
 }
 
-// The emulated path (bf16 widened to f32, then the f32 GEMM) against oneDNN's bf16 matmul, in every
-// transpose form and with alpha / beta: the same exact products, summed in two orders.
+// gemm_bf16 (oneDNN's bf16 matmul, titan's AVX-512-BF16 kernel, or where emulated titan's AVX2 kernel)
+// against the f32 GEMM on the widened operands, in every transpose form and with alpha / beta: the
+// same exact products, summed in two orders.
 TEST(Bf16, EmulatedGemmMatchesTheBf16Matmul) {
   const int64_t m = 19, n = 23, k = 41;
   for (bool ta : {false, true}) {

@@ -16,8 +16,8 @@ Precision parse_precision(const std::string& name) {
 std::string precision_line(Precision precision) {
   if (precision == Precision::float32) return str("float32 compute (", kernels::gemm_backend_name(), ")");
   const std::string kernel = kernels::gemm_bf16_is_emulated()
-                                 ? "emulated: this CPU has no bf16 instructions, so bf16 operands are widened to f32 "
-                                   "(the same numbers, slower than float32 here)"
+                                 ? "emulated: this CPU has no bf16 instructions, so titan's AVX2 FMA kernel widens bf16 "
+                                   "operands to f32 as it packs them (the same numbers, at about float32's speed)"
                                  : str(kernels::gemm_bf16_backend_name(), ", f32 accumulation");
   return str("bfloat16 compute (", kernel, "; attention on bf16 tiles, f32 softmax statistics); f32 master weights, ",
              "gradients, AdamW state, norms, softmax and loss");

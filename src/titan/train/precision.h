@@ -16,7 +16,7 @@ Precision parse_precision(const std::string& name);
 inline DType compute_dtype(Precision precision) { return precision == Precision::bfloat16 ? DType::bf16 : DType::f32; }
 
 // What the run computes in and with which kernel, e.g. "bfloat16 compute (oneDNN bf16 matmul, f32
-// accumulation); ..." or, on a CPU without bf16 instructions, "... emulated: ... widened to f32".
+// accumulation); ..." or, on a CPU without bf16 instructions, "... emulated: ... widens ... to f32".
 std::string precision_line(Precision precision);
 
 }  // namespace titan::train

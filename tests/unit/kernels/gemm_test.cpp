@@ -8,6 +8,7 @@
 
 #include "titan/core/dtype.h"
 #include "titan/core/parallel.h"
+#include "titan/kernels/cpu/gemm_bf16_avx2.h"
 #include "titan/kernels/cpu/gemm_bf16_avx512.h"
 
 #include <gtest/gtest.h>
@@ -74,41 +75,62 @@ Bf16Operands bf16_operands(bool ta, bool tb, const Bf16Case& c, uint64_t seed) {
   return o;
 }
 
-TEST(GemmBf16Avx512, AllFormsEdgesOddKAndStridesMatchTheExactProduct) {
-  if (!gemm_bf16_avx512_supported()) GTEST_SKIP() << "no AVX-512-BF16 on this CPU";
-  // Edges of the 12 x 32 register tile, of the 192-row work items, the 4096-column panel and the
-  // 256-k block; odd k (a zero-padded pair); k = 1.
-  const Bf16Case cases[] = {{1, 1, 1},   {3, 5, 7},     {12, 32, 2},  {13, 33, 3},   {29, 70, 257},
-                            {193, 40, 513}, {20, 4100, 9}, {64, 64, 128}, {200, 31, 600}};
-  for (const Bf16Case& c : cases) {
-    for (int form = 0; form < 4; ++form) {
-      const bool ta = form & 1, tb = form & 2;
-      const Bf16Operands o = bf16_operands(ta, tb, c, 11);
-      for (const float beta : {0.0f, 1.0f, -0.5f}) {
-        const Tensor init = random_f32({c.m, c.n + 2}, 3);
-        std::vector<float> out(init.data<float>(), init.data<float>() + init.numel()), ref = out;
-        if (beta == 0.0f) std::fill(out.begin(), out.end(), std::nanf(""));  // beta = 0 must not read C
-        gemm_ref(ta, tb, c.m, c.n, c.k, 0.75f, o.a32.data(), o.lda, o.b32.data(), o.ldb, beta, ref.data(), c.n + 2);
-        gemm_bf16_avx512(ta, tb, c.m, c.n, c.k, 0.75f, o.a.data(), o.lda, o.b.data(), o.ldb, beta, out.data(),
-                         c.n + 2);
-        // The bound of f32 accumulation: each of the ~k/2 + 2 rounded adds errs by at most one
-        // half-ulp of a partial sum, itself at most sum |alpha a b| + |beta c|.
-        std::vector<float> abs_sum(init.numel(), 0.0f);
-        std::vector<float> a_abs(o.a32), b_abs(o.b32);
-        for (float& x : a_abs) x = std::abs(x);
-        for (float& x : b_abs) x = std::abs(x);
-        gemm_ref(ta, tb, c.m, c.n, c.k, 0.75f, a_abs.data(), o.lda, b_abs.data(), o.ldb, 0.0f, abs_sum.data(), c.n + 2);
-        const std::string what = str("ta=", ta, " tb=", tb, " m=", c.m, " n=", c.n, " k=", c.k, " beta=", beta);
-        for (int64_t i = 0; i < c.m; ++i) {
-          for (int64_t j = 0; j < c.n + 2; ++j) {
-            const int64_t at = i * (c.n + 2) + j;
-            if (j >= c.n) {  // the columns past n stay as they were
-              ASSERT_TRUE(beta == 0.0f ? std::isnan(out[at]) : ref[at] == out[at]) << what;
-              continue;
+// titan's two bf16 kernels behind gemm_bf16, each with the number of rounded adds its order makes
+// per C element (the bound below): AVX-512-BF16 adds pairs of products, AVX2 FMA one product at a
+// time.
+struct Bf16Kernel {
+  const char* name;
+  bool supported;
+  void (*bf16)(bool, bool, int64_t, int64_t, int64_t, float, const uint16_t*, int64_t, const uint16_t*, int64_t, float,
+               float*, int64_t);
+  void (*round_b)(bool, bool, int64_t, int64_t, int64_t, float, const uint16_t*, int64_t, const float*, int64_t, float,
+                  float*, int64_t);
+  double adds_per_k;
+};
+std::vector<Bf16Kernel> bf16_kernels() {
+  return {{"avx512", gemm_bf16_avx512_supported(), gemm_bf16_avx512, gemm_bf16_avx512, 0.5},
+          {"avx2", true, gemm_bf16_avx2, gemm_bf16_avx2, 1.0}};  // AVX2 + FMA: titan's baseline ISA
+}
+
+TEST(GemmBf16Kernels, AllFormsEdgesOddKAndStridesMatchTheExactProduct) {
+  // Edges of both register tiles (12 x 32, 6 x 16), of the work items (48 / 144 rows), the
+  // column panels (1024 / 4080) and the k blocks (4096 / 256); odd k (a zero-padded pair); k = 1.
+  const Bf16Case cases[] = {{1, 1, 1},       {3, 5, 7},      {12, 32, 2},   {13, 33, 3},    {7, 17, 9},
+                            {29, 70, 257},   {193, 40, 513}, {20, 4100, 9}, {64, 64, 128},  {200, 31, 600},
+                            {145, 4097, 17}, {6, 16, 4097}};
+  for (const Bf16Kernel& kernel : bf16_kernels()) {
+    if (!kernel.supported) continue;
+    for (const Bf16Case& c : cases) {
+      for (int form = 0; form < 4; ++form) {
+        const bool ta = form & 1, tb = form & 2;
+        const Bf16Operands o = bf16_operands(ta, tb, c, 11);
+        for (const float beta : {0.0f, 1.0f, -0.5f}) {
+          const Tensor init = random_f32({c.m, c.n + 2}, 3);
+          std::vector<float> out(init.data<float>(), init.data<float>() + init.numel()), ref = out;
+          if (beta == 0.0f) std::fill(out.begin(), out.end(), std::nanf(""));  // beta = 0 must not read C
+          gemm_ref(ta, tb, c.m, c.n, c.k, 0.75f, o.a32.data(), o.lda, o.b32.data(), o.ldb, beta, ref.data(), c.n + 2);
+          kernel.bf16(ta, tb, c.m, c.n, c.k, 0.75f, o.a.data(), o.lda, o.b.data(), o.ldb, beta, out.data(), c.n + 2);
+          // The bound of f32 accumulation: each of the ~k * adds_per_k + 2 rounded adds errs by at most
+          // one half-ulp of a partial sum, itself at most sum |alpha a b| + |beta c|.
+          std::vector<float> abs_sum(init.numel(), 0.0f);
+          std::vector<float> a_abs(o.a32), b_abs(o.b32);
+          for (float& x : a_abs) x = std::abs(x);
+          for (float& x : b_abs) x = std::abs(x);
+          gemm_ref(ta, tb, c.m, c.n, c.k, 0.75f, a_abs.data(), o.lda, b_abs.data(), o.ldb, 0.0f, abs_sum.data(),
+                   c.n + 2);
+          const std::string what =
+              str(kernel.name, " ta=", ta, " tb=", tb, " m=", c.m, " n=", c.n, " k=", c.k, " beta=", beta);
+          for (int64_t i = 0; i < c.m; ++i) {
+            for (int64_t j = 0; j < c.n + 2; ++j) {
+              const int64_t at = i * (c.n + 2) + j;
+              if (j >= c.n) {  // the columns past n stay as they were
+                ASSERT_TRUE(beta == 0.0f ? std::isnan(out[at]) : ref[at] == out[at]) << what;
+                continue;
+              }
+              const double scale = abs_sum[at] + std::abs(beta * init.data<float>()[at]);
+              const double bound = (static_cast<double>(c.k) * kernel.adds_per_k + 2) * 0x1p-24 * scale + 1e-30;
+              ASSERT_LE(std::abs(static_cast<double>(out[at]) - ref[at]), bound) << what << " at " << i << "," << j;
             }
-            const double scale = abs_sum[at] + std::abs(beta * init.data<float>()[at]);
-            const double bound = (static_cast<double>(c.k) / 2 + 2) * 0x1p-24 * scale + 1e-30;
-            ASSERT_LE(std::abs(static_cast<double>(out[at]) - ref[at]), bound) << what << " at " << i << "," << j;
           }
         }
       }
@@ -116,23 +138,26 @@ TEST(GemmBf16Avx512, AllFormsEdgesOddKAndStridesMatchTheExactProduct) {
   }
 }
 
-TEST(GemmBf16Avx512, ResultsAreBitwiseTheSameOnAnyThreadCount) {
-  if (!gemm_bf16_avx512_supported()) GTEST_SKIP() << "no AVX-512-BF16 on this CPU";
+TEST(GemmBf16Kernels, ResultsAreBitwiseTheSameOnAnyThreadCount) {
   const Bf16Case c{400, 300, 700};
   const Bf16Operands o = bf16_operands(false, true, c, 21);
-  std::vector<float> one(c.m * c.n), two(c.m * c.n);
-  const int before = num_threads();
-  set_num_threads(1);
-  gemm_bf16_avx512(false, true, c.m, c.n, c.k, 1.0f, o.a.data(), o.lda, o.b.data(), o.ldb, 0.0f, one.data(), c.n);
-  set_num_threads(std::max(2, before));
-  gemm_bf16_avx512(false, true, c.m, c.n, c.k, 1.0f, o.a.data(), o.lda, o.b.data(), o.ldb, 0.0f, two.data(), c.n);
-  set_num_threads(before);
-  EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0);
+  for (const Bf16Kernel& kernel : bf16_kernels()) {
+    if (!kernel.supported) continue;
+    std::vector<float> one(c.m * c.n), two(c.m * c.n);
+    const int before = num_threads();
+    set_num_threads(1);
+    kernel.bf16(false, true, c.m, c.n, c.k, 1.0f, o.a.data(), o.lda, o.b.data(), o.ldb, 0.0f, one.data(), c.n);
+    set_num_threads(std::max(2, before));
+    kernel.bf16(false, true, c.m, c.n, c.k, 1.0f, o.a.data(), o.lda, o.b.data(), o.ldb, 0.0f, two.data(), c.n);
+    set_num_threads(before);
+    EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0) << kernel.name;
+  }
 }
 
 // B in f32, rounded while packed: bit for bit the product of B rounded first, in every form, at the
-// register tile's and the k block's edges, on titan's kernel directly and through gemm_bf16_round_b
-// (which takes titan's kernel from 64 MFLOP where it can and rounds a copy below). B holds values
+// register tile's and the k block's edges, on titan's kernels directly and through gemm_bf16_round_b
+// (which takes titan's AVX-512-BF16 kernel from 64 MFLOP where it can and rounds a copy below, or
+// titan's AVX2 kernel where gemm_bf16 has no oneDNN bf16 kernel). B holds values
 // that round up, ties to even, infinities and a NaN besides the random ones.
 TEST(GemmBf16, RoundingBWhilePackingEqualsRoundingItFirst) {
   const Bf16Case cases[] = {{3, 5, 7}, {13, 33, 3}, {29, 70, 257}, {64, 1061, 1001}, {20, 40, 4099}};
@@ -153,12 +178,14 @@ TEST(GemmBf16, RoundingBWhilePackingEqualsRoundingItFirst) {
       gemm_bf16(ta, tb, c.m, c.n, c.k, 0.5f, o.a.data(), o.lda, rounded.data(), o.ldb, 1.0f, want.data(), c.n);
       gemm_bf16_round_b(ta, tb, c.m, c.n, c.k, 0.5f, o.a.data(), o.lda, b32.data(), o.ldb, 1.0f, via.data(), c.n);
       EXPECT_EQ(std::memcmp(want.data(), via.data(), want.size() * sizeof(float)), 0) << "gemm_bf16_round_b " << what;
-      if (!gemm_bf16_avx512_supported()) continue;
-      std::vector<float> direct(init.data<float>(), init.data<float>() + init.numel());
-      std::copy(init.data<float>(), init.data<float>() + init.numel(), want.begin());
-      gemm_bf16_avx512(ta, tb, c.m, c.n, c.k, 0.5f, o.a.data(), o.lda, rounded.data(), o.ldb, 1.0f, want.data(), c.n);
-      gemm_bf16_avx512(ta, tb, c.m, c.n, c.k, 0.5f, o.a.data(), o.lda, b32.data(), o.ldb, 1.0f, direct.data(), c.n);
-      EXPECT_EQ(std::memcmp(want.data(), direct.data(), want.size() * sizeof(float)), 0) << "avx512 kernel " << what;
+      for (const Bf16Kernel& kernel : bf16_kernels()) {
+        if (!kernel.supported) continue;
+        std::vector<float> direct(init.data<float>(), init.data<float>() + init.numel());
+        std::copy(init.data<float>(), init.data<float>() + init.numel(), want.begin());
+        kernel.bf16(ta, tb, c.m, c.n, c.k, 0.5f, o.a.data(), o.lda, rounded.data(), o.ldb, 1.0f, want.data(), c.n);
+        kernel.round_b(ta, tb, c.m, c.n, c.k, 0.5f, o.a.data(), o.lda, b32.data(), o.ldb, 1.0f, direct.data(), c.n);
+        EXPECT_EQ(std::memcmp(want.data(), direct.data(), want.size() * sizeof(float)), 0) << kernel.name << " " << what;
+      }
     }
   }
 }

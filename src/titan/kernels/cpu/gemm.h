@@ -17,7 +17,9 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 // bf16 A and B, f32 C (alpha, beta, ld* as gemm()); products are exact in f32 and accumulate in
 // f32. With AMX: oneDNN's bf16 matmul. With AVX-512-BF16 and no AMX: titan's own kernel
 // (gemm_bf16_avx512.h) for products of 64 MFLOP and more, oneDNN's matmul for smaller ones.
-// Elsewhere emulated by widening A and B to f32 (the same products, a slower path).
+// Elsewhere (no bf16 kernel in oneDNN's reach: AVX2, AVX-512 without BF16, a DNNL_MAX_CPU_ISA cap)
+// emulated by titan's AVX2 FMA kernel (gemm_bf16_avx2.h), which widens A and B to f32 as it packs
+// them: the same exact products, at the f32 FMA rate.
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
                int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc);
 // gemm_bf16 with B in f32, rounded to bf16 (nearest even, core/dtype.h's f32_to_bf16) where it is
@@ -26,7 +28,8 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
 // op(B) into a temporary first.
 void gemm_bf16_round_b(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
                        int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
-// True where gemm_bf16_round_b runs products of 64 MFLOP and more on titan's kernel (no copy of B).
+// True where gemm_bf16_round_b runs products of 64 MFLOP and more on one of titan's kernels (no copy
+// of B): the AVX-512-BF16 one, or the AVX2 one where gemm_bf16 is emulated (then at every size).
 bool gemm_bf16_rounds_b_while_packing();
 // gemm, gemm_bf16 or gemm_bf16_round_b by the operands' element types: A and B both f32, both
 // bf16, or bf16 A with f32 B (rounded as read). For ops that hold their operands' dtypes at run
@@ -39,14 +42,16 @@ inline void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
                  int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   gemm_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
-// gemm_bf16 on oneDNN's matmul (or its emulation) whatever the shape: for benchmarks that compare
-// the two kernels behind gemm_bf16.
+// gemm_bf16 on oneDNN's matmul whatever the shape, or where oneDNN has no bf16 kernel the former
+// emulation (A and B widened into f32 copies, then gemm()): for benchmarks that compare it with
+// titan's kernels.
 void gemm_bf16_onednn(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
                       int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc);
 // Which kernel gemm_bf16 runs here, for the start-up log: "titan AVX-512-BF16 kernel from 64 MFLOP,
-// oneDNN bf16 matmul below", "oneDNN bf16 matmul" (AMX), or "emulated: ...".
+// oneDNN bf16 matmul below", "oneDNN bf16 matmul" (AMX), or "titan AVX2 FMA kernel (...)".
 const char* gemm_bf16_backend_name();
-// True where gemm_bf16 widens to f32 (no bf16 kernel in oneDNN for this CPU / DNNL_MAX_CPU_ISA).
+// True where gemm_bf16 widens to f32 (no bf16 kernel in oneDNN for this CPU / DNNL_MAX_CPU_ISA):
+// titan's AVX2 kernel then runs every bf16 product.
 bool gemm_bf16_is_emulated();
 
 // Plain triple loop with f64 accumulation: the oracle for tests and the fallback reference.

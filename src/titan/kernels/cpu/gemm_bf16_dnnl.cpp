@@ -1,9 +1,9 @@
 // gemm_bf16(): titan's own AVX-512-BF16 kernel where it measured as fast (use_titan_kernel below),
 // else oneDNN's matmul primitive: bf16 A and B, f32 C, f32 accumulation. oneDNN picks
 // its kernel per ISA at run time (AMX tiles, AVX-512-BF16 dot products); where it has only its
-// bf16 instructions (AVX2, or AVX-512 without BF16: measured 2x slower than emulating), titan emulates: A and B are widened
-// to f32 (exact) and go through the f32 gemm(). Primitives are created once per shape and cached
-// (a training step repeats the same few shapes).
+// reference bf16 kernel (AVX2, or AVX-512 without BF16), titan runs its AVX2 FMA kernel, which
+// widens A and B to f32 (exact) as it packs them (gemm_bf16_avx2.h). Primitives are created once
+// per shape and cached (a training step repeats the same few shapes).
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
@@ -19,6 +19,7 @@
 #include "titan/core/parallel.h"
 #include "titan/kernels/cpu/cast.h"
 #include "titan/kernels/cpu/gemm.h"
+#include "titan/kernels/cpu/gemm_bf16_avx2.h"
 #include "titan/kernels/cpu/gemm_bf16_avx512.h"
 
 namespace titan::kernels {
@@ -122,6 +123,8 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
                int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (use_titan_kernel(m, n, k)) {
     gemm_bf16_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  } else if (gemm_bf16_is_emulated()) {
+    gemm_bf16_avx2(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   } else {
     gemm_bf16_onednn(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
@@ -133,6 +136,10 @@ void gemm_bf16_round_b(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
     gemm_bf16_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
+  if (gemm_bf16_is_emulated()) {
+    gemm_bf16_avx2(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
   // B as stored: n rows of k values (trans_b) or k rows of n, at stride ldb; rounded compactly.
   const int64_t rows = trans_b ? n : k, cols = trans_b ? k : n;
   std::vector<uint16_t> rounded(static_cast<size_t>(rows * cols));
@@ -140,7 +147,9 @@ void gemm_bf16_round_b(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   gemm_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, rounded.data(), std::max<int64_t>(cols, 1), beta, c, ldc);
 }
 
-bool gemm_bf16_rounds_b_while_packing() { return use_titan_kernel(1 << 12, 1 << 12, 1 << 12); }
+bool gemm_bf16_rounds_b_while_packing() {
+  return use_titan_kernel(1 << 12, 1 << 12, 1 << 12) || gemm_bf16_is_emulated();
+}
 
 void gemm_of(DType a_dtype, DType b_dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
              const void* a, int64_t lda, const void* b, int64_t ldb, float beta, float* c, int64_t ldc) {
@@ -206,7 +215,7 @@ void gemm_bf16_onednn(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
 const char* gemm_bf16_backend_name() {
   static const std::string name = [] {
     const bool titan = use_titan_kernel(1 << 12, 1 << 12, 1 << 12);
-    if (gemm_bf16_is_emulated()) return std::string("emulated: bf16 widened to f32, then ") + gemm_backend_name();
+    if (gemm_bf16_is_emulated()) return std::string("titan AVX2 FMA kernel (bf16 widened to f32 as packed)");
     const std::string onednn = "oneDNN bf16 matmul";
     const auto mflop = static_cast<int64_t>(kTitanMinFlops / (1024 * 1024));
     return titan ? str("titan AVX-512-BF16 kernel from ", mflop, " MFLOP, ", onednn, " below") : onednn;

@@ -42,8 +42,9 @@ static void column_sums(int64_t begin, int64_t end, int64_t n, int64_t out, cons
 }
 
 // Under bf16 compute with the f32 master (bf16 x, f32 w), the weight as the products take it: w
-// itself where titan's kernel rounds it while packing (gemm_bf16_round_b; bit for bit the products
-// on w rounded first), else a bf16 copy (AMX / oneDNN, the AVX2 emulation, and decode's GEMV).
+// itself where titan's kernels round it while packing (gemm_bf16_round_b; bit for bit the products
+// on w rounded first: AVX-512-BF16 without AMX, and the AVX2 emulation), else a bf16 copy (AMX /
+// oneDNN, and decode's GEMV).
 static Tensor weight_operand(const Tensor& x, const Tensor& w, bool gemv) {
   const bool round_in_gemm = gemm_bf16_rounds_b_while_packing() && !gemv;
   return x.dtype() == DType::bf16 && w.dtype() == DType::f32 && !round_in_gemm ? cast_to(w, DType::bf16) : w;
