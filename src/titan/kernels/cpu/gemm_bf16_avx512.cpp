@@ -201,7 +201,50 @@ PackBuffer& a_pack_buffer() {
   return buffer;
 }
 
-// B's elements: uint16_t (bf16), or float rounded to bf16 as its blocks are packed.
+// The whole product on the calling thread, with its own packing buffers: for each panel of kNc
+// columns, for each block of kKc k-values, op(B)'s block is packed into micro-panels of kNr columns;
+// for each kMc rows, op(A)'s rows into micro-panels of kMr rows; then the register kernel runs over
+// every (B micro-panel, A micro-panel) pair. B's elements: uint16_t (bf16), or float rounded to
+// bf16 as its blocks are packed.
+template <class BElement>
+void gemm_on_one_thread(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
+                        int64_t lda, const BElement* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  // op(A)[i, kk] is a row of A along k unless trans_a; op(B)[kk, j] is a row of B along k when trans_b.
+  const bool a_k_contiguous = !trans_a, b_k_contiguous = trans_b;
+  for (int64_t j0 = 0; j0 < n; j0 += kNc) {
+    const int64_t nc = std::min(kNc, n - j0), panels = ceil_div(nc, kNr);
+    for (int64_t k0 = 0; k0 < k; k0 += kKc) {
+      const int64_t kc = std::min(kKc, k - k0), pairs = (kc + 1) / 2;
+      const bool first = k0 == 0;
+      uint32_t* bp = b_pack_buffer().get(panels * pairs * kNr);
+      for (int64_t q = 0; q < panels; ++q) {
+        const int64_t col = q * kNr;
+        pack_panel<kNr>(b, ldb, b_k_contiguous, j0 + col, std::min(kNr, nc - col), k0, kc, bp + q * pairs * kNr);
+      }
+      for (int64_t i0 = 0; i0 < m; i0 += kMc) {
+        const int64_t mc = std::min(kMc, m - i0), row_panels = ceil_div(mc, kMr);
+        uint32_t* ap = a_pack_buffer().get(row_panels * pairs * kMr);
+        for (int64_t r = 0; r < row_panels; ++r) {
+          pack_panel<kMr>(a, lda, a_k_contiguous, i0 + r * kMr, std::min(kMr, mc - r * kMr), k0, kc,
+                          ap + r * pairs * kMr);
+        }
+        for (int64_t q = 0; q < panels; ++q) {
+          const int64_t col = q * kNr;
+          for (int64_t r = 0; r < row_panels; ++r) {
+            const int64_t row = i0 + r * kMr;
+            micro_kernel(pairs, ap + r * pairs * kMr, bp + q * pairs * kNr, c + row * ldc + j0 + col, ldc,
+                         std::min(kMr, m - row), std::min(kNr, nc - col), alpha, beta, first);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Threads split the larger of M and N into equal slices (whole register tiles) and each runs its
+// slice alone, as titan's AVX2 kernel does (gemm_bf16_avx2.cpp): nothing shared, no barrier per k
+// block. It replaced one op(B) block packed by all threads and work items handed out from it
+// (docs/performance.md (y): the head's 588-token chunk went from 79-87% to ... of the peak).
 template <class BElement>
 void gemm_bf16_avx512_impl(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                            const uint16_t* a, int64_t lda, const BElement* b, int64_t ldb, float beta, float* c,
@@ -213,46 +256,22 @@ void gemm_bf16_avx512_impl(bool trans_a, bool trans_b, int64_t m, int64_t n, int
     }
     return;
   }
-  PackBuffer& b_buffer = b_pack_buffer();
-  // op(A)[i, kk] is a row of A along k unless trans_a; op(B)[kk, j] is a row of B along k when trans_b.
-  const bool a_k_contiguous = !trans_a, b_k_contiguous = trans_b;
-  const int64_t row_blocks = ceil_div(m, kMc);
-  const int threads = num_threads();
-  for (int64_t j0 = 0; j0 < n; j0 += kNc) {
-    const int64_t nc = std::min(kNc, n - j0), panels = ceil_div(nc, kNr);
-    // Enough work items for every thread: split the panels into groups when the rows alone are few.
-    const int64_t groups = std::min(panels, std::max<int64_t>(1, ceil_div(2 * threads, row_blocks)));
-    const int64_t panels_per_group = ceil_div(panels, groups);
-    for (int64_t k0 = 0; k0 < k; k0 += kKc) {
-      const int64_t kc = std::min(kKc, k - k0), pairs = (kc + 1) / 2;
-      uint32_t* bp = b_buffer.get(panels * pairs * kNr);
-      parallel_for(panels, 4, [&](int64_t q0, int64_t q1) {
-        for (int64_t q = q0; q < q1; ++q) {
-          const int64_t col = q * kNr;
-          pack_panel<kNr>(b, ldb, b_k_contiguous, j0 + col, std::min(kNr, nc - col), k0, kc, bp + q * pairs * kNr);
-        }
-      });
-      const bool first = k0 == 0;
-      parallel_for_each_dynamic(row_blocks * groups, [&](int64_t item) {
-        const int64_t i0 = (item / groups) * kMc, g = item % groups;
-        const int64_t mc = std::min(kMc, m - i0), row_panels = ceil_div(mc, kMr);
-        uint32_t* ap = a_pack_buffer().get(row_panels * pairs * kMr);
-        for (int64_t r = 0; r < row_panels; ++r) {
-          pack_panel<kMr>(a, lda, a_k_contiguous, i0 + r * kMr, std::min(kMr, mc - r * kMr), k0, kc,
-                          ap + r * pairs * kMr);
-        }
-        const int64_t q_end = std::min(panels, (g + 1) * panels_per_group);
-        for (int64_t q = g * panels_per_group; q < q_end; ++q) {
-          const int64_t col = q * kNr;
-          for (int64_t r = 0; r < row_panels; ++r) {
-            const int64_t row = i0 + r * kMr;
-            micro_kernel(pairs, ap + r * pairs * kMr, bp + q * pairs * kNr, c + row * ldc + j0 + col, ldc,
-                         std::min(kMr, m - row), std::min(kNr, nc - col), alpha, beta, first);
-          }
-        }
-      });
+  const bool split_columns = n >= m;
+  const int64_t tile = split_columns ? kNr : kMr, units = ceil_div(split_columns ? n : m, tile);
+  const int64_t parts = std::min<int64_t>(num_threads(), units);
+  parallel_for(parts, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t begin = units * p / parts * tile;
+      const int64_t end = std::min(units * (p + 1) / parts * tile, split_columns ? n : m);
+      if (split_columns) {  // columns [begin, end): op(B)'s columns are B's rows when trans_b
+        gemm_on_one_thread(trans_a, trans_b, m, end - begin, k, alpha, a, lda, b + (trans_b ? begin * ldb : begin), ldb,
+                           beta, c + begin, ldc);
+      } else {  // rows [begin, end): op(A)'s rows are A's columns when trans_a
+        gemm_on_one_thread(trans_a, trans_b, end - begin, n, k, alpha, a + (trans_a ? begin : begin * lda), lda, b,
+                           ldb, beta, c + begin * ldc, ldc);
+      }
     }
-  }
+  });
 }
 
 }  // namespace
