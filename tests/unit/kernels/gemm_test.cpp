@@ -93,7 +93,7 @@ std::vector<Bf16Kernel> bf16_kernels() {
 }
 
 TEST(GemmBf16Kernels, AllFormsEdgesOddKAndStridesMatchTheExactProduct) {
-  // Edges of both register tiles (12 x 32, 6 x 16), of the work items (48 / 144 rows), the
+  // Edges of both register tiles (12 x 32, 6 x 16), of the row blocks (48 / 144 rows), the
   // column panels (1024 / 4080) and the k blocks (4096 / 256); odd k (a zero-padded pair); k = 1.
   const Bf16Case cases[] = {{1, 1, 1},       {3, 5, 7},      {12, 32, 2},   {13, 33, 3},    {7, 17, 9},
                             {29, 70, 257},   {193, 40, 513}, {20, 4100, 9}, {64, 64, 128},  {200, 31, 600},

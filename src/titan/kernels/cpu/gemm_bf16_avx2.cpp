@@ -25,7 +25,7 @@ namespace {
 constexpr int64_t kMr = 6;     // rows of the register tile
 constexpr int64_t kNr = 16;    // columns of the register tile (2 ymm of f32)
 constexpr int64_t kKc = 256;   // k per block
-constexpr int64_t kMc = 144;   // rows per work item (24 register tiles)
+constexpr int64_t kMc = 144;   // rows per packed block of op(A) (24 register tiles)
 constexpr int64_t kNc = 4080;  // columns per packed B panel (255 register tiles)
 
 // 32-byte aligned floats, reused across calls by the thread that owns them.
