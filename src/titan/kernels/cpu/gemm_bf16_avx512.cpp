@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "titan/core/cpu_features.h"
-#include "titan/core/parallel.h"
+#include "titan/kernels/cpu/gemm_slices.h"
 
 namespace titan::kernels {
 
@@ -188,8 +188,6 @@ TITAN_BF16_TARGET void micro_kernel(int64_t pairs, const uint32_t* ap, const uin
   }
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // The calling thread's packed op(B) block and each thread's packed op(A) rows, shared by both
 // B element types.
 PackBuffer& b_pack_buffer() {
@@ -241,37 +239,17 @@ void gemm_on_one_thread(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_
   }
 }
 
-// Threads split the larger of M and N into equal slices (whole register tiles) and each runs its
-// slice alone, as titan's AVX2 kernel does (gemm_bf16_avx2.cpp): nothing shared, no barrier per k
-// block. It replaced one op(B) block packed by all threads and work items handed out from it
-// (docs/performance.md (y), 2 threads on Zen 4: the linear layers' products from 81-94% to 87-93%
-// of the dot-product peak; the head's 588-token chunk fwd 82% -> 88%, dW 79% -> 89%, dX 87% -> 84%).
+// One slice per thread (gemm_slices.h).
 template <class BElement>
 void gemm_bf16_avx512_impl(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                            const uint16_t* a, int64_t lda, const BElement* b, int64_t ldb, float beta, float* c,
                            int64_t ldc) {
   if (m == 0 || n == 0) return;
-  if (k == 0) {  // C = beta C
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
-    }
-    return;
-  }
-  const bool split_columns = n >= m;
-  const int64_t tile = split_columns ? kNr : kMr, units = ceil_div(split_columns ? n : m, tile);
-  const int64_t parts = std::min<int64_t>(num_threads(), units);
-  parallel_for(parts, 1, [&](int64_t p0, int64_t p1) {
-    for (int64_t p = p0; p < p1; ++p) {
-      const int64_t begin = units * p / parts * tile;
-      const int64_t end = std::min(units * (p + 1) / parts * tile, split_columns ? n : m);
-      if (split_columns) {  // columns [begin, end): op(B)'s columns are B's rows when trans_b
-        gemm_on_one_thread(trans_a, trans_b, m, end - begin, k, alpha, a, lda, b + (trans_b ? begin * ldb : begin), ldb,
-                           beta, c + begin, ldc);
-      } else {  // rows [begin, end): op(A)'s rows are A's columns when trans_a
-        gemm_on_one_thread(trans_a, trans_b, end - begin, n, k, alpha, a + (trans_a ? begin : begin * lda), lda, b,
-                           ldb, beta, c + begin * ldc, ldc);
-      }
-    }
+  if (k == 0) return scale_c(m, n, beta, c, ldc);
+  for_each_thread_slice(m, n, kMr, kNr, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    // op(A)'s rows are A's columns when trans_a; op(B)'s columns are B's rows when trans_b.
+    gemm_on_one_thread(trans_a, trans_b, i1 - i0, j1 - j0, k, alpha, a + (trans_a ? i0 : i0 * lda), lda,
+                       b + (trans_b ? j0 * ldb : j0), ldb, beta, c + i0 * ldc + j0, ldc);
   });
 }
 

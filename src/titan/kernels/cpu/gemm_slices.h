@@ -1,0 +1,46 @@
+// What titan's two GEMM kernels (gemm_bf16_avx512.cpp, gemm_bf16_avx2.cpp) share around their
+// loop nests: C = beta C when k is 0, and the split of the product into one slice per thread.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "titan/core/parallel.h"
+
+namespace titan::kernels {
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// C[m, n] = beta C (beta == 0: C not read), the product of an empty reduction.
+inline void scale_c(int64_t m, int64_t n, float beta, float* c, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+  }
+}
+
+// Threads split the larger of M and N into equal runs of whole register tiles (mr rows or nr
+// columns) and each runs its slice alone: fn(i0, i1, j0, j1) computes C[i0:i1, j0:j1]. Nothing is
+// shared between slices and no barrier separates k blocks; each slice packs what it reads, so the
+// operand along the unsplit (smaller) dimension is packed once per thread. A first version packed
+// op(B)'s block once for all threads and handed out work items from it: with two threads it ran
+// at 80% or 90% of the peak from one process to the next (one thread held 90%), and took two
+// barriers per k block (docs/performance.md (y)).
+template <class Fn>
+void for_each_thread_slice(int64_t m, int64_t n, int64_t mr, int64_t nr, Fn&& fn) {
+  const bool split_columns = n >= m;
+  const int64_t tile = split_columns ? nr : mr, extent = split_columns ? n : m;
+  const int64_t units = ceil_div(extent, tile);
+  const int64_t parts = std::min<int64_t>(num_threads(), units);
+  parallel_for(parts, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t begin = units * p / parts * tile, end = std::min(units * (p + 1) / parts * tile, extent);
+      if (split_columns) {
+        fn(int64_t{0}, m, begin, end);
+      } else {
+        fn(begin, end, int64_t{0}, n);
+      }
+    }
+  });
+}
+
+}  // namespace titan::kernels
