@@ -251,29 +251,18 @@ void gemm_on_one_thread(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_
   }
 }
 
-// One slice per thread (gemm_slices.h).
-template <class BElement>
-void gemm_bf16_avx2_impl(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
-                         int64_t lda, const BElement* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) return scale_c(m, n, beta, c, ldc);
-  for_each_thread_slice(m, n, kMr, kNr, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
-    // op(A)'s rows are A's columns when trans_a; op(B)'s columns are B's rows when trans_b.
-    gemm_on_one_thread(trans_a, trans_b, i1 - i0, j1 - j0, k, alpha, a + (trans_a ? i0 : i0 * lda), lda,
-                       b + (trans_b ? j0 * ldb : j0), ldb, beta, c + i0 * ldc + j0, ldc);
-  });
-}
-
 }  // namespace
 
 void gemm_bf16_avx2(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
                     int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  gemm_bf16_avx2_impl(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  gemm_in_slices(kMr, kNr, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                 gemm_on_one_thread<uint16_t>);
 }
 
 void gemm_bf16_avx2(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
                     int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  gemm_bf16_avx2_impl(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  gemm_in_slices(kMr, kNr, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                 gemm_on_one_thread<float>);
 }
 
 }  // namespace titan::kernels

@@ -43,4 +43,19 @@ void for_each_thread_slice(int64_t m, int64_t n, int64_t mr, int64_t nr, Fn&& fn
   });
 }
 
+// The whole product C = alpha op(A) op(B) + beta C (gemm.h's contract) as one_thread(...) calls on
+// the slices above, with m, n, a, b and c narrowed to each slice; empty products handled here.
+template <class A, class B, class OneThread>
+void gemm_in_slices(int64_t mr, int64_t nr, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                    const A* a, int64_t lda, const B* b, int64_t ldb, float beta, float* c, int64_t ldc,
+                    OneThread&& one_thread) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) return scale_c(m, n, beta, c, ldc);
+  for_each_thread_slice(m, n, mr, nr, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    // op(A)'s rows are A's columns when trans_a; op(B)'s columns are B's rows when trans_b.
+    one_thread(trans_a, trans_b, i1 - i0, j1 - j0, k, alpha, a + (trans_a ? i0 : i0 * lda), lda,
+               b + (trans_b ? j0 * ldb : j0), ldb, beta, c + i0 * ldc + j0, ldc);
+  });
+}
+
 }  // namespace titan::kernels
