@@ -36,8 +36,8 @@ void Allocator::on_deallocate(size_t bytes) { live_.fetch_sub(static_cast<int64_
 // clear_page). Exact sizes only, and at most kCachedBytes in all, so a cached block never stands in
 // for a different allocation. The cache never lifts the footprint above the job's own high-water
 // mark either: a block is kept only while live + cached bytes stay within the most the job has had
-// live at once, and an allocation that would pass that mark first frees cached blocks (oldest
-// first). The peak RSS is then the allocator's peak plus the libraries, not plus the cache.
+// live at once, and an allocation that would pass that mark first frees cached blocks (take() says
+// which). The peak RSS is then the allocator's peak plus the libraries, not plus the cache.
 namespace {
 constexpr size_t kCacheMinBytes = size_t{32} << 20;  // glibc's largest mmap threshold
 constexpr size_t kCachedBytes = size_t{2} << 30;
@@ -66,10 +66,21 @@ struct LargeBlockCache {
       bytes -= rounded;
       return ptr;
     }
+    // Over the mark: the smallest block that alone brings it back under, else the oldest blocks
+    // until it is. A step's last big buffers are freed first and so are the oldest, while the
+    // allocation that passes the mark is often a small one just before they are needed again: with
+    // oldest-first, every bf16 step dropped and faulted in again the head's 311 MiB bf16 weight for
+    // a few MiB of activations (docs/performance.md (z)).
     while (!blocks.empty() && after + bytes.load() > mark) {
-      std::free(blocks.front().second);
-      bytes -= blocks.front().first;
-      blocks.erase(blocks.begin());
+      const size_t excess = after + bytes.load() - mark;
+      size_t victim = 0;
+      for (size_t i = 0; i < blocks.size(); ++i) {
+        const size_t size = blocks[i].first, best = blocks[victim].first;
+        if (size >= excess && (best < excess || size < best)) victim = i;
+      }
+      std::free(blocks[victim].second);
+      bytes -= blocks[victim].first;
+      blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(victim));
     }
     return nullptr;
   }

@@ -70,6 +70,27 @@ TEST(Tensor, CachedLargeBlocksStayWithinTheHighWaterMark) {
   EXPECT_EQ(host_block_cache_stats().cached_bytes, 0);
 }
 
+// Passing the mark frees the smallest cached block that alone suffices, not the oldest: a step's
+// head buffers are freed first (so they are the oldest) and a few MiB of activations pass the mark
+// just before they are needed again (allocator.cpp).
+TEST(Tensor, PassingTheMarkFreesTheSmallestBlockThatSuffices) {
+  release_cached_host_blocks();
+  const int64_t live = host_allocator().stats().live_bytes;
+  const int64_t big = std::max<int64_t>(int64_t{192} << 20, host_block_cache_stats().high_water_bytes - live) / 64 * 64;
+  if (big > int64_t{1} << 30) GTEST_SKIP() << "an earlier test in this process left a mark above the cache's 2 GiB cap";
+  const int64_t older = big * 2 / 3 / 64 * 64, newer = big - older;
+  {
+    Tensor a = Tensor::empty({older}, DType::u8), b = Tensor::empty({newer}, DType::u8);
+    a = Tensor();  // freed first: the oldest cached block
+  }
+  ASSERT_EQ(host_block_cache_stats().cached_bytes, big) << "both kept: live + cached is at the mark";
+  {
+    const Tensor small = Tensor::empty({int64_t{1} << 20}, DType::u8);  // 1 MiB past the mark
+    EXPECT_EQ(host_block_cache_stats().cached_bytes, older) << "the newer, smaller block is freed";
+  }
+  release_cached_host_blocks();
+}
+
 TEST(Tensor, ViewsShareStorageAndNarrowIsStrided) {
   Tensor t = Tensor::zeros({3, 4});
   float* p = t.data<float>();

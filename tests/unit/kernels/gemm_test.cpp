@@ -154,6 +154,35 @@ TEST(GemmBf16Kernels, ResultsAreBitwiseTheSameOnAnyThreadCount) {
   }
 }
 
+// gemm_bf16 itself with a reduction longer than 2 x 16,384: where it runs oneDNN's matmul (AMX)
+// the product is a sum of products over K slices (gemm_bf16_dnnl.cpp), elsewhere one of titan's
+// kernels. Every form, the last slice shorter than the rest, beta = 0 (C not read), 1 and -0.5;
+// within the f32 accumulation bound of the exact product (one rounded add per k, one per slice).
+TEST(GemmBf16, LongReductionsMatchTheExactProduct) {
+  const Bf16Case c{5, 9, 2 * 16384 + 4099};
+  for (int form = 0; form < 4; ++form) {
+    const bool ta = form & 1, tb = form & 2;
+    const Bf16Operands o = bf16_operands(ta, tb, c, 51);
+    std::vector<float> a_abs(o.a32), b_abs(o.b32), abs_sum(static_cast<size_t>(c.m * c.n));
+    for (float& x : a_abs) x = std::abs(x);
+    for (float& x : b_abs) x = std::abs(x);
+    gemm_ref(ta, tb, c.m, c.n, c.k, 1.0f, a_abs.data(), o.lda, b_abs.data(), o.ldb, 0.0f, abs_sum.data(), c.n);
+    for (const float beta : {0.0f, 1.0f, -0.5f}) {
+      const Tensor init = random_f32({c.m, c.n}, 7);
+      std::vector<float> out(init.data<float>(), init.data<float>() + init.numel()), ref = out;
+      if (beta == 0.0f) std::fill(out.begin(), out.end(), std::nanf(""));
+      gemm_ref(ta, tb, c.m, c.n, c.k, 1.0f, o.a32.data(), o.lda, o.b32.data(), o.ldb, beta, ref.data(), c.n);
+      gemm_bf16(ta, tb, c.m, c.n, c.k, 1.0f, o.a.data(), o.lda, o.b.data(), o.ldb, beta, out.data(), c.n);
+      for (int64_t i = 0; i < c.m * c.n; ++i) {
+        const double scale = abs_sum[i] + std::abs(beta * init.data<float>()[i]);
+        const double bound = (static_cast<double>(c.k) + 8) * 0x1p-24 * scale + 1e-30;
+        ASSERT_LE(std::abs(static_cast<double>(out[i]) - ref[i]), bound)
+            << "ta=" << ta << " tb=" << tb << " beta=" << beta << " at " << i;
+      }
+    }
+  }
+}
+
 // B in f32, rounded while packed: bit for bit the product of B rounded first, in every form, at the
 // register tile's and the k block's edges, on titan's kernels directly and through gemm_bf16_round_b
 // (which takes titan's AVX-512-BF16 kernel from 64 MFLOP where it can and rounds a copy below, or

@@ -117,6 +117,30 @@ bool use_titan_kernel(int64_t m, int64_t n, int64_t k) {
   return available && 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) >= kTitanMinFlops;
 }
 
+// oneDNN 2.6's AMX matmul runs a long reduction in one pass per output block: at the lm_head's
+// dx = dlogits w (M = 294 tokens, N = 1024, K = 151,936) it reached 321 GFLOP/s on 2 Xeon cores
+// with AMX. Reductions of 2 kOneDnnKBlock and longer are therefore run as a sum of products over
+// kOneDnnKBlock slices of K (C = beta C + the first slice's product, then beta = 1 for the rest):
+// 990 GFLOP/s there (docs/performance.md (z)). Only the oneDNN path splits; the result differs
+// from one product by the f32 summation order of the slices.
+constexpr int64_t kOneDnnKBlock = 16384;
+
+void gemm_bf16_onednn_k_sliced(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                               const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c,
+                               int64_t ldc) {
+  if (k < 2 * kOneDnnKBlock) {
+    gemm_bf16_onednn(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  for (int64_t k0 = 0; k0 < k; k0 += kOneDnnKBlock) {
+    const int64_t kn = std::min(kOneDnnKBlock, k - k0);
+    // op(A)'s columns k0.. are A's rows when trans_a; op(B)'s rows k0.. are B's columns when trans_b.
+    const uint16_t* a_slice = trans_a ? a + k0 * lda : a + k0;
+    const uint16_t* b_slice = trans_b ? b + k0 : b + k0 * ldb;
+    gemm_bf16_onednn(trans_a, trans_b, m, n, kn, alpha, a_slice, lda, b_slice, ldb, k0 == 0 ? beta : 1.0f, c, ldc);
+  }
+}
+
 }  // namespace
 
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
@@ -126,7 +150,7 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
   } else if (gemm_bf16_is_emulated()) {
     gemm_bf16_avx2(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   } else {
-    gemm_bf16_onednn(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    gemm_bf16_onednn_k_sliced(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
 }
 
