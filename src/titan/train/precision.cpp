@@ -19,7 +19,10 @@ std::string precision_line(Precision precision) {
                                  ? "emulated: this CPU has no bf16 instructions, so titan's AVX2 FMA kernel widens bf16 "
                                    "operands to f32 as it packs them (the same numbers, at about float32's speed)"
                                  : str(kernels::gemm_bf16_backend_name(), ", f32 accumulation");
-  return str("bfloat16 compute (", kernel, "; attention on bf16 tiles, f32 softmax statistics); f32 master weights, ",
+  const char* attention = kernels::gemm_bf16_uses_amx() || kernels::gemm_bf16_is_emulated()
+                              ? "attention's tiles bf16-rounded on f32 FMAs"
+                              : "attention on bf16 tiles";
+  return str("bfloat16 compute (", kernel, "; ", attention, ", f32 softmax statistics); f32 master weights, ",
              "gradients, AdamW state, norms, softmax and loss");
 }
 

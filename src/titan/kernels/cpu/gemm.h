@@ -54,6 +54,12 @@ const char* gemm_bf16_backend_name();
 // titan's AVX2 kernel then runs every bf16 product.
 bool gemm_bf16_is_emulated();
 
+// True where gemm_bf16 runs oneDNN's AMX kernel: far ahead of the f32 GEMM on large products (1.0-1.7
+// TFLOP/s on 2 Xeon cores), behind it on small tiles (a 128 x 128 x 128 product takes 13 us, 315
+// GFLOP/s per core, with its per-call tile set-up and packing), so attention keeps its tiles on f32
+// FMAs there (attention_cpu.cpp).
+bool gemm_bf16_uses_amx();
+
 // Plain triple loop with f64 accumulation: the oracle for tests and the fallback reference.
 void gemm_ref(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
               const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,

@@ -255,4 +255,9 @@ bool gemm_bf16_is_emulated() {
   return emulated;
 }
 
+bool gemm_bf16_uses_amx() {
+  static const bool amx = !gemm_bf16_is_emulated() && dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx512_core_amx;
+  return amx;
+}
+
 }  // namespace titan::kernels

@@ -6,10 +6,11 @@
 // Compute precision (attention.h): f32 runs the products on the f32 tensors. bf16 runs them on
 // bf16 operands, in one of two branches with the same numbers up to summation order:
 //   native:   q/k/v/dO cast to bf16 once, P and dS cast per tile, products through
-//             kernels::gemm_bf16 (oneDNN's AVX-512-BF16 / AMX dot products, f32 accumulation);
+//             kernels::gemm_bf16 (oneDNN's AVX-512-BF16 dot products, f32 accumulation);
 //   emulated: the same values rounded to bf16 but held in f32, products through kernels::gemm
 //             (f32 FMAs; products of bf16 values are exact in f32). Taken where the CPU (or
-//             oneDNN's ISA cap) has no bf16 dot products, or when args.emulate_bf16.
+//             oneDNN's ISA cap) has no bf16 dot products, with AMX (faster here than oneDNN's AMX
+//             kernel at tile sizes), or when args.emulate_bf16.
 // The code is one template over the operand element type E: float (f32, emulated) or uint16_t
 // (native bf16 bits).
 //
@@ -135,10 +136,13 @@ Scratch<E>& scratch() {
   return s;
 }
 
-// Which branch bf16 takes: native where gemm_bf16 runs oneDNN's bf16 matmul (the CPU has bf16
-// instructions and DNNL_MAX_CPU_ISA does not cap them), unless the caller asks for the emulated one.
+// Which branch bf16 takes: native where gemm_bf16 runs oneDNN's AVX-512-BF16 matmul (the CPU has
+// bf16 instructions without AMX and DNNL_MAX_CPU_ISA does not cap them), unless the caller asks for
+// the emulated one. With AMX, oneDNN's per-call set-up makes the 128 x 128 tiles slower than f32
+// FMAs: native 572 ms, emulated 317 ms for one layer's forward + backward on 2 Xeon cores
+// (attention.md).
 bool bf16_native(const AttentionArgs& args) {
-  return args.compute == DType::bf16 && !args.emulate_bf16 && !gemm_bf16_is_emulated();
+  return args.compute == DType::bf16 && !args.emulate_bf16 && !gemm_bf16_is_emulated() && !gemm_bf16_uses_amx();
 }
 
 // --- forward ---------------------------------------------------------------------------------
