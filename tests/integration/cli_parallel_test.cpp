@@ -425,7 +425,11 @@ TEST_F(CliParallel, Bf16MeshesMatchOneRankInBf16) {
                           Layout{"bf16_fsdp2_reduce", 2, 2, "--training.mixed_precision_reduce bfloat16"}}) {
     const CommandResult r = run_mpi(l.ranks, train_args(l.name, l.local, l.flags + " " + bf16));
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    expect_losses_near(read_jsonl(dir_ / l.name / "metrics.jsonl"), base, 1e-3, l.name);
+    // The bf16 reduce-scatter rounds every gradient to bf16 (relative 2^-9), so its trajectory
+    // drifts further: worst 6.5e-4 with attention on bf16 tiles, 1.35e-3 with bf16-rounded tiles on
+    // f32 FMAs (AMX, AVX2), both on a 2-core Xeon; the other layouts stay under 1e-3.
+    const double bar = l.name == "bf16_fsdp2_reduce" ? 2e-3 : 1e-3;
+    expect_losses_near(read_jsonl(dir_ / l.name / "metrics.jsonl"), base, bar, l.name);
   }
   // FSDP gathers bf16 shards at half the bytes; the reduce-scatter stays f32. A block is gathered
   // twice per micro-batch (forward, backward): 2 x 2 + 4 = 8 bytes per parameter instead of 12;

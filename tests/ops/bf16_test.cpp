@@ -141,31 +141,35 @@ TEST(Bf16, LinearBackwardRoundsTheOutputGradient) {
             std::string::npos);
 }
 
+// The second shape's weight (4.2M elements) is packed once for the chunks' logits products where
+// the GEMM gains from it (AMX: gemm_bf16_pack_b), over chunks of 24 tokens and a short last one.
 TEST(Bf16, LmHeadXentKernelsMatchTheReference) {
-  const int64_t n = 37, d = 48, v = 301;
-  const Tensor x = bf16_of(random_f32({n, d}, 1)), w = bf16_of(random_f32({v, d}, 2, 0.3f));
-  Tensor targets = Tensor::empty({n}, DType::i64);
-  for (int64_t i = 0; i < n; ++i) targets.data<int64_t>()[i] = i % 5 == 0 ? -100 : (i * 37) % v;
-  Outputs want;
-  for (const LmHeadXentImpl& impl : lm_head_xent_table().impls()) {
-    Tensor dx = garbage({n, d}), dw = random_f32({v, d}, 3);
-    const LmHeadXentResult r = impl.backward({-100, 8}, x, w, targets, 0.05f, dx, dw);
-    const LmHeadXentResult fwd = impl.forward({-100, 8}, x, w, targets);
-    Outputs got = {{"loss", r.loss_sum, {1e-4, 1e-5}}, {"loss (forward)", fwd.loss_sum, {1e-4, 1e-5}},
-                   {"dx", dx}, {"dweight", dw}};
-    if (want.empty()) {
-      want = got;
-    } else {
-      expect_outputs_match(impl.name, got, want);
+  for (const auto& [n, d, v, chunk] :
+       {std::tuple<int64_t, int64_t, int64_t, int64_t>{37, 48, 301, 8}, {64, 256, 16411, 24}}) {
+    const Tensor x = bf16_of(random_f32({n, d}, 1)), w = bf16_of(random_f32({v, d}, 2, 0.3f));
+    Tensor targets = Tensor::empty({n}, DType::i64);
+    for (int64_t i = 0; i < n; ++i) targets.data<int64_t>()[i] = i % 5 == 0 ? -100 : (i * 37) % v;
+    Outputs want;
+    for (const LmHeadXentImpl& impl : lm_head_xent_table().impls()) {
+      Tensor dx = garbage({n, d}), dw = random_f32({v, d}, 3);
+      const LmHeadXentResult r = impl.backward({-100, chunk}, x, w, targets, 0.05f, dx, dw);
+      const LmHeadXentResult fwd = impl.forward({-100, chunk}, x, w, targets);
+      Outputs got = {{"loss", r.loss_sum, {1e-4, 1e-5}}, {"loss (forward)", fwd.loss_sum, {1e-4, 1e-5}},
+                     {"dx", dx}, {"dweight", dw}};
+      if (want.empty()) {
+        want = got;
+      } else {
+        expect_outputs_match(str(impl.name, " v=", v), got, want);
+      }
     }
   }
 }
 
 // An f32 weight beside a bf16 x is rounded as the products read it: every kernel gives, bit for
 // bit, what it gives on the weight rounded first (a shape under and one over the 64 MFLOP from which
-// the bf16 GEMM can round while packing, several chunks each).
+// the bf16 GEMM can round while packing, one whose weight is packed for AMX, several chunks each).
 TEST(Bf16, LmHeadXentOnAnF32WeightEqualsItOnTheRoundedWeight) {
-  for (const auto& [n, d, v] : {std::tuple<int64_t, int64_t, int64_t>{37, 48, 301}, {70, 256, 4099}}) {
+  for (const auto& [n, d, v] : {std::tuple<int64_t, int64_t, int64_t>{37, 48, 301}, {70, 256, 4099}, {70, 256, 16411}}) {
     const Tensor x = bf16_of(random_f32({n, d}, 1)), w32 = random_f32({v, d}, 2, 0.3f), w = bf16_of(w32);
     Tensor targets = Tensor::empty({n}, DType::i64);
     for (int64_t i = 0; i < n; ++i) targets.data<int64_t>()[i] = i % 5 == 0 ? -100 : (i * 37) % v;

@@ -36,11 +36,18 @@ void Allocator::on_deallocate(size_t bytes) { live_.fetch_sub(static_cast<int64_
 // clear_page). Exact sizes only, and at most kCachedBytes in all, so a cached block never stands in
 // for a different allocation. The cache never lifts the footprint above the job's own high-water
 // mark either: a block is kept only while live + cached bytes stay within the most the job has had
-// live at once, and an allocation that would pass that mark first frees cached blocks (take() says
-// which). The peak RSS is then the allocator's peak plus the libraries, not plus the cache.
+// live at once, and an allocation that would pass that mark by more than kMarkSlack first frees
+// cached blocks (take() says which). The peak RSS is then the allocator's peak plus the libraries
+// plus at most kMarkSlack of the cache.
 namespace {
 constexpr size_t kCacheMinBytes = size_t{32} << 20;  // glibc's largest mmap threshold
 constexpr size_t kCachedBytes = size_t{2} << 30;
+// How far live + cached may pass the mark before blocks are freed. The head's buffers make the
+// mark, and they are all cached when the backward right after it holds 40 MiB more than the head
+// started with (the bf16 bench step, with the weight packed for AMX): without the slack one of them
+// (the 85 MiB bf16 dlogits) was freed and faulted in again every step (0.15 s on a 2-core Xeon VM,
+// docs/performance.md (z)).
+constexpr size_t kMarkSlack = size_t{64} << 20;
 
 struct LargeBlockCache {
   std::mutex mutex;
@@ -50,13 +57,13 @@ struct LargeBlockCache {
 
   // Before every host allocation of `rounded` bytes while `live` bytes are live: a cached block of
   // that size (large requests only), else null, after freeing the cached blocks that would lift
-  // live + cached above the high-water mark.
+  // live + cached more than kMarkSlack above the high-water mark.
   void* take(size_t rounded, size_t live) {
     const size_t after = live + rounded;
     size_t mark = high_water.load();
     while (after > mark && !high_water.compare_exchange_weak(mark, after)) {
     }
-    mark = std::max(mark, after);
+    mark = std::max(mark, after) + kMarkSlack;
     if (bytes.load() == 0 || (rounded < kCacheMinBytes && after + bytes.load() <= mark)) return nullptr;
     std::lock_guard<std::mutex> lock(mutex);
     for (size_t i = 0; rounded >= kCacheMinBytes && i < blocks.size(); ++i) {
@@ -66,8 +73,8 @@ struct LargeBlockCache {
       bytes -= rounded;
       return ptr;
     }
-    // Over the mark: the smallest block that alone brings it back under, else the oldest blocks
-    // until it is. A step's last big buffers are freed first and so are the oldest, while the
+    // Over the mark (with its slack): the smallest block that alone brings it back under, else the
+    // oldest blocks until it is. A step's last big buffers are freed first and so are the oldest, while the
     // allocation that passes the mark is often a small one just before they are needed again: with
     // oldest-first, every bf16 step dropped and faulted in again the head's 311 MiB bf16 weight for
     // a few MiB of activations (docs/performance.md (z)).

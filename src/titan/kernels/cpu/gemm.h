@@ -54,6 +54,21 @@ const char* gemm_bf16_backend_name();
 // titan's AVX2 kernel then runs every bf16 product.
 bool gemm_bf16_is_emulated();
 
+// A B operand shared by many products whose A changes (the lm_head's weight across its token
+// chunks), packed once into the library's layout where that gains: oneDNN's AMX matmul, which
+// otherwise re-packs op(B) on every call (the head's logits chunk, x_cD w_VD^T at M = 294: 557 ->
+// 897 GFLOP/s on 2 Xeon cores). Elsewhere no packing: gemm_bf16_packed_b_bytes is 0 and the products
+// read B as stored, bit for bit gemm_bf16.
+//   bytes = gemm_bf16_packed_b_bytes(trans_b, k, n);            // 0: nothing to pack
+//   gemm_bf16_pack_b(trans_b, k, n, b, ldb, packed);             // once, into `bytes` at `packed`
+//   gemm_bf16_packed(m, n, k, alpha, a, lda, trans_b, b, ldb, packed, beta, c, ldc);  // C = alpha A op(B) + beta C
+// A product through the packed B equals gemm_bf16's up to the kernel's f32 summation order. B must
+// stay as it was packed (the packed copy is used where the library can, B itself where not).
+int64_t gemm_bf16_packed_b_bytes(bool trans_b, int64_t k, int64_t n);
+void gemm_bf16_pack_b(bool trans_b, int64_t k, int64_t n, const uint16_t* b, int64_t ldb, void* packed);
+void gemm_bf16_packed(int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a, int64_t lda, bool trans_b,
+                      const uint16_t* b, int64_t ldb, const void* packed, float beta, float* c, int64_t ldc);
+
 // True where gemm_bf16 runs oneDNN's AMX kernel: far ahead of the f32 GEMM on large products (1.0-1.7
 // TFLOP/s on 2 Xeon cores), behind it on small tiles (a 128 x 128 x 128 product takes 13 us, 315
 // GFLOP/s per core, with its per-call tile set-up and packing), so attention keeps its tiles on f32

@@ -56,17 +56,12 @@ bool isa_has_bf16() {
   return isa == dnnl_cpu_isa_avx512_core_bf16 || isa == dnnl_cpu_isa_avx512_core_amx;
 }
 
-Matmul make(const Key& key) {
-  const auto [trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta] = key;
-  using dt = dnnl::memory::data_type;
+// A matmul C = A B on these layouts (B plain or packed), alpha and beta as attributes; `emulated`
+// where oneDNN offers only its reference kernel.
+Matmul make_matmul(const dnnl::memory::desc& a, const dnnl::memory::desc& b, const dnnl::memory::desc& c, float alpha,
+                   float beta) {
   Matmul mm;
-  if (!isa_has_bf16()) {
-    mm.emulated = true;
-    return mm;
-  }
-  mm.a = plain(m, k, lda, trans_a, dt::bf16);
-  mm.b = plain(k, n, ldb, trans_b, dt::bf16);
-  mm.c = plain(m, n, ldc, false, dt::f32);
+  mm.a = a, mm.b = b, mm.c = c;
   dnnl::primitive_attr attr;
   // The caller's scratchpad (a per-thread buffer at execution), not the library's: the library
   // shares one between primitives (unless oneDNN is built with DNNL_ENABLE_CONCURRENT_EXEC, which
@@ -80,7 +75,7 @@ Matmul make(const Key& key) {
     ops.append_sum(beta);
     attr.set_post_ops(ops);
   }
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(mm.a, mm.b, mm.c), attr, cache().engine);
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, cache().engine);
   const std::string impl = pd.impl_info_str();
   mm.emulated = impl.rfind("ref", 0) == 0;
   if (!mm.emulated) {
@@ -88,6 +83,30 @@ Matmul make(const Key& key) {
     mm.scratchpad = pd.scratchpad_desc();
   }
   return mm;
+}
+
+Matmul make(const Key& key) {
+  const auto [trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta] = key;
+  using dt = dnnl::memory::data_type;
+  if (!isa_has_bf16()) {
+    Matmul mm;
+    mm.emulated = true;
+    return mm;
+  }
+  return make_matmul(plain(m, k, lda, trans_a, dt::bf16), plain(k, n, ldb, trans_b, dt::bf16),
+                     plain(m, n, ldc, false, dt::f32), alpha, beta);
+}
+
+// Runs a built matmul on the calling thread, with its stream and its scratchpad (see make_matmul).
+void run(const Matmul& mm, const void* a, const void* b, float* c) {
+  static thread_local dnnl::stream stream{cache().engine};
+  static thread_local std::vector<uint8_t> scratch;
+  if (scratch.size() < mm.scratchpad.get_size()) scratch.resize(mm.scratchpad.get_size());
+  const dnnl::engine& engine = cache().engine;
+  dnnl::memory am(mm.a, engine, const_cast<void*>(a)), bm(mm.b, engine, const_cast<void*>(b)), cm(mm.c, engine, c),
+      sm(mm.scratchpad, engine, scratch.data());
+  mm.primitive.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}, {DNNL_ARG_SCRATCHPAD, sm}});
+  stream.wait();
 }
 
 // Widens op(X)'s storage ([rows, cols] or its transpose, row stride ld) to a dense f32 copy with
@@ -223,17 +242,7 @@ void gemm_bf16_onednn(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
     gemm(trans_a, trans_b, m, n, k, alpha, a32.data(), lda, b32.data(), ldb, beta, c, ldc);
     return;
   }
-  // Per calling thread: its stream and its scratchpad (see make()).
-  static thread_local dnnl::stream stream{cc.engine};
-  static thread_local std::vector<uint8_t> scratch;
-  if (scratch.size() < mm->scratchpad.get_size()) scratch.resize(mm->scratchpad.get_size());
-  dnnl::memory am(mm->a, cc.engine, const_cast<uint16_t*>(a));
-  dnnl::memory bm(mm->b, cc.engine, const_cast<uint16_t*>(b));
-  dnnl::memory cm(mm->c, cc.engine, c);
-  dnnl::memory sm(mm->scratchpad, cc.engine, scratch.data());
-  mm->primitive.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm},
-                                 {DNNL_ARG_SCRATCHPAD, sm}});
-  stream.wait();
+  run(*mm, a, b, c);
 }
 
 const char* gemm_bf16_backend_name() {
@@ -253,6 +262,76 @@ bool gemm_bf16_is_emulated() {
     return make(key).emulated;
   }();
   return emulated;
+}
+
+namespace {
+
+// Packing pays where oneDNN's AMX matmul runs and op(B) is large (the head's weight; a linear
+// layer's products are one call each, nothing to share).
+constexpr int64_t kPackMinElements = int64_t{1} << 22;
+
+// oneDNN's blocked layout for op(B) [k, n] in bf16, as its AMX matmul picks it ("any"); the same
+// for every M (checked on oneDNN 2.6.3), so one packed copy serves every chunk.
+dnnl::memory::desc packed_b_desc(int64_t k, int64_t n) {
+  using dt = dnnl::memory::data_type;
+  const dnnl::memory::desc a({64, k}, dt::bf16, dnnl::memory::dims{k, 1});
+  const dnnl::memory::desc b({k, n}, dt::bf16, dnnl::memory::format_tag::any);
+  const dnnl::memory::desc c({64, n}, dt::f32, dnnl::memory::dims{n, 1});
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), cache().engine).weights_desc();
+}
+
+bool packs(int64_t k, int64_t n) { return gemm_bf16_uses_amx() && k * n >= kPackMinElements; }
+
+}  // namespace
+
+int64_t gemm_bf16_packed_b_bytes(bool trans_b, int64_t k, int64_t n) {
+  (void)trans_b;  // the packed layout is op(B)'s, whichever way B is stored
+  return packs(k, n) ? static_cast<int64_t>(packed_b_desc(k, n).get_size()) : 0;
+}
+
+void gemm_bf16_pack_b(bool trans_b, int64_t k, int64_t n, const uint16_t* b, int64_t ldb, void* packed) {
+  if (!packs(k, n)) return;
+  using dt = dnnl::memory::data_type;
+  dnnl::memory src(plain(k, n, ldb, trans_b, dt::bf16), cache().engine, const_cast<uint16_t*>(b));
+  dnnl::memory dst(packed_b_desc(k, n), cache().engine, packed);
+  dnnl::stream stream{cache().engine};
+  dnnl::reorder(src, dst).execute(stream, src, dst);
+  stream.wait();
+}
+
+void gemm_bf16_packed(int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a, int64_t lda, bool trans_b,
+                      const uint16_t* b, int64_t ldb, const void* packed, float beta, float* c, int64_t ldc) {
+  if (packed == nullptr || m == 0 || k == 0 || !packs(k, n)) {
+    gemm_bf16(false, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  // Matmuls on the packed B per (m, n, k, lda, ldc, alpha, beta); where oneDNN would not run its
+  // own kernel on that layout (`emulated`), the product reads B as stored.
+  static std::mutex mutex;
+  static std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, float, float>, Matmul> entries;
+  const Matmul* mm = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    const auto key = std::tuple{m, n, k, lda, ldc, alpha, beta};
+    auto it = entries.find(key);
+    if (it == entries.end()) {
+      using dt = dnnl::memory::data_type;
+      Matmul built;
+      built.emulated = true;
+      try {
+        built = make_matmul(plain(m, k, lda, false, dt::bf16), packed_b_desc(k, n), plain(m, n, ldc, false, dt::f32),
+                            alpha, beta);
+      } catch (const dnnl::error&) {
+      }
+      it = entries.emplace(key, std::move(built)).first;
+    }
+    mm = &it->second;
+  }
+  if (mm->emulated) {
+    gemm_bf16(false, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  } else {
+    run(*mm, a, packed, c);
+  }
 }
 
 bool gemm_bf16_uses_amx() {

@@ -1,7 +1,8 @@
 // Fused lm_head + cross-entropy on CPU: token chunks of c rows, one [c, V] f32 buffer reused
 // for the logits and then, in place, for dlogits. Per chunk: logits = x_c w^T (GEMM), per-row
 // max / exp / sum in 16-lane vectors, loss; dlogits = (softmax - onehot) * grad_scale;
-// dx_c = dlogits w (GEMM); dw += dlogits^T x_c (GEMM, beta = 1). See softmax_xent.md.
+// dx_c = dlogits w (GEMM); dw += dlogits^T x_c (GEMM, beta = 1). See softmax_xent.md. With AMX
+// the weight is packed once per call for the logits products of all chunks.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -70,19 +71,25 @@ static void xent_rows(int64_t begin, int64_t end, int64_t v, float* logits_cV, c
 
 // The kernel's buffers, on x's device: the one [c, V] f32 logits chunk (logits, then dlogits in
 // place) and, with bf16 operands and gradients, their bf16 rounding; with an f32 weight beside a
-// bf16 x, where the bf16 GEMM cannot round it while packing, the weight rounded once. The CPU
-// kernel's memory and, shapes only, the meta device's (lm_head_xent_impl_meta).
+// bf16 x, where the bf16 GEMM cannot round it while packing, the weight rounded once; with bf16
+// operands where the GEMM gains from it (AMX), w^T packed once for the chunks' logits products
+// (gemm_bf16_pack_b). The CPU kernel's memory and, shapes only, the meta device's
+// (lm_head_xent_impl_meta).
 struct ChunkBuffers {
-  Tensor logits_cV, dlogits_cV, w_rounded_VD;
+  Tensor logits_cV, dlogits_cV, w_rounded_VD, w_packed;
 };
 static ChunkBuffers chunk_buffers(const LmHeadXentArgs& args, const Tensor& x, const Tensor& w, const Tensor& targets,
                                   bool grads) {
   const int64_t v = w.size(0), c = lm_head_xent_chunk_tokens(args, targets.numel(), v, x.dtype());
   const bool bf16 = x.dtype() == DType::bf16;
   const bool round_w = bf16 && w.dtype() == DType::f32 && !gemm_bf16_rounds_b_while_packing();
+  const int64_t packed_bytes = bf16 && (round_w || w.dtype() == DType::bf16)
+                                   ? gemm_bf16_packed_b_bytes(true, w.size(1), v)
+                                   : 0;
   return {Tensor::empty({c, v}, DType::f32, x.device()),
           bf16 && grads ? Tensor::empty({c, v}, DType::bf16, x.device()) : Tensor(),
-          round_w ? Tensor::empty(w.shape(), DType::bf16, x.device()) : Tensor()};
+          round_w ? Tensor::empty(w.shape(), DType::bf16, x.device()) : Tensor(),
+          packed_bytes > 0 ? Tensor::empty({packed_bytes}, DType::u8, x.device()) : Tensor()};
 }
 
 static LmHeadXentResult run_cpu(const LmHeadXentArgs& args, const Tensor& x, const Tensor& w,
@@ -113,6 +120,8 @@ static LmHeadXentResult run_cpu(const LmHeadXentArgs& args, const Tensor& x, con
   }
   const Tensor& w_used = w_rounded.defined() ? w_rounded : w;
   const void* wp = w_used.raw_data();
+  const Tensor& w_packed = buffers.w_packed;
+  if (w_packed.defined()) gemm_bf16_pack_b(true, d, v, w_used.data<uint16_t>(), d, w_packed.raw_data());
   // op(B) of the products: the weight (bf16, or f32 rounded as it is packed), or x (bf16 or f32).
   auto product = [&](bool trans_a, bool trans_b, int64_t m, int64_t nn, int64_t k, const void* a, int64_t lda,
                      const void* b, int64_t ldb, float beta, float* out, int64_t ldc) {
@@ -133,7 +142,12 @@ static LmHeadXentResult run_cpu(const LmHeadXentArgs& args, const Tensor& x, con
     if (d == 0) {
       std::memset(lp, 0, sizeof(float) * cn * v);
     } else {
-      product(false, true, cn, v, d, xc, d, wp, d, 0.0f, lp, v);  // logits_cV = x_cD w_VD^T
+      if (w_packed.defined()) {  // logits_cV = x_cD w_VD^T
+        gemm_bf16_packed(cn, v, d, 1.0f, static_cast<const uint16_t*>(xc), d, true, w_used.data<uint16_t>(), d,
+                         w_packed.raw_data(), 0.0f, lp, v);
+      } else {
+        product(false, true, cn, v, d, xc, d, wp, d, 0.0f, lp, v);
+      }
     }
     parallel_for(cn, 1, [&](int64_t rb, int64_t re) {
       xent_rows(rb, re, v, lp, tc, args.ignore_index, grads, grad_scale, loss_rows.data());
