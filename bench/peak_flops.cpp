@@ -54,7 +54,8 @@ int main(int argc, char** argv) {
     result.push_back({{"kernel", name}, {"threads", threads}, {"gflops", m.median_gflops},
                       {"max_gflops", m.max_gflops}, {"cpu_share", m.cpu_share}});
   };
-  for (const PeakKernel kernel : {PeakKernel::fp32_avx512, PeakKernel::fp32_avx2, PeakKernel::bf16_avx512}) {
+  for (const PeakKernel kernel :
+       {PeakKernel::fp32_avx512, PeakKernel::fp32_avx2, PeakKernel::bf16_avx512, PeakKernel::bf16_amx}) {
     for (const int threads : {1, 2}) {
       if (!peak_kernel_supported(kernel)) {
         table.print_row({peak_kernel_name(kernel), std::to_string(threads), "n/a", "", ""});
@@ -63,7 +64,9 @@ int main(int argc, char** argv) {
       const PeakMeasurement m = measure_peak(kernel, threads, seconds, repeats);
       row(peak_kernel_name(kernel), threads, m);
       if (threads == 2 && kernel == best_fp32_kernel()) fp32_max = m.max_gflops;
-      if (threads == 2 && kernel == PeakKernel::bf16_avx512) bf16_max = std::max(bf16_max, m.max_gflops);
+      if (threads == 2 && (kernel == PeakKernel::bf16_avx512 || kernel == PeakKernel::bf16_amx)) {
+        bf16_max = std::max(bf16_max, m.max_gflops);
+      }
     }
   }
   const bool emulated = gemm_bf16_is_emulated();

@@ -27,9 +27,9 @@
 // contenders the Python script. Titan: median over steps 2..N (step 1 includes warm-up). PyTorch:
 // N-1 timed steps after 1 untimed warm-up step (2 with torch.compile, which compiles in them; the
 // compile time is reported apart). MFU is against the measured peak of the contender's precision
-// (fp32 FMA, or AVX-512 bf16 dot products where the CPU has them; AMX is not measured, so a bf16
-// MFU on an AMX machine is against a peak below the real one). Needs ../shared beside the checkout
-// for the tokenizer and text (a benchmark, not the product).
+// (fp32 FMA; for bf16 the best of the AVX-512 bf16 dot products, the AMX tile loop and a large
+// gemm_bf16, train/peak_flops.h: on AMX the tile loop's, several times oneDNN's best GEMM rate).
+// Needs ../shared beside the checkout for the tokenizer and text (a benchmark, not the product).
 #include <unistd.h>
 
 #include <cmath>

@@ -51,6 +51,7 @@ std::string peak_kernels(Precision p) {
   const std::string fp32 = kernels::peak_kernel_name(kernels::best_fp32_kernel());
   if (p == Precision::float32) return fp32;
   if (kernels::gemm_bf16_is_emulated()) return str("bf16 emulated in fp32 (no bf16 kernel): ", fp32);
+  if (kernels::peak_kernel_supported(kernels::PeakKernel::bf16_amx)) return "best of bf16 AMX tiles, bf16 dot AVX-512 and gemm_bf16";
   return kernels::peak_kernel_supported(kernels::PeakKernel::bf16_avx512)
              ? "best of bf16 dot AVX-512 and gemm_bf16"
              : "gemm_bf16";
@@ -66,13 +67,13 @@ Measured measure(Precision p, int threads, const PeakOptions& o) {
   const kernels::PeakMeasurement gemm =
       kernels::measure_gemm_bf16_peak(threads, o.seconds_per_repeat, o.repeats, o.gemm_size);
   Measured best{gemm.max_gflops * 1e9, str("gemm_bf16 ", o.gemm_size, "^3"), busy_reason(gemm)};
-  const kernels::PeakKernel dot_kernel = kernels::PeakKernel::bf16_avx512;
-  if (kernels::peak_kernel_supported(dot_kernel)) {
-    const kernels::PeakMeasurement dot = kernels::measure_peak(dot_kernel, threads, o.seconds_per_repeat, o.repeats);
-    if (best.busy.empty()) best.busy = busy_reason(dot);  // busy during either: not cached
+  for (const kernels::PeakKernel kernel : {kernels::PeakKernel::bf16_avx512, kernels::PeakKernel::bf16_amx}) {
+    if (!kernels::peak_kernel_supported(kernel)) continue;
+    const kernels::PeakMeasurement dot = kernels::measure_peak(kernel, threads, o.seconds_per_repeat, o.repeats);
+    if (best.busy.empty()) best.busy = busy_reason(dot);  // busy during any: not cached
     if (dot.max_gflops * 1e9 > best.flops) {
       best.flops = dot.max_gflops * 1e9;
-      best.kernel = kernels::peak_kernel_name(dot_kernel);
+      best.kernel = kernels::peak_kernel_name(kernel);
     }
   }
   return best;

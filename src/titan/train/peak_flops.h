@@ -1,8 +1,9 @@
 // The device peak FLOP/s that MFU is quoted against, per compute precision.
 // On CPU, measured on the threads this process uses:
 //   float32   the fp32 FMA port limit (kernels::measure_peak, the number docs/performance.md quotes);
-//   bfloat16  the best of the bf16 dot-product loop and a large gemm_bf16 (oneDNN: AMX tiles where
-//             present); where gemm_bf16 is emulated in f32, the fp32 peak, and the source says so.
+//   bfloat16  the best of the bf16 dot-product loop, the AMX tile loop (where the CPU and Linux allow
+//             it) and a large gemm_bf16; where gemm_bf16 is emulated in f32, the fp32 peak, and the
+//             source says so.
 // A measurement is the best of several repeats and is cached in $XDG_CACHE_HOME/titan/peak_flops.json
 // (else ~/.cache/titan/...), keyed by CPU model, precision, kernel and thread count, only when the
 // machine was quiet (our threads had their cores and the repeats agree). Measuring and writing hold

@@ -2,8 +2,9 @@
 
 #include <immintrin.h>
 #include <omp.h>
-
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -135,11 +136,61 @@ __attribute__((target("avx512bf16,avx512f"))) static float bf16_avx512_loop(int6
   return sum_lanes(s);
 }
 
+// Linux gives a process the AMX tile state only on request (arch_prctl ARCH_REQ_XCOMP_PERM for
+// XFEATURE_XTILEDATA, kernel 5.16 and later); without it a tile instruction faults.
+static bool amx_permitted() {
+  constexpr int kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  static const bool permitted = ::syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  return permitted;
+}
+
+// Palette 1 with tiles 0-7 of 16 rows x 64 bytes (the layout of _tile_loadconfig's operand).
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// Each _tile_dpbf16ps: a 16 x 16 f32 tile += [16 x 32] x [32 x 16] bf16 products = 16,384 FLOPs; four
+// independent accumulator tiles (0-3) from two A (4, 5) and two B (6, 7) tiles, as a 2 x 2 GEMM
+// block does.
+__attribute__((target("amx-tile,amx-bf16"))) static float bf16_amx_loop(int64_t iters, float seed) {
+  TileConfig config;
+  for (int t = 0; t < 8; ++t) config.colsb[t] = 64, config.rows[t] = 16;
+  _tile_loadconfig(&config);
+  alignas(64) uint16_t operand[16 * 32];
+  for (int i = 0; i < 16 * 32; ++i) operand[i] = f32_to_bf16(1e-3f * seed);
+  _tile_loadd(4, operand, 64);
+  _tile_loadd(5, operand, 64);
+  _tile_loadd(6, operand, 64);
+  _tile_loadd(7, operand, 64);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (int64_t i = 0; i < iters; ++i) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  alignas(64) float out[4][16 * 16];
+  _tile_stored(0, out[0], 64);
+  _tile_stored(1, out[1], 64);
+  _tile_stored(2, out[2], 64);
+  _tile_stored(3, out[3], 64);
+  _tile_release();
+  float total = 0.0f;
+  for (const auto& tile : out) total += tile[0] + tile[255];
+  return total;
+}
+
 const char* peak_kernel_name(PeakKernel kernel) {
   switch (kernel) {
     case PeakKernel::fp32_avx512: return "fp32 FMA AVX-512 (_mm512_fmadd_ps)";
     case PeakKernel::fp32_avx2: return "fp32 FMA AVX2 (_mm256_fmadd_ps)";
     case PeakKernel::bf16_avx512: return "bf16 dot AVX-512 (_mm512_dpbf16_ps)";
+    case PeakKernel::bf16_amx: return "bf16 AMX tiles (_tile_dpbf16ps)";
   }
   return "?";
 }
@@ -150,6 +201,7 @@ bool peak_kernel_supported(PeakKernel kernel) {
     case PeakKernel::fp32_avx512: return f.avx512f;
     case PeakKernel::fp32_avx2: return f.avx2 && f.fma;
     case PeakKernel::bf16_avx512: return f.avx512f && f.avx512_bf16;
+    case PeakKernel::bf16_amx: return f.amx_bf16 && amx_permitted();
   }
   return false;
 }
@@ -164,6 +216,7 @@ static double flops_per_iter(PeakKernel kernel) {
     case PeakKernel::fp32_avx512: return 16.0 * 16 * 2;
     case PeakKernel::fp32_avx2: return 12.0 * 8 * 2;
     case PeakKernel::bf16_avx512: return 16.0 * 32 * 2;
+    case PeakKernel::bf16_amx: return 4.0 * 16 * 16 * 32 * 2;
   }
   return 0.0;
 }
@@ -173,6 +226,7 @@ static float run_loop(PeakKernel kernel, int64_t iters, float seed) {
     case PeakKernel::fp32_avx512: return fp32_avx512_loop(iters, seed);
     case PeakKernel::fp32_avx2: return fp32_avx2_loop(iters, seed);
     case PeakKernel::bf16_avx512: return bf16_avx512_loop(iters, seed);
+    case PeakKernel::bf16_amx: return bf16_amx_loop(iters, seed);
   }
   return 0.0f;
 }

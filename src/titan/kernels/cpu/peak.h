@@ -1,6 +1,6 @@
 // Measured peak arithmetic throughput of this machine: long chains of independent FMA /
-// dot-product instructions in registers (no memory traffic), on 1..n OpenMP threads; and a large
-// bf16 GEMM through gemm_bf16 (on AMX, oneDNN's tile kernel is far above the dot-product loop).
+// dot-product / AMX tile instructions in registers (no memory traffic), on 1..n OpenMP threads; and
+// a large bf16 GEMM through gemm_bf16.
 // Used by the trainer (MFU, cached: train/peak_flops.h), bench/peak_flops (the table in
 // docs/performance.md) and bench/gemm_bench (% of peak).
 #pragma once
@@ -15,6 +15,7 @@ enum class PeakKernel {
   fp32_avx512,  // _mm512_fmadd_ps, 16 chains x 16 lanes x 2 FLOPs
   fp32_avx2,    // _mm256_fmadd_ps, 12 chains x 8 lanes x 2 FLOPs
   bf16_avx512,  // _mm512_dpbf16_ps, 16 chains x 32 bf16 pairs x 2 FLOPs
+  bf16_amx,     // _tile_dpbf16ps, 4 accumulator tiles x 16 x 16 x 32 x 2 FLOPs (asks Linux for AMX first)
 };
 
 const char* peak_kernel_name(PeakKernel kernel);
