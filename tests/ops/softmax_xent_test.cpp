@@ -221,7 +221,7 @@ TEST(LmHeadXent, ChunkBufferIsBounded) {
     const int64_t delta = peak_delta([&] { lm_head_xent({}, x, w, targets, 1.0f, dx, none); });
     // Besides the chunk budget: the weight packed once for the logits products where the GEMM
     // gains from it (AMX), 0 bytes elsewhere.
-    const int64_t packed = kernels::gemm_bf16_packed_b_bytes(true, d, v);
+    const int64_t packed = kernels::gemm_bf16_packed_b_bytes(d, v);
     EXPECT_LE(delta, kLmHeadXentChunkBytesBf16 + packed + (int64_t{1} << 20)) << "peak rose by " << delta << " bytes";
     EXPECT_GE(delta, chunk * v * 6) << "both chunk buffers should come from the host allocator";
     EXPECT_EQ(lm_head_xent_chunk_tokens({}, n, v, DType::bf16), chunk);

@@ -2,6 +2,7 @@
 
 #include "titan/core/error.h"
 #include "titan/kernels/cpu/gemm.h"
+#include "titan/ops/attention/attention.h"
 
 namespace titan::train {
 
@@ -19,9 +20,8 @@ std::string precision_line(Precision precision) {
                                  ? "emulated: this CPU has no bf16 instructions, so titan's AVX2 FMA kernel widens bf16 "
                                    "operands to f32 as it packs them (the same numbers, at about float32's speed)"
                                  : str(kernels::gemm_bf16_backend_name(), ", f32 accumulation");
-  const char* attention = kernels::gemm_bf16_uses_amx() || kernels::gemm_bf16_is_emulated()
-                              ? "attention's tiles bf16-rounded on f32 FMAs"
-                              : "attention on bf16 tiles";
+  const char* attention =
+      ops::attention_cpu_bf16_tiles() ? "attention on bf16 tiles" : "attention's tiles bf16-rounded on f32 FMAs";
   return str("bfloat16 compute (", kernel, "; ", attention, ", f32 softmax statistics); f32 master weights, ",
              "gradients, AdamW state, norms, softmax and loss");
 }

@@ -59,12 +59,12 @@ bool gemm_bf16_is_emulated();
 // otherwise re-packs op(B) on every call (the head's logits chunk, x_cD w_VD^T at M = 294: 557 ->
 // 897 GFLOP/s on 2 Xeon cores). Elsewhere no packing: gemm_bf16_packed_b_bytes is 0 and the products
 // read B as stored, bit for bit gemm_bf16.
-//   bytes = gemm_bf16_packed_b_bytes(trans_b, k, n);            // 0: nothing to pack
+//   bytes = gemm_bf16_packed_b_bytes(k, n);                     // 0: nothing to pack
 //   gemm_bf16_pack_b(trans_b, k, n, b, ldb, packed);             // once, into `bytes` at `packed`
 //   gemm_bf16_packed(m, n, k, alpha, a, lda, trans_b, b, ldb, packed, beta, c, ldc);  // C = alpha A op(B) + beta C
 // A product through the packed B equals gemm_bf16's up to the kernel's f32 summation order. B must
 // stay as it was packed (the packed copy is used where the library can, B itself where not).
-int64_t gemm_bf16_packed_b_bytes(bool trans_b, int64_t k, int64_t n);
+int64_t gemm_bf16_packed_b_bytes(int64_t k, int64_t n);  // op(B)'s layout, however B is stored
 void gemm_bf16_pack_b(bool trans_b, int64_t k, int64_t n, const uint16_t* b, int64_t ldb, void* packed);
 void gemm_bf16_packed(int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a, int64_t lda, bool trans_b,
                       const uint16_t* b, int64_t ldb, const void* packed, float beta, float* c, int64_t ldc);

@@ -25,7 +25,9 @@
 namespace titan::kernels {
 namespace {
 
-using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float, float>;
+// (trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, packed_b): packed_b when B is op(B) in
+// oneDNN's blocked layout (packed_b_desc; trans_b and ldb are then false and 0).
+using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float, float, bool>;
 
 struct Matmul {
   dnnl::matmul primitive;
@@ -85,16 +87,44 @@ Matmul make_matmul(const dnnl::memory::desc& a, const dnnl::memory::desc& b, con
   return mm;
 }
 
+// oneDNN's blocked layout for op(B) [k, n] in bf16, as its AMX matmul picks it ("any"); the same
+// for every M (checked on oneDNN 2.6.3), so one packed copy serves every chunk.
+dnnl::memory::desc packed_b_desc(int64_t k, int64_t n) {
+  using dt = dnnl::memory::data_type;
+  const dnnl::memory::desc a({64, k}, dt::bf16, dnnl::memory::dims{k, 1});
+  const dnnl::memory::desc b({k, n}, dt::bf16, dnnl::memory::format_tag::any);
+  const dnnl::memory::desc c({64, n}, dt::f32, dnnl::memory::dims{n, 1});
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), cache().engine).weights_desc();
+}
+
 Matmul make(const Key& key) {
-  const auto [trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta] = key;
+  const auto [trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, packed_b] = key;
   using dt = dnnl::memory::data_type;
   if (!isa_has_bf16()) {
     Matmul mm;
     mm.emulated = true;
     return mm;
   }
-  return make_matmul(plain(m, k, lda, trans_a, dt::bf16), plain(k, n, ldb, trans_b, dt::bf16),
+  return make_matmul(plain(m, k, lda, trans_a, dt::bf16),
+                     packed_b ? packed_b_desc(k, n) : plain(k, n, ldb, trans_b, dt::bf16),
                      plain(m, n, ldc, false, dt::f32), alpha, beta);
+}
+
+// The cached matmul for `key`, built on first use.
+const Matmul& matmul_for(const Key& key) {
+  Cache& cc = cache();
+  std::lock_guard<std::mutex> lock(cc.mutex);
+  auto it = cc.entries.find(key);
+  if (it == cc.entries.end()) {
+    try {
+      it = cc.entries.emplace(key, make(key)).first;
+    } catch (const dnnl::error& e) {
+      const auto [trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, packed_b] = key;
+      TITAN_FAIL("[gemm_bf16] oneDNN could not build a bf16 matmul for M=", m, " N=", n, " K=", k, " lda=", lda,
+                 " ldb=", ldb, " ldc=", ldc, packed_b ? " (B packed)" : "", ": ", e.what());
+    }
+  }
+  return it->second;  // std::map: the reference stays valid as entries are added
 }
 
 // Runs a built matmul on the calling thread, with its stream and its scratchpad (see make_matmul).
@@ -221,28 +251,13 @@ void gemm_bf16_onednn(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
     }
     return;
   }
-  Cache& cc = cache();
-  const Key key{trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta};
-  const Matmul* mm = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(cc.mutex);
-    auto it = cc.entries.find(key);
-    if (it == cc.entries.end()) {
-      try {
-        it = cc.entries.emplace(key, make(key)).first;
-      } catch (const dnnl::error& e) {
-        TITAN_FAIL("[gemm_bf16] oneDNN could not build a bf16 matmul for M=", m, " N=", n, " K=", k, " lda=", lda,
-                   " ldb=", ldb, " ldc=", ldc, ": ", e.what());
-      }
-    }
-    mm = &it->second;
-  }
-  if (mm->emulated) {
+  const Matmul& mm = matmul_for(Key{trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, false});
+  if (mm.emulated) {
     const std::vector<float> a32 = widen(a, m, k, lda, trans_a), b32 = widen(b, k, n, ldb, trans_b);
     gemm(trans_a, trans_b, m, n, k, alpha, a32.data(), lda, b32.data(), ldb, beta, c, ldc);
     return;
   }
-  run(*mm, a, b, c);
+  run(mm, a, b, c);
 }
 
 const char* gemm_bf16_backend_name() {
@@ -258,7 +273,7 @@ const char* gemm_bf16_backend_name() {
 
 bool gemm_bf16_is_emulated() {
   static const bool emulated = [] {
-    const Key key{false, true, 64, 64, 64, 64, 64, 64, 1.0f, 0.0f};
+    const Key key{false, true, 64, 64, 64, 64, 64, 64, 1.0f, 0.0f, false};
     return make(key).emulated;
   }();
   return emulated;
@@ -270,22 +285,11 @@ namespace {
 // layer's products are one call each, nothing to share).
 constexpr int64_t kPackMinElements = int64_t{1} << 22;
 
-// oneDNN's blocked layout for op(B) [k, n] in bf16, as its AMX matmul picks it ("any"); the same
-// for every M (checked on oneDNN 2.6.3), so one packed copy serves every chunk.
-dnnl::memory::desc packed_b_desc(int64_t k, int64_t n) {
-  using dt = dnnl::memory::data_type;
-  const dnnl::memory::desc a({64, k}, dt::bf16, dnnl::memory::dims{k, 1});
-  const dnnl::memory::desc b({k, n}, dt::bf16, dnnl::memory::format_tag::any);
-  const dnnl::memory::desc c({64, n}, dt::f32, dnnl::memory::dims{n, 1});
-  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), cache().engine).weights_desc();
-}
-
 bool packs(int64_t k, int64_t n) { return gemm_bf16_uses_amx() && k * n >= kPackMinElements; }
 
 }  // namespace
 
-int64_t gemm_bf16_packed_b_bytes(bool trans_b, int64_t k, int64_t n) {
-  (void)trans_b;  // the packed layout is op(B)'s, whichever way B is stored
+int64_t gemm_bf16_packed_b_bytes(int64_t k, int64_t n) {
   return packs(k, n) ? static_cast<int64_t>(packed_b_desc(k, n).get_size()) : 0;
 }
 
@@ -305,32 +309,12 @@ void gemm_bf16_packed(int64_t m, int64_t n, int64_t k, float alpha, const uint16
     gemm_bf16(false, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
-  // Matmuls on the packed B per (m, n, k, lda, ldc, alpha, beta); where oneDNN would not run its
-  // own kernel on that layout (`emulated`), the product reads B as stored.
-  static std::mutex mutex;
-  static std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, float, float>, Matmul> entries;
-  const Matmul* mm = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    const auto key = std::tuple{m, n, k, lda, ldc, alpha, beta};
-    auto it = entries.find(key);
-    if (it == entries.end()) {
-      using dt = dnnl::memory::data_type;
-      Matmul built;
-      built.emulated = true;
-      try {
-        built = make_matmul(plain(m, k, lda, false, dt::bf16), packed_b_desc(k, n), plain(m, n, ldc, false, dt::f32),
-                            alpha, beta);
-      } catch (const dnnl::error&) {
-      }
-      it = entries.emplace(key, std::move(built)).first;
-    }
-    mm = &it->second;
-  }
-  if (mm->emulated) {
+  // Where oneDNN would run only its reference kernel on the packed layout, the product reads B as stored.
+  const Matmul& mm = matmul_for(Key{false, false, m, n, k, lda, 0, ldc, alpha, beta, true});
+  if (mm.emulated) {
     gemm_bf16(false, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   } else {
-    run(*mm, a, packed, c);
+    run(mm, a, packed, c);
   }
 }
 

@@ -63,6 +63,9 @@ using AttentionImpl =
 OpTable<AttentionImpl>& attention_table();
 AttentionImpl attention_impl_ref();
 AttentionImpl attention_impl_cpu();
+// Whether the CPU kernel runs bf16 compute on bf16 tiles (oneDNN's AVX-512-BF16 matmul) rather than
+// bf16-rounded tiles on f32 FMAs (no bf16 matmul, or AMX: attention_cpu.cpp says why).
+bool attention_cpu_bf16_tiles();
 
 namespace ref {
 // Scalar reference over raw row-major arrays (q [b, t, h, k], k/v [b, t, g, k], out [b, t, h, k],

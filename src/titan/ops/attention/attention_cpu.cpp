@@ -142,7 +142,7 @@ Scratch<E>& scratch() {
 // FMAs: native 572 ms, emulated 317 ms for one layer's forward + backward on 2 Xeon cores
 // (attention.md).
 bool bf16_native(const AttentionArgs& args) {
-  return args.compute == DType::bf16 && !args.emulate_bf16 && !gemm_bf16_is_emulated() && !gemm_bf16_uses_amx();
+  return args.compute == DType::bf16 && !args.emulate_bf16 && attention_cpu_bf16_tiles();
 }
 
 // --- forward ---------------------------------------------------------------------------------
@@ -481,5 +481,7 @@ void backward_cpu(const AttentionArgs& args, const Tensor& dout_BTHK, const Tens
 AttentionImpl attention_impl_cpu() {
   return {"attention_cpu", Device::cpu, nullptr, forward_cpu, backward_cpu};
 }
+
+bool attention_cpu_bf16_tiles() { return !gemm_bf16_is_emulated() && !gemm_bf16_uses_amx(); }
 
 }  // namespace titan::ops

@@ -84,7 +84,7 @@ static ChunkBuffers chunk_buffers(const LmHeadXentArgs& args, const Tensor& x, c
   const bool bf16 = x.dtype() == DType::bf16;
   const bool round_w = bf16 && w.dtype() == DType::f32 && !gemm_bf16_rounds_b_while_packing();
   const int64_t packed_bytes = bf16 && (round_w || w.dtype() == DType::bf16)
-                                   ? gemm_bf16_packed_b_bytes(true, w.size(1), v)
+                                   ? gemm_bf16_packed_b_bytes(w.size(1), v)
                                    : 0;
   return {Tensor::empty({c, v}, DType::f32, x.device()),
           bf16 && grads ? Tensor::empty({c, v}, DType::bf16, x.device()) : Tensor(),
