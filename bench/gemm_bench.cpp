@@ -22,6 +22,7 @@
 #include "titan/core/parallel.h"
 #include "titan/core/rng.h"
 #include "titan/kernels/cpu/gemm.h"
+#include "titan/kernels/cpu/gemm_bf16_amx.h"
 #include "titan/kernels/cpu/gemm_bf16_avx2.h"
 #include "titan/kernels/cpu/gemm_bf16_avx512.h"
 #include "titan/ops/softmax_xent/softmax_xent.h"
@@ -51,15 +52,19 @@ static void for_each_problem(int64_t tokens, const std::string& only, Fn&& fn) {
 
 // The bf16 products of every (layer, form) on every bf16 kernel this CPU has, alternating per
 // shape: oneDNN's matmul (gemm_bf16's library; where oneDNN has no bf16 kernel, its emulation: A and
-// B widened into f32 copies, then sgemm), titan's AVX-512-BF16 kernel, titan's AVX2 FMA kernel. Each
-// row's % is of the peak of the instruction it runs: the bf16 dot product, or the fp32 FMA (AVX2).
+// B widened into f32 copies, then sgemm), titan's AMX and AVX-512-BF16 kernels, titan's AVX2 FMA
+// kernel. Each row's % is of the peak of the instruction it runs: AMX tiles (oneDNN's matmul too
+// where the CPU has them), the bf16 dot product, or the fp32 FMA (AVX2).
 static int bench_bf16(int64_t tokens, double min_seconds, const std::string& only) {
   const bool own = gemm_bf16_avx512_supported();
   const bool dot = peak_kernel_supported(PeakKernel::bf16_avx512);
   const bool emulated = gemm_bf16_is_emulated();
   const double dot_peak = dot ? measure_peak(PeakKernel::bf16_avx512, 2).median_gflops : 0.0;
   const double fma_peak = measure_peak(PeakKernel::fp32_avx2, 2).median_gflops;
+  const bool amx = gemm_bf16_amx_supported() && gemm_bf16_uses_amx();
+  const double amx_peak = amx ? measure_peak(PeakKernel::bf16_amx, 2).median_gflops : 0.0;
   std::cout << "bf16 GEMMs, " << num_threads() << " threads; peaks (2 threads, measured now): "
+            << (amx ? "AMX tiles " + fixed(amx_peak) + " GFLOP/s, " : "")
             << (dot ? "bf16 dot AVX-512 " + fixed(dot_peak) + " GFLOP/s, " : "no bf16 dot product, ")
             << "fp32 FMA AVX2 " << fixed(fma_peak) << " GFLOP/s"
             << (emulated ? "; oneDNN has no bf16 kernel here (its row is the emulation)" : "") << "\n"
@@ -75,7 +80,8 @@ static int bench_bf16(int64_t tokens, double min_seconds, const std::string& onl
     Bf16Gemm gemm;
     double peak;
   };
-  const Kernel kernels[] = {{"onednn", true, gemm_bf16_onednn, emulated ? fma_peak : dot_peak},
+  const Kernel kernels[] = {{"onednn", true, gemm_bf16_onednn, emulated ? fma_peak : amx ? amx_peak : dot_peak},
+                            {"titan-amx", amx, gemm_bf16_amx, amx_peak},
                             {"titan-512", own, gemm_bf16_avx512, dot_peak},
                             {"titan-avx2", true, gemm_bf16_avx2, fma_peak}};
   nlohmann::json rows = nlohmann::json::array();
@@ -100,7 +106,7 @@ static int bench_bf16(int64_t tokens, double min_seconds, const std::string& onl
     }
   });
   print_result({{"bench", "gemm_bench_bf16"}, {"threads", num_threads()}, {"tokens", tokens},
-                {"bf16_dot_peak_gflops", dot_peak}, {"fp32_fma_peak_gflops", fma_peak}, {"rows", rows}});
+                {"amx_peak_gflops", amx_peak}, {"bf16_dot_peak_gflops", dot_peak}, {"fp32_fma_peak_gflops", fma_peak}, {"rows", rows}});
   return 0;
 }
 

@@ -3,6 +3,8 @@
 #include <fstream>
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "titan/core/error.h"
 
@@ -27,6 +29,13 @@ static CpuFeatures detect() {
 const CpuFeatures& cpu_features() {
   static const CpuFeatures features = detect();
   return features;
+}
+
+bool amx_tiles_permitted() {
+  constexpr int kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  static const bool permitted =
+      cpu_features().amx_bf16 && ::syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  return permitted;
 }
 
 std::string cpu_path_name() {

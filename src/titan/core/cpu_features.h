@@ -17,6 +17,10 @@ struct CpuFeatures {
 };
 
 const CpuFeatures& cpu_features();
+// Linux gives a process the AMX tile state only on request (arch_prctl ARCH_REQ_XCOMP_PERM for
+// XFEATURE_XTILEDATA, kernel 5.16 and later); without it a tile instruction faults. Asks once,
+// returns whether it was granted (false off Linux's x86-64 AMX support or without AMX).
+bool amx_tiles_permitted();
 // The widest kernel path this CPU takes: "avx512-bf16", "avx512" or "avx2".
 std::string cpu_path_name();
 // "model name" of /proc/cpuinfo ("unknown cpu" when absent), e.g. for caches keyed by machine.

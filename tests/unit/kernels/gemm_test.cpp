@@ -9,6 +9,7 @@
 #include "titan/core/dtype.h"
 #include "titan/core/parallel.h"
 #include "titan/kernels/cpu/gemm_bf16_avx2.h"
+#include "titan/kernels/cpu/gemm_bf16_amx.h"
 #include "titan/kernels/cpu/gemm_bf16_avx512.h"
 
 #include <gtest/gtest.h>
@@ -75,9 +76,10 @@ Bf16Operands bf16_operands(bool ta, bool tb, const Bf16Case& c, uint64_t seed) {
   return o;
 }
 
-// titan's two bf16 kernels behind gemm_bf16, each with the number of rounded adds its order makes
+// titan's three bf16 kernels behind gemm_bf16, each with the number of rounded adds its order makes
 // per C element (the bound below): AVX-512-BF16 adds pairs of products, AVX2 FMA one product at a
-// time.
+// time, AMX at most one per product (the instruction leaves its internal order open). round_b:
+// the kernel's f32-B form, where it has one.
 struct Bf16Kernel {
   const char* name;
   bool supported;
@@ -88,16 +90,18 @@ struct Bf16Kernel {
   double adds_per_k;
 };
 std::vector<Bf16Kernel> bf16_kernels() {
-  return {{"avx512", gemm_bf16_avx512_supported(), gemm_bf16_avx512, gemm_bf16_avx512, 0.5},
+  return {{"amx", gemm_bf16_amx_supported(), gemm_bf16_amx, nullptr, 1.0},
+          {"avx512", gemm_bf16_avx512_supported(), gemm_bf16_avx512, gemm_bf16_avx512, 0.5},
           {"avx2", true, gemm_bf16_avx2, gemm_bf16_avx2, 1.0}};  // AVX2 + FMA: titan's baseline ISA
 }
 
 TEST(GemmBf16Kernels, AllFormsEdgesOddKAndStridesMatchTheExactProduct) {
-  // Edges of both register tiles (12 x 32, 6 x 16), of the row blocks (48 / 144 rows), the
-  // column panels (1024 / 4080) and the k blocks (4096 / 256); odd k (a zero-padded pair); k = 1.
+  // Edges of the register tiles (32 x 32, 12 x 32, 6 x 16), of the row blocks (256, or one of up
+  // to 512 / 48 / 144 rows), the column panels (1024 / 4080) and the k blocks (2048 / 4096 / 256;
+  // AMX's tile steps of 32); odd k (a zero-padded pair); k = 1.
   const Bf16Case cases[] = {{1, 1, 1},       {3, 5, 7},      {12, 32, 2},   {13, 33, 3},    {7, 17, 9},
                             {29, 70, 257},   {193, 40, 513}, {20, 4100, 9}, {64, 64, 128},  {200, 31, 600},
-                            {145, 4097, 17}, {6, 16, 4097}};
+                            {145, 4097, 17}, {6, 16, 4097},  {530, 33, 33}, {33, 1025, 65}};
   for (const Bf16Kernel& kernel : bf16_kernels()) {
     if (!kernel.supported) continue;
     for (const Bf16Case& c : cases) {
@@ -154,10 +158,9 @@ TEST(GemmBf16Kernels, ResultsAreBitwiseTheSameOnAnyThreadCount) {
   }
 }
 
-// gemm_bf16 itself with a reduction longer than 2 x 16,384: where it runs oneDNN's matmul (AMX)
-// the product is a sum of products over K slices (gemm_bf16_dnnl.cpp), elsewhere one of titan's
-// kernels. Every form, the last slice shorter than the rest, beta = 0 (C not read), 1 and -0.5;
-// within the f32 accumulation bound of the exact product (one rounded add per k, one per slice).
+// gemm_bf16 itself (whichever kernel it runs here) with a reduction of 36,867: every form, beta = 0
+// (C not read), 1 and -0.5; within the f32 accumulation bound of the exact product (one rounded
+// add per k, a few per k block).
 TEST(GemmBf16, LongReductionsMatchTheExactProduct) {
   const Bf16Case c{5, 9, 2 * 16384 + 4099};
   for (int form = 0; form < 4; ++form) {
@@ -208,12 +211,35 @@ TEST(GemmBf16, RoundingBWhilePackingEqualsRoundingItFirst) {
       gemm_bf16_round_b(ta, tb, c.m, c.n, c.k, 0.5f, o.a.data(), o.lda, b32.data(), o.ldb, 1.0f, via.data(), c.n);
       EXPECT_EQ(std::memcmp(want.data(), via.data(), want.size() * sizeof(float)), 0) << "gemm_bf16_round_b " << what;
       for (const Bf16Kernel& kernel : bf16_kernels()) {
-        if (!kernel.supported) continue;
+        if (!kernel.supported || kernel.round_b == nullptr) continue;
         std::vector<float> direct(init.data<float>(), init.data<float>() + init.numel());
         std::copy(init.data<float>(), init.data<float>() + init.numel(), want.begin());
         kernel.bf16(ta, tb, c.m, c.n, c.k, 0.5f, o.a.data(), o.lda, rounded.data(), o.ldb, 1.0f, want.data(), c.n);
         kernel.round_b(ta, tb, c.m, c.n, c.k, 0.5f, o.a.data(), o.lda, b32.data(), o.ldb, 1.0f, direct.data(), c.n);
         EXPECT_EQ(std::memcmp(want.data(), direct.data(), want.size() * sizeof(float)), 0) << kernel.name << " " << what;
+      }
+    }
+  }
+}
+
+// The AMX kernel's packed B (the lm_head's weight, packed once for its chunks): bit for bit the
+// product that packs B per call, for both storages of B, across k blocks (k 4100: three) and
+// column panels (n 1100: two), beta 0 and 1. (A wrong k offset into the packed panels fails it.)
+TEST(GemmBf16Amx, PackedBEqualsPackingPerCall) {
+  if (!gemm_bf16_amx_supported()) GTEST_SKIP() << "no AMX here";
+  const Bf16Case cases[] = {{37, 1100, 1025}, {5, 33, 31}, {300, 64, 512}, {40, 70, 4100}};
+  for (const Bf16Case& c : cases) {
+    for (const bool tb : {false, true}) {
+      const Bf16Operands o = bf16_operands(false, tb, c, 61);
+      std::vector<uint8_t> packed(static_cast<size_t>(gemm_bf16_amx_packed_b_bytes(c.k, c.n)));
+      gemm_bf16_amx_pack_b(tb, c.k, c.n, o.b.data(), o.ldb, packed.data());
+      for (const float beta : {0.0f, 1.0f}) {
+        const Tensor init = random_f32({c.m, c.n}, 9);
+        std::vector<float> want(init.data<float>(), init.data<float>() + init.numel()), got = want;
+        gemm_bf16_amx(false, tb, c.m, c.n, c.k, 0.5f, o.a.data(), o.lda, o.b.data(), o.ldb, beta, want.data(), c.n);
+        gemm_bf16_amx_packed(c.m, c.n, c.k, 0.5f, o.a.data(), o.lda, packed.data(), beta, got.data(), c.n);
+        EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
+            << "tb=" << tb << " m=" << c.m << " n=" << c.n << " k=" << c.k << " beta=" << beta;
       }
     }
   }

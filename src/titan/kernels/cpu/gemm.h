@@ -15,8 +15,8 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
 // bf16 A and B, f32 C (alpha, beta, ld* as gemm()); products are exact in f32 and accumulate in
-// f32. With AMX: oneDNN's bf16 matmul. With AVX-512-BF16 and no AMX: titan's own kernel
-// (gemm_bf16_avx512.h) for products of 64 MFLOP and more, oneDNN's matmul for smaller ones.
+// f32. With AMX: titan's AMX kernel (gemm_bf16_amx.h). With AVX-512-BF16 and no AMX: titan's own
+// kernel (gemm_bf16_avx512.h) for products of 64 MFLOP and more, oneDNN's matmul for smaller ones.
 // Elsewhere (no bf16 kernel in oneDNN's reach: AVX2, AVX-512 without BF16, a DNNL_MAX_CPU_ISA cap)
 // emulated by titan's AVX2 FMA kernel (gemm_bf16_avx2.h), which widens A and B to f32 as it packs
 // them: the same exact products, at the f32 FMA rate.
@@ -47,32 +47,30 @@ inline void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
 // titan's kernels.
 void gemm_bf16_onednn(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
                       int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc);
-// Which kernel gemm_bf16 runs here, for the start-up log: "titan AVX-512-BF16 kernel from 64 MFLOP,
-// oneDNN bf16 matmul below", "oneDNN bf16 matmul" (AMX), or "titan AVX2 FMA kernel (...)".
+// Which kernel gemm_bf16 runs here, for the start-up log: "titan AMX kernel", "titan AVX-512-BF16
+// kernel from 64 MFLOP, oneDNN bf16 matmul below", or "titan AVX2 FMA kernel (...)".
 const char* gemm_bf16_backend_name();
 // True where gemm_bf16 widens to f32 (no bf16 kernel in oneDNN for this CPU / DNNL_MAX_CPU_ISA):
 // titan's AVX2 kernel then runs every bf16 product.
 bool gemm_bf16_is_emulated();
 
 // A B operand shared by many products whose A changes (the lm_head's weight across its token
-// chunks), packed once into the library's layout where that gains: oneDNN's AMX matmul, which
-// otherwise re-packs op(B) on every call (the head's logits chunk, x_cD w_VD^T at M = 294: 557 ->
-// 897 GFLOP/s on 2 Xeon cores). Elsewhere no packing: gemm_bf16_packed_b_bytes is 0 and the products
-// read B as stored, bit for bit gemm_bf16.
+// chunks), packed once into the kernel's layout where that gains: titan's AMX kernel, which
+// otherwise packs op(B)'s blocks on every call (for the head's w^T, a 16 x 16 transpose per block).
+// Elsewhere no packing: gemm_bf16_packed_b_bytes is 0 and the products read B as stored, bit for
+// bit gemm_bf16.
 //   bytes = gemm_bf16_packed_b_bytes(k, n);                     // 0: nothing to pack
 //   gemm_bf16_pack_b(trans_b, k, n, b, ldb, packed);             // once, into `bytes` at `packed`
 //   gemm_bf16_packed(m, n, k, alpha, a, lda, trans_b, b, ldb, packed, beta, c, ldc);  // C = alpha A op(B) + beta C
-// A product through the packed B equals gemm_bf16's up to the kernel's f32 summation order. B must
-// stay as it was packed (the packed copy is used where the library can, B itself where not).
+// A product through the packed B equals gemm_bf16's bit for bit. B must stay as it was packed (the
+// packed copy is used where the kernel can, B itself where not).
 int64_t gemm_bf16_packed_b_bytes(int64_t k, int64_t n);  // op(B)'s layout, however B is stored
 void gemm_bf16_pack_b(bool trans_b, int64_t k, int64_t n, const uint16_t* b, int64_t ldb, void* packed);
 void gemm_bf16_packed(int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a, int64_t lda, bool trans_b,
                       const uint16_t* b, int64_t ldb, const void* packed, float beta, float* c, int64_t ldc);
 
-// True where gemm_bf16 runs oneDNN's AMX kernel: far ahead of the f32 GEMM on large products (1.0-1.7
-// TFLOP/s on 2 Xeon cores), behind it on small tiles (a 128 x 128 x 128 product takes 13 us, 315
-// GFLOP/s per core, with its per-call tile set-up and packing), so attention keeps its tiles on f32
-// FMAs there (attention_cpu.cpp).
+// True where gemm_bf16 runs on AMX tiles (oneDNN's effective ISA is avx512_core_amx; then titan's
+// AMX kernel runs every bf16 product, gemm_bf16_backend_name says which).
 bool gemm_bf16_uses_amx();
 
 // Plain triple loop with f64 accumulation: the oracle for tests and the fallback reference.

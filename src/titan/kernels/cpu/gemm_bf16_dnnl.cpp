@@ -1,9 +1,9 @@
-// gemm_bf16(): titan's own AVX-512-BF16 kernel where it measured as fast (use_titan_kernel below),
-// else oneDNN's matmul primitive: bf16 A and B, f32 C, f32 accumulation. oneDNN picks
-// its kernel per ISA at run time (AMX tiles, AVX-512-BF16 dot products); where it has only its
+// gemm_bf16(): titan's own kernels where they measured as fast: AMX tiles wherever oneDNN would use
+// them (titan_amx_available below), AVX-512-BF16 for large products (use_titan_kernel), else
+// oneDNN's matmul primitive: bf16 A and B, f32 C, f32 accumulation. Where oneDNN has only its
 // reference bf16 kernel (AVX2, or AVX-512 without BF16), titan runs its AVX2 FMA kernel, which
-// widens A and B to f32 (exact) as it packs them (gemm_bf16_avx2.h). Primitives are created once
-// per shape and cached (a training step repeats the same few shapes).
+// widens A and B to f32 (exact) as it packs them (gemm_bf16_avx2.h). oneDNN primitives are created
+// once per shape and cached (a training step repeats the same few shapes).
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
@@ -19,15 +19,15 @@
 #include "titan/core/parallel.h"
 #include "titan/kernels/cpu/cast.h"
 #include "titan/kernels/cpu/gemm.h"
+#include "titan/kernels/cpu/gemm_bf16_amx.h"
 #include "titan/kernels/cpu/gemm_bf16_avx2.h"
 #include "titan/kernels/cpu/gemm_bf16_avx512.h"
 
 namespace titan::kernels {
 namespace {
 
-// (trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, packed_b): packed_b when B is op(B) in
-// oneDNN's blocked layout (packed_b_desc; trans_b and ldb are then false and 0).
-using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float, float, bool>;
+// (trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta)
+using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float, float>;
 
 struct Matmul {
   dnnl::matmul primitive;
@@ -58,7 +58,7 @@ bool isa_has_bf16() {
   return isa == dnnl_cpu_isa_avx512_core_bf16 || isa == dnnl_cpu_isa_avx512_core_amx;
 }
 
-// A matmul C = A B on these layouts (B plain or packed), alpha and beta as attributes; `emulated`
+// A matmul C = A B on these layouts, alpha and beta as attributes; `emulated`
 // where oneDNN offers only its reference kernel.
 Matmul make_matmul(const dnnl::memory::desc& a, const dnnl::memory::desc& b, const dnnl::memory::desc& c, float alpha,
                    float beta) {
@@ -87,26 +87,15 @@ Matmul make_matmul(const dnnl::memory::desc& a, const dnnl::memory::desc& b, con
   return mm;
 }
 
-// oneDNN's blocked layout for op(B) [k, n] in bf16, as its AMX matmul picks it ("any"); the same
-// for every M (checked on oneDNN 2.6.3), so one packed copy serves every chunk.
-dnnl::memory::desc packed_b_desc(int64_t k, int64_t n) {
-  using dt = dnnl::memory::data_type;
-  const dnnl::memory::desc a({64, k}, dt::bf16, dnnl::memory::dims{k, 1});
-  const dnnl::memory::desc b({k, n}, dt::bf16, dnnl::memory::format_tag::any);
-  const dnnl::memory::desc c({64, n}, dt::f32, dnnl::memory::dims{n, 1});
-  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), cache().engine).weights_desc();
-}
-
 Matmul make(const Key& key) {
-  const auto [trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, packed_b] = key;
+  const auto [trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta] = key;
   using dt = dnnl::memory::data_type;
   if (!isa_has_bf16()) {
     Matmul mm;
     mm.emulated = true;
     return mm;
   }
-  return make_matmul(plain(m, k, lda, trans_a, dt::bf16),
-                     packed_b ? packed_b_desc(k, n) : plain(k, n, ldb, trans_b, dt::bf16),
+  return make_matmul(plain(m, k, lda, trans_a, dt::bf16), plain(k, n, ldb, trans_b, dt::bf16),
                      plain(m, n, ldc, false, dt::f32), alpha, beta);
 }
 
@@ -119,9 +108,9 @@ const Matmul& matmul_for(const Key& key) {
     try {
       it = cc.entries.emplace(key, make(key)).first;
     } catch (const dnnl::error& e) {
-      const auto [trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, packed_b] = key;
+      const auto [trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta] = key;
       TITAN_FAIL("[gemm_bf16] oneDNN could not build a bf16 matmul for M=", m, " N=", n, " K=", k, " lda=", lda,
-                 " ldb=", ldb, " ldc=", ldc, packed_b ? " (B packed)" : "", ": ", e.what());
+                 " ldb=", ldb, " ldc=", ldc, ": ", e.what());
     }
   }
   return it->second;  // std::map: the reference stays valid as entries are added
@@ -166,40 +155,28 @@ bool use_titan_kernel(int64_t m, int64_t n, int64_t k) {
   return available && 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) >= kTitanMinFlops;
 }
 
-// oneDNN 2.6's AMX matmul runs a long reduction in one pass per output block: at the lm_head's
-// dx = dlogits w (M = 294 tokens, N = 1024, K = 151,936) it reached 321 GFLOP/s on 2 Xeon cores
-// with AMX. Reductions of 2 kOneDnnKBlock and longer are therefore run as a sum of products over
-// kOneDnnKBlock slices of K (C = beta C + the first slice's product, then beta = 1 for the rest):
-// 990 GFLOP/s there (docs/performance.md (z)). Only the oneDNN path splits; the result differs
-// from one product by the f32 summation order of the slices.
-constexpr int64_t kOneDnnKBlock = 16384;
-
-void gemm_bf16_onednn_k_sliced(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                               const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c,
-                               int64_t ldc) {
-  if (k < 2 * kOneDnnKBlock) {
-    gemm_bf16_onednn(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    return;
-  }
-  for (int64_t k0 = 0; k0 < k; k0 += kOneDnnKBlock) {
-    const int64_t kn = std::min(kOneDnnKBlock, k - k0);
-    // op(A)'s columns k0.. are A's rows when trans_a; op(B)'s rows k0.. are B's columns when trans_b.
-    const uint16_t* a_slice = trans_a ? a + k0 * lda : a + k0;
-    const uint16_t* b_slice = trans_b ? b + k0 : b + k0 * ldb;
-    gemm_bf16_onednn(trans_a, trans_b, m, n, kn, alpha, a_slice, lda, b_slice, ldb, k0 == 0 ? beta : 1.0f, c, ldc);
-  }
+// titan's AMX kernel (gemm_bf16_amx.h) wherever oneDNN would run its AMX matmul (DNNL_MAX_CPU_ISA
+// can cap both off), at every size: on 2 Sapphire Rapids cores it was as fast or faster on every
+// bench-config product, 1.0-1.6x on the linear layers, 1.5-3.6x on the head's three, and as fast
+// on attention's 128 x 128 x 128 tiles, where oneDNN's per-call set-up cost it most
+// (docs/performance.md (aa)). It also keeps no state per shape.
+bool titan_amx_available() {
+  static const bool available = gemm_bf16_uses_amx() && gemm_bf16_amx_supported();
+  return available;
 }
 
 }  // namespace
 
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
                int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (use_titan_kernel(m, n, k)) {
+  if (titan_amx_available()) {
+    gemm_bf16_amx(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  } else if (use_titan_kernel(m, n, k)) {
     gemm_bf16_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   } else if (gemm_bf16_is_emulated()) {
     gemm_bf16_avx2(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   } else {
-    gemm_bf16_onednn_k_sliced(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    gemm_bf16_onednn(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
 }
 
@@ -251,7 +228,7 @@ void gemm_bf16_onednn(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
     }
     return;
   }
-  const Matmul& mm = matmul_for(Key{trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, false});
+  const Matmul& mm = matmul_for(Key{trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta});
   if (mm.emulated) {
     const std::vector<float> a32 = widen(a, m, k, lda, trans_a), b32 = widen(b, k, n, ldb, trans_b);
     gemm(trans_a, trans_b, m, n, k, alpha, a32.data(), lda, b32.data(), ldb, beta, c, ldc);
@@ -265,6 +242,7 @@ const char* gemm_bf16_backend_name() {
     const bool titan = use_titan_kernel(1 << 12, 1 << 12, 1 << 12);
     if (gemm_bf16_is_emulated()) return std::string("titan AVX2 FMA kernel (bf16 widened to f32 as packed)");
     const std::string onednn = "oneDNN bf16 matmul";
+    if (titan_amx_available()) return std::string("titan AMX kernel");
     const auto mflop = static_cast<int64_t>(kTitanMinFlops / (1024 * 1024));
     return titan ? str("titan AVX-512-BF16 kernel from ", mflop, " MFLOP, ", onednn, " below") : onednn;
   }();
@@ -273,7 +251,7 @@ const char* gemm_bf16_backend_name() {
 
 bool gemm_bf16_is_emulated() {
   static const bool emulated = [] {
-    const Key key{false, true, 64, 64, 64, 64, 64, 64, 1.0f, 0.0f, false};
+    const Key key{false, true, 64, 64, 64, 64, 64, 64, 1.0f, 0.0f};
     return make(key).emulated;
   }();
   return emulated;
@@ -281,40 +259,26 @@ bool gemm_bf16_is_emulated() {
 
 namespace {
 
-// Packing pays where oneDNN's AMX matmul runs and op(B) is large (the head's weight; a linear
+// Packing pays where titan's AMX kernel runs and op(B) is large (the head's weight; a linear
 // layer's products are one call each, nothing to share).
 constexpr int64_t kPackMinElements = int64_t{1} << 22;
 
-bool packs(int64_t k, int64_t n) { return gemm_bf16_uses_amx() && k * n >= kPackMinElements; }
+bool packs(int64_t k, int64_t n) { return k * n >= kPackMinElements && titan_amx_available(); }
 
 }  // namespace
 
-int64_t gemm_bf16_packed_b_bytes(int64_t k, int64_t n) {
-  return packs(k, n) ? static_cast<int64_t>(packed_b_desc(k, n).get_size()) : 0;
-}
+int64_t gemm_bf16_packed_b_bytes(int64_t k, int64_t n) { return packs(k, n) ? gemm_bf16_amx_packed_b_bytes(k, n) : 0; }
 
 void gemm_bf16_pack_b(bool trans_b, int64_t k, int64_t n, const uint16_t* b, int64_t ldb, void* packed) {
-  if (!packs(k, n)) return;
-  using dt = dnnl::memory::data_type;
-  dnnl::memory src(plain(k, n, ldb, trans_b, dt::bf16), cache().engine, const_cast<uint16_t*>(b));
-  dnnl::memory dst(packed_b_desc(k, n), cache().engine, packed);
-  dnnl::stream stream{cache().engine};
-  dnnl::reorder(src, dst).execute(stream, src, dst);
-  stream.wait();
+  if (packs(k, n)) gemm_bf16_amx_pack_b(trans_b, k, n, b, ldb, packed);
 }
 
 void gemm_bf16_packed(int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a, int64_t lda, bool trans_b,
                       const uint16_t* b, int64_t ldb, const void* packed, float beta, float* c, int64_t ldc) {
-  if (packed == nullptr || m == 0 || k == 0 || !packs(k, n)) {
-    gemm_bf16(false, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    return;
-  }
-  // Where oneDNN would run only its reference kernel on the packed layout, the product reads B as stored.
-  const Matmul& mm = matmul_for(Key{false, false, m, n, k, lda, 0, ldc, alpha, beta, true});
-  if (mm.emulated) {
-    gemm_bf16(false, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (packed != nullptr && packs(k, n)) {
+    gemm_bf16_amx_packed(m, n, k, alpha, a, lda, packed, beta, c, ldc);
   } else {
-    run(mm, a, packed, c);
+    gemm_bf16(false, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
 }
 

@@ -2,9 +2,7 @@
 
 #include <immintrin.h>
 #include <omp.h>
-#include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -15,6 +13,7 @@
 #include "titan/core/dtype.h"
 #include "titan/core/error.h"
 #include "titan/kernels/cpu/gemm.h"
+#include "titan/kernels/cpu/gemm_bf16_amx.h"
 
 namespace titan::kernels {
 
@@ -136,28 +135,11 @@ __attribute__((target("avx512bf16,avx512f"))) static float bf16_avx512_loop(int6
   return sum_lanes(s);
 }
 
-// Linux gives a process the AMX tile state only on request (arch_prctl ARCH_REQ_XCOMP_PERM for
-// XFEATURE_XTILEDATA, kernel 5.16 and later); without it a tile instruction faults.
-static bool amx_permitted() {
-  constexpr int kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-  static const bool permitted = ::syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
-  return permitted;
-}
-
-// Palette 1 with tiles 0-7 of 16 rows x 64 bytes (the layout of _tile_loadconfig's operand).
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0, reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
 // Each _tile_dpbf16ps: a 16 x 16 f32 tile += [16 x 32] x [32 x 16] bf16 products = 16,384 FLOPs; four
 // independent accumulator tiles (0-3) from two A (4, 5) and two B (6, 7) tiles, as a 2 x 2 GEMM
 // block does.
 __attribute__((target("amx-tile,amx-bf16"))) static float bf16_amx_loop(int64_t iters, float seed) {
-  TileConfig config;
-  for (int t = 0; t < 8; ++t) config.colsb[t] = 64, config.rows[t] = 16;
-  _tile_loadconfig(&config);
+  amx_load_tile_config();
   alignas(64) uint16_t operand[16 * 32];
   for (int i = 0; i < 16 * 32; ++i) operand[i] = f32_to_bf16(1e-3f * seed);
   _tile_loadd(4, operand, 64);
@@ -201,7 +183,7 @@ bool peak_kernel_supported(PeakKernel kernel) {
     case PeakKernel::fp32_avx512: return f.avx512f;
     case PeakKernel::fp32_avx2: return f.avx2 && f.fma;
     case PeakKernel::bf16_avx512: return f.avx512f && f.avx512_bf16;
-    case PeakKernel::bf16_amx: return f.amx_bf16 && amx_permitted();
+    case PeakKernel::bf16_amx: return f.amx_bf16 && amx_tiles_permitted();
   }
   return false;
 }

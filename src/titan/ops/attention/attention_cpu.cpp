@@ -6,11 +6,11 @@
 // Compute precision (attention.h): f32 runs the products on the f32 tensors. bf16 runs them on
 // bf16 operands, in one of two branches with the same numbers up to summation order:
 //   native:   q/k/v/dO cast to bf16 once, P and dS cast per tile, products through
-//             kernels::gemm_bf16 (oneDNN's AVX-512-BF16 dot products, f32 accumulation);
+//             kernels::gemm_bf16 (titan's AMX kernel, or oneDNN's AVX-512-BF16 dot products; f32
+//             accumulation);
 //   emulated: the same values rounded to bf16 but held in f32, products through kernels::gemm
 //             (f32 FMAs; products of bf16 values are exact in f32). Taken where the CPU (or
-//             oneDNN's ISA cap) has no bf16 dot products, with AMX (faster here than oneDNN's AMX
-//             kernel at tile sizes), or when args.emulate_bf16.
+//             oneDNN's ISA cap) has no bf16 dot products, or when args.emulate_bf16.
 // The code is one template over the operand element type E: float (f32, emulated) or uint16_t
 // (native bf16 bits).
 //
@@ -136,11 +136,11 @@ Scratch<E>& scratch() {
   return s;
 }
 
-// Which branch bf16 takes: native where gemm_bf16 runs oneDNN's AVX-512-BF16 matmul (the CPU has
-// bf16 instructions without AMX and DNNL_MAX_CPU_ISA does not cap them), unless the caller asks for
-// the emulated one. With AMX, oneDNN's per-call set-up makes the 128 x 128 tiles slower than f32
-// FMAs: native 572 ms, emulated 317 ms for one layer's forward + backward on 2 Xeon cores
-// (attention.md).
+// Which branch bf16 takes: native wherever gemm_bf16 has bf16 instructions (AMX tiles or AVX-512-BF16
+// dot products, DNNL_MAX_CPU_ISA not capping them), unless the caller asks for the emulated one.
+// With AMX the tiles run on titan's AMX kernel: native 155 ms, emulated 337 ms for one layer's
+// forward + backward on 2 Xeon cores (oneDNN's AMX matmul made native the slower one, 572 ms;
+// attention.md).
 bool bf16_native(const AttentionArgs& args) {
   return args.compute == DType::bf16 && !args.emulate_bf16 && attention_cpu_bf16_tiles();
 }
@@ -482,6 +482,6 @@ AttentionImpl attention_impl_cpu() {
   return {"attention_cpu", Device::cpu, nullptr, forward_cpu, backward_cpu};
 }
 
-bool attention_cpu_bf16_tiles() { return !gemm_bf16_is_emulated() && !gemm_bf16_uses_amx(); }
+bool attention_cpu_bf16_tiles() { return !gemm_bf16_is_emulated(); }
 
 }  // namespace titan::ops

@@ -2,7 +2,8 @@
 // for the logits and then, in place, for dlogits. Per chunk: logits = x_c w^T (GEMM), per-row
 // max / exp / sum in 16-lane vectors, loss; dlogits = (softmax - onehot) * grad_scale;
 // dx_c = dlogits w (GEMM); dw += dlogits^T x_c (GEMM, beta = 1). See softmax_xent.md. With AMX
-// the weight is packed once per call for the logits products of all chunks.
+// the weight is packed once per call (titan's AMX kernel's layout) for the logits products of all
+// chunks.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
