@@ -185,6 +185,27 @@ TEST(Bf16, LmHeadXentOnAnF32WeightEqualsItOnTheRoundedWeight) {
   }
 }
 
+// Where the CPU kernel keeps every chunk's bf16 dlogits (on AMX: dx and dw then run as one
+// product each after the last chunk), the results are the per-chunk products' (all_dlogits_bytes
+// 0): the loss and dx bit for bit (each dx row sums over V in the same order either way), dw up to
+// f32 summation order (one sum over the tokens instead of one per chunk). The second chunk's
+// targets are all ignored: its dlogits rows are zeros, its dx rows zero.
+TEST(Bf16, LmHeadXentKeepingAllDlogitsEqualsThePerChunkProducts) {
+  const int64_t n = 100, d = 64, v = 4099;
+  if (!lm_head_xent_keeps_all_dlogits({}, n, v, DType::bf16)) GTEST_SKIP() << "per-chunk products on this CPU";
+  const Tensor x = bf16_of(random_f32({n, d}, 1)), w = bf16_of(random_f32({v, d}, 2, 0.3f));
+  Tensor targets = Tensor::empty({n}, DType::i64);
+  for (int64_t i = 0; i < n; ++i) targets.data<int64_t>()[i] = i >= 32 && i < 64 ? -100 : (i * 37) % v;
+  const LmHeadXentImpl& cpu = lm_head_xent_table().impls().back();  // the CPU kernel
+  Tensor dx = garbage({n, d}), dw = random_f32({v, d}, 3), dx1 = garbage({n, d}), dw1 = dw.clone();
+  const LmHeadXentResult r = cpu.backward({-100, 32}, x, w, targets, 0.05f, dx, dw);
+  const LmHeadXentResult r1 = cpu.backward({-100, 32, 0}, x, w, targets, 0.05f, dx1, dw1);
+  EXPECT_EQ(r.loss_sum, r1.loss_sum);
+  EXPECT_TRUE(all_close("dx", dx1, dx, kExact));
+  EXPECT_TRUE(all_close("dweight", dw1, dw, kF32Tol));
+  for (int64_t i = 32 * d; i < 64 * d; ++i) ASSERT_EQ(dx.data<float>()[i], 0.0f) << i;
+}
+
 TEST(Bf16, EmbeddingLooksUpWidenedRows) {
   const Tensor table = bf16_of(random_f32({50, 24}, 1));
   Tensor ids = Tensor::empty({9}, DType::i64);

@@ -28,6 +28,10 @@ struct LmHeadXentArgs {
   // (f32 operands: the [chunk, V] f32 logits) or kLmHeadXentChunkBytesBf16 (bf16 operands: those
   // logits and their [chunk, V] bf16 rounding).
   int64_t chunk_tokens = 0;
+  // bf16 operands with gradients on AMX: the bf16 dlogits of all chunks are kept (N x V x 2 bytes,
+  // at most this many) and dx, dw computed from them once after the last chunk instead of per
+  // chunk (lm_head_xent_keeps_all_dlogits). 0 keeps the per-chunk products (tests compare the two).
+  int64_t all_dlogits_bytes = int64_t{1} << 30;
 };
 
 struct LmHeadXentResult {
@@ -41,6 +45,12 @@ struct LmHeadXentResult {
 // 512 MiB: on AVX2 its dW GEMM lost 16% at a quarter of it (performance.md (b)).
 constexpr int64_t kLmHeadXentChunkBytes = int64_t{512} << 20;
 constexpr int64_t kLmHeadXentChunkBytesBf16 = int64_t{256} << 20;
+
+// True where the CPU kernel keeps the bf16 dlogits of all N tokens (see all_dlogits_bytes): bf16
+// operands, gemm_bf16 on AMX tiles (titan's AMX kernel runs the head's dx and dw at 1.54 / 1.55
+// TFLOP/s as one product over 2,048 tokens, 1.10 / 1.16 per chunk of 294, where dw's f32 C is
+// read and written back once per chunk; softmax_xent.md), and N x V bf16 within the budget.
+bool lm_head_xent_keeps_all_dlogits(const LmHeadXentArgs& args, int64_t num_tokens, int64_t vocab, DType operands);
 
 // Throws naming the tensor and the expected shape; also checks every target is ignore_index or
 // in [0, V) (naming the first bad index and value).

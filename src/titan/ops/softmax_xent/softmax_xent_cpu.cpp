@@ -76,19 +76,21 @@ static void xent_rows(int64_t begin, int64_t end, int64_t v, float* logits_cV, c
 // operands where the GEMM gains from it (AMX), w^T packed once for the chunks' logits products
 // (gemm_bf16_pack_b). The CPU kernel's memory and, shapes only, the meta device's
 // (lm_head_xent_impl_meta).
+// Where all chunks' bf16 dlogits are kept, dlogits_cV holds N rows instead of c.
 struct ChunkBuffers {
   Tensor logits_cV, dlogits_cV, w_rounded_VD, w_packed;
 };
 static ChunkBuffers chunk_buffers(const LmHeadXentArgs& args, const Tensor& x, const Tensor& w, const Tensor& targets,
                                   bool grads) {
-  const int64_t v = w.size(0), c = lm_head_xent_chunk_tokens(args, targets.numel(), v, x.dtype());
+  const int64_t v = w.size(0), n = targets.numel(), c = lm_head_xent_chunk_tokens(args, n, v, x.dtype());
+  const int64_t dlogits_rows = lm_head_xent_keeps_all_dlogits(args, n, v, x.dtype()) ? n : c;
   const bool bf16 = x.dtype() == DType::bf16;
   const bool round_w = bf16 && w.dtype() == DType::f32 && !gemm_bf16_rounds_b_while_packing();
   const int64_t packed_bytes = bf16 && (round_w || w.dtype() == DType::bf16)
                                    ? gemm_bf16_packed_b_bytes(w.size(1), v)
                                    : 0;
   return {Tensor::empty({c, v}, DType::f32, x.device()),
-          bf16 && grads ? Tensor::empty({c, v}, DType::bf16, x.device()) : Tensor(),
+          bf16 && grads ? Tensor::empty({dlogits_rows, v}, DType::bf16, x.device()) : Tensor(),
           round_w ? Tensor::empty(w.shape(), DType::bf16, x.device()) : Tensor(),
           packed_bytes > 0 ? Tensor::empty({packed_bytes}, DType::u8, x.device()) : Tensor()};
 }
@@ -130,14 +132,20 @@ static LmHeadXentResult run_cpu(const LmHeadXentArgs& args, const Tensor& x, con
             out, ldc);
   };
 
+  // all: the bf16 dlogits of every chunk kept in dlogits_cV's N rows, dx and dw from them at the end.
+  const bool all = grads && lm_head_xent_keeps_all_dlogits(args, n, v, x.dtype());
   for (int64_t c0 = 0; c0 < n; c0 += c) {
     const int64_t cn = std::min(c, n - c0);
     const void* xc = xb + c0 * d * elem;
     const int64_t* tc = tp + c0;
     const int64_t num_valid =
         std::count_if(tc, tc + cn, [&](int64_t t) { return t != args.ignore_index; });
-    if (num_valid == 0) {  // nothing to learn from this chunk: zero dx rows, skip the GEMMs
-      if (dx != nullptr) std::memset(dx->data<float>() + c0 * d, 0, sizeof(float) * cn * d);
+    if (num_valid == 0) {  // nothing to learn from this chunk: zero dx rows (dlogits), skip the GEMMs
+      if (all) {
+        std::memset(dlogits_cV.data<uint16_t>() + c0 * v, 0, sizeof(uint16_t) * cn * v);
+      } else if (dx != nullptr) {
+        std::memset(dx->data<float>() + c0 * d, 0, sizeof(float) * cn * d);
+      }
       continue;
     }
     if (d == 0) {
@@ -158,10 +166,11 @@ static LmHeadXentResult run_cpu(const LmHeadXentArgs& args, const Tensor& x, con
     if (!grads) continue;
     const void* dl = lp;
     if (bf16) {
-      uint16_t* dh = dlogits_cV.data<uint16_t>();
+      uint16_t* dh = dlogits_cV.data<uint16_t>() + (all ? c0 * v : 0);
       parallel_for(cn, 1, [&](int64_t rb, int64_t re) { cast_f32_to_bf16(lp + rb * v, dh + rb * v, (re - rb) * v); });
       dl = dh;
     }
+    if (all) continue;
     if (dx != nullptr) {  // dx_cD = dlogits_cV w_VD
       product(false, false, cn, d, v, dl, v, wp, d, 0.0f, dx->data<float>() + c0 * d, d);
     }
@@ -169,7 +178,16 @@ static LmHeadXentResult run_cpu(const LmHeadXentArgs& args, const Tensor& x, con
       product(true, false, v, d, cn, dl, v, xc, d, 1.0f, dw->data<float>(), d);
     }
   }
+  if (all && d > 0) {  // dx_ND = dlogits_NV w_VD; dw_VD += dlogits_NV^T x_ND
+    const uint16_t* dh = dlogits_cV.data<uint16_t>();
+    if (dx != nullptr) product(false, false, n, d, v, dh, v, wp, d, 0.0f, dx->data<float>(), d);
+    if (dw != nullptr) product(true, false, v, d, n, dh, v, xb, d, 1.0f, dw->data<float>(), d);
+  }
   return result;
+}
+
+bool lm_head_xent_keeps_all_dlogits(const LmHeadXentArgs& args, int64_t num_tokens, int64_t vocab, DType operands) {
+  return operands == DType::bf16 && gemm_bf16_uses_amx() && num_tokens * vocab * 2 <= args.all_dlogits_bytes;
 }
 
 static LmHeadXentResult forward_cpu(const LmHeadXentArgs& args, const Tensor& x, const Tensor& w,
