@@ -5,9 +5,11 @@
 #pragma once
 
 // GCC 12's AVX-512 headers build some results from a deliberately undefined vector
-// (_mm512_undefined_epi32) and then warn about it under -O3 (-Wmaybe-uninitialized, a false
-// positive in <avx512fintrin.h>).
+// (_mm512_undefined_epi32) and then warn about it: -Wmaybe-uninitialized under -O3, and
+// -Wuninitialized under the sanitizer build's -O2 (_mm512_unpacklo_epi32); false positives in
+// <avx512fintrin.h>.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #include <algorithm>
