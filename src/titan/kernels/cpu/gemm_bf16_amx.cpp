@@ -200,25 +200,8 @@ TITAN_BF16_TARGET void write_block(const float* out, float* c, int64_t ldc, int6
   const __mmask16 m0 = lanes(cols), m1 = lanes(cols - 16);
   const bool read_c = !first || beta != 0.0f;
   for (int64_t i = 0; i < rows; ++i) {
-    float* ci = c + i * ldc;
-    __m512 v0 = _mm512_mul_ps(_mm512_load_ps(out + i * kNr), va);
-    __m512 v1 = _mm512_mul_ps(_mm512_load_ps(out + i * kNr + 16), va);
-    if (read_c) {
-      v0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, ci), v0);
-      v1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, ci + 16), v1);
-    }
-    _mm512_mask_storeu_ps(ci, m0, v0);
-    _mm512_mask_storeu_ps(ci + 16, m1, v1);
+    write_row32(c + i * ldc, _mm512_load_ps(out + i * kNr), _mm512_load_ps(out + i * kNr + 16), va, vb, read_c, m0, m1);
   }
-}
-
-PackBuffer& b_pack_buffer() {
-  static thread_local PackBuffer buffer;
-  return buffer;
-}
-PackBuffer& a_pack_buffer() {
-  static thread_local PackBuffer buffer;
-  return buffer;
 }
 
 // Where op(B)'s micro-panels come from: packed per block into this thread's buffer (packed ==
@@ -253,14 +236,14 @@ TITAN_AMX_TARGET void gemm_on_one_thread(bool trans_a, int64_t m, int64_t n, int
         bp = src.packed + (j_base + j0) / kNr * src.panel_dwords + k0 / 2 * kNr;
         b_panel = src.panel_dwords;
       } else {
-        uint32_t* packing = b_pack_buffer().get(panels * ppad * kNr);
+        uint32_t* packing = thread_pack_buffer<uint32_t, 64, 'B'>().get(panels * ppad * kNr);
         pack_cols(src.b, src.ldb, src.k_contiguous, j_base + j0, nc, k0, kc, ppad, packing);
         bp = packing;
         b_panel = ppad * kNr;
       }
       for (int64_t i0 = 0; i0 < m; i0 += row_block) {
         const int64_t mc = std::min(row_block, m - i0), row_panels = ceil_div(mc, kMr);
-        uint32_t* ap = a_pack_buffer().get(row_panels * kMr * ppad);
+        uint32_t* ap = thread_pack_buffer<uint32_t, 64, 'A'>().get(row_panels * kMr * ppad);
         for (int64_t r = 0; r < row_panels; ++r) {
           const int64_t row = i0 + r * kMr;
           pack_rows(a, lda, a_k_contiguous, row, std::min(kMr, m - row), k0, kc, ppad, ap + r * kMr * ppad);

@@ -28,17 +28,6 @@ constexpr int64_t kKc = 256;   // k per block
 constexpr int64_t kMc = 144;   // rows per packed block of op(A) (24 register tiles)
 constexpr int64_t kNc = 4080;  // columns per packed B panel (255 register tiles)
 
-// 32-byte aligned floats, reused across calls by the thread that owns them.
-struct PackBuffer {
-  std::vector<float> storage;
-  float* get(int64_t floats) {
-    const size_t need = static_cast<size_t>(floats) + 8;
-    if (storage.size() < need) storage.assign(need, 0.0f);
-    auto p = reinterpret_cast<uintptr_t>(storage.data());
-    return reinterpret_cast<float*>((p + 31) & ~uintptr_t{31});
-  }
-};
-
 // Lanes [0, n) of a ymm set, n in [0, 8] (clamped).
 inline __m256i lanes(int64_t n) {
   const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -203,15 +192,6 @@ void micro_kernel(int64_t kc, const float* ap, const float* bp, float* c, int64_
   }
 }
 
-PackBuffer& b_pack_buffer() {  // each thread's packed op(B) block
-  static thread_local PackBuffer buffer;
-  return buffer;
-}
-PackBuffer& a_pack_buffer() {  // each thread's packed op(A) rows
-  static thread_local PackBuffer buffer;
-  return buffer;
-}
-
 // The whole product on the calling thread, with its own packing buffers: for each panel of kNc
 // columns, for each block of kKc k-values, op(B)'s block is packed into micro-panels of kNr columns;
 // for each kMc rows, op(A)'s rows into micro-panels of kMr rows; then the register kernel runs over
@@ -227,7 +207,7 @@ void gemm_on_one_thread(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_
     for (int64_t k0 = 0; k0 < k; k0 += kKc) {
       const int64_t kc = std::min(kKc, k - k0);
       const bool first = k0 == 0;
-      float* bp = b_pack_buffer().get(panels * kc * kNr);
+      float* bp = thread_pack_buffer<float, 32, 'B'>().get(panels * kc * kNr);
       for (int64_t q = 0; q < panels; ++q) {
         const int64_t col = q * kNr;
         pack_panel<kNr>(b, ldb, b_k_contiguous, j0 + col, std::min(kNr, nc - col), n - j0 - col, k0, kc,
@@ -235,7 +215,7 @@ void gemm_on_one_thread(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_
       }
       for (int64_t i0 = 0; i0 < m; i0 += kMc) {
         const int64_t mc = std::min(kMc, m - i0), row_panels = ceil_div(mc, kMr);
-        float* ap = a_pack_buffer().get(row_panels * kc * kMr);
+        float* ap = thread_pack_buffer<float, 32, 'A'>().get(row_panels * kc * kMr);
         for (int64_t r = 0; r < row_panels; ++r) {
           const int64_t row = i0 + r * kMr;
           pack_panel<kMr>(a, lda, a_k_contiguous, row, std::min(kMr, m - row), m - row, k0, kc, ap + r * kc * kMr);

@@ -73,26 +73,8 @@ TITAN_BF16_TARGET void micro_kernel(int64_t pairs, const uint32_t* ap, const uin
 #pragma GCC unroll 12
   for (int64_t i = 0; i < kMr; ++i) {
     if (i >= rows) break;
-    float* ci = c + i * ldc;
-    __m512 v0 = _mm512_mul_ps(acc[i][0], va), v1 = _mm512_mul_ps(acc[i][1], va);
-    if (read_c) {
-      v0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, ci), v0);
-      v1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, ci + 16), v1);
-    }
-    _mm512_mask_storeu_ps(ci, m0, v0);
-    _mm512_mask_storeu_ps(ci + 16, m1, v1);
+    write_row32(c + i * ldc, acc[i][0], acc[i][1], va, vb, read_c, m0, m1);
   }
-}
-
-// The calling thread's packed op(B) block and each thread's packed op(A) rows, shared by both
-// B element types.
-PackBuffer& b_pack_buffer() {
-  static thread_local PackBuffer buffer;
-  return buffer;
-}
-PackBuffer& a_pack_buffer() {
-  static thread_local PackBuffer buffer;
-  return buffer;
 }
 
 // The whole product on the calling thread, with its own packing buffers: for each panel of kNc
@@ -110,14 +92,14 @@ void gemm_on_one_thread(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_
     for (int64_t k0 = 0; k0 < k; k0 += kKc) {
       const int64_t kc = std::min(kKc, k - k0), pairs = (kc + 1) / 2;
       const bool first = k0 == 0;
-      uint32_t* bp = b_pack_buffer().get(panels * pairs * kNr);
+      uint32_t* bp = thread_pack_buffer<uint32_t, 64, 'B'>().get(panels * pairs * kNr);
       for (int64_t q = 0; q < panels; ++q) {
         const int64_t col = q * kNr;
         pack_panel<kNr>(b, ldb, b_k_contiguous, j0 + col, std::min(kNr, nc - col), k0, kc, bp + q * pairs * kNr);
       }
       for (int64_t i0 = 0; i0 < m; i0 += kMc) {
         const int64_t mc = std::min(kMc, m - i0), row_panels = ceil_div(mc, kMr);
-        uint32_t* ap = a_pack_buffer().get(row_panels * pairs * kMr);
+        uint32_t* ap = thread_pack_buffer<uint32_t, 64, 'A'>().get(row_panels * pairs * kMr);
         for (int64_t r = 0; r < row_panels; ++r) {
           pack_panel<kMr>(a, lda, a_k_contiguous, i0 + r * kMr, std::min(kMr, mc - r * kMr), k0, kc,
                           ap + r * pairs * kMr);

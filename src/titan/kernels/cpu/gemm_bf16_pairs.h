@@ -15,22 +15,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <vector>
 
 namespace titan::kernels::bf16_pairs {
 
 #define TITAN_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
-
-// 64-byte aligned dwords, reused across calls by the thread that owns them.
-struct PackBuffer {
-  std::vector<uint32_t> storage;
-  uint32_t* get(int64_t dwords) {
-    const size_t need = static_cast<size_t>(dwords) + 16;
-    if (storage.size() < need) storage.assign(need, 0);
-    auto p = reinterpret_cast<uintptr_t>(storage.data());
-    return reinterpret_cast<uint32_t*>((p + 63) & ~uintptr_t{63});
-  }
-};
 
 // Lanes [0, n) set, n in [0, 16].
 inline __mmask16 lanes(int64_t n) {
@@ -50,6 +38,20 @@ TITAN_BF16_TARGET inline __m512i round16(const float* x, int64_t n) {
   const __mmask16 nan =
       _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
   return _mm512_mask_blend_epi32(nan, rounded, quiet);
+}
+
+// One row of a register block written back: C[0, cols) (cols <= 32) = alpha (v0 | v1) + beta C,
+// C not read where !read_c.
+TITAN_BF16_TARGET inline void write_row32(float* c, __m512 v0, __m512 v1, __m512 alpha, __m512 beta, bool read_c,
+                                          __mmask16 m0, __mmask16 m1) {
+  v0 = _mm512_mul_ps(v0, alpha);
+  v1 = _mm512_mul_ps(v1, alpha);
+  if (read_c) {
+    v0 = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(m0, c), v0);
+    v1 = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(m1, c + 16), v1);
+  }
+  _mm512_mask_storeu_ps(c, m0, v0);
+  _mm512_mask_storeu_ps(c + 16, m1, v1);
 }
 
 // (x0[i], x1[i]) as dwords for i in [0, n), n <= 16; x1 may be null (the pad of an odd k). bf16

@@ -1,15 +1,37 @@
-// What titan's two GEMM kernels (gemm_bf16_avx512.cpp, gemm_bf16_avx2.cpp) share around their
-// loop nests: C = beta C when k is 0, and the split of the product into one slice per thread.
+// What titan's GEMM kernels (gemm_bf16_amx.cpp, gemm_bf16_avx512.cpp, gemm_bf16_avx2.cpp) share
+// around their loop nests: C = beta C when k is 0, the split of the product into one slice per
+// thread, and each thread's packing buffers.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "titan/core/parallel.h"
 
 namespace titan::kernels {
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// kAlign-byte aligned elements of T, grown as needed and never shrunk.
+template <class T, size_t kAlign>
+struct PackBuffer {
+  std::vector<T> storage;
+  T* get(int64_t count) {
+    const size_t need = static_cast<size_t>(count) + kAlign / sizeof(T);
+    if (storage.size() < need) storage.assign(need, T{});
+    auto p = reinterpret_cast<uintptr_t>(storage.data());
+    return reinterpret_cast<T*>((p + kAlign - 1) & ~uintptr_t{kAlign - 1});
+  }
+};
+
+// The calling thread's buffer for packing op(A) (kOperand 'A') or op(B) ('B'), reused across calls
+// (a thread runs one product at a time).
+template <class T, size_t kAlign, char kOperand>
+PackBuffer<T, kAlign>& thread_pack_buffer() {
+  static thread_local PackBuffer<T, kAlign> buffer;
+  return buffer;
+}
 
 // C[m, n] = beta C (beta == 0: C not read), the product of an empty reduction.
 inline void scale_c(int64_t m, int64_t n, float beta, float* c, int64_t ldc) {
