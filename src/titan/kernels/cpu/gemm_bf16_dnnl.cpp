@@ -139,8 +139,8 @@ std::vector<float> widen(const uint16_t* x, int64_t rows, int64_t cols, int64_t 
   return out;
 }
 
-// titan's AVX-512-BF16 kernel (gemm_bf16_avx512.h) where the CPU has it and no AMX (oneDNN's AMX
-// tiles are far faster), and DNNL_MAX_CPU_ISA does not cap oneDNN below bf16 (a cap asks for the
+// titan's AVX-512-BF16 kernel (gemm_bf16_avx512.h) where the CPU has it and no AMX (AMX tiles are
+// far faster: titan_amx_available below), and DNNL_MAX_CPU_ISA does not cap oneDNN below bf16 (a cap asks for the
 // emulated path, e.g. the sanitizer pass's AVX2 run), for products of at least kTitanMinFlops;
 // oneDNN below. Measured on Zen 4 (docs/performance.md (t)): at the bench config's linear and
 // head shapes titan's kernel is within a few % of oneDNN's (80-93% of the dot-product peak, ahead
