@@ -39,7 +39,8 @@ namespace {
 
 using namespace bf16_pairs;
 
-#define TITAN_AMX_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,amx-tile,amx-bf16")))
+#define TITAN_AMX_TARGET \
+  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,amx-tile,amx-bf16,prfchw")))
 
 constexpr int64_t kMr = 32;    // rows of the register block (2 tiles)
 constexpr int64_t kNr = 32;    // columns of the register block (2 tiles)
@@ -263,8 +264,8 @@ TITAN_AMX_TARGET void gemm_on_one_thread(bool trans_a, int64_t m, int64_t n, int
             {  // C's block is written after the tile steps: its lines are requested now
               const int64_t rows = std::min(kMr, m - row);
               for (int64_t i = 0; i < rows; ++i) {
-                _m_prefetchw(c + (row + i) * ldc + col);
-                _m_prefetchw(c + (row + i) * ldc + col + 16);
+                __builtin_prefetch(c + (row + i) * ldc + col, 1, 3);  // prefetchw
+                __builtin_prefetch(c + (row + i) * ldc + col + 16, 1, 3);
               }
             }
             tile_block(ppad, ap + r * kMr * ppad, bp + q * b_panel, out);
