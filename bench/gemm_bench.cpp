@@ -61,7 +61,7 @@ static int bench_bf16(int64_t tokens, double min_seconds, const std::string& onl
   const bool emulated = gemm_bf16_is_emulated();
   const double dot_peak = dot ? measure_peak(PeakKernel::bf16_avx512, 2).median_gflops : 0.0;
   const double fma_peak = measure_peak(PeakKernel::fp32_avx2, 2).median_gflops;
-  const bool amx = gemm_bf16_amx_supported() && gemm_bf16_uses_amx();
+  const bool amx = gemm_bf16_uses_amx();
   const double amx_peak = amx ? measure_peak(PeakKernel::bf16_amx, 2).median_gflops : 0.0;
   std::cout << "bf16 GEMMs, " << num_threads() << " threads; peaks (2 threads, measured now): "
             << (amx ? "AMX tiles " + fixed(amx_peak) + " GFLOP/s, " : "")

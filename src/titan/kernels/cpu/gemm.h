@@ -69,9 +69,8 @@ void gemm_bf16_pack_b(bool trans_b, int64_t k, int64_t n, const uint16_t* b, int
 void gemm_bf16_packed(int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a, int64_t lda, bool trans_b,
                       const uint16_t* b, int64_t ldb, const void* packed, float beta, float* c, int64_t ldc);
 
-// True where the CPU's bf16 products run on AMX tiles: oneDNN's effective ISA is avx512_core_amx
-// (DNNL_MAX_CPU_ISA can cap it). There titan's AMX kernel runs every gemm_bf16 product, wherever
-// Linux grants the tile state (gemm_bf16_backend_name says which kernel runs).
+// True where gemm_bf16 runs every product on titan's AMX kernel: the CPU has AMX-BF16, Linux granted
+// the tile state, and oneDNN's effective ISA is avx512_core_amx (DNNL_MAX_CPU_ISA can cap it off).
 bool gemm_bf16_uses_amx();
 
 // Plain triple loop with f64 accumulation: the oracle for tests and the fallback reference.

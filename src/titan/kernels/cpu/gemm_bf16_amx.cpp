@@ -20,8 +20,6 @@
 #include "titan/kernels/cpu/gemm_bf16_amx.h"
 
 #include <algorithm>
-#include <cstring>
-#include <cstdlib>
 
 #include "titan/core/cpu_features.h"
 #include "titan/core/parallel.h"

@@ -15,7 +15,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <vector>
 
 #include "titan/kernels/cpu/gemm_slices.h"
 

@@ -11,8 +11,6 @@
 
 
 #include <algorithm>
-#include <cstring>
-#include <vector>
 
 #include "titan/core/cpu_features.h"
 #include "titan/kernels/cpu/gemm_bf16_pairs.h"

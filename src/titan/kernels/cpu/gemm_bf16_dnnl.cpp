@@ -1,5 +1,5 @@
 // gemm_bf16(): titan's own kernels where they measured as fast: AMX tiles wherever oneDNN would use
-// them (titan_amx_available below), AVX-512-BF16 for large products (use_titan_kernel), else
+// them (gemm_bf16_uses_amx below), AVX-512-BF16 for large products (use_titan_kernel), else
 // oneDNN's matmul primitive: bf16 A and B, f32 C, f32 accumulation. Where oneDNN has only its
 // reference bf16 kernel (AVX2, or AVX-512 without BF16), titan runs its AVX2 FMA kernel, which
 // widens A and B to f32 (exact) as it packs them (gemm_bf16_avx2.h). oneDNN primitives are created
@@ -140,7 +140,7 @@ std::vector<float> widen(const uint16_t* x, int64_t rows, int64_t cols, int64_t 
 }
 
 // titan's AVX-512-BF16 kernel (gemm_bf16_avx512.h) where the CPU has it and no AMX (AMX tiles are
-// far faster: titan_amx_available below), and DNNL_MAX_CPU_ISA does not cap oneDNN below bf16 (a cap asks for the
+// far faster: gemm_bf16_uses_amx below), and DNNL_MAX_CPU_ISA does not cap oneDNN below bf16 (a cap asks for the
 // emulated path, e.g. the sanitizer pass's AVX2 run), for products of at least kTitanMinFlops;
 // oneDNN below. Measured on Zen 4 (docs/performance.md (t)): at the bench config's linear and
 // head shapes titan's kernel is within a few % of oneDNN's (80-93% of the dot-product peak, ahead
@@ -155,21 +155,11 @@ bool use_titan_kernel(int64_t m, int64_t n, int64_t k) {
   return available && 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) >= kTitanMinFlops;
 }
 
-// titan's AMX kernel (gemm_bf16_amx.h) wherever oneDNN would run its AMX matmul (DNNL_MAX_CPU_ISA
-// can cap both off), at every size: on 2 Sapphire Rapids cores it was as fast or faster on every
-// bench-config product, 1.0-1.6x on the linear layers, 1.5-3.6x on the head's three, and as fast
-// on attention's 128 x 128 x 128 tiles, where oneDNN's per-call set-up cost it most
-// (docs/performance.md (aa)). It also keeps no state per shape.
-bool titan_amx_available() {
-  static const bool available = gemm_bf16_uses_amx() && gemm_bf16_amx_supported();
-  return available;
-}
-
 }  // namespace
 
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
                int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (titan_amx_available()) {
+  if (gemm_bf16_uses_amx()) {
     gemm_bf16_amx(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   } else if (use_titan_kernel(m, n, k)) {
     gemm_bf16_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
@@ -239,10 +229,10 @@ void gemm_bf16_onednn(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
 
 const char* gemm_bf16_backend_name() {
   static const std::string name = [] {
-    const bool titan = use_titan_kernel(1 << 12, 1 << 12, 1 << 12);
     if (gemm_bf16_is_emulated()) return std::string("titan AVX2 FMA kernel (bf16 widened to f32 as packed)");
+    if (gemm_bf16_uses_amx()) return std::string("titan AMX kernel");
+    const bool titan = use_titan_kernel(1 << 12, 1 << 12, 1 << 12);
     const std::string onednn = "oneDNN bf16 matmul";
-    if (titan_amx_available()) return std::string("titan AMX kernel");
     const auto mflop = static_cast<int64_t>(kTitanMinFlops / (1024 * 1024));
     return titan ? str("titan AVX-512-BF16 kernel from ", mflop, " MFLOP, ", onednn, " below") : onednn;
   }();
@@ -263,7 +253,7 @@ namespace {
 // layer's products are one call each, nothing to share).
 constexpr int64_t kPackMinElements = int64_t{1} << 22;
 
-bool packs(int64_t k, int64_t n) { return k * n >= kPackMinElements && titan_amx_available(); }
+bool packs(int64_t k, int64_t n) { return k * n >= kPackMinElements && gemm_bf16_uses_amx(); }
 
 }  // namespace
 
@@ -282,8 +272,14 @@ void gemm_bf16_packed(int64_t m, int64_t n, int64_t k, float alpha, const uint16
   }
 }
 
+// titan's AMX kernel (gemm_bf16_amx.h) wherever oneDNN would run its AMX matmul (DNNL_MAX_CPU_ISA
+// can cap both off) and Linux grants the tile state, at every size: on 2 Sapphire Rapids cores it
+// was as fast or faster on every bench-config product, 1.0-1.6x on the linear layers, 1.5-3.6x on
+// the head's three, and as fast on attention's 128 x 128 x 128 tiles, where oneDNN's per-call
+// set-up cost it most (docs/performance.md (aa)). It also keeps no state per shape.
 bool gemm_bf16_uses_amx() {
-  static const bool amx = !gemm_bf16_is_emulated() && dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx512_core_amx;
+  static const bool amx = !gemm_bf16_is_emulated() &&
+                          dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx512_core_amx && gemm_bf16_amx_supported();
   return amx;
 }
 

@@ -3,7 +3,7 @@
 // max / exp / sum in 16-lane vectors, loss; dlogits = (softmax - onehot) * grad_scale;
 // dx_c = dlogits w (GEMM); dw += dlogits^T x_c (GEMM, beta = 1). See softmax_xent.md. With AMX
 // the weight is packed once per call (titan's AMX kernel's layout) for the logits products of all
-// chunks.
+// chunks, and the bf16 dlogits of all chunks are kept for one dx and one dw product at the end.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -74,9 +74,8 @@ static void xent_rows(int64_t begin, int64_t end, int64_t v, float* logits_cV, c
 // place) and, with bf16 operands and gradients, their bf16 rounding; with an f32 weight beside a
 // bf16 x, where the bf16 GEMM cannot round it while packing, the weight rounded once; with bf16
 // operands where the GEMM gains from it (AMX), w^T packed once for the chunks' logits products
-// (gemm_bf16_pack_b). The CPU kernel's memory and, shapes only, the meta device's
-// (lm_head_xent_impl_meta).
-// Where all chunks' bf16 dlogits are kept, dlogits_cV holds N rows instead of c.
+// (gemm_bf16_pack_b); where all chunks' bf16 dlogits are kept, dlogits_cV holds N rows instead of
+// c. The CPU kernel's memory and, shapes only, the meta device's (lm_head_xent_impl_meta).
 struct ChunkBuffers {
   Tensor logits_cV, dlogits_cV, w_rounded_VD, w_packed;
 };
