@@ -17,11 +17,12 @@ struct Case {
   int64_t b, t, h, g, k;
 };
 // Odd T (1, 3, 17, 33, 130), T off the 128-row tile (130, 200, 257, 300), GQA ratios 1, 2, 4,
-// head dims 16..128, batch 1..3. B*G = 1 cases take the CPU backward's split scheme on 2 threads.
+// head dims 16..128 (24: off the 16 lanes), batch 1..3. B*G = 1 cases take the CPU backward's
+// split scheme on 2 threads.
 const Case kCases[] = {{1, 1, 1, 1, 16},   {1, 3, 2, 1, 32},    {2, 17, 4, 2, 16},
                        {1, 33, 4, 1, 64},  {3, 130, 2, 2, 32},  {1, 130, 8, 2, 128},
                        {2, 200, 4, 4, 64}, {1, 257, 8, 2, 128}, {1, 300, 4, 1, 64},
-                       {3, 5, 4, 4, 16}};
+                       {3, 5, 4, 4, 16},   {2, 19, 4, 2, 24}};
 
 std::string name(const Case& c) {
   return str("B=", c.b, " T=", c.t, " H=", c.h, " G=", c.g, " K=", c.k);
@@ -99,7 +100,7 @@ OpTest<AttentionImpl, Case> attention_test() {
 
 TEST(Attention, ReferenceBackwardMatchesFiniteDifferences) { sweep(attention_test(), {Mode::gradient}); }
 
-TEST(Attention, KernelsMatchReference) { sweep(attention_test(), {Mode::forward, Mode::backward}); }
+TEST(Attention, KernelsMatchReference) { sweep(attention_test(), {Mode::forward, Mode::backward, Mode::isa_levels}); }
 
 // One token: the only visible key is itself, so out = v of the head's kv head and
 // lse = scale * q . k.
@@ -199,10 +200,10 @@ OpTest<AttentionImpl, Case> attention_bf16_test(bool emulate) {
   return t;
 }
 
-TEST(AttentionBf16, KernelMatchesReference) { sweep(attention_bf16_test(false), {Mode::forward, Mode::backward}); }
+TEST(AttentionBf16, KernelMatchesReference) { sweep(attention_bf16_test(false), {Mode::forward, Mode::backward, Mode::isa_levels}); }
 
 TEST(AttentionBf16, EmulatedKernelMatchesReference) {
-  sweep(attention_bf16_test(true), {Mode::forward, Mode::backward});
+  sweep(attention_bf16_test(true), {Mode::forward, Mode::backward, Mode::isa_levels});
 }
 
 struct AllOutputs {

@@ -82,7 +82,7 @@ OpTest<AccumulateImpl, Shape> accumulate_test() {
   };
 }
 
-TEST(Elementwise, AccumulateKernelsMatchReferenceBitForBit) { sweep(accumulate_test(), {Mode::forward}); }
+TEST(Elementwise, AccumulateKernelsMatchReferenceBitForBit) { sweep(accumulate_test(), {Mode::forward, Mode::isa_levels}); }
 
 // Sums that are exact in f32 (multiples of 1/4 far below 2^24), so the result is known from
 // math: a[i] = i / 2 - 7, b[i] = 3 - i / 4 -> a + b = i / 4 - 4. Twice: accumulation adds on.
@@ -139,7 +139,7 @@ OpTest<ScaleImpl, ScaleCase> scale_test() {
   };
 }
 
-TEST(Elementwise, ScaleKernelsMatchReferenceBitForBit) { sweep(scale_test(), {Mode::forward}); }
+TEST(Elementwise, ScaleKernelsMatchReferenceBitForBit) { sweep(scale_test(), {Mode::forward, Mode::isa_levels}); }
 
 // A power of two scales exactly (no overflow or subnormals at these magnitudes): a * 0.25 is the
 // f32 value of a / 4.

@@ -105,7 +105,7 @@ OpTest<EmbeddingImpl, Case> embedding_test() {
 
 TEST(Embedding, ReferenceBackwardMatchesFiniteDifferences) { sweep(embedding_test(), {Mode::gradient}); }
 
-TEST(Embedding, KernelsMatchReference) { sweep(embedding_test(), {Mode::forward, Mode::backward}); }
+TEST(Embedding, KernelsMatchReference) { sweep(embedding_test(), {Mode::forward, Mode::backward, Mode::isa_levels}); }
 
 // Two rows of ids hitting the same token: y copies table rows; dtable sums both dy rows onto
 // the existing value (values from arithmetic).

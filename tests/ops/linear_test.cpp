@@ -101,7 +101,7 @@ OpTest<LinearImpl, Case> linear_test() {
 
 TEST(Linear, ReferenceBackwardMatchesFiniteDifferences) { sweep(linear_test(), {Mode::gradient}); }
 
-TEST(Linear, KernelsMatchReference) { sweep(linear_test(), {Mode::forward, Mode::backward}); }
+TEST(Linear, KernelsMatchReference) { sweep(linear_test(), {Mode::forward, Mode::backward, Mode::isa_levels}); }
 
 TEST(Linear, ReferenceComputesAKnownProduct) {
   // x = [[1, 2]], w = [[3, 4], [5, 6], [7, 8]], b = [1, 0, -1]: y = [[12, 17, 22]].

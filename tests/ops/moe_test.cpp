@@ -295,7 +295,7 @@ OpTest<MoePath, Case> moe_test() {
 
 TEST(Moe, ReferenceBackwardMatchesFiniteDifferences) { sweep(moe_test(), {Mode::gradient}); }
 
-TEST(Moe, CompositionMatchesReference) { sweep(moe_test(), {Mode::forward, Mode::backward}); }
+TEST(Moe, CompositionMatchesReference) { sweep(moe_test(), {Mode::forward, Mode::backward, Mode::isa_levels}); }
 
 // Bias-based balancing: the bias moves selection only. A bias of +1 on one expert (probs are in
 // [0, 1]) puts it in every token's top-k; its weight is still its prob (renormalised). (Against

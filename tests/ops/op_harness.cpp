@@ -169,6 +169,7 @@ const char* mode_name(Mode mode) {
     case Mode::forward: return "forward";
     case Mode::backward: return "backward";
     case Mode::gradient: return "gradient";
+    case Mode::isa_levels: return "isa_levels";
   }
   return "?";
 }

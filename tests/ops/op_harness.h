@@ -10,12 +10,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <functional>
 #include <initializer_list>
 #include <string>
 #include <vector>
 
 #include "titan/core/tensor.h"
+#include "titan/kernels/cpu/simd.h"
 #include "titan/ops/registry.h"
 
 namespace titan::testing {
@@ -110,7 +112,10 @@ struct FdOptions {
   bool precise = false;  // the 4-point stencil (ggml's grad_precise)
 };
 
-enum class Mode { forward, backward, gradient };
+// isa_levels: every CPU implementation's forward (and backward) with the x86-64-v4 instantiations
+// of its TITAN_SIMD_KERNELs and with the AVX2 ones (kernels/cpu/simd.h), equal bit for bit. Compares
+// nothing, and says so, on a CPU without x86-64-v4 or in a TITAN_BASELINE_ONLY build.
+enum class Mode { forward, backward, gradient, isa_levels };
 const char* mode_name(Mode mode);
 
 // What an op's test declares. Every run uses inputs made from the case alone (fixed seeds), so
@@ -150,6 +155,32 @@ void sweep(const OpTest<Impl, Case>& t, std::initializer_list<Mode> modes) {
       for (const Case& c : t.fd_cases.empty() ? t.cases : t.fd_cases) {
         compared += expect_reference_gradient(str(t.table->ref().name, " [", t.name(c), "]"),
                                               t.reference(c), t.fd);
+      }
+    } else if (mode == Mode::isa_levels) {
+      if (!kernels::simd_v4_supported()) {
+        std::printf("%s isa_levels: no x86-64-v4 instantiation runs here, nothing compared\n", op.c_str());
+        continue;
+      }
+      for (const Case& c : t.cases) {
+        for (size_t i = 1; i < t.table->impls().size(); ++i) {
+          const Impl& impl = t.table->impls()[i];
+          if (impl.device != Device::cpu || (impl.supports != nullptr && !t.supports(impl, c))) continue;
+          for (const auto* run : {&t.forward, &t.backward}) {
+            if (!*run) continue;
+            const Outputs v4 = (*run)(impl, c);
+            Outputs v3;
+            {
+              const kernels::SimdBaselineScope baseline;
+              v3 = (*run)(impl, c);
+            }
+            Outputs exact = v4;
+            for (Output& o : exact) o.tol = kExact;
+            expect_outputs_match(str(op, " [", t.name(c), "] ", impl.name, " AVX2 vs x86-64-v4 ",
+                                     run == &t.forward ? "forward" : "backward"),
+                                 v3, exact);
+            ++compared;
+          }
+        }
       }
     } else {
       const auto& run = mode == Mode::forward ? t.forward : t.backward;

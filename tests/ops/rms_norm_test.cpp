@@ -83,7 +83,7 @@ OpTest<RmsNormImpl, Case> rms_norm_test() {
 
 TEST(RmsNorm, ReferenceBackwardMatchesFiniteDifferences) { sweep(rms_norm_test(), {Mode::gradient}); }
 
-TEST(RmsNorm, KernelsMatchReference) { sweep(rms_norm_test(), {Mode::forward, Mode::backward}); }
+TEST(RmsNorm, KernelsMatchReference) { sweep(rms_norm_test(), {Mode::forward, Mode::backward, Mode::isa_levels}); }
 
 // The zero-centred norm with w is the plain norm with 1 + w, bit for bit (HF rounds 1 + w to f32
 // first, as the kernels do).

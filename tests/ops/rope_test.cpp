@@ -103,7 +103,7 @@ OpTest<RopeImpl, Case> rope_test() {
 
 TEST(Rope, ReferenceBackwardMatchesFiniteDifferences) { sweep(rope_test(), {Mode::gradient}); }
 
-TEST(Rope, KernelsMatchReferenceOutOfPlaceAndInPlace) { sweep(rope_test(), {Mode::forward, Mode::backward}); }
+TEST(Rope, KernelsMatchReferenceOutOfPlaceAndInPlace) { sweep(rope_test(), {Mode::forward, Mode::backward, Mode::isa_levels}); }
 
 // rope_tables splits rows over threads; each row must match the single-threaded reference.
 TEST(Rope, TablesMatchReference) {

@@ -119,7 +119,7 @@ OpTest<LmHeadXentImpl, Case> xent_test() {
 
 TEST(LmHeadXent, ReferenceBackwardMatchesFiniteDifferences) { sweep(xent_test(), {Mode::gradient}); }
 
-TEST(LmHeadXent, KernelsMatchReference) { sweep(xent_test(), {Mode::forward, Mode::backward}); }
+TEST(LmHeadXent, KernelsMatchReference) { sweep(xent_test(), {Mode::forward, Mode::backward, Mode::isa_levels}); }
 
 TEST(LmHeadXent, AllTargetsIgnoredGivesZeroLossAndGradients) {
   for (const LmHeadXentImpl& impl : lm_head_xent_table().impls()) {

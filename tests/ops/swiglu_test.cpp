@@ -91,7 +91,7 @@ OpTest<SwigluImpl, Case> swiglu_test() {
 
 TEST(Swiglu, ReferenceBackwardMatchesFiniteDifferences) { sweep(swiglu_test(), {Mode::gradient}); }
 
-TEST(Swiglu, KernelsMatchReference) { sweep(swiglu_test(), {Mode::forward, Mode::backward}); }
+TEST(Swiglu, KernelsMatchReference) { sweep(swiglu_test(), {Mode::forward, Mode::backward, Mode::isa_levels}); }
 
 // The reference sweep holds kernels to the reference; this holds every implementation, the
 // reference included, to finite values at the large gates.

@@ -71,8 +71,6 @@ int64_t visible(int64_t t, int64_t k0, int64_t cols) {
   return std::max<int64_t>(0, std::min<int64_t>(cols, t - k0 + 1));
 }
 
-const i32x16 kIota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-
 // --- operands --------------------------------------------------------------------------------
 
 // x[0, n) rounded to bf16 in place (values stay f32): the emulated branch's rounding, with the
@@ -155,9 +153,10 @@ bool bf16_native(const AttentionArgs& args) {
 // pow2 (bf16): m holds an integer n instead, the offset subtracted is n ln 2 with n =
 // ceil(max / ln 2), and alpha = 2^(n_old - n_new) exactly, so a P already rounded to bf16 and
 // accumulated into O keeps its rounding when rescaled (attention.h's rule, tiling-independent).
-TITAN_CPU_MULTIVERSION
-void online_softmax_tile(bool pow2, int64_t rows, int64_t cols, int64_t q0, int64_t k0, float* s,
-                         float* m, float* l, float* alpha) {
+TITAN_SIMD_KERNEL(void, online_softmax_tile,
+                  (bool pow2, int64_t rows, int64_t cols, int64_t q0, int64_t k0, float* s, float* m, float* l,
+                   float* alpha),
+                  (pow2, rows, cols, q0, k0, s, m, l, alpha)) {
   constexpr float kLn2 = 0.693147180559945309f, kLog2e = 1.44269504088896341f;
   const float neg_inf = -std::numeric_limits<float>::infinity();
   const int64_t cols16 = round_up16(cols);
@@ -165,11 +164,11 @@ void online_softmax_tile(bool pow2, int64_t rows, int64_t cols, int64_t q0, int6
   for (int64_t r = 0; r < rows; ++r) {
     float* sr = s + r * kBlockK;
     const int64_t n = visible(q0 + r, k0, cols);
-    f32x16 vmax = splat16(neg_inf);
+    f32x16 vmax = splat16<f32x16>(neg_inf);
     for (int64_t c = 0; c < cols16; c += kLanes) {
-      f32x16 x = load16(sr + c);
+      f32x16 x = load16<f32x16>(sr + c);
       if (c + kLanes > n) {
-        x = (kIota < static_cast<int32_t>(n - c)) ? x : splat16(neg_inf);
+        x = keep_first(x, n - c, neg_inf);
         store16(sr + c, x);
       }
       vmax = max16(vmax, x);
@@ -177,10 +176,10 @@ void online_softmax_tile(bool pow2, int64_t rows, int64_t cols, int64_t q0, int6
     // n == 0 (a row above the diagonal in this tile): m stays, P = exp(-inf) = 0.
     const float mr = pow2 ? std::max(m[r], std::ceil(hmax16(vmax) * kLog2e)) : std::max(m[r], hmax16(vmax));
     m_new[r] = mr;
-    const f32x16 vm = splat16(mr == neg_inf ? 0.0f : pow2 ? mr * kLn2 : mr);
+    const f32x16 vm = splat16<f32x16>(mr == neg_inf ? 0.0f : pow2 ? mr * kLn2 : mr);
     f32x16 vsum = {};
     for (int64_t c = 0; c < cols16; c += kLanes) {
-      const f32x16 p = exp16(load16(sr + c) - vm);  // exp(-inf) = 0 for masked lanes
+      const f32x16 p = exp16(load16<f32x16>(sr + c) - vm);  // exp(-inf) = 0 for masked lanes
       store16(sr + c, p);
       vsum += p;
     }
@@ -201,22 +200,23 @@ void online_softmax_tile(bool pow2, int64_t rows, int64_t cols, int64_t q0, int6
   // Sixteen rows at a time: alpha = exp(m_old - m_new) (0 on the first tile, where m_old = -inf;
   // 1 while a row has seen no visible key), l = alpha * l + row_sum.
   for (int64_t r = 0; r < rows; r += kLanes) {
-    const f32x16 mo = load16(m + r), mn = load16(m_new + r);
-    const f32x16 a = exp16(mn == splat16(neg_inf) ? splat16(0.0f) : mo - mn);
+    const f32x16 mo = load16<f32x16>(m + r), mn = load16<f32x16>(m_new + r);
+    const f32x16 a = exp16(select(mn == neg_inf, splat16<f32x16>(0.0f), mo - mn));
     store16(alpha + r, a);
-    store16(l + r, load16(l + r) * a + load16(row_sum + r));
+    store16(l + r, load16<f32x16>(l + r) * a + load16<f32x16>(row_sum + r));
     store16(m + r, mn);
   }
 }
 
 // o[r, :] *= f[r] for rows of length k with row stride ld.
-TITAN_CPU_MULTIVERSION
-void scale_rows(int64_t rows, int64_t k, float* o, int64_t ld, const float* f) {
+TITAN_SIMD_KERNEL(void, scale_rows,
+                  (int64_t rows, int64_t k, float* o, int64_t ld, const float* f),
+                  (rows, k, o, ld, f)) {
   for (int64_t r = 0; r < rows; ++r) {
     float* orow = o + r * ld;
-    const f32x16 vf = splat16(f[r]);
+    const f32x16 vf = splat16<f32x16>(f[r]);
     int64_t c = 0;
-    for (; c + kLanes <= k; c += kLanes) store16(orow + c, load16(orow + c) * vf);
+    for (; c + kLanes <= k; c += kLanes) store16(orow + c, load16<f32x16>(orow + c) * vf);
     for (; c < k; ++c) orow[c] *= f[r];
   }
 }
@@ -287,37 +287,39 @@ void forward_cpu(const AttentionArgs& args, const Tensor& q_BTHK, const Tensor& 
 
 // D[b, h, t] = dout_row . out_row (= sum_j P_ij dP_ij), for rows [begin, end) of [B*T*H]
 // (dout is the bf16-rounded copy in the emulated branch; see backward_run for native).
-TITAN_CPU_MULTIVERSION
-void rowdot_rows(const Dims& d, int64_t begin, int64_t end, const float* dout, const float* out,
-                 float* d_BHT) {
+TITAN_SIMD_KERNEL(void, rowdot_rows,
+                  (const Dims& d, int64_t begin, int64_t end, const float* dout, const float* out,
+                   float* d_BHT),
+                  (d, begin, end, dout, out, d_BHT)) {
   for (int64_t n = begin; n < end; ++n) {
     const float* a = dout + n * d.k;
     const float* o = out + n * d.k;
     f32x16 acc = {};
     int64_t c = 0;
-    for (; c + kLanes <= d.k; c += kLanes) acc += load16(a + c) * load16(o + c);
-    float sum = hsum16(acc);
-    for (; c < d.k; ++c) sum += a[c] * o[c];
+    for (; c + kLanes <= d.k; c += kLanes) acc += load16<f32x16>(a + c) * load16<f32x16>(o + c);
+    if (c < d.k) acc += load16_partial<f32x16>(a + c, d.k - c) * load16_partial<f32x16>(o + c, d.k - c);
+    const float sum = hsum16(acc);
     const int64_t h = n % d.h, bt = n / d.h;
     d_BHT[(bt / d.t * d.h + h) * d.t + bt % d.t] = sum;
   }
 }
 
 // From S (in p) and dP (in ds): P = exp(S - lse) (0 where masked), dS = P * (dP - D).
-TITAN_CPU_MULTIVERSION
-void softmax_grad_tile(int64_t rows, int64_t cols, int64_t q0, int64_t k0, const float* lse_i,
-                       const float* d_i, float* p, float* ds) {
+TITAN_SIMD_KERNEL(void, softmax_grad_tile,
+                  (int64_t rows, int64_t cols, int64_t q0, int64_t k0, const float* lse_i, const float* d_i,
+                   float* p, float* ds),
+                  (rows, cols, q0, k0, lse_i, d_i, p, ds)) {
   const int64_t cols16 = round_up16(cols);
   for (int64_t r = 0; r < rows; ++r) {
     float* pr = p + r * kBlockK;
     float* dsr = ds + r * kBlockK;
     const int64_t n = visible(q0 + r, k0, cols);
-    const f32x16 vlse = splat16(lse_i[r]), vd = splat16(d_i[r]);
+    const f32x16 vlse = splat16<f32x16>(lse_i[r]), vd = splat16<f32x16>(d_i[r]);
     for (int64_t c = 0; c < cols16; c += kLanes) {
-      f32x16 pv = exp16(load16(pr + c) - vlse);
-      if (c + kLanes > n) pv = (kIota < static_cast<int32_t>(n - c)) ? pv : splat16(0.0f);
+      f32x16 pv = exp16(load16<f32x16>(pr + c) - vlse);
+      if (c + kLanes > n) pv = keep_first(pv, n - c, 0.0f);
       store16(pr + c, pv);
-      store16(dsr + c, pv * (load16(dsr + c) - vd));
+      store16(dsr + c, pv * (load16<f32x16>(dsr + c) - vd));
     }
   }
 }

@@ -17,18 +17,20 @@ using namespace titan::kernels;
 constexpr int64_t kAccumulateGrain = 1 << 14;
 constexpr int64_t kScaleGrain = 1 << 15;
 
-TITAN_CPU_MULTIVERSION
-static void accumulate_range(float* a, const float* b, int64_t begin, int64_t end) {
+TITAN_SIMD_KERNEL(static void, accumulate_range,
+                  (float* a, const float* b, int64_t begin, int64_t end),
+                  (a, b, begin, end)) {
   int64_t i = begin;
-  for (; i + kLanes <= end; i += kLanes) store16(a + i, load16(a + i) + load16(b + i));
+  for (; i + kLanes <= end; i += kLanes) store16(a + i, load16<f32x16>(a + i) + load16<f32x16>(b + i));
   for (; i < end; ++i) a[i] += b[i];
 }
 
-TITAN_CPU_MULTIVERSION
-static void scale_range(float* a, float s, int64_t begin, int64_t end) {
-  const f32x16 sv = splat16(s);
+TITAN_SIMD_KERNEL(static void, scale_range,
+                  (float* a, float s, int64_t begin, int64_t end),
+                  (a, s, begin, end)) {
+  const f32x16 sv = splat16<f32x16>(s);
   int64_t i = begin;
-  for (; i + kLanes <= end; i += kLanes) store16(a + i, load16(a + i) * sv);
+  for (; i + kLanes <= end; i += kLanes) store16(a + i, load16<f32x16>(a + i) * sv);
   for (; i < end; ++i) a[i] *= s;
 }
 

@@ -15,20 +15,20 @@ namespace titan::ops {
 
 using namespace titan::kernels;
 
-// Exactly one of ids64 / ids32 is set: a branch per id keeps the kernel a plain (non-template)
-// function, which target_clones needs.
+// Exactly one of ids64 / ids32 is set: a branch per id keeps one kernel for both id types.
 static inline int64_t id_at(const int64_t* ids64, const int32_t* ids32, int64_t i) {
   return ids64 != nullptr ? ids64[i] : static_cast<int64_t>(ids32[i]);
 }
 
-TITAN_CPU_MULTIVERSION
-static void backward_cols(int64_t c0, int64_t c1, int64_t n, int64_t d, const int64_t* ids64,
-                          const int32_t* ids32, const float* dy, float* dtable) {
+TITAN_SIMD_KERNEL(static void, backward_cols,
+                  (int64_t c0, int64_t c1, int64_t n, int64_t d, const int64_t* ids64, const int32_t* ids32,
+                   const float* dy, float* dtable),
+                  (c0, c1, n, d, ids64, ids32, dy, dtable)) {
   for (int64_t i = 0; i < n; ++i) {
     float* row = dtable + id_at(ids64, ids32, i) * d;
     const float* g = dy + i * d;
     int64_t j = c0;
-    for (; j + kLanes <= c1; j += kLanes) store16(row + j, load16(row + j) + load16(g + j));
+    for (; j + kLanes <= c1; j += kLanes) store16(row + j, load16<f32x16>(row + j) + load16<f32x16>(g + j));
     for (; j < c1; ++j) row[j] += g[j];
   }
 }

@@ -15,27 +15,28 @@ namespace titan::ops {
 using namespace titan::kernels;
 
 // y[r, :] = b for rows [begin, end); the GEMM then adds x w^T with beta = 1.
-TITAN_CPU_MULTIVERSION
-static void broadcast_rows(int64_t begin, int64_t end, int64_t out, const float* b, float* y) {
+TITAN_SIMD_KERNEL(static void, broadcast_rows,
+                  (int64_t begin, int64_t end, int64_t out, const float* b, float* y),
+                  (begin, end, out, b, y)) {
   for (int64_t r = begin; r < end; ++r) {
     float* yr = y + r * out;
     int64_t j = 0;
-    for (; j + kLanes <= out; j += kLanes) store16(yr + j, load16(b + j));
+    for (; j + kLanes <= out; j += kLanes) store16(yr + j, load16<f32x16>(b + j));
     for (; j < out; ++j) yr[j] = b[j];
   }
 }
 
 // db[j] += sum_r dy[r, j] for columns [begin, end): each column is summed in row order, so the
 // result does not depend on the thread count.
-TITAN_CPU_MULTIVERSION
-static void column_sums(int64_t begin, int64_t end, int64_t n, int64_t out, const float* dy,
-                        float* db) {
+TITAN_SIMD_KERNEL(static void, column_sums,
+                  (int64_t begin, int64_t end, int64_t n, int64_t out, const float* dy, float* db),
+                  (begin, end, n, out, dy, db)) {
   const int64_t width = end - begin;
   std::vector<float> acc(static_cast<size_t>(width), 0.0f);
   for (int64_t r = 0; r < n; ++r) {
     const float* row = dy + r * out + begin;
     int64_t j = 0;
-    for (; j + kLanes <= width; j += kLanes) store16(&acc[j], load16(&acc[j]) + load16(row + j));
+    for (; j + kLanes <= width; j += kLanes) store16(&acc[j], load16<f32x16>(&acc[j]) + load16<f32x16>(row + j));
     for (; j < width; ++j) acc[j] += row[j];
   }
   for (int64_t j = 0; j < width; ++j) db[begin + j] += acc[j];

@@ -11,31 +11,42 @@ namespace titan::ops {
 
 using namespace titan::kernels;
 
-TITAN_CPU_MULTIVERSION
-static void forward_rows(float eps, int64_t begin, int64_t end, int64_t d, const float* x,
-                         const float* w, float* y, float* rstd) {
+// Row tails (d not a multiple of 16) go through the vector arithmetic on partial loads, zeros in
+// the unused lanes, not through scalar loops: GCC vectorizes a scalar loop per ISA level, and the
+// two levels rounded a tail's dot product differently (Mode::isa_levels of the op test found it).
+TITAN_SIMD_KERNEL(static void, forward_rows,
+                  (float eps, int64_t begin, int64_t end, int64_t d, const float* x, const float* w, float* y,
+                   float* rstd),
+                  (eps, begin, end, d, x, w, y, rstd)) {
   for (int64_t i = begin; i < end; ++i) {
     const float* xi = x + i * d;
     float* yi = y + i * d;
     f32x16 acc = {};
     int64_t j = 0;
     for (; j + kLanes <= d; j += kLanes) {
-      const f32x16 v = load16(xi + j);
+      const f32x16 v = load16<f32x16>(xi + j);
       acc += v * v;
     }
-    float sum_sq = hsum16(acc);
-    for (; j < d; ++j) sum_sq += xi[j] * xi[j];
+    if (j < d) {
+      const f32x16 v = load16_partial<f32x16>(xi + j, d - j);
+      acc += v * v;
+    }
+    const float sum_sq = hsum16(acc);
     const float r = 1.0f / std::sqrt(sum_sq / static_cast<float>(d) + eps);
     rstd[i] = r;
     j = 0;
-    for (; j + kLanes <= d; j += kLanes) store16(yi + j, load16(w + j) * (load16(xi + j) * r));
-    for (; j < d; ++j) yi[j] = w[j] * (xi[j] * r);
+    for (; j + kLanes <= d; j += kLanes) store16(yi + j, load16<f32x16>(w + j) * (load16<f32x16>(xi + j) * r));
+    if (j < d) {
+      const int64_t m = d - j;
+      store16_partial(yi + j, load16_partial<f32x16>(w + j, m) * (load16_partial<f32x16>(xi + j, m) * r), m);
+    }
   }
 }
 
-TITAN_CPU_MULTIVERSION
-static void backward_rows(int64_t begin, int64_t end, int64_t d, const float* dy, const float* x,
-                          const float* w, const float* rstd, float* dx, float* dw) {
+TITAN_SIMD_KERNEL(static void, backward_rows,
+                  (int64_t begin, int64_t end, int64_t d, const float* dy, const float* x, const float* w,
+                   const float* rstd, float* dx, float* dw),
+                  (begin, end, d, dy, x, w, rstd, dx, dw)) {
   for (int64_t i = begin; i < end; ++i) {
     const float* xi = x + i * d;
     const float* dyi = dy + i * d;
@@ -43,21 +54,31 @@ static void backward_rows(int64_t begin, int64_t end, int64_t d, const float* dy
     const float r = rstd[i];
     f32x16 acc = {};
     int64_t j = 0;
-    for (; j + kLanes <= d; j += kLanes) acc += load16(w + j) * load16(dyi + j) * load16(xi + j);
-    float dot = hsum16(acc);
-    for (; j < d; ++j) dot += w[j] * dyi[j] * xi[j];
+    for (; j + kLanes <= d; j += kLanes) {
+      acc += load16<f32x16>(w + j) * load16<f32x16>(dyi + j) * load16<f32x16>(xi + j);
+    }
+    if (j < d) {
+      const int64_t m = d - j;
+      acc += load16_partial<f32x16>(w + j, m) * load16_partial<f32x16>(dyi + j, m) *
+             load16_partial<f32x16>(xi + j, m);
+    }
+    const float dot = hsum16(acc);
     const float mean = dot * r / static_cast<float>(d);  // mean(w*dy*xhat)
     j = 0;
     for (; j + kLanes <= d; j += kLanes) {
-      const f32x16 xhat = load16(xi + j) * r;
-      const f32x16 g = load16(dyi + j);
-      store16(dxi + j, (load16(w + j) * g - xhat * mean) * r);
-      store16(dw + j, load16(dw + j) + g * xhat);
+      const f32x16 xhat = load16<f32x16>(xi + j) * r;
+      const f32x16 g = load16<f32x16>(dyi + j);
+      const f32x16 wg = load16<f32x16>(w + j) * g;  // named first: simd.h, fused products
+      store16(dxi + j, (wg - xhat * mean) * r);
+      store16(dw + j, load16<f32x16>(dw + j) + g * xhat);
     }
-    for (; j < d; ++j) {
-      const float xhat = xi[j] * r;
-      dxi[j] = (w[j] * dyi[j] - xhat * mean) * r;
-      dw[j] += dyi[j] * xhat;
+    if (j < d) {
+      const int64_t m = d - j;
+      const f32x16 xhat = load16_partial<f32x16>(xi + j, m) * r;
+      const f32x16 g = load16_partial<f32x16>(dyi + j, m);
+      const f32x16 wg = load16_partial<f32x16>(w + j, m) * g;
+      store16_partial(dxi + j, (wg - xhat * mean) * r, m);
+      store16_partial(dw + j, load16_partial<f32x16>(dw + j, m) + g * xhat, m);
     }
   }
 }

@@ -14,9 +14,10 @@ using namespace titan::kernels;
 // Rotates the first k of `lanes` lanes of rows [begin, end) (h heads per token: row r belongs to
 // token r / h); lanes k .. lanes-1 are copied (partial rotary).
 // sign = +1: y = R(angle) x (forward); sign = -1: y = R(-angle) x (backward, the transpose).
-TITAN_CPU_MULTIVERSION
-static void rotate_rows(int64_t begin, int64_t end, int64_t h, int64_t k, int64_t lanes, const float* cos,
-                        const float* sin, float sign, const float* x, float* y) {
+TITAN_SIMD_KERNEL(static void, rotate_rows,
+                  (int64_t begin, int64_t end, int64_t h, int64_t k, int64_t lanes, const float* cos,
+                   const float* sin, float sign, const float* x, float* y),
+                  (begin, end, h, k, lanes, cos, sin, sign, x, y)) {
   const int64_t k2 = k / 2;
   for (int64_t r = begin; r < end; ++r) {
     const float* c = cos + (r / h) * k2;
@@ -26,15 +27,22 @@ static void rotate_rows(int64_t begin, int64_t end, int64_t h, int64_t k, int64_
     if (yr != xr) std::copy(xr + k, xr + lanes, yr + k);
     int64_t i = 0;
     for (; i + kLanes <= k2; i += kLanes) {
-      const f32x16 cv = load16(c + i), sv = load16(s + i) * sign;
-      const f32x16 x1 = load16(xr + i), x2 = load16(xr + k2 + i);
-      store16(yr + i, x1 * cv - x2 * sv);
-      store16(yr + k2 + i, x2 * cv + x1 * sv);
+      const f32x16 cv = load16<f32x16>(c + i), sv = load16<f32x16>(s + i) * sign;
+      const f32x16 x1 = load16<f32x16>(xr + i), x2 = load16<f32x16>(xr + k2 + i);
+      // The left products named first (simd.h: which product GCC fuses follows evaluation order).
+      const f32x16 x1c = x1 * cv;
+      store16(yr + i, x1c - x2 * sv);
+      const f32x16 x2c = x2 * cv;
+      store16(yr + k2 + i, x2c + x1 * sv);
     }
-    for (; i < k2; ++i) {
-      const float sv = s[i] * sign, x1 = xr[i], x2 = xr[k2 + i];
-      yr[i] = x1 * c[i] - x2 * sv;
-      yr[k2 + i] = x2 * c[i] + x1 * sv;
+    if (i < k2) {  // the tail on partial loads (simd.h)
+      const int64_t m = k2 - i;
+      const f32x16 cv = load16_partial<f32x16>(c + i, m), sv = load16_partial<f32x16>(s + i, m) * sign;
+      const f32x16 x1 = load16_partial<f32x16>(xr + i, m), x2 = load16_partial<f32x16>(xr + k2 + i, m);
+      const f32x16 x1c = x1 * cv;
+      store16_partial(yr + i, x1c - x2 * sv, m);
+      const f32x16 x2c = x2 * cv;
+      store16_partial(yr + k2 + i, x2c + x1 * sv, m);
     }
   }
 }

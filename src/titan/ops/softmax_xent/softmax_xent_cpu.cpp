@@ -23,9 +23,10 @@ using namespace titan::kernels;
 // For rows [begin, end) of the chunk: loss_rows[r] = logsumexp(l_r) - l_r[target_r] (0 where
 // ignored). With `grads`, the row is overwritten with (softmax - onehot) * grad_scale (zeros
 // where ignored). One exp per logit: exp(l - max) is stored, then scaled by grad_scale / sum.
-TITAN_CPU_MULTIVERSION
-static void xent_rows(int64_t begin, int64_t end, int64_t v, float* logits_cV, const int64_t* targets_c,
-                      int64_t ignore_index, bool grads, float grad_scale, double* loss_rows) {
+TITAN_SIMD_KERNEL(static void, xent_rows,
+                  (int64_t begin, int64_t end, int64_t v, float* logits_cV, const int64_t* targets_c,
+                   int64_t ignore_index, bool grads, float grad_scale, double* loss_rows),
+                  (begin, end, v, logits_cV, targets_c, ignore_index, grads, grad_scale, loss_rows)) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const int64_t v16 = v - v % kLanes, rem = v - v16;
   for (int64_t r = begin; r < end; ++r) {
@@ -41,22 +42,22 @@ static void xent_rows(int64_t begin, int64_t end, int64_t v, float* logits_cV, c
     std::fill(tail, tail + kLanes, kNegInf);
     std::copy(l + v16, l + v, tail);
 
-    f32x16 max16v = load16(tail);
-    for (int64_t j = 0; j < v16; j += kLanes) max16v = max16(max16v, load16(l + j));
+    f32x16 max16v = load16<f32x16>(tail);
+    for (int64_t j = 0; j < v16; j += kLanes) max16v = max16(max16v, load16<f32x16>(l + j));
     const float max = hmax16(max16v);
     const float target_logit = l[target];
 
     f32x16 sum16 = {};
     if (grads) {
       for (int64_t j = 0; j < v16; j += kLanes) {
-        const f32x16 e = exp16(load16(l + j) - max);
+        const f32x16 e = exp16(load16<f32x16>(l + j) - max);
         store16(l + j, e);
         sum16 += e;
       }
     } else {
-      for (int64_t j = 0; j < v16; j += kLanes) sum16 += exp16(load16(l + j) - max);
+      for (int64_t j = 0; j < v16; j += kLanes) sum16 += exp16(load16<f32x16>(l + j) - max);
     }
-    const f32x16 etail = exp16(load16(tail) - max);
+    const f32x16 etail = exp16(load16<f32x16>(tail) - max);
     sum16 += etail;
     const float sum = hsum16(sum16);
     loss_rows[r] = static_cast<double>(max) + std::log(static_cast<double>(sum)) - target_logit;
@@ -64,7 +65,7 @@ static void xent_rows(int64_t begin, int64_t end, int64_t v, float* logits_cV, c
 
     store16_partial(l + v16, etail, rem);
     const float scale = grad_scale / sum;
-    for (int64_t j = 0; j < v16; j += kLanes) store16(l + j, load16(l + j) * scale);
+    for (int64_t j = 0; j < v16; j += kLanes) store16(l + j, load16<f32x16>(l + j) * scale);
     for (int64_t j = v16; j < v; ++j) l[j] *= scale;
     l[target] -= grad_scale;
   }

@@ -8,60 +8,59 @@ namespace titan::ops {
 
 using namespace titan::kernels;
 
-// The f32x16 helpers here are always_inline, like simd.h's: an out-of-line copy (GCC makes one
-// at -O0, and at -O2 for anything exp-sized) is compiled for the baseline ISA and takes its
-// vectors in a different convention than the AVX-512 clone passes them.
-
 // Elements per thread chunk at least: below this the fork costs more than the work.
 constexpr int64_t kGrain = 1 << 14;
 
 // sigmoid via e = exp(-|g|) in (0, 1]: exp never overflows, and for g < 0 the result
 // e / (1 + e) keeps its relative precision. exp16 flushes e to 0 below -87, where the true
 // sigmoid(g) is < 1e-37 anyway.
-[[gnu::always_inline]] static inline f32x16 sigmoid16(f32x16 g) {
-  const f32x16 e = exp16(g < 0.0f ? g : -g);
+template <class f32x16>
+TITAN_SIMD_INLINE f32x16 sigmoid16(f32x16 g) {
+  const f32x16 e = exp16(select(g < 0.0f, g, -g));
   const f32x16 r = 1.0f / (1.0f + e);
-  return g >= 0.0f ? r : e * r;
+  return select(g >= 0.0f, r, e * r);
 }
 
-[[gnu::always_inline]] static inline f32x16 swiglu16(f32x16 g, f32x16 u) {
+template <class f32x16>
+TITAN_SIMD_INLINE f32x16 swiglu16(f32x16 g, f32x16 u) {
   return g * sigmoid16(g) * u;
 }
 
-TITAN_CPU_MULTIVERSION
-static void forward_range(int64_t begin, int64_t end, const float* gate, const float* up,
-                          float* h) {
+TITAN_SIMD_KERNEL(static void, forward_range,
+                  (int64_t begin, int64_t end, const float* gate, const float* up, float* h),
+                  (begin, end, gate, up, h)) {
   int64_t i = begin;
-  for (; i + kLanes <= end; i += kLanes) store16(h + i, swiglu16(load16(gate + i), load16(up + i)));
+  for (; i + kLanes <= end; i += kLanes) store16(h + i, swiglu16(load16<f32x16>(gate + i), load16<f32x16>(up + i)));
   if (i < end) {
     const int64_t m = end - i;
-    store16_partial(h + i, swiglu16(load16_partial(gate + i, m), load16_partial(up + i, m)), m);
+    store16_partial(h + i, swiglu16(load16_partial<f32x16>(gate + i, m), load16_partial<f32x16>(up + i, m)), m);
   }
 }
 
 // dgate = dh * up * s * (1 + g * (1 - s)), dup = dh * g * s (swiglu.md). Both outputs are
 // computed from loaded registers before either store.
-[[gnu::always_inline]] static inline void swiglu_grad16(f32x16 d, f32x16 g, f32x16 u, f32x16& dg,
-                                                       f32x16& du) {
+template <class f32x16>
+TITAN_SIMD_INLINE void swiglu_grad16(f32x16 d, f32x16 g, f32x16 u, f32x16& dg, f32x16& du) {
   const f32x16 s = sigmoid16(g);
   dg = d * u * s * (1.0f + g * (1.0f - s));
   du = d * g * s;
 }
 
-TITAN_CPU_MULTIVERSION
-static void backward_range(int64_t begin, int64_t end, const float* dh, const float* gate,
-                           const float* up, float* dgate, float* dup) {
+TITAN_SIMD_KERNEL(static void, backward_range,
+                  (int64_t begin, int64_t end, const float* dh, const float* gate, const float* up,
+                   float* dgate, float* dup),
+                  (begin, end, dh, gate, up, dgate, dup)) {
   f32x16 dg, du;
   int64_t i = begin;
   for (; i + kLanes <= end; i += kLanes) {
-    swiglu_grad16(load16(dh + i), load16(gate + i), load16(up + i), dg, du);
+    swiglu_grad16(load16<f32x16>(dh + i), load16<f32x16>(gate + i), load16<f32x16>(up + i), dg, du);
     store16(dgate + i, dg);
     store16(dup + i, du);
   }
   if (i < end) {
     const int64_t m = end - i;
-    swiglu_grad16(load16_partial(dh + i, m), load16_partial(gate + i, m),
-                  load16_partial(up + i, m), dg, du);
+    swiglu_grad16(load16_partial<f32x16>(dh + i, m), load16_partial<f32x16>(gate + i, m),
+                  load16_partial<f32x16>(up + i, m), dg, du);
     store16_partial(dgate + i, dg, m);
     store16_partial(dup + i, du, m);
   }
