@@ -6,7 +6,8 @@
 #    CLI command, every parallel layout on 1, 2 and 4 ranks, multi-host over network namespaces.
 # 2. AddressSanitizer + UndefinedBehaviorSanitizer, AVX2 baseline kernels only and oneDNN capped at
 #    AVX2: the path an AVX2-only machine takes, and memory/UB errors on every code path: each op's
-#    kernels, the parsers, checkpoint write/read, the CLI commands, every parallel dimension once.
+#    kernels, the parsers, checkpoint write/read, the CLI commands, every parallel dimension once;
+#    and a few steps of the debug models must give the release build's losses bit for bit.
 #    It skips the tests that repeat a path already run here with other degrees or more steps
 #    (sanitizer_repeats below names each one and what covers it).
 # 3. The libFuzzer targets (tests/fuzz), built with clang, over their seed corpora plus a few
@@ -30,6 +31,31 @@ timed() {
   shift
   "$@"
   echo "[test] $name: $((SECONDS - start)) s"
+}
+
+# The sanitizer build trains the release build's float32 bits (oneDNN at AVX2 in both; the
+# release build's x86-64-v4 kernels equal its AVX2 ones, Mode::isa_levels): kernels fuse products
+# into adds explicitly (simd.h), since which product GCC fused by itself changed under
+# AddressSanitizer once, and every float32 tolerance test of the sanitizer pass moved with it.
+same_bits_as_release() {
+  local dir model b
+  dir=$(mktemp -d)
+  build/titan train-tokenizer --dataset quickstart --vocab-size 2048 --out "$dir/tok" > /dev/null 2>&1
+  for model in debug debug_moe; do
+    for b in build build-sanitize; do
+      DNNL_MAX_CPU_ISA=AVX2 ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREADS=2 "$b/titan" train --config qwen3_debug \
+        --model.name "$model" --training.steps 5 --training.deterministic --metrics.log_freq 1 \
+        --model.hf_assets_path "$dir/tok" --job.dump_folder "$dir/$b-$model" > /dev/null 2>&1
+      grep -o '"loss":[^,]*,"grad_norm":[^,]*' "$dir/$b-$model/metrics.jsonl" > "$dir/$b-$model.txt" || true
+    done
+    if [[ ! -s "$dir/build-$model.txt" ]] || ! cmp -s "$dir/build-$model.txt" "$dir/build-sanitize-$model.txt"; then
+      echo "[test] the sanitizer build's $model losses differ from the release build's:"
+      paste "$dir/build-$model.txt" "$dir/build-sanitize-$model.txt"
+      rm -rf "$dir"
+      return 1
+    fi
+  done
+  rm -rf "$dir"
 }
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTITAN_WERROR=ON "${lld[@]}" > /dev/null
@@ -66,6 +92,7 @@ if [[ "${SANITIZE:-1}" != 0 ]]; then
   sanitizer_repeats+='|CliChat\.TrainsOnAssistantTokens'
   (cd build-sanitize && DNNL_MAX_CPU_ISA=AVX2 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     timed "sanitizer tests" ctest --output-on-failure -j "$jobs" -E "$sanitizer_repeats")
+  timed "sanitizer bits" same_bits_as_release
 fi
 
 if [[ "${FUZZ:-1}" != 0 ]]; then

@@ -16,12 +16,13 @@
 // templates on the vector type as well. Everything here is always_inline: the kernel body must be
 // inlined into its per-ISA wrapper, which sets the target.
 //
-// Two rules keep the two instantiations bit-identical (the op harness's Mode::isa_levels checks
-// it per op):
-// - An add or subtract of two products names the left product first
-//   (`const f32x16 ab = a * b; out = ab - c * d;`). GCC fuses into an FMA the product it meets
-//   first; it evaluates the built-in operators of v4 left to right but the operands of v3's
-//   operator functions right to left, so `a * b - c * d` fused a * b in one and c * d in the other.
+// Two rules keep the two instantiations bit-identical, and each the same in every build (the op
+// harness's Mode::isa_levels checks the first per op; CI compares the sanitizer build's losses
+// with the release build's):
+// - A product that feeds an add or a subtract is written as fmadd / fmsub / fnmadd (below), never
+//   as `a * b + c`: left to GCC, which product is fused followed the order it evaluated operands
+//   in (left to right for v4's built-in operators, right to left for v3's operator functions)
+//   and whether a temporary stayed in a register (the v3 struct's did not under AddressSanitizer).
 // - Row tails with products go through the same vector arithmetic on partial loads, not scalar
 //   loops: GCC vectorizes a scalar loop differently per ISA level, and the roundings followed (a
 //   tail of single adds or multiplies may stay scalar: one rounding either way).
@@ -92,6 +93,27 @@ TITAN_SIMD_INLINE f32x16_v4 select(i32x16_v4 m, f32x16_v4 a, f32x16_v4 b) { retu
 TITAN_SIMD_INLINE f32x16_v3 select(i32x16_v3 m, f32x16_v3 a, f32x16_v3 b) {
   return {m.lo ? a.lo : b.lo, m.hi ? a.hi : b.hi};
 }
+
+// Fused multiply-adds, one rounding: fmadd(a, b, c) = a * b + c, fmsub(a, b, c) = a * b - c,
+// fnmadd(a, b, c) = c - a * b. A kernel writes every product that feeds an add or a subtract
+// through these (simd.h's rule, top): which products GCC contracts by itself depends on how it
+// keeps the v3 struct's temporaries, e.g. in memory under AddressSanitizer's use-after-scope
+// marks, where a named product was no longer fused and RoPE rounded differently from the release
+// build. The v4 ones are compiled for x86-64-v4 (their intrinsics need it) and are not
+// always_inline: a kernel's body template has no target of its own, so GCC inlines them once the
+// body sits in its x86-64-v4 wrapper (the release binary has no out-of-line copy).
+#define TITAN_SIMD_FUSED(name, intrinsic)                                                           \
+  [[gnu::target("arch=x86-64-v4")]] inline f32x16_v4 name(f32x16_v4 a, f32x16_v4 b, f32x16_v4 c) { \
+    return f32x16_v4(_mm512_##intrinsic##_ps(__m512(a), __m512(b), __m512(c)));                     \
+  }                                                                                                 \
+  TITAN_SIMD_INLINE f32x16_v3 name(f32x16_v3 a, f32x16_v3 b, f32x16_v3 c) {                         \
+    return {f32x8(_mm256_##intrinsic##_ps(__m256(a.lo), __m256(b.lo), __m256(c.lo))),               \
+            f32x8(_mm256_##intrinsic##_ps(__m256(a.hi), __m256(b.hi), __m256(c.hi)))};              \
+  }
+TITAN_SIMD_FUSED(fmadd, fmadd)
+TITAN_SIMD_FUSED(fmsub, fmsub)
+TITAN_SIMD_FUSED(fnmadd, fnmadd)
+#undef TITAN_SIMD_FUSED
 
 // Loads, stores, broadcasts. The v3 ones go through the AVX intrinsics: a memcpy into the
 // struct's halves made GCC assemble each ymm from two xmm stores (a store-forwarding stall).

@@ -203,7 +203,7 @@ TITAN_SIMD_KERNEL(void, online_softmax_tile,
     const f32x16 mo = load16<f32x16>(m + r), mn = load16<f32x16>(m_new + r);
     const f32x16 a = exp16(select(mn == neg_inf, splat16<f32x16>(0.0f), mo - mn));
     store16(alpha + r, a);
-    store16(l + r, load16<f32x16>(l + r) * a + load16<f32x16>(row_sum + r));
+    store16(l + r, fmadd(load16<f32x16>(l + r), a, load16<f32x16>(row_sum + r)));
     store16(m + r, mn);
   }
 }
@@ -296,8 +296,8 @@ TITAN_SIMD_KERNEL(void, rowdot_rows,
     const float* o = out + n * d.k;
     f32x16 acc = {};
     int64_t c = 0;
-    for (; c + kLanes <= d.k; c += kLanes) acc += load16<f32x16>(a + c) * load16<f32x16>(o + c);
-    if (c < d.k) acc += load16_partial<f32x16>(a + c, d.k - c) * load16_partial<f32x16>(o + c, d.k - c);
+    for (; c + kLanes <= d.k; c += kLanes) acc = fmadd(load16<f32x16>(a + c), load16<f32x16>(o + c), acc);
+    if (c < d.k) acc = fmadd(load16_partial<f32x16>(a + c, d.k - c), load16_partial<f32x16>(o + c, d.k - c), acc);
     const float sum = hsum16(acc);
     const int64_t h = n % d.h, bt = n / d.h;
     d_BHT[(bt / d.t * d.h + h) * d.t + bt % d.t] = sum;

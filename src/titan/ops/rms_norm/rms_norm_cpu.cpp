@@ -25,11 +25,11 @@ TITAN_SIMD_KERNEL(static void, forward_rows,
     int64_t j = 0;
     for (; j + kLanes <= d; j += kLanes) {
       const f32x16 v = load16<f32x16>(xi + j);
-      acc += v * v;
+      acc = fmadd(v, v, acc);
     }
     if (j < d) {
       const f32x16 v = load16_partial<f32x16>(xi + j, d - j);
-      acc += v * v;
+      acc = fmadd(v, v, acc);
     }
     const float sum_sq = hsum16(acc);
     const float r = 1.0f / std::sqrt(sum_sq / static_cast<float>(d) + eps);
@@ -55,12 +55,12 @@ TITAN_SIMD_KERNEL(static void, backward_rows,
     f32x16 acc = {};
     int64_t j = 0;
     for (; j + kLanes <= d; j += kLanes) {
-      acc += load16<f32x16>(w + j) * load16<f32x16>(dyi + j) * load16<f32x16>(xi + j);
+      acc = fmadd(load16<f32x16>(w + j) * load16<f32x16>(dyi + j), load16<f32x16>(xi + j), acc);
     }
     if (j < d) {
       const int64_t m = d - j;
-      acc += load16_partial<f32x16>(w + j, m) * load16_partial<f32x16>(dyi + j, m) *
-             load16_partial<f32x16>(xi + j, m);
+      acc = fmadd(load16_partial<f32x16>(w + j, m) * load16_partial<f32x16>(dyi + j, m),
+                  load16_partial<f32x16>(xi + j, m), acc);
     }
     const float dot = hsum16(acc);
     const float mean = dot * r / static_cast<float>(d);  // mean(w*dy*xhat)
@@ -68,17 +68,15 @@ TITAN_SIMD_KERNEL(static void, backward_rows,
     for (; j + kLanes <= d; j += kLanes) {
       const f32x16 xhat = load16<f32x16>(xi + j) * r;
       const f32x16 g = load16<f32x16>(dyi + j);
-      const f32x16 wg = load16<f32x16>(w + j) * g;  // named first: simd.h, fused products
-      store16(dxi + j, (wg - xhat * mean) * r);
-      store16(dw + j, load16<f32x16>(dw + j) + g * xhat);
+      store16(dxi + j, fmsub(load16<f32x16>(w + j), g, xhat * mean) * r);
+      store16(dw + j, fmadd(g, xhat, load16<f32x16>(dw + j)));
     }
     if (j < d) {
       const int64_t m = d - j;
       const f32x16 xhat = load16_partial<f32x16>(xi + j, m) * r;
       const f32x16 g = load16_partial<f32x16>(dyi + j, m);
-      const f32x16 wg = load16_partial<f32x16>(w + j, m) * g;
-      store16_partial(dxi + j, (wg - xhat * mean) * r, m);
-      store16_partial(dw + j, load16_partial<f32x16>(dw + j, m) + g * xhat, m);
+      store16_partial(dxi + j, fmsub(load16_partial<f32x16>(w + j, m), g, xhat * mean) * r, m);
+      store16_partial(dw + j, fmadd(g, xhat, load16_partial<f32x16>(dw + j, m)), m);
     }
   }
 }

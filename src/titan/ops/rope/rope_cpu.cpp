@@ -29,20 +29,15 @@ TITAN_SIMD_KERNEL(static void, rotate_rows,
     for (; i + kLanes <= k2; i += kLanes) {
       const f32x16 cv = load16<f32x16>(c + i), sv = load16<f32x16>(s + i) * sign;
       const f32x16 x1 = load16<f32x16>(xr + i), x2 = load16<f32x16>(xr + k2 + i);
-      // The left products named first (simd.h: which product GCC fuses follows evaluation order).
-      const f32x16 x1c = x1 * cv;
-      store16(yr + i, x1c - x2 * sv);
-      const f32x16 x2c = x2 * cv;
-      store16(yr + k2 + i, x2c + x1 * sv);
+      store16(yr + i, fmsub(x1, cv, x2 * sv));
+      store16(yr + k2 + i, fmadd(x2, cv, x1 * sv));
     }
     if (i < k2) {  // the tail on partial loads (simd.h)
       const int64_t m = k2 - i;
       const f32x16 cv = load16_partial<f32x16>(c + i, m), sv = load16_partial<f32x16>(s + i, m) * sign;
       const f32x16 x1 = load16_partial<f32x16>(xr + i, m), x2 = load16_partial<f32x16>(xr + k2 + i, m);
-      const f32x16 x1c = x1 * cv;
-      store16_partial(yr + i, x1c - x2 * sv, m);
-      const f32x16 x2c = x2 * cv;
-      store16_partial(yr + k2 + i, x2c + x1 * sv, m);
+      store16_partial(yr + i, fmsub(x1, cv, x2 * sv), m);
+      store16_partial(yr + k2 + i, fmadd(x2, cv, x1 * sv), m);
     }
   }
 }

@@ -42,7 +42,7 @@ TITAN_SIMD_KERNEL(static void, forward_range,
 template <class f32x16>
 TITAN_SIMD_INLINE void swiglu_grad16(f32x16 d, f32x16 g, f32x16 u, f32x16& dg, f32x16& du) {
   const f32x16 s = sigmoid16(g);
-  dg = d * u * s * (1.0f + g * (1.0f - s));
+  dg = d * u * s * fmadd(g, 1.0f - s, splat16<f32x16>(1.0f));
   du = d * g * s;
 }
 
