@@ -102,18 +102,29 @@ TITAN_SIMD_INLINE f32x16_v3 select(i32x16_v3 m, f32x16_v3 a, f32x16_v3 b) {
 // build. The v4 ones are compiled for x86-64-v4 (their intrinsics need it) and are not
 // always_inline: a kernel's body template has no target of its own, so GCC inlines them once the
 // body sits in its x86-64-v4 wrapper (the release binary has no out-of-line copy).
-#define TITAN_SIMD_FUSED(name, intrinsic)                                                           \
+#ifdef __clang__
+// clang contracts only a * b + c written as one expression (llvm.fmuladd, its default
+// -ffp-contract=on), so that is explicit enough there; its intrinsics would not be inlined into a
+// body template compiled without AVX-512.
+#define TITAN_SIMD_FUSED_V4(name, expr) \
+  TITAN_SIMD_INLINE f32x16_v4 name(f32x16_v4 a, f32x16_v4 b, f32x16_v4 c) { return expr; }
+#else
+#define TITAN_SIMD_FUSED_V4(name, expr)                                                          \
   [[gnu::target("arch=x86-64-v4")]] inline f32x16_v4 name(f32x16_v4 a, f32x16_v4 b, f32x16_v4 c) { \
-    return f32x16_v4(_mm512_##intrinsic##_ps(__m512(a), __m512(b), __m512(c)));                     \
-  }                                                                                                 \
-  TITAN_SIMD_INLINE f32x16_v3 name(f32x16_v3 a, f32x16_v3 b, f32x16_v3 c) {                         \
-    return {f32x8(_mm256_##intrinsic##_ps(__m256(a.lo), __m256(b.lo), __m256(c.lo))),               \
-            f32x8(_mm256_##intrinsic##_ps(__m256(a.hi), __m256(b.hi), __m256(c.hi)))};              \
+    return f32x16_v4(_mm512_##name##_ps(__m512(a), __m512(b), __m512(c)));                        \
   }
-TITAN_SIMD_FUSED(fmadd, fmadd)
-TITAN_SIMD_FUSED(fmsub, fmsub)
-TITAN_SIMD_FUSED(fnmadd, fnmadd)
+#endif
+#define TITAN_SIMD_FUSED(name, expr)                                                      \
+  TITAN_SIMD_FUSED_V4(name, expr)                                                         \
+  TITAN_SIMD_INLINE f32x16_v3 name(f32x16_v3 a, f32x16_v3 b, f32x16_v3 c) {               \
+    return {f32x8(_mm256_##name##_ps(__m256(a.lo), __m256(b.lo), __m256(c.lo))),          \
+            f32x8(_mm256_##name##_ps(__m256(a.hi), __m256(b.hi), __m256(c.hi)))};         \
+  }
+TITAN_SIMD_FUSED(fmadd, a * b + c)
+TITAN_SIMD_FUSED(fmsub, a * b - c)
+TITAN_SIMD_FUSED(fnmadd, c - a * b)
 #undef TITAN_SIMD_FUSED
+#undef TITAN_SIMD_FUSED_V4
 
 // Loads, stores, broadcasts. The v3 ones go through the AVX intrinsics: a memcpy into the
 // struct's halves made GCC assemble each ymm from two xmm stores (a store-forwarding stall).
