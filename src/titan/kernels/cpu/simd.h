@@ -13,8 +13,9 @@
 // In a kernel: declare vectors as f32x16, load with load16<f32x16>(p) and splat16<f32x16>(x)
 // (the one place the type is named), and write comparisons as select(a < b, x, y) instead of
 // `a < b ? x : y` (no class type has a ternary). Helpers a kernel defines for itself are
-// templates on the vector type as well. Everything here is always_inline: the kernel body must be
-// inlined into its per-ISA wrapper, which sets the target.
+// templates on the vector type as well. Everything here is always_inline (but the v4 fused
+// multiply-adds, which say why): the kernel body must be inlined into its per-ISA wrapper, which
+// sets the target.
 //
 // Two rules keep the two instantiations bit-identical, and each the same in every build (the op
 // harness's Mode::isa_levels checks the first per op; CI compares the sanitizer build's losses
