@@ -79,7 +79,7 @@ OpTest<AdamWImpl, Case> adamw_test() {
   };
 }
 
-TEST(AdamW, KernelsMatchReferenceOverSeveralSteps) { sweep(adamw_test(), {Mode::forward}); }
+TEST(AdamW, KernelsMatchReferenceOverSeveralSteps) { sweep(adamw_test(), {Mode::forward, Mode::isa_levels}); }
 
 // The hand-computed tests' step: the first (bias corrections 1 - beta^1), lr 0.01, beta1 0.9, eps
 // 1e-8, weight decay 0.1.

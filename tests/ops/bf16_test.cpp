@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <tuple>
 
 #include "ops/op_harness.h"
@@ -26,7 +27,8 @@ using namespace titan::testing;
 Tensor bf16_of(const Tensor& f32) { return f32.to(DType::bf16); }
 
 // Round-to-nearest-even, ties, subnormals, infinities and NaNs: every kernel's cast equals the
-// scalar rule, bit for bit, including the vector body and the tail.
+// scalar rule, bit for bit, including the vector body and the tail, at each ISA level this CPU runs
+// (the x86-64-v4 and the AVX2 code of kernels/cpu/cast.cpp).
 TEST(Bf16, CastIsTheScalarRoundingBitForBit) {
   std::vector<float> values = {0.0f, -0.0f, 1.0f, -1.5f, 3.14159265f, 1e-40f, -1e-42f, 65504.0f, 3.0e38f,
                                std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
@@ -47,17 +49,24 @@ TEST(Bf16, CastIsTheScalarRoundingBitForBit) {
   const int64_t n = static_cast<int64_t>(values.size());
   Tensor src = Tensor::empty({n});
   std::copy(values.begin(), values.end(), src.data<float>());
-  for (const CastImpl& impl : cast_table().impls()) {
-    Tensor dst = Tensor::empty({n}, DType::bf16);
-    impl.forward(src, dst);
-    for (int64_t i = 0; i < n; ++i) {
-      ASSERT_EQ(dst.data<uint16_t>()[i], f32_to_bf16(values[static_cast<size_t>(i)])) << impl.name << " at " << i;
-    }
-    Tensor back = Tensor::empty({n});
-    impl.forward(dst, back);
-    for (int64_t i = 0; i < n; ++i) {
-      const float want = bf16_to_f32(dst.data<uint16_t>()[i]);
-      ASSERT_EQ(std::memcmp(&back.data<float>()[i], &want, 4), 0) << impl.name << " widening at " << i;
+  for (const bool baseline : {false, true}) {
+    if (baseline && !kernels::simd_v4_supported()) continue;  // the first pass ran the AVX2 code already
+    std::optional<kernels::SimdBaselineScope> avx2;
+    if (baseline) avx2.emplace();
+    for (const CastImpl& impl : cast_table().impls()) {
+      Tensor dst = Tensor::empty({n}, DType::bf16);
+      impl.forward(src, dst);
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(dst.data<uint16_t>()[i], f32_to_bf16(values[static_cast<size_t>(i)]))
+            << impl.name << " at " << i << (baseline ? " (AVX2)" : "");
+      }
+      Tensor back = Tensor::empty({n});
+      impl.forward(dst, back);
+      for (int64_t i = 0; i < n; ++i) {
+        const float want = bf16_to_f32(dst.data<uint16_t>()[i]);
+        ASSERT_EQ(std::memcmp(&back.data<float>()[i], &want, 4), 0)
+            << impl.name << " widening at " << i << (baseline ? " (AVX2)" : "");
+      }
     }
   }
   EXPECT_NE(error_of([&] {

@@ -74,7 +74,7 @@ OpTest<CausalConv1dImpl, Case> causal_conv1d_test() {
 
 TEST(CausalConv1d, ReferenceBackwardMatchesFiniteDifferences) { sweep(causal_conv1d_test(), {Mode::gradient}); }
 
-TEST(CausalConv1d, KernelsMatchReference) { sweep(causal_conv1d_test(), {Mode::forward, Mode::backward}); }
+TEST(CausalConv1d, KernelsMatchReference) { sweep(causal_conv1d_test(), {Mode::forward, Mode::backward, Mode::isa_levels}); }
 
 // Generation: a prompt, then one token at a time, with the state carrying the last K - 1 inputs,
 // gives the outputs of one call over the whole sequence (also when a call has fewer tokens than

@@ -174,7 +174,7 @@ OpTest<SumSquaresImpl, Shape> sum_squares_test() {
   };
 }
 
-TEST(Elementwise, SumSquaresKernelsMatchReferenceBitForBit) { sweep(sum_squares_test(), {Mode::forward}); }
+TEST(Elementwise, SumSquaresKernelsMatchReferenceBitForBit) { sweep(sum_squares_test(), {Mode::forward, Mode::isa_levels}); }
 
 // The contract's order, spelled out independently: lane k sums elements k, k + 8, ... in index
 // order, the lanes meet as ((0+4)+(1+5))+((2+6)+(3+7)).

@@ -90,7 +90,7 @@ TEST(MultiTensor, SumSquaresKernelsMatchReferenceBitForBit) {
         return {{"sum", impl.forward(tensors(c)), kExact}};
       },
       .threads = kThreads};
-  sweep(test, {Mode::forward});
+  sweep(test, {Mode::forward, Mode::isa_levels});
 }
 
 TEST(MultiTensor, FirstNonfiniteKernelsMatchReference) {

@@ -61,7 +61,7 @@ OpTest<SigmoidGateImpl, Case> sigmoid_gate_test() {
 
 TEST(SigmoidGate, ReferenceBackwardMatchesFiniteDifferences) { sweep(sigmoid_gate_test(), {Mode::gradient}); }
 
-TEST(SigmoidGate, KernelsMatchReference) { sweep(sigmoid_gate_test(), {Mode::forward, Mode::backward}); }
+TEST(SigmoidGate, KernelsMatchReference) { sweep(sigmoid_gate_test(), {Mode::forward, Mode::backward, Mode::isa_levels}); }
 
 // sigmoid(0) = 1/2, sigmoid(ln 3) = 3/4; dgate = s (1 - s) (dy . x) over the group.
 TEST(SigmoidGate, MatchesHandComputedValues) {

@@ -234,7 +234,7 @@ TITAN_SIMD_INLINE f32x16_v3 exp16(f32x16_v3 x) {
 }
 
 // Whether the CPU has x86-64-v4: the AVX2 baseline (checked at start-up) plus AVX-512 F, BW, CD,
-// DQ and VL, what GCC's target_clones resolver asks (spelled out: clang 14 knows no "x86-64-v4").
+// DQ and VL, what GCC means by arch=x86-64-v4 (spelled out: clang 14 knows no "x86-64-v4").
 inline bool simd_v4_supported() {
 #ifdef TITAN_BASELINE_ONLY
   return false;
@@ -254,8 +254,8 @@ inline bool simd_v4() {
   return simd_v4_supported() && !simd_baseline_forced.load(std::memory_order_relaxed);
 }
 
-// Runs the AVX2 instantiations for its lifetime, on a CPU that has x86-64-v4 too. Set it outside
-// parallel regions; it does not change the target_clones kernels (TITAN_CPU_MULTIVERSION).
+// Runs the AVX2 instantiations (of TITAN_SIMD_KERNELs and TITAN_CPU_KERNELs) for its lifetime, on
+// a CPU that has x86-64-v4 too. Set it outside parallel regions.
 class SimdBaselineScope {
  public:
   SimdBaselineScope() : saved_(simd_baseline_forced.exchange(true)) {}
@@ -300,12 +300,31 @@ class SimdBaselineScope {
   TITAN_SIMD_INLINE ret name##_body params
 #endif
 
-// Plain loops that GCC vectorizes by itself (no f32x16) are compiled per ISA level with GCC's
-// target_clones instead: the x86-64-v4 clone and the AVX2 baseline, chosen by the loader.
+// Plain loops that GCC vectorizes by itself (no f32x16) are compiled per ISA level the same way,
+// from one always_inline body:
+//
+//   TITAN_CPU_KERNEL(static void, step_range, (float* p, int64_t n), (p, n)) {
+//     for (int64_t i = 0; i < n; ++i) p[i] *= 2.0f;
+//   }
+//
+// defines name_body, name_v4 (compiled for x86-64-v4), name_v3 (the AVX2 baseline) and `name`,
+// which dispatches on simd_v4(): the same switch as TITAN_SIMD_KERNEL, so SimdBaselineScope (the
+// op harness's Mode::isa_levels) runs a plain-loop kernel's AVX2 code on an AVX-512 machine too.
+// They were GCC target_clones once, which the loader resolves for the process: the AVX2 clone
+// could not be run, so not compared, where the x86-64-v4 one is picked.
 #ifdef TITAN_BASELINE_ONLY
-#define TITAN_CPU_MULTIVERSION
+#define TITAN_CPU_KERNEL(ret, name, params, args)          \
+  TITAN_SIMD_INLINE ret name##_body params;                 \
+  ret name##_v3 params { return name##_body args; }         \
+  ret name params { return name##_v3 args; }                \
+  TITAN_SIMD_INLINE ret name##_body params
 #else
-#define TITAN_CPU_MULTIVERSION __attribute__((target_clones("arch=x86-64-v4", "default")))
+#define TITAN_CPU_KERNEL(ret, name, params, args)                                              \
+  TITAN_SIMD_INLINE ret name##_body params;                                                     \
+  [[gnu::target("arch=x86-64-v4")]] ret name##_v4 params { return name##_body args; }           \
+  ret name##_v3 params { return name##_body args; }                                             \
+  ret name params { return ::titan::kernels::simd_v4() ? name##_v4 args : name##_v3 args; }     \
+  TITAN_SIMD_INLINE ret name##_body params
 #endif
 
 }  // namespace titan::kernels
