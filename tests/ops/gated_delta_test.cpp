@@ -97,7 +97,7 @@ OpTest<GatedDeltaImpl, Case> gated_delta_test() {
 
 TEST(GatedDelta, ReferenceBackwardMatchesFiniteDifferences) { sweep(gated_delta_test(), {Mode::gradient}); }
 
-TEST(GatedDelta, KernelsMatchReference) { sweep(gated_delta_test(), {Mode::forward, Mode::backward}); }
+TEST(GatedDelta, KernelsMatchReference) { sweep(gated_delta_test(), {Mode::forward, Mode::backward, Mode::isa_levels}); }
 
 // The CPU kernel gives the same bits on every call at any thread count: tasks run on whichever
 // thread takes them, and their scratch is aligned so that no result depends on that thread's heap

@@ -128,6 +128,22 @@ TITAN_CPU_KERNEL(void, chunk_forward, (const Dims& d, int64_t n, const float* qh
   }
 }
 
+// a * b rounded to float before whatever consumes it: GCC does not fuse it into an add
+// (__builtin_assoc_barrier). The backward's roundings are written out (std::fma where a product
+// is fused into an add, product() where it is not) so that they do not depend on how GCC
+// vectorizes a loop for an ISA level: left to GCC, a running sum's products were rounded apart in
+// the vector loop (its in-order reduction multiplies a vector, then adds lane by lane) and fused
+// in the scalar remainder, whose length follows the vector width, so the AVX2 and the AVX-512
+// code differed where a head is not a multiple of 16 wide. These are the roundings the AVX-512
+// code gave at multiples of 16 (Qwen3.5's 128), so those bits did not change.
+[[gnu::always_inline]] inline float product(float a, float b) {
+#ifdef __clang__
+  return a * b;  // clang fuses only a * b + c written as one expression (-ffp-contract=on)
+#else
+  return __builtin_assoc_barrier(a * b);
+#endif
+}
+
 // The adjoint over one chunk of n tokens, last token first (gated_delta.md, "Backward"): the
 // chunk's states st[0 .. n] recomputed from its start st[0], then dS carried back through them.
 // dqh, dkh accumulate (+=, summed over the value heads of a key head); dv, dg, dbeta are written.
@@ -148,13 +164,13 @@ TITAN_CPU_KERNEL(void, chunk_backward, (const Dims& d, int64_t n, const float* q
     for (int64_t k = 0; k < dk; ++k) {
       const float c = a * ki[k];
       const float* pk = prev + k * dv;
-      for (int64_t x = 0; x < dv; ++x) ri[x] -= c * pk[x];
+      for (int64_t x = 0; x < dv; ++x) ri[x] = std::fma(-c, pk[x], ri[x]);
     }
     for (int64_t k = 0; k < dk; ++k) {
       const float c = ki[k] * bi;
       const float* pk = prev + k * dv;
       float* nk = next + k * dv;
-      for (int64_t x = 0; x < dv; ++x) nk[x] = a * pk[x] + c * ri[x];
+      for (int64_t x = 0; x < dv; ++x) nk[x] = std::fma(a, pk[x], c * ri[x]);
     }
   }
   for (int64_t i = n - 1; i >= 0; --i) {
@@ -173,8 +189,8 @@ TITAN_CPU_KERNEL(void, chunk_backward, (const Dims& d, int64_t n, const float* q
       float* dsk = dS + k * dv;
       float acc = 0.0f;
       for (int64_t x = 0; x < dv; ++x) {
-        acc += ck[x] * doi[x];
-        dsk[x] += qi[k] * doi[x];
+        acc += product(ck[x], doi[x]);
+        dsk[x] = std::fma(qi[k], doi[x], dsk[x]);
       }
       dqi[k] += acc;
     }
@@ -185,16 +201,16 @@ TITAN_CPU_KERNEL(void, chunk_backward, (const Dims& d, int64_t n, const float* q
       const float c = ki[k];
       float acc = 0.0f;
       for (int64_t x = 0; x < dv; ++x) {
-        dd[x] += dsk[x] * c;
-        acc += dsk[x] * ri[x];
+        dd[x] = std::fma(dsk[x], c, dd[x]);
+        acc += product(dsk[x], ri[x]);
       }
-      dki[k] += bi * acc;
+      dki[k] = std::fma(bi, acc, dki[k]);
     }
     // delta = beta (v - A^T k): dbeta, dv, and du = -beta d delta (dd now holds du).
     float dbt = 0.0f;
     float* dvi = dv_out + i * d.c;
     for (int64_t x = 0; x < dv; ++x) {
-      dbt += dd[x] * ri[x];
+      dbt += product(dd[x], ri[x]);
       dvi[x] = bi * dd[x];
       dd[x] = -bi * dd[x];
     }
@@ -207,13 +223,13 @@ TITAN_CPU_KERNEL(void, chunk_backward, (const Dims& d, int64_t n, const float* q
       const float c = ki[k];
       float acc = 0.0f, dot = 0.0f;
       for (int64_t x = 0; x < dv; ++x) {
-        acc += pk[x] * dd[x];
-        const float dA = dsk[x] + c * dd[x];
-        dot += dA * pk[x];
+        acc += product(pk[x], dd[x]);
+        const float dA = std::fma(c, dd[x], dsk[x]);
+        dot += product(dA, pk[x]);
         dsk[x] = a * dA;
       }
-      dki[k] += a * acc;
-      dgt += a * dot;
+      dki[k] = std::fma(a, acc, dki[k]);
+      dgt = std::fma(a, dot, dgt);
     }
     dg[i * d.hv] = dgt;
   }
