@@ -327,4 +327,17 @@ class SimdBaselineScope {
   TITAN_SIMD_INLINE ret name##_body params
 #endif
 
+// In a TITAN_CPU_KERNEL the same rule as simd.h's first: a product that feeds an add is either
+// std::fma (fused) or rounded_product(a, b) (rounded on its own, never fused), not `a * b + c`.
+// Left to GCC, a running sum `acc += a[x] * b[x]` is unfused in the vectorized loop (an in-order
+// reduction: a vector multiply, then lane-by-lane adds) and fused in the scalar remainder, whose
+// length follows the vector width, so the AVX2 and the AVX-512 code differ (gated_delta.md).
+[[gnu::always_inline]] inline float rounded_product(float a, float b) {
+#ifdef __clang__
+  return a * b;  // clang fuses only a * b + c written as one expression (-ffp-contract=on)
+#else
+  return __builtin_assoc_barrier(a * b);
+#endif
+}
+
 }  // namespace titan::kernels

@@ -128,21 +128,10 @@ TITAN_CPU_KERNEL(void, chunk_forward, (const Dims& d, int64_t n, const float* qh
   }
 }
 
-// a * b rounded to float before whatever consumes it: GCC does not fuse it into an add
-// (__builtin_assoc_barrier). The backward's roundings are written out (std::fma where a product
-// is fused into an add, product() where it is not) so that they do not depend on how GCC
-// vectorizes a loop for an ISA level: left to GCC, a running sum's products were rounded apart in
-// the vector loop (its in-order reduction multiplies a vector, then adds lane by lane) and fused
-// in the scalar remainder, whose length follows the vector width, so the AVX2 and the AVX-512
-// code differed where a head is not a multiple of 16 wide. These are the roundings the AVX-512
-// code gave at multiples of 16 (Qwen3.5's 128), so those bits did not change.
-[[gnu::always_inline]] inline float product(float a, float b) {
-#ifdef __clang__
-  return a * b;  // clang fuses only a * b + c written as one expression (-ffp-contract=on)
-#else
-  return __builtin_assoc_barrier(a * b);
-#endif
-}
+// The backward writes each rounding out (std::fma where a product is fused, rounded_product where
+// it is not: simd.h), the roundings GCC's AVX-512 code gave at head widths that are multiples of 16,
+// so that the AVX2 and the AVX-512 code agree at every width (gated_delta.md).
+using kernels::rounded_product;
 
 // The adjoint over one chunk of n tokens, last token first (gated_delta.md, "Backward"): the
 // chunk's states st[0 .. n] recomputed from its start st[0], then dS carried back through them.
@@ -189,7 +178,7 @@ TITAN_CPU_KERNEL(void, chunk_backward, (const Dims& d, int64_t n, const float* q
       float* dsk = dS + k * dv;
       float acc = 0.0f;
       for (int64_t x = 0; x < dv; ++x) {
-        acc += product(ck[x], doi[x]);
+        acc += rounded_product(ck[x], doi[x]);
         dsk[x] = std::fma(qi[k], doi[x], dsk[x]);
       }
       dqi[k] += acc;
@@ -202,7 +191,7 @@ TITAN_CPU_KERNEL(void, chunk_backward, (const Dims& d, int64_t n, const float* q
       float acc = 0.0f;
       for (int64_t x = 0; x < dv; ++x) {
         dd[x] = std::fma(dsk[x], c, dd[x]);
-        acc += product(dsk[x], ri[x]);
+        acc += rounded_product(dsk[x], ri[x]);
       }
       dki[k] = std::fma(bi, acc, dki[k]);
     }
@@ -210,7 +199,7 @@ TITAN_CPU_KERNEL(void, chunk_backward, (const Dims& d, int64_t n, const float* q
     float dbt = 0.0f;
     float* dvi = dv_out + i * d.c;
     for (int64_t x = 0; x < dv; ++x) {
-      dbt += product(dd[x], ri[x]);
+      dbt += rounded_product(dd[x], ri[x]);
       dvi[x] = bi * dd[x];
       dd[x] = -bi * dd[x];
     }
@@ -223,9 +212,9 @@ TITAN_CPU_KERNEL(void, chunk_backward, (const Dims& d, int64_t n, const float* q
       const float c = ki[k];
       float acc = 0.0f, dot = 0.0f;
       for (int64_t x = 0; x < dv; ++x) {
-        acc += product(pk[x], dd[x]);
+        acc += rounded_product(pk[x], dd[x]);
         const float dA = std::fma(c, dd[x], dsk[x]);
-        dot += product(dA, pk[x]);
+        dot += rounded_product(dA, pk[x]);
         dsk[x] = a * dA;
       }
       dki[k] = std::fma(a, acc, dki[k]);
