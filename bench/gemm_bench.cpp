@@ -5,10 +5,11 @@
 //
 //   OMP_NUM_THREADS=2 build-lin/bench/gemm_bench [--tokens N] [--min-seconds S] [--only LAYER]
 //                                                [--no-fused] [--xent-chunks C1,C2,...] [--bf16]
-// --xent-chunks times the fused op at the given chunk_tokens values (default: auto only).
-// --bf16 times the bf16 products instead, each shape on every bf16 kernel this CPU has side by side
-// (oneDNN's matmul or its emulation, titan's AVX-512-BF16 kernel, titan's AVX2 FMA kernel), each in
-// % of the peak of the instruction it runs.
+// --only lm_head_xent times the fused op alone; --xent-chunks times it at the given chunk_tokens
+// values (default: auto only). --bf16 times the bf16 products instead, each shape on every bf16
+// kernel this CPU has side by side (oneDNN's matmul or its emulation, titan's AMX, AVX-512-BF16 and
+// AVX2 FMA kernels), each in % of the peak of the instruction it runs, and the fused op on bf16 x
+// and the f32 master weight (the head of a bf16-compute step).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -50,12 +51,55 @@ static void for_each_problem(int64_t tokens, const std::string& only, Fn&& fn) {
   }
 }
 
+// The fused lm_head + cross-entropy op at the bench config's head shape: loss only (1 GEMM) and
+// loss + dx + dw (3 GEMMs), at each chunk_tokens value (0: the op's own choice). With bf16
+// operands x is bf16 and w the f32 master, as a bf16-compute training step passes them.
+static void bench_fused(int64_t tokens, double min_seconds, const std::vector<int64_t>& xent_chunks, DType operands,
+                        double peak, Table& table, nlohmann::json& rows) {
+  const int64_t d = 1024, v = 151936;
+  FloatBuffer xb(tokens * d), wb(v * d);
+  Tensor x = Tensor::wrap(xb.data, {tokens, d}, DType::f32, nullptr);
+  if (operands == DType::bf16) {
+    Tensor rounded = Tensor::empty({tokens, d}, DType::bf16);
+    for (int64_t i = 0; i < tokens * d; ++i) rounded.data<uint16_t>()[i] = f32_to_bf16(xb.data[i]);
+    x = rounded;
+  }
+  const Tensor w = Tensor::wrap(wb.data, {v, d}, DType::f32, nullptr);
+  Tensor targets = Tensor::empty({tokens}, DType::i64);
+  Rng(7).fill_int(targets.data<int64_t>(), tokens, v);
+  Tensor dx = Tensor::empty({tokens, d}), dw = Tensor::zeros({v, d}), none;
+  for (const int64_t chunk_arg : xent_chunks) {
+    const ops::LmHeadXentArgs args{-100, chunk_arg};
+    const int64_t chunk = ops::lm_head_xent_chunk_tokens(args, tokens, v, operands);
+    const std::string layer = "lm_head_xent (c=" + std::to_string(chunk) + ")";
+    for (const bool grads : {false, true}) {
+      const Timing t = time_adaptive([&] {
+        ops::lm_head_xent(args, x, w, targets, 1.0f / static_cast<float>(tokens), grads ? dx : none,
+                          grads ? dw : none);
+      }, min_seconds);
+      const double flops = (grads ? 6.0 : 2.0) * static_cast<double>(tokens) * v * d;
+      const double gflops = flops / t.median_s * 1e-9;
+      std::vector<std::string> cells = {layer, grads ? "all" : "loss", std::to_string(tokens), std::to_string(v),
+                                        std::to_string(d)};
+      if (operands == DType::bf16) cells.push_back("fused");
+      for (const std::string& cell : {fixed(t.median_s * 1e3, 2), fixed(gflops), fixed(100.0 * gflops / peak)}) {
+        cells.push_back(cell);
+      }
+      table.print_row(cells);
+      rows.push_back({{"layer", "lm_head_xent"}, {"form", grads ? "loss+dx+dw" : "loss"},
+                      {"dtype", operands == DType::bf16 ? "bf16" : "f32"}, {"chunk_tokens", chunk},
+                      {"median_s", t.median_s}, {"gflops", gflops}});
+    }
+  }
+}
+
 // The bf16 products of every (layer, form) on every bf16 kernel this CPU has, alternating per
 // shape: oneDNN's matmul (gemm_bf16's library; where oneDNN has no bf16 kernel, its emulation: A and
 // B widened into f32 copies, then sgemm), titan's AMX and AVX-512-BF16 kernels, titan's AVX2 FMA
 // kernel. Each row's % is of the peak of the instruction it runs: AMX tiles (oneDNN's matmul too
 // where the CPU has them), the bf16 dot product, or the fp32 FMA (AVX2).
-static int bench_bf16(int64_t tokens, double min_seconds, const std::string& only) {
+static int bench_bf16(int64_t tokens, double min_seconds, const std::string& only, bool fused,
+                      const std::vector<int64_t>& xent_chunks) {
   const bool own = gemm_bf16_avx512_supported();
   const bool dot = peak_kernel_supported(PeakKernel::bf16_avx512);
   const bool emulated = gemm_bf16_is_emulated();
@@ -105,6 +149,11 @@ static int bench_bf16(int64_t tokens, double min_seconds, const std::string& onl
                       {"peak_gflops", kernel.peak}});
     }
   });
+  if (fused && (only.empty() || std::string("lm_head_xent").find(only) != std::string::npos)) {
+    // The fused op's % is of the peak of the kernel gemm_bf16 runs here.
+    bench_fused(tokens, min_seconds, xent_chunks, DType::bf16, amx ? amx_peak : own && dot ? dot_peak : fma_peak,
+                table, rows);
+  }
   print_result({{"bench", "gemm_bench_bf16"}, {"threads", num_threads()}, {"tokens", tokens},
                 {"amx_peak_gflops", amx_peak}, {"bf16_dot_peak_gflops", dot_peak}, {"fp32_fma_peak_gflops", fma_peak}, {"rows", rows}});
   return 0;
@@ -140,7 +189,7 @@ int main(int argc, char** argv) {
     }
   }
   const int threads = num_threads();
-  if (bf16) return bench_bf16(tokens, min_seconds, only);
+  if (bf16) return bench_bf16(tokens, min_seconds, only, fused, xent_chunks);
   const PeakKernel peak_kernel = best_fp32_kernel();
   const double peak = measure_peak(peak_kernel, 2).median_gflops;
   std::cout << "GEMM: " << kernels::gemm_backend_name() << ", " << threads << " threads\n"
@@ -165,33 +214,8 @@ int main(int argc, char** argv) {
                     {"k", p.k}, {"median_s", t.median_s}, {"gflops", gflops}});
   });
 
-  if (fused && (only.empty() || std::string("lm_head").find(only) != std::string::npos)) {
-    // The fused op at the lm_head shape: loss only (1 GEMM) and loss + dx + dw (3 GEMMs).
-    const int64_t d = 1024, v = 151936;
-    FloatBuffer xb(tokens * d), wb(v * d);
-    const Tensor x = Tensor::wrap(xb.data, {tokens, d}, DType::f32, nullptr);
-    const Tensor w = Tensor::wrap(wb.data, {v, d}, DType::f32, nullptr);
-    Tensor targets = Tensor::empty({tokens}, DType::i64);
-    Rng(7).fill_int(targets.data<int64_t>(), tokens, v);
-    Tensor dx = Tensor::empty({tokens, d}), dw = Tensor::zeros({v, d}), none;
-    for (const int64_t chunk_arg : xent_chunks) {
-      const ops::LmHeadXentArgs args{-100, chunk_arg};
-      const int64_t chunk = ops::lm_head_xent_chunk_tokens(args, tokens, v);
-      const std::string layer = "lm_head_xent (c=" + std::to_string(chunk) + ")";
-      for (const bool grads : {false, true}) {
-        const Timing t = time_adaptive([&] {
-          ops::lm_head_xent(args, x, w, targets, 1.0f / static_cast<float>(tokens), grads ? dx : none,
-                            grads ? dw : none);
-        }, min_seconds);
-        const double flops = (grads ? 6.0 : 2.0) * static_cast<double>(tokens) * v * d;
-        const double gflops = flops / t.median_s * 1e-9;
-        table.print_row({layer, grads ? "all" : "loss", std::to_string(tokens), std::to_string(v),
-                         std::to_string(d), fixed(t.median_s * 1e3, 2), fixed(gflops),
-                         fixed(100.0 * gflops / peak)});
-        rows.push_back({{"layer", "lm_head_xent"}, {"form", grads ? "loss+dx+dw" : "loss"},
-                        {"chunk_tokens", chunk}, {"median_s", t.median_s}, {"gflops", gflops}});
-      }
-    }
+  if (fused && (only.empty() || std::string("lm_head_xent").find(only) != std::string::npos)) {
+    bench_fused(tokens, min_seconds, xent_chunks, DType::f32, peak, table, rows);
   }
   print_result({{"bench", "gemm_bench"}, {"backend", kernels::gemm_backend_name()},
                 {"threads", threads}, {"tokens", tokens}, {"peak_gflops", peak}, {"rows", rows}});

@@ -23,10 +23,14 @@ using namespace titan::kernels;
 // For rows [begin, end) of the chunk: loss_rows[r] = logsumexp(l_r) - l_r[target_r] (0 where
 // ignored). With `grads`, the row is overwritten with (softmax - onehot) * grad_scale (zeros
 // where ignored). One exp per logit: exp(l - max) is stored, then scaled by grad_scale / sum.
+// With `dlogits_bf16` (row stride v) each row of that gradient is also rounded into it as the row
+// ends, while it is in cache: as a pass over the chunk afterwards, the rounding read the chunk's 178
+// MB back from memory (bench config; the bf16 head on AMX spent 0.204 s in the row passes and that
+// pass, 0.155 s with the rounding here: docs/performance.md (ac)).
 TITAN_SIMD_KERNEL(static void, xent_rows,
                   (int64_t begin, int64_t end, int64_t v, float* logits_cV, const int64_t* targets_c,
-                   int64_t ignore_index, bool grads, float grad_scale, double* loss_rows),
-                  (begin, end, v, logits_cV, targets_c, ignore_index, grads, grad_scale, loss_rows)) {
+                   int64_t ignore_index, bool grads, float grad_scale, double* loss_rows, uint16_t* dlogits_bf16),
+                  (begin, end, v, logits_cV, targets_c, ignore_index, grads, grad_scale, loss_rows, dlogits_bf16)) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const int64_t v16 = v - v % kLanes, rem = v - v16;
   for (int64_t r = begin; r < end; ++r) {
@@ -35,6 +39,7 @@ TITAN_SIMD_KERNEL(static void, xent_rows,
     if (target == ignore_index) {
       loss_rows[r] = 0.0;
       if (grads) std::memset(l, 0, static_cast<size_t>(v) * sizeof(float));
+      if (dlogits_bf16 != nullptr) std::memset(dlogits_bf16 + r * v, 0, static_cast<size_t>(v) * sizeof(uint16_t));
       continue;
     }
     // Tail lanes padded with -inf: neutral for max, exp(-inf) = 0 for the sum.
@@ -68,6 +73,7 @@ TITAN_SIMD_KERNEL(static void, xent_rows,
     for (int64_t j = 0; j < v16; j += kLanes) store16(l + j, load16<f32x16>(l + j) * scale);
     for (int64_t j = v16; j < v; ++j) l[j] *= scale;
     l[target] -= grad_scale;
+    if (dlogits_bf16 != nullptr) cast_f32_to_bf16(l, dlogits_bf16 + r * v, v);
   }
 }
 
@@ -158,19 +164,16 @@ static LmHeadXentResult run_cpu(const LmHeadXentArgs& args, const Tensor& x, con
         product(false, true, cn, v, d, xc, d, wp, d, 0.0f, lp, v);
       }
     }
+    // With bf16 operands the gradient products read the dlogits rounded: this chunk's rows of dlogits_cV.
+    uint16_t* dh = bf16 && grads ? dlogits_cV.data<uint16_t>() + (all ? c0 * v : 0) : nullptr;
     parallel_for(cn, 1, [&](int64_t rb, int64_t re) {
-      xent_rows(rb, re, v, lp, tc, args.ignore_index, grads, grad_scale, loss_rows.data());
+      xent_rows(rb, re, v, lp, tc, args.ignore_index, grads, grad_scale, loss_rows.data(), dh);
     });
     for (int64_t r = 0; r < cn; ++r) result.loss_sum += loss_rows[r];  // fixed order
     result.num_targets += num_valid;
     if (!grads) continue;
-    const void* dl = lp;
-    if (bf16) {
-      uint16_t* dh = dlogits_cV.data<uint16_t>() + (all ? c0 * v : 0);
-      parallel_for(cn, 1, [&](int64_t rb, int64_t re) { cast_f32_to_bf16(lp + rb * v, dh + rb * v, (re - rb) * v); });
-      dl = dh;
-    }
     if (all) continue;
+    const void* dl = bf16 ? static_cast<const void*>(dh) : lp;
     if (dx != nullptr) {  // dx_cD = dlogits_cV w_VD
       product(false, false, cn, d, v, dl, v, wp, d, 0.0f, dx->data<float>() + c0 * d, d);
     }
