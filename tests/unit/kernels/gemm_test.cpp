@@ -90,7 +90,7 @@ struct Bf16Kernel {
   double adds_per_k;
 };
 std::vector<Bf16Kernel> bf16_kernels() {
-  return {{"amx", gemm_bf16_amx_supported(), gemm_bf16_amx, nullptr, 1.0},
+  return {{"amx", gemm_bf16_amx_supported(), gemm_bf16_amx, gemm_bf16_amx, 1.0},
           {"avx512", gemm_bf16_avx512_supported(), gemm_bf16_avx512, gemm_bf16_avx512, 0.5},
           {"avx2", true, gemm_bf16_avx2, gemm_bf16_avx2, 1.0}};  // AVX2 + FMA: titan's baseline ISA
 }
@@ -188,8 +188,8 @@ TEST(GemmBf16, LongReductionsMatchTheExactProduct) {
 
 // B in f32, rounded while packed: bit for bit the product of B rounded first, in every form, at the
 // register tile's and the k block's edges, on titan's kernels directly and through gemm_bf16_round_b
-// (which takes titan's AVX-512-BF16 kernel from 64 MFLOP where it can and rounds a copy below, or
-// titan's AVX2 kernel where gemm_bf16 has no oneDNN bf16 kernel). B holds values
+// (which takes titan's AMX kernel where the CPU has AMX, its AVX-512-BF16 kernel from 64 MFLOP where
+// it can and rounds a copy below, or titan's AVX2 kernel where gemm_bf16 has no oneDNN bf16 kernel). B holds values
 // that round up, ties to even, infinities and a NaN besides the random ones.
 TEST(GemmBf16, RoundingBWhilePackingEqualsRoundingItFirst) {
   const Bf16Case cases[] = {{3, 5, 7}, {13, 33, 3}, {29, 70, 257}, {64, 1061, 1001}, {20, 40, 4099}};

@@ -29,7 +29,8 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
 void gemm_bf16_round_b(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
                        int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 // True where gemm_bf16_round_b runs products of 64 MFLOP and more on one of titan's kernels (no copy
-// of B): the AVX-512-BF16 one, or the AVX2 one where gemm_bf16 is emulated (then at every size).
+// of B): the AMX one (at every size), the AVX-512-BF16 one, or the AVX2 one where gemm_bf16 is
+// emulated (then at every size).
 bool gemm_bf16_rounds_b_while_packing();
 // gemm, gemm_bf16 or gemm_bf16_round_b by the operands' element types: A and B both f32, both
 // bf16, or bf16 A with f32 B (rounded as read). For ops that hold their operands' dtypes at run

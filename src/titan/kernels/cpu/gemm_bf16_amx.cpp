@@ -20,6 +20,7 @@
 #include "titan/kernels/cpu/gemm_bf16_amx.h"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "titan/core/cpu_features.h"
 #include "titan/core/parallel.h"
@@ -84,6 +85,14 @@ TITAN_BF16_TARGET inline __m512i row_pairs16(const uint16_t* x, int64_t p0, int6
   return _mm512_maskz_loadu_epi16(mask, x + 2 * p0);
 }
 
+// The same from f32 values, rounded to bf16 as they are read (round16: nearest even, NaN kept quiet).
+TITAN_BF16_TARGET inline __m512i row_pairs16(const float* x, int64_t p0, int64_t kc) {
+  const int64_t n = std::clamp<int64_t>(kc - 2 * p0, 0, 32);
+  const __m256i lo = _mm512_cvtepi32_epi16(round16(x + 2 * p0, std::min<int64_t>(n, 16)));
+  const __m256i hi = _mm512_cvtepi32_epi16(round16(x + 2 * p0 + 16, n - 16));
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
 // One micro-panel of op(A): kMr rows [row][ppad pairs] for k in [k0, k0 + kc), rows from v0 on,
 // zero beyond `count` rows and kc values. op(A)[v, kk] is x[v * ld + kk] when k_contiguous, else
 // x[kk * ld + v] (16 rows x 16 pairs interleaved, then transposed).
@@ -119,8 +128,10 @@ TITAN_BF16_TARGET void pack_rows(const uint16_t* x, int64_t ld, bool k_contiguou
 // `count` columns and kc values. op(B)[kk, v] is x[v * ld + kk] when k_contiguous (16 columns x 16
 // pairs loaded, then transposed), else x[kk * ld + v]: then read a pair of rows at a time across all
 // panels (panel by panel, each 64-byte load was a new line of a row 2 KiB from the last: 37% of the
-// lm_head's dx product went to packing, 15% after).
-TITAN_BF16_TARGET void pack_cols(const uint16_t* x, int64_t ld, bool k_contiguous, int64_t v0, int64_t count,
+// lm_head's dx product went to packing, 15% after). X is bf16 (uint16_t), or f32 rounded to bf16 as
+// it is read (the f32 master weight under bf16 compute: no bf16 copy of it).
+template <class T>
+TITAN_BF16_TARGET void pack_cols(const T* x, int64_t ld, bool k_contiguous, int64_t v0, int64_t count,
                                  int64_t k0, int64_t kc, int64_t ppad, uint32_t* dst) {
   const int64_t pairs = (kc + 1) / 2, panels = ceil_div(count, kNr);
   if (!k_contiguous) {
@@ -129,19 +140,21 @@ TITAN_BF16_TARGET void pack_cols(const uint16_t* x, int64_t ld, bool k_contiguou
                                          5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
     const __m512i high = _mm512_add_epi16(low, _mm512_set1_epi16(16));
     for (int64_t p = 0; p < ppad; ++p) {
-      const uint16_t* r0 = x + (k0 + 2 * p) * ld + v0;
+      const T* r0 = x + (k0 + 2 * p) * ld + v0;
       for (int64_t q = 0; q < panels; ++q) {
         uint32_t* d = dst + (q * ppad + p) * kNr;
         const int64_t cols = std::min(kNr, count - q * kNr);
-        if (cols == kNr && 2 * p + 1 < kc) {  // a whole panel of two rows: 32 columns interleaved
-          const __m512i x0 = _mm512_loadu_si512(r0 + q * kNr), x1 = _mm512_loadu_si512(r0 + ld + q * kNr);
-          _mm512_storeu_si512(d, _mm512_permutex2var_epi16(x0, low, x1));
-          _mm512_storeu_si512(d + 16, _mm512_permutex2var_epi16(x0, high, x1));
-          continue;
+        if constexpr (std::is_same_v<T, uint16_t>) {
+          if (cols == kNr && 2 * p + 1 < kc) {  // a whole panel of two bf16 rows: 32 columns interleaved
+            const __m512i x0 = _mm512_loadu_si512(r0 + q * kNr), x1 = _mm512_loadu_si512(r0 + ld + q * kNr);
+            _mm512_storeu_si512(d, _mm512_permutex2var_epi16(x0, low, x1));
+            _mm512_storeu_si512(d + 16, _mm512_permutex2var_epi16(x0, high, x1));
+            continue;
+          }
         }
         for (int64_t vb = 0; vb < kNr; vb += 16) {
           const int64_t n = std::min<int64_t>(16, cols - vb);
-          const uint16_t* s0 = r0 + q * kNr + vb;
+          const T* s0 = r0 + q * kNr + vb;
           const __m512i z = n <= 0 || p >= pairs ? _mm512_setzero_si512()
                                                  : pairs16(s0, 2 * p + 1 < kc ? s0 + ld : nullptr, n);
           _mm512_storeu_si512(d + vb, z);
@@ -212,6 +225,7 @@ struct BSource {
   bool k_contiguous = false;
   const uint32_t* packed = nullptr;
   int64_t panel_dwords = 0;
+  const float* b32 = nullptr;  // B in f32 instead of b, rounded to bf16 as it is packed
 };
 
 // C[m, n] (this thread's slice) = alpha op(A) op(B) + beta C; op(B)'s columns from j_base on in
@@ -236,7 +250,11 @@ TITAN_AMX_TARGET void gemm_on_one_thread(bool trans_a, int64_t m, int64_t n, int
         b_panel = src.panel_dwords;
       } else {
         uint32_t* packing = thread_pack_buffer<uint32_t, 64, 'B'>().get(panels * ppad * kNr);
-        pack_cols(src.b, src.ldb, src.k_contiguous, j_base + j0, nc, k0, kc, ppad, packing);
+        if (src.b32 != nullptr) {
+          pack_cols(src.b32, src.ldb, src.k_contiguous, j_base + j0, nc, k0, kc, ppad, packing);
+        } else {
+          pack_cols(src.b, src.ldb, src.k_contiguous, j_base + j0, nc, k0, kc, ppad, packing);
+        }
         bp = packing;
         b_panel = ppad * kNr;
       }
@@ -306,6 +324,15 @@ TITAN_AMX_TARGET void amx_load_tile_config() { _tile_loadconfig(&kTileConfig); }
 void gemm_bf16_amx(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
                    int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   gemm_amx(trans_a, m, n, k, alpha, a, lda, BSource{b, ldb, trans_b}, beta, c, ldc);
+}
+
+void gemm_bf16_amx(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
+                   int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  BSource src;
+  src.b32 = b;
+  src.ldb = ldb;
+  src.k_contiguous = trans_b;
+  gemm_amx(trans_a, m, n, k, alpha, a, lda, src, beta, c, ldc);
 }
 
 int64_t gemm_bf16_amx_packed_b_bytes(int64_t k, int64_t n) {

@@ -21,6 +21,10 @@ bool gemm_bf16_amx_supported();
 
 void gemm_bf16_amx(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
                    int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc);
+// B in f32, rounded to bf16 (nearest even, core/dtype.h's f32_to_bf16) as it is packed: bit for bit
+// the product on B rounded first, with no bf16 copy of B (gemm_bf16_round_b on AMX).
+void gemm_bf16_amx(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
+                   int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
 // op(B) [k, n] packed once for many products with different A (the lm_head's weight across its
 // token chunks): gemm_bf16_amx_packed_b_bytes(k, n) bytes, written by gemm_bf16_amx_pack_b;

@@ -172,6 +172,10 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
 
 void gemm_bf16_round_b(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
                        int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (gemm_bf16_uses_amx()) {
+    gemm_bf16_amx(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
   if (use_titan_kernel(m, n, k)) {
     gemm_bf16_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
@@ -188,7 +192,7 @@ void gemm_bf16_round_b(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
 }
 
 bool gemm_bf16_rounds_b_while_packing() {
-  return use_titan_kernel(1 << 12, 1 << 12, 1 << 12) || gemm_bf16_is_emulated();
+  return gemm_bf16_uses_amx() || use_titan_kernel(1 << 12, 1 << 12, 1 << 12) || gemm_bf16_is_emulated();
 }
 
 void gemm_of(DType a_dtype, DType b_dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,

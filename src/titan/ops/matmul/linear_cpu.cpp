@@ -44,8 +44,8 @@ TITAN_SIMD_KERNEL(static void, column_sums,
 
 // Under bf16 compute with the f32 master (bf16 x, f32 w), the weight as the products take it: w
 // itself where titan's kernels round it while packing (gemm_bf16_round_b; bit for bit the products
-// on w rounded first: AVX-512-BF16 without AMX, and the AVX2 emulation), else a bf16 copy (AMX /
-// oneDNN, and decode's GEMV).
+// on w rounded first: AMX, AVX-512-BF16, and the AVX2 emulation), else a bf16 copy (oneDNN, and
+// decode's GEMV).
 static Tensor weight_operand(const Tensor& x, const Tensor& w, bool gemv) {
   const bool round_in_gemm = gemm_bf16_rounds_b_while_packing() && !gemv;
   return x.dtype() == DType::bf16 && w.dtype() == DType::f32 && !round_in_gemm ? cast_to(w, DType::bf16) : w;

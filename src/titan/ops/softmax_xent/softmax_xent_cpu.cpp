@@ -91,10 +91,10 @@ static ChunkBuffers chunk_buffers(const LmHeadXentArgs& args, const Tensor& x, c
   const int64_t v = w.size(0), n = targets.numel(), c = lm_head_xent_chunk_tokens(args, n, v, x.dtype());
   const int64_t dlogits_rows = lm_head_xent_keeps_all_dlogits(args, n, v, x.dtype()) ? n : c;
   const bool bf16 = x.dtype() == DType::bf16;
-  const bool round_w = bf16 && w.dtype() == DType::f32 && !gemm_bf16_rounds_b_while_packing();
-  const int64_t packed_bytes = bf16 && (round_w || w.dtype() == DType::bf16)
-                                   ? gemm_bf16_packed_b_bytes(w.size(1), v)
-                                   : 0;
+  // The packing once reads a bf16 weight: an f32 one is rounded into a copy for it (and the
+  // chunks' products then read that copy too), as it is where the GEMM cannot round while packing.
+  const int64_t packed_bytes = bf16 ? gemm_bf16_packed_b_bytes(w.size(1), v) : 0;
+  const bool round_w = bf16 && w.dtype() == DType::f32 && (packed_bytes > 0 || !gemm_bf16_rounds_b_while_packing());
   return {Tensor::empty({c, v}, DType::f32, x.device()),
           bf16 && grads ? Tensor::empty({dlogits_rows, v}, DType::bf16, x.device()) : Tensor(),
           round_w ? Tensor::empty(w.shape(), DType::bf16, x.device()) : Tensor(),
