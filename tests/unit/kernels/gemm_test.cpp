@@ -189,8 +189,8 @@ TEST(GemmBf16, LongReductionsMatchTheExactProduct) {
 // B in f32, rounded while packed: bit for bit the product of B rounded first, in every form, at the
 // register tile's and the k block's edges, on titan's kernels directly and through gemm_bf16_round_b
 // (which takes titan's AMX kernel where the CPU has AMX, its AVX-512-BF16 kernel from 64 MFLOP where
-// it can and rounds a copy below, or titan's AVX2 kernel where gemm_bf16 has no oneDNN bf16 kernel). B holds values
-// that round up, ties to even, infinities and a NaN besides the random ones.
+// it can and rounds a copy below, or titan's AVX2 kernel where gemm_bf16 has no oneDNN bf16
+// kernel). B holds values that round up, ties to even, infinities and a NaN besides the random ones.
 TEST(GemmBf16, RoundingBWhilePackingEqualsRoundingItFirst) {
   const Bf16Case cases[] = {{3, 5, 7}, {13, 33, 3}, {29, 70, 257}, {64, 1061, 1001}, {20, 40, 4099}};
   const float specials[] = {1.00390625f, 1.01171875f, -1.0078125f, 3.0e38f, -std::numeric_limits<float>::infinity(),
