@@ -11,12 +11,14 @@
 // Threads take equal slices of the larger of M and N (gemm_slices.h); each runs the BLIS loops
 // over its slice alone: for each kNc columns, for each kKc k, op(B)'s block packed into kNr-column
 // micro-panels, then each kMc rows of op(A) into kMr-row micro-panels, and the tile block runs over
-// every (B micro-panel, A micro-panel) pair, the next B micro-panel fetched into L2 meanwhile and
-// C's block requested for writing before its tile steps. Blocking (measured on 2 Sapphire Rapids
-// cores, docs/performance.md (aa)): the tile steps reach ~60% of the tile peak from L1 and ~40%
-// from L2, but every block's write to C costs about as much as 512 k of them (a 32 x 32 f32 block
-// read and written back), so k blocks are long: kKc 2048 makes each micro-panel 128 KiB, in L2
-// (kKc 512: 8-15% slower on the head's and 2048^3 products; 4096: no faster).
+// every (B micro-panel, A micro-panel) pair. Where the block is all of k, alpha is 1, beta 0 and
+// C's rows are close, the tiles are stored into C; otherwise through an L1 block that write_block
+// scales and adds, C's lines requested for writing before the tile steps. Blocking (measured on 2
+// Sapphire Rapids cores, docs/performance.md (aa), (ad)): the tile steps reach ~80% of the tile
+// peak from L1 and ~50% from L2 on one core (~30% with both cores streaming), but every block's
+// write through write_block costs about as much as 512 k of them (a 32 x 32 f32 block read and
+// written back), so k blocks are long: kKc 2048 makes each micro-panel 128 KiB, in L2 (kKc 512:
+// 8-15% slower on the head's and 2048^3 products; 4096: no faster).
 #include "titan/kernels/cpu/gemm_bf16_amx.h"
 
 #include <algorithm>
@@ -47,6 +49,9 @@ constexpr int64_t kStep = 16;  // k pairs per tile step (32 bf16: a tile row of 
 constexpr int64_t kKc = 2048;  // k per block (a multiple of 2 kStep)
 constexpr int64_t kMc = 256;   // rows per packed block of op(A), up to 2 kMc where M is no more
 constexpr int64_t kNc = 1024;  // columns per packed block of op(B)
+// C rows at most this many floats apart are stored from the tiles: the projections' products
+// (rows 4-12 KiB apart) ran 8-20% faster so, the head's logits (rows 594 KiB apart) 15% slower.
+constexpr int64_t kDirectMaxLdc = 4096;
 
 // Pairs of a block of kc values of k, padded with zero pairs to whole tile steps.
 int64_t padded_pairs(int64_t kc) { return ceil_div((kc + 1) / 2, kStep) * kStep; }
@@ -182,7 +187,7 @@ TITAN_BF16_TARGET void pack_cols(const T* x, int64_t ld, bool k_contiguous, int6
 // of kNr columns, the next pair kNr dwords on). A packed op(A) is faster to load than op(A) as
 // stored even where that is along k: the head's x rows, 2 KiB apart, fall into few L1 sets (its
 // logits product ran at 664 instead of 1070 GFLOP/s reading them in place).
-TITAN_AMX_TARGET void tile_block(int64_t ppad, const uint32_t* ap, const uint32_t* bp, float* out) {
+TITAN_AMX_TARGET void tile_block(int64_t ppad, const uint32_t* ap, const uint32_t* bp, float* out, int64_t ldo) {
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);
@@ -198,10 +203,10 @@ TITAN_AMX_TARGET void tile_block(int64_t ppad, const uint32_t* ap, const uint32_
     _tile_dpbf16ps(2, 5, 6);
     _tile_dpbf16ps(3, 5, 7);
   }
-  _tile_stored(0, out, kNr * 4);
-  _tile_stored(1, out + 16, kNr * 4);
-  _tile_stored(2, out + 16 * kNr, kNr * 4);
-  _tile_stored(3, out + 16 * kNr + 16, kNr * 4);
+  _tile_stored(0, out, ldo * 4);
+  _tile_stored(1, out + 16, ldo * 4);
+  _tile_stored(2, out + 16 * ldo, ldo * 4);
+  _tile_stored(3, out + 16 * ldo + 16, ldo * 4);
 }
 
 // C[rows, cols] (<= kMr x kNr, row stride ldc) gets alpha out: written as alpha out + beta C
@@ -243,6 +248,8 @@ TITAN_AMX_TARGET void gemm_on_one_thread(bool trans_a, int64_t m, int64_t n, int
     for (int64_t k0 = 0; k0 < k; k0 += kKc) {
       const int64_t kc = std::min(kKc, k - k0), ppad = padded_pairs(kc);
       const bool first = k0 == 0;
+      // C's blocks stored from the tiles where this block is all of k and C is only written.
+      const bool direct = first && k0 + kc == k && alpha == 1.0f && beta == 0.0f && ldc <= kDirectMaxLdc;
       const uint32_t* bp;
       int64_t b_panel;  // dwords from one B micro-panel to the next
       if (src.packed != nullptr) {
@@ -268,8 +275,12 @@ TITAN_AMX_TARGET void gemm_on_one_thread(bool trans_a, int64_t m, int64_t n, int
         const int64_t b_lines = ppad * kNr * 4 / 64;  // cache lines of a B micro-panel
         for (int64_t q = 0; q < panels; ++q) {
           const int64_t col = j0 + q * kNr;
-          // The next B micro-panel is fetched into L2 a share per A micro-panel, while this one runs.
-          const char* next_b = q + 1 < panels ? reinterpret_cast<const char*>(bp + (q + 1) * b_panel) : nullptr;
+          // A B micro-panel packed once for the whole product comes from memory: the next one is
+          // fetched into L2 a share per A micro-panel while this one runs. One this thread has just
+          // packed is in its caches: fetching it again cost the projections ~5%.
+          const char* next_b = src.packed != nullptr && q + 1 < panels
+                                   ? reinterpret_cast<const char*>(bp + (q + 1) * b_panel)
+                                   : nullptr;
           for (int64_t r = 0; r < row_panels; ++r) {
             const int64_t row = i0 + r * kMr;
             if (next_b != nullptr) {
@@ -277,16 +288,17 @@ TITAN_AMX_TARGET void gemm_on_one_thread(bool trans_a, int64_t m, int64_t n, int
                 _mm_prefetch(next_b + l * 64, _MM_HINT_T1);
               }
             }
-            {  // C's block is written after the tile steps: its lines are requested now
-              const int64_t rows = std::min(kMr, m - row);
-              for (int64_t i = 0; i < rows; ++i) {
+            const int64_t rows = std::min(kMr, m - row), cols = std::min(kNr, n - col);
+            if (direct && rows == kMr && cols == kNr) {
+              tile_block(ppad, ap + r * kMr * ppad, bp + q * b_panel, c + row * ldc + col, ldc);
+            } else {
+              for (int64_t i = 0; i < rows; ++i) {  // C's lines requested while the tile steps run
                 __builtin_prefetch(c + (row + i) * ldc + col, 1, 3);  // prefetchw
                 __builtin_prefetch(c + (row + i) * ldc + col + 16, 1, 3);
               }
+              tile_block(ppad, ap + r * kMr * ppad, bp + q * b_panel, out, kNr);
+              write_block(out, c + row * ldc + col, ldc, rows, cols, alpha, beta, first);
             }
-            tile_block(ppad, ap + r * kMr * ppad, bp + q * b_panel, out);
-            write_block(out, c + row * ldc + col, ldc, std::min(kMr, m - row), std::min(kNr, n - col), alpha, beta,
-                        first);
           }
         }
       }
