@@ -113,7 +113,7 @@ struct FdOptions {
 };
 
 // isa_levels: every CPU implementation's forward (and backward) with the x86-64-v4 instantiations
-// of its TITAN_SIMD_KERNELs and TITAN_CPU_KERNELs and with the AVX2 ones (kernels/cpu/simd.h),
+// of its TITAN_SIMD_KERNELs (plain loops included) and with the AVX2 ones (kernels/cpu/simd.h),
 // equal bit for bit. Compares nothing, and says so, on a CPU without x86-64-v4 or in a TITAN_BASELINE_ONLY build.
 enum class Mode { forward, backward, gradient, isa_levels };
 const char* mode_name(Mode mode);

@@ -254,8 +254,8 @@ inline bool simd_v4() {
   return simd_v4_supported() && !simd_baseline_forced.load(std::memory_order_relaxed);
 }
 
-// Runs the AVX2 instantiations (of TITAN_SIMD_KERNELs and TITAN_CPU_KERNELs) for its lifetime, on
-// a CPU that has x86-64-v4 too. Set it outside parallel regions.
+// Runs the AVX2 instantiations of the TITAN_SIMD_KERNELs for its lifetime, on a CPU that has
+// x86-64-v4 too. Set it outside parallel regions.
 class SimdBaselineScope {
  public:
   SimdBaselineScope() : saved_(simd_baseline_forced.exchange(true)) {}
@@ -279,6 +279,12 @@ class SimdBaselineScope {
 // `args` names the parameters in order. A build with TITAN_BASELINE_ONLY (CMake option) compiles
 // the v3 instantiation alone, so the test suite can run the path an AVX2-only machine takes on
 // an AVX-512 machine.
+//
+// A body may ignore f32x16: a plain loop that GCC vectorizes by itself (the casts, AdamW) is
+// compiled per ISA level the same way, behind the same switch, so SimdBaselineScope (the op
+// harness's Mode::isa_levels) runs its AVX2 code on an AVX-512 machine too. (Such loops were GCC
+// target_clones once, which the loader resolves for the process: the AVX2 clone could not be
+// run, so not compared, where the x86-64-v4 one is picked.)
 #ifdef TITAN_BASELINE_ONLY
 #define TITAN_SIMD_KERNEL(ret, name, params, args)                                     \
   template <class f32x16>                                                              \
@@ -300,34 +306,7 @@ class SimdBaselineScope {
   TITAN_SIMD_INLINE ret name##_body params
 #endif
 
-// Plain loops that GCC vectorizes by itself (no f32x16) are compiled per ISA level the same way,
-// from one always_inline body:
-//
-//   TITAN_CPU_KERNEL(static void, step_range, (float* p, int64_t n), (p, n)) {
-//     for (int64_t i = 0; i < n; ++i) p[i] *= 2.0f;
-//   }
-//
-// defines name_body, name_v4 (compiled for x86-64-v4), name_v3 (the AVX2 baseline) and `name`,
-// which dispatches on simd_v4(): the same switch as TITAN_SIMD_KERNEL, so SimdBaselineScope (the
-// op harness's Mode::isa_levels) runs a plain-loop kernel's AVX2 code on an AVX-512 machine too.
-// They were GCC target_clones once, which the loader resolves for the process: the AVX2 clone
-// could not be run, so not compared, where the x86-64-v4 one is picked.
-#ifdef TITAN_BASELINE_ONLY
-#define TITAN_CPU_KERNEL(ret, name, params, args)          \
-  TITAN_SIMD_INLINE ret name##_body params;                 \
-  ret name##_v3 params { return name##_body args; }         \
-  ret name params { return name##_v3 args; }                \
-  TITAN_SIMD_INLINE ret name##_body params
-#else
-#define TITAN_CPU_KERNEL(ret, name, params, args)                                              \
-  TITAN_SIMD_INLINE ret name##_body params;                                                     \
-  [[gnu::target("arch=x86-64-v4")]] ret name##_v4 params { return name##_body args; }           \
-  ret name##_v3 params { return name##_body args; }                                             \
-  ret name params { return ::titan::kernels::simd_v4() ? name##_v4 args : name##_v3 args; }     \
-  TITAN_SIMD_INLINE ret name##_body params
-#endif
-
-// In a TITAN_CPU_KERNEL the same rule as simd.h's first: a product that feeds an add is either
+// In a plain-loop body the same rule as simd.h's first: a product that feeds an add is either
 // std::fma (fused) or rounded_product(a, b) (rounded on its own, never fused), not `a * b + c`.
 // Left to GCC, a running sum `acc += a[x] * b[x]` is unfused in the vectorized loop (an in-order
 // reduction: a vector multiply, then lane-by-lane adds) and fused in the scalar remainder, whose

@@ -8,8 +8,8 @@ namespace titan::kernels {
 // element i always lands in acc[i % 8], the contract's order. The inner loop over k is what GCC
 // turns into fp64 vector lanes; the lanes never mix until the final fixed tree. The square of an
 // f32 is exact in fp64, so FMA contraction gives the same bits.
-TITAN_CPU_KERNEL(double, sum_squares_f32, (const float* x, int64_t n),
-                 (x, n)) {
+TITAN_SIMD_KERNEL(double, sum_squares_f32, (const float* x, int64_t n),
+                  (x, n)) {
   double acc[8] = {};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {

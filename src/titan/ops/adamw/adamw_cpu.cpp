@@ -4,7 +4,7 @@
 // Memory bound; the arithmetic is the f32 sequence torch runs (scalars rounded to f32 once).
 // Elementwise, so the result does not depend on the split.
 #include "titan/core/parallel.h"
-#include "titan/kernels/cpu/simd.h"  // TITAN_CPU_KERNEL
+#include "titan/kernels/cpu/simd.h"  // TITAN_SIMD_KERNEL
 #include "titan/ops/adamw/adamw.h"
 
 namespace titan::ops {
@@ -23,10 +23,10 @@ struct Scalars {
 // code (with stack spills), which made the kernel compute bound at ~60% of torch's fused speed.
 // __restrict: the contract (adamw.h) requires four non-overlapping tensors, so the compiler may
 // keep the scalars in registers and vectorize without runtime overlap checks.
-TITAN_CPU_KERNEL(static void, step_range, (int64_t begin, int64_t end, float* __restrict param,
-                                          const float* __restrict grad, float* __restrict exp_avg,
-                                          float* __restrict exp_avg_sq, const Scalars s),
-                 (begin, end, param, grad, exp_avg, exp_avg_sq, s)) {
+TITAN_SIMD_KERNEL(static void, step_range, (int64_t begin, int64_t end, float* __restrict param,
+                                           const float* __restrict grad, float* __restrict exp_avg,
+                                           float* __restrict exp_avg_sq, const Scalars s),
+                  (begin, end, param, grad, exp_avg, exp_avg_sq, s)) {
 #pragma omp simd
   for (int64_t i = begin; i < end; ++i) {
     const float g = grad[i];
@@ -42,10 +42,10 @@ TITAN_CPU_KERNEL(static void, step_range, (int64_t begin, int64_t end, float* __
 // bf16 moments (2 + 2 bytes of state per element): read as f32, stored rounded to nearest even by
 // core/dtype.h's conversions (the reference's, so the same bits, NaN included), the update reading
 // the stored values, as the reference does.
-TITAN_CPU_KERNEL(static void, step_range_bf16, (int64_t begin, int64_t end, float* __restrict param,
-                                               const float* __restrict grad, uint16_t* __restrict exp_avg,
-                                               uint16_t* __restrict exp_avg_sq, const Scalars s),
-                 (begin, end, param, grad, exp_avg, exp_avg_sq, s)) {
+TITAN_SIMD_KERNEL(static void, step_range_bf16, (int64_t begin, int64_t end, float* __restrict param,
+                                                const float* __restrict grad, uint16_t* __restrict exp_avg,
+                                                uint16_t* __restrict exp_avg_sq, const Scalars s),
+                  (begin, end, param, grad, exp_avg, exp_avg_sq, s)) {
 #pragma omp simd
   for (int64_t i = begin; i < end; ++i) {
     const float g = grad[i];

@@ -27,9 +27,9 @@ inline const float* source_row(const Shape3& d, int64_t s, const float* xb, cons
   return nullptr;
 }
 
-TITAN_CPU_KERNEL(void, forward_block, (const Shape3& d, bool silu, int64_t c0, int64_t n, const float* x,
-                                      const float* w, float* y, const float* state),
-                 (d, silu, c0, n, x, w, y, state)) {
+TITAN_SIMD_KERNEL(void, forward_block, (const Shape3& d, bool silu, int64_t c0, int64_t n, const float* x,
+                                       const float* w, float* y, const float* state),
+                  (d, silu, c0, n, x, w, y, state)) {
   AlignedVector<float> acc(n);
   for (int64_t b = 0; b < d.batch; ++b) {
     const float* xb = x + b * d.tokens * d.channels;
@@ -47,9 +47,9 @@ TITAN_CPU_KERNEL(void, forward_block, (const Shape3& d, bool silu, int64_t c0, i
   }
 }
 
-TITAN_CPU_KERNEL(void, backward_block, (const Shape3& d, bool silu, int64_t c0, int64_t n, const float* dy,
-                                       const float* x, const float* w, float* dx, float* dw),
-                 (d, silu, c0, n, dy, x, w, dx, dw)) {
+TITAN_SIMD_KERNEL(void, backward_block, (const Shape3& d, bool silu, int64_t c0, int64_t n, const float* dy,
+                                        const float* x, const float* w, float* dx, float* dw),
+                  (d, silu, c0, n, dy, x, w, dx, dw)) {
   AlignedVector<float> dpre(d.tokens * n), dwb(n * d.taps, 0.0f);
   for (int64_t b = 0; b < d.batch; ++b) {
     const float* xb = x + b * d.tokens * d.channels;

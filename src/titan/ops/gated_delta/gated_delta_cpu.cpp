@@ -58,9 +58,9 @@ struct ChunkScratch {
 // One chunk of n tokens of one value head, starting at token t0: o's rows (when `o` is not null)
 // and the state S [Dk, Dv] carried over the chunk (gated_delta.md, "Chunked form").
 //   qh, kh: the head's normalised rows from t0; v: rows with stride c; g, beta, o: stride hv / hv dv.
-TITAN_CPU_KERNEL(void, chunk_forward, (const Dims& d, int64_t n, const float* qh, const float* kh, const float* v,
-                                      const float* g, const float* beta, float* S, float* o, ChunkScratch& w),
-                 (d, n, qh, kh, v, g, beta, S, o, w)) {
+TITAN_SIMD_KERNEL(void, chunk_forward, (const Dims& d, int64_t n, const float* qh, const float* kh, const float* v,
+                                       const float* g, const float* beta, float* S, float* o, ChunkScratch& w),
+                  (d, n, qh, kh, v, g, beta, S, o, w)) {
   const int64_t dk = d.dk, dv = d.dv;
   float* gamma = w.gamma.data();
   float* W = w.W.data();
@@ -136,11 +136,11 @@ using kernels::rounded_product;
 // The adjoint over one chunk of n tokens, last token first (gated_delta.md, "Backward"): the
 // chunk's states st[0 .. n] recomputed from its start st[0], then dS carried back through them.
 // dqh, dkh accumulate (+=, summed over the value heads of a key head); dv, dg, dbeta are written.
-TITAN_CPU_KERNEL(void, chunk_backward, (const Dims& d, int64_t n, const float* qh, const float* kh, const float* v,
-                                       const float* g, const float* beta, const float* d_o, float* st, float* r,
-                                       float* dS, float* dd, float* dqh, float* dkh, float* dv_out, float* dg,
-                                       float* dbeta),
-                 (d, n, qh, kh, v, g, beta, d_o, st, r, dS, dd, dqh, dkh, dv_out, dg, dbeta)) {
+TITAN_SIMD_KERNEL(void, chunk_backward, (const Dims& d, int64_t n, const float* qh, const float* kh, const float* v,
+                                        const float* g, const float* beta, const float* d_o, float* st, float* r,
+                                        float* dS, float* dd, float* dqh, float* dkh, float* dv_out, float* dg,
+                                        float* dbeta),
+                  (d, n, qh, kh, v, g, beta, d_o, st, r, dS, dd, dqh, dkh, dv_out, dg, dbeta)) {
   const int64_t dk = d.dk, dv = d.dv, dkdv = dk * dv;
   for (int64_t i = 0; i < n; ++i) {
     const float a = std::exp(g[i * d.hv]), bi = beta[i * d.hv];

@@ -11,9 +11,9 @@ namespace titan::ops {
 
 namespace {
 
-TITAN_CPU_KERNEL(void, forward_rows, (int64_t begin, int64_t end, int64_t f, int64_t g, const float* x,
-                                     const float* gate, float* y),
-                 (begin, end, f, g, x, gate, y)) {
+TITAN_SIMD_KERNEL(void, forward_rows, (int64_t begin, int64_t end, int64_t f, int64_t g, const float* x,
+                                      const float* gate, float* y),
+                  (begin, end, f, g, x, gate, y)) {
   const int64_t group = f / g;
   for (int64_t r = begin; r < end; ++r) {
     for (int64_t j = 0; j < g; ++j) {
@@ -25,9 +25,9 @@ TITAN_CPU_KERNEL(void, forward_rows, (int64_t begin, int64_t end, int64_t f, int
   }
 }
 
-TITAN_CPU_KERNEL(void, backward_rows, (int64_t begin, int64_t end, int64_t f, int64_t g, const float* dy,
-                                      const float* x, const float* gate, float* dx, float* dgate),
-                 (begin, end, f, g, dy, x, gate, dx, dgate)) {
+TITAN_SIMD_KERNEL(void, backward_rows, (int64_t begin, int64_t end, int64_t f, int64_t g, const float* dy,
+                                       const float* x, const float* gate, float* dx, float* dgate),
+                  (begin, end, f, g, dy, x, gate, dx, dgate)) {
   const int64_t group = f / g;
   for (int64_t r = begin; r < end; ++r) {
     for (int64_t j = 0; j < g; ++j) {
