@@ -227,6 +227,7 @@ TEST(GemmBf16, RoundingBWhilePackingEqualsRoundingItFirst) {
 // The AMX kernel's packed B (the lm_head's weight, packed once for its chunks): bit for bit the
 // product that packs B per call, for both storages of B, across k blocks (k 4100: three) and
 // column panels (n 1100: two), beta 0 and 1. (A wrong k offset into the packed panels fails it.)
+// An f32 B rounded as it is packed gives the bytes of B rounded first, then packed.
 TEST(GemmBf16Amx, PackedBEqualsPackingPerCall) {
   if (!gemm_bf16_amx_supported()) GTEST_SKIP() << "no AMX here";
   const Bf16Case cases[] = {{37, 1100, 1025}, {5, 33, 31}, {300, 64, 512}, {40, 70, 4100}};
@@ -235,6 +236,15 @@ TEST(GemmBf16Amx, PackedBEqualsPackingPerCall) {
       const Bf16Operands o = bf16_operands(false, tb, c, 61);
       std::vector<uint8_t> packed(static_cast<size_t>(gemm_bf16_amx_packed_b_bytes(c.k, c.n)));
       gemm_bf16_amx_pack_b(tb, c.k, c.n, o.b.data(), o.ldb, packed.data());
+      {
+        const Tensor b32 = random_f32({static_cast<int64_t>(o.b.size())}, 71);
+        std::vector<uint16_t> rounded(o.b.size());
+        for (size_t i = 0; i < rounded.size(); ++i) rounded[i] = f32_to_bf16(b32.data<float>()[i]);
+        std::vector<uint8_t> want(packed.size()), got(packed.size());
+        gemm_bf16_amx_pack_b(tb, c.k, c.n, rounded.data(), o.ldb, want.data());
+        gemm_bf16_amx_pack_b(tb, c.k, c.n, b32.data<float>(), o.ldb, got.data());
+        EXPECT_EQ(want, got) << "f32 B, tb=" << tb << " n=" << c.n << " k=" << c.k;
+      }
       for (const float beta : {0.0f, 1.0f}) {
         const Tensor init = random_f32({c.m, c.n}, 9);
         std::vector<float> want(init.data<float>(), init.data<float>() + init.numel()), got = want;

@@ -64,11 +64,16 @@ bool gemm_bf16_is_emulated();
 //   gemm_bf16_pack_b(trans_b, k, n, b, ldb, packed);             // once, into `bytes` at `packed`
 //   gemm_bf16_packed(m, n, k, alpha, a, lda, trans_b, b, ldb, packed, beta, c, ldc);  // C = alpha A op(B) + beta C
 // A product through the packed B equals gemm_bf16's bit for bit. B must stay as it was packed (the
-// packed copy is used where the kernel can, B itself where not).
+// packed copy is used where the kernel can, B itself where not). B may be f32, rounded to bf16 as
+// it is packed (the head's f32 master weight: no bf16 copy of it): then bit for bit
+// gemm_bf16_round_b.
 int64_t gemm_bf16_packed_b_bytes(int64_t k, int64_t n);  // op(B)'s layout, however B is stored
 void gemm_bf16_pack_b(bool trans_b, int64_t k, int64_t n, const uint16_t* b, int64_t ldb, void* packed);
+void gemm_bf16_pack_b(bool trans_b, int64_t k, int64_t n, const float* b, int64_t ldb, void* packed);
 void gemm_bf16_packed(int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a, int64_t lda, bool trans_b,
                       const uint16_t* b, int64_t ldb, const void* packed, float beta, float* c, int64_t ldc);
+void gemm_bf16_packed(int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a, int64_t lda, bool trans_b,
+                      const float* b, int64_t ldb, const void* packed, float beta, float* c, int64_t ldc);
 
 // True where gemm_bf16 runs every product on titan's AMX kernel: the CPU has AMX-BF16, Linux granted
 // the tile state, and oneDNN's effective ISA is avx512_core_amx (DNNL_MAX_CPU_ISA can cap it off).

@@ -351,12 +351,23 @@ int64_t gemm_bf16_amx_packed_b_bytes(int64_t k, int64_t n) {
   return ceil_div(n, kNr) * padded_pairs(k) * kNr * static_cast<int64_t>(sizeof(uint32_t));
 }
 
-void gemm_bf16_amx_pack_b(bool trans_b, int64_t k, int64_t n, const uint16_t* b, int64_t ldb, void* packed) {
+namespace {
+template <class T>
+void pack_b_whole(bool trans_b, int64_t k, int64_t n, const T* b, int64_t ldb, void* packed) {
   const int64_t ppad = padded_pairs(k);
   auto* dst = static_cast<uint32_t*>(packed);
   parallel_for(ceil_div(n, kNr), 16, [&](int64_t q0, int64_t q1) {
     pack_cols(b, ldb, trans_b, q0 * kNr, std::min(q1 * kNr, n) - q0 * kNr, 0, k, ppad, dst + q0 * ppad * kNr);
   });
+}
+}  // namespace
+
+void gemm_bf16_amx_pack_b(bool trans_b, int64_t k, int64_t n, const uint16_t* b, int64_t ldb, void* packed) {
+  pack_b_whole(trans_b, k, n, b, ldb, packed);
+}
+
+void gemm_bf16_amx_pack_b(bool trans_b, int64_t k, int64_t n, const float* b, int64_t ldb, void* packed) {
+  pack_b_whole(trans_b, k, n, b, ldb, packed);
 }
 
 void gemm_bf16_amx_packed(int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a, int64_t lda,

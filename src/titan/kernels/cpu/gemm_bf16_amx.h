@@ -32,6 +32,8 @@ void gemm_bf16_amx(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
 // bit for bit gemm_bf16_amx(false, trans_b, ...).
 int64_t gemm_bf16_amx_packed_b_bytes(int64_t k, int64_t n);
 void gemm_bf16_amx_pack_b(bool trans_b, int64_t k, int64_t n, const uint16_t* b, int64_t ldb, void* packed);
+// B in f32, rounded to bf16 as it is packed: the same packing as of B rounded first.
+void gemm_bf16_amx_pack_b(bool trans_b, int64_t k, int64_t n, const float* b, int64_t ldb, void* packed);
 void gemm_bf16_amx_packed(int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a, int64_t lda,
                           const void* packed, float beta, float* c, int64_t ldc);
 

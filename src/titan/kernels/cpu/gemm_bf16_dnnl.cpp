@@ -267,12 +267,25 @@ void gemm_bf16_pack_b(bool trans_b, int64_t k, int64_t n, const uint16_t* b, int
   if (packs(k, n)) gemm_bf16_amx_pack_b(trans_b, k, n, b, ldb, packed);
 }
 
+void gemm_bf16_pack_b(bool trans_b, int64_t k, int64_t n, const float* b, int64_t ldb, void* packed) {
+  if (packs(k, n)) gemm_bf16_amx_pack_b(trans_b, k, n, b, ldb, packed);
+}
+
 void gemm_bf16_packed(int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a, int64_t lda, bool trans_b,
                       const uint16_t* b, int64_t ldb, const void* packed, float beta, float* c, int64_t ldc) {
   if (packed != nullptr && packs(k, n)) {
     gemm_bf16_amx_packed(m, n, k, alpha, a, lda, packed, beta, c, ldc);
   } else {
     gemm_bf16(false, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+}
+
+void gemm_bf16_packed(int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a, int64_t lda, bool trans_b,
+                      const float* b, int64_t ldb, const void* packed, float beta, float* c, int64_t ldc) {
+  if (packed != nullptr && packs(k, n)) {
+    gemm_bf16_amx_packed(m, n, k, alpha, a, lda, packed, beta, c, ldc);
+  } else {
+    gemm_bf16_round_b(false, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
 }
 

@@ -81,8 +81,9 @@ TITAN_SIMD_KERNEL(static void, xent_rows,
 // place) and, with bf16 operands and gradients, their bf16 rounding; with an f32 weight beside a
 // bf16 x, where the bf16 GEMM cannot round it while packing, the weight rounded once; with bf16
 // operands where the GEMM gains from it (AMX), w^T packed once for the chunks' logits products
-// (gemm_bf16_pack_b); where all chunks' bf16 dlogits are kept, dlogits_cV holds N rows instead of
-// c. The CPU kernel's memory and, shapes only, the meta device's (lm_head_xent_impl_meta).
+// (gemm_bf16_pack_b; an f32 weight rounded as it is packed); where all chunks' bf16 dlogits are
+// kept, dlogits_cV holds N rows instead of c. The CPU kernel's memory and, shapes only, the meta
+// device's (lm_head_xent_impl_meta).
 struct ChunkBuffers {
   Tensor logits_cV, dlogits_cV, w_rounded_VD, w_packed;
 };
@@ -91,10 +92,8 @@ static ChunkBuffers chunk_buffers(const LmHeadXentArgs& args, const Tensor& x, c
   const int64_t v = w.size(0), n = targets.numel(), c = lm_head_xent_chunk_tokens(args, n, v, x.dtype());
   const int64_t dlogits_rows = lm_head_xent_keeps_all_dlogits(args, n, v, x.dtype()) ? n : c;
   const bool bf16 = x.dtype() == DType::bf16;
-  // The packing once reads a bf16 weight: an f32 one is rounded into a copy for it (and the
-  // chunks' products then read that copy too), as it is where the GEMM cannot round while packing.
   const int64_t packed_bytes = bf16 ? gemm_bf16_packed_b_bytes(w.size(1), v) : 0;
-  const bool round_w = bf16 && w.dtype() == DType::f32 && (packed_bytes > 0 || !gemm_bf16_rounds_b_while_packing());
+  const bool round_w = bf16 && w.dtype() == DType::f32 && !gemm_bf16_rounds_b_while_packing();
   return {Tensor::empty({c, v}, DType::f32, x.device()),
           bf16 && grads ? Tensor::empty({dlogits_rows, v}, DType::bf16, x.device()) : Tensor(),
           round_w ? Tensor::empty(w.shape(), DType::bf16, x.device()) : Tensor(),
@@ -130,7 +129,14 @@ static LmHeadXentResult run_cpu(const LmHeadXentArgs& args, const Tensor& x, con
   const Tensor& w_used = w_rounded.defined() ? w_rounded : w;
   const void* wp = w_used.raw_data();
   const Tensor& w_packed = buffers.w_packed;
-  if (w_packed.defined()) gemm_bf16_pack_b(true, d, v, w_used.data<uint16_t>(), d, w_packed.raw_data());
+  const bool w32 = w_used.dtype() == DType::f32;  // bf16 operands: rounded as the GEMMs pack it
+  if (w_packed.defined()) {
+    if (w32) {
+      gemm_bf16_pack_b(true, d, v, w_used.data<float>(), d, w_packed.raw_data());
+    } else {
+      gemm_bf16_pack_b(true, d, v, w_used.data<uint16_t>(), d, w_packed.raw_data());
+    }
+  }
   // op(B) of the products: the weight (bf16, or f32 rounded as it is packed), or x (bf16 or f32).
   auto product = [&](bool trans_a, bool trans_b, int64_t m, int64_t nn, int64_t k, const void* a, int64_t lda,
                      const void* b, int64_t ldb, float beta, float* out, int64_t ldc) {
@@ -157,7 +163,10 @@ static LmHeadXentResult run_cpu(const LmHeadXentArgs& args, const Tensor& x, con
     if (d == 0) {
       std::memset(lp, 0, sizeof(float) * cn * v);
     } else {
-      if (w_packed.defined()) {  // logits_cV = x_cD w_VD^T
+      if (w_packed.defined() && w32) {  // logits_cV = x_cD w_VD^T
+        gemm_bf16_packed(cn, v, d, 1.0f, static_cast<const uint16_t*>(xc), d, true, w_used.data<float>(), d,
+                         w_packed.raw_data(), 0.0f, lp, v);
+      } else if (w_packed.defined()) {
         gemm_bf16_packed(cn, v, d, 1.0f, static_cast<const uint16_t*>(xc), d, true, w_used.data<uint16_t>(), d,
                          w_packed.raw_data(), 0.0f, lp, v);
       } else {
