@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "titan/core/dtype.h"
@@ -271,22 +272,29 @@ void gemm_bf16_pack_b(bool trans_b, int64_t k, int64_t n, const float* b, int64_
   if (packs(k, n)) gemm_bf16_amx_pack_b(trans_b, k, n, b, ldb, packed);
 }
 
-void gemm_bf16_packed(int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a, int64_t lda, bool trans_b,
-                      const uint16_t* b, int64_t ldb, const void* packed, float beta, float* c, int64_t ldc) {
+namespace {
+// The packed B where there is one, else B as stored (bf16, or f32 rounded as it is read).
+template <class T>
+void packed_or_stored(int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a, int64_t lda, bool trans_b,
+                      const T* b, int64_t ldb, const void* packed, float beta, float* c, int64_t ldc) {
   if (packed != nullptr && packs(k, n)) {
     gemm_bf16_amx_packed(m, n, k, alpha, a, lda, packed, beta, c, ldc);
+  } else if constexpr (std::is_same_v<T, float>) {
+    gemm_bf16_round_b(false, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   } else {
     gemm_bf16(false, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
 }
+}  // namespace
+
+void gemm_bf16_packed(int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a, int64_t lda, bool trans_b,
+                      const uint16_t* b, int64_t ldb, const void* packed, float beta, float* c, int64_t ldc) {
+  packed_or_stored(m, n, k, alpha, a, lda, trans_b, b, ldb, packed, beta, c, ldc);
+}
 
 void gemm_bf16_packed(int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a, int64_t lda, bool trans_b,
                       const float* b, int64_t ldb, const void* packed, float beta, float* c, int64_t ldc) {
-  if (packed != nullptr && packs(k, n)) {
-    gemm_bf16_amx_packed(m, n, k, alpha, a, lda, packed, beta, c, ldc);
-  } else {
-    gemm_bf16_round_b(false, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  }
+  packed_or_stored(m, n, k, alpha, a, lda, trans_b, b, ldb, packed, beta, c, ldc);
 }
 
 // titan's AMX kernel (gemm_bf16_amx.h) wherever oneDNN would run its AMX matmul (DNNL_MAX_CPU_ISA
