@@ -129,14 +129,12 @@ static LmHeadXentResult run_cpu(const LmHeadXentArgs& args, const Tensor& x, con
   const Tensor& w_used = w_rounded.defined() ? w_rounded : w;
   const void* wp = w_used.raw_data();
   const Tensor& w_packed = buffers.w_packed;
-  const bool w32 = w_used.dtype() == DType::f32;  // bf16 operands: rounded as the GEMMs pack it
-  if (w_packed.defined()) {
-    if (w32) {
-      gemm_bf16_pack_b(true, d, v, w_used.data<float>(), d, w_packed.raw_data());
-    } else {
-      gemm_bf16_pack_b(true, d, v, w_used.data<uint16_t>(), d, w_packed.raw_data());
-    }
-  }
+  // fn(the weight as its element type): bf16, or the f32 master that the packing GEMMs round.
+  auto with_w = [&](auto&& fn) {
+    if (w_used.dtype() == DType::f32) return fn(w_used.data<float>());
+    return fn(w_used.data<uint16_t>());
+  };
+  if (w_packed.defined()) with_w([&](const auto* wd) { gemm_bf16_pack_b(true, d, v, wd, d, w_packed.raw_data()); });
   // op(B) of the products: the weight (bf16, or f32 rounded as it is packed), or x (bf16 or f32).
   auto product = [&](bool trans_a, bool trans_b, int64_t m, int64_t nn, int64_t k, const void* a, int64_t lda,
                      const void* b, int64_t ldb, float beta, float* out, int64_t ldc) {
@@ -163,12 +161,11 @@ static LmHeadXentResult run_cpu(const LmHeadXentArgs& args, const Tensor& x, con
     if (d == 0) {
       std::memset(lp, 0, sizeof(float) * cn * v);
     } else {
-      if (w_packed.defined() && w32) {  // logits_cV = x_cD w_VD^T
-        gemm_bf16_packed(cn, v, d, 1.0f, static_cast<const uint16_t*>(xc), d, true, w_used.data<float>(), d,
-                         w_packed.raw_data(), 0.0f, lp, v);
-      } else if (w_packed.defined()) {
-        gemm_bf16_packed(cn, v, d, 1.0f, static_cast<const uint16_t*>(xc), d, true, w_used.data<uint16_t>(), d,
-                         w_packed.raw_data(), 0.0f, lp, v);
+      if (w_packed.defined()) {  // logits_cV = x_cD w_VD^T
+        with_w([&](const auto* wd) {
+          gemm_bf16_packed(cn, v, d, 1.0f, static_cast<const uint16_t*>(xc), d, true, wd, d, w_packed.raw_data(),
+                           0.0f, lp, v);
+        });
       } else {
         product(false, true, cn, v, d, xc, d, wp, d, 0.0f, lp, v);
       }
