@@ -10,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "titan/core/dtype.h"
 #include "titan/core/parallel.h"
 #include "titan/kernels/cpu/gemm.h"
 #include "titan/kernels/cpu/cast.h"
@@ -23,10 +24,9 @@ using namespace titan::kernels;
 // For rows [begin, end) of the chunk: loss_rows[r] = logsumexp(l_r) - l_r[target_r] (0 where
 // ignored). With `grads`, the row is overwritten with (softmax - onehot) * grad_scale (zeros
 // where ignored). One exp per logit: exp(l - max) is stored, then scaled by grad_scale / sum.
-// With `dlogits_bf16` (row stride v) each row of that gradient is also rounded into it as the row
-// ends, while it is in cache: as a pass over the chunk afterwards, the rounding read the chunk's 178
-// MB back from memory (bench config; the bf16 head on AMX spent 0.204 s in the row passes and that
-// pass, 0.155 s with the rounding here: docs/performance.md (ac)).
+// With `dlogits_bf16` (row stride v) the gradient goes there, rounded, instead of into the row: the
+// bf16 products read only that, and the row's f32 gradient, stored and then rounded, wrote the
+// chunk's 178 MB back to memory once more (bench config; docs/performance.md (ac), (ae)).
 TITAN_SIMD_KERNEL(static void, xent_rows,
                   (int64_t begin, int64_t end, int64_t v, float* logits_cV, const int64_t* targets_c,
                    int64_t ignore_index, bool grads, float grad_scale, double* loss_rows, uint16_t* dlogits_bf16),
@@ -70,10 +70,16 @@ TITAN_SIMD_KERNEL(static void, xent_rows,
 
     store16_partial(l + v16, etail, rem);
     const float scale = grad_scale / sum;
+    if (dlogits_bf16 != nullptr) {  // only the rounded gradient is read: its f32 values are not stored
+      uint16_t* g = dlogits_bf16 + r * v;
+#pragma omp simd
+      for (int64_t j = 0; j < v; ++j) g[j] = f32_to_bf16(l[j] * scale);
+      g[target] = f32_to_bf16(rounded_product(l[target], scale) - grad_scale);
+      continue;
+    }
     for (int64_t j = 0; j < v16; j += kLanes) store16(l + j, load16<f32x16>(l + j) * scale);
     for (int64_t j = v16; j < v; ++j) l[j] *= scale;
     l[target] -= grad_scale;
-    if (dlogits_bf16 != nullptr) cast_f32_to_bf16(l, dlogits_bf16 + r * v, v);
   }
 }
 
