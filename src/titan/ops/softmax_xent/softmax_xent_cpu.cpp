@@ -24,9 +24,10 @@ using namespace titan::kernels;
 // For rows [begin, end) of the chunk: loss_rows[r] = logsumexp(l_r) - l_r[target_r] (0 where
 // ignored). With `grads`, the row is overwritten with (softmax - onehot) * grad_scale (zeros
 // where ignored). One exp per logit: exp(l - max) is stored, then scaled by grad_scale / sum.
-// With `dlogits_bf16` (row stride v) the gradient goes there, rounded, instead of into the row: the
-// bf16 products read only that, and the row's f32 gradient, stored and then rounded, wrote the
-// chunk's 178 MB back to memory once more (bench config; docs/performance.md (ac), (ae)).
+// With `dlogits_bf16` (row stride v) the gradient, ignored rows' zeros included, goes there,
+// rounded, instead of into the row: the bf16 products read only that, and the row's f32 gradient,
+// stored and then rounded, wrote the chunk's 178 MB back to memory once more (bench config;
+// docs/performance.md (ac), (ae)).
 TITAN_SIMD_KERNEL(static void, xent_rows,
                   (int64_t begin, int64_t end, int64_t v, float* logits_cV, const int64_t* targets_c,
                    int64_t ignore_index, bool grads, float grad_scale, double* loss_rows, uint16_t* dlogits_bf16),
@@ -38,8 +39,11 @@ TITAN_SIMD_KERNEL(static void, xent_rows,
     const int64_t target = targets_c[r];
     if (target == ignore_index) {
       loss_rows[r] = 0.0;
-      if (grads) std::memset(l, 0, static_cast<size_t>(v) * sizeof(float));
-      if (dlogits_bf16 != nullptr) std::memset(dlogits_bf16 + r * v, 0, static_cast<size_t>(v) * sizeof(uint16_t));
+      if (dlogits_bf16 != nullptr) {
+        std::memset(dlogits_bf16 + r * v, 0, static_cast<size_t>(v) * sizeof(uint16_t));
+      } else if (grads) {
+        std::memset(l, 0, static_cast<size_t>(v) * sizeof(float));
+      }
       continue;
     }
     // Tail lanes padded with -inf: neutral for max, exp(-inf) = 0 for the sum.
