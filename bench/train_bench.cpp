@@ -45,6 +45,7 @@
 #include "titan/config/registry.h"
 #include "titan/core/allocator.h"
 #include "titan/core/cpu_features.h"
+#include "titan/core/openmp_env.h"
 #include "titan/core/parallel.h"
 #include "titan/kernels/cpu/gemm.h"
 #include "titan/kernels/cpu/peak.h"
@@ -250,6 +251,11 @@ std::string cell(double value, int decimals) { return bench::fixed(value, decima
 }  // namespace
 
 int main(int argc, char** argv) try {
+  // A titan row runs as `titan train` does, with titan's OpenMP wait (core/openmp_env.h); the
+  // PyTorch rows, started by the parent, keep the environment the user gave.
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--titan-child") reexec_with_openmp_wait_default(argv);
+  }
   BenchShape shape;
   std::vector<std::string> peer_keys;
   for (const PeerContender& p : kPeerContenders) peer_keys.push_back(p.key);

@@ -9,6 +9,8 @@
 #include "titan/config/config_error.h"
 #include "titan/models/builtin.h"
 #include "titan/core/error.h"
+#include "titan/core/openmp_env.h"
+#include "titan/core/parallel.h"
 #include "titan/train/stop_signal.h"
 
 namespace {
@@ -53,6 +55,7 @@ int fail(int code, const char* kind, const char* what) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  titan::reexec_with_openmp_wait_default(argv);  // before anything: the process may start again
   if (argc < 2 || std::strcmp(argv[1], "help") == 0 || std::strcmp(argv[1], "--help") == 0) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
@@ -61,6 +64,7 @@ int main(int argc, char** argv) {
   // Before any thread starts (plugins, OpenMP, MPI, the data loader): see stop_signal.h.
   if (command == "train") titan::train::take_stop_signals_on_own_thread();
   try {
+    titan::apply_default_num_threads();
     titan::models::register_config_functions();  // the model families' config functions, then plugins'
     if (command == "train") return titan::cli::run_train(argc, argv);
     if (command == "configs") return titan::cli::run_configs(argc, argv);

@@ -3,11 +3,27 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace titan {
 
 int num_threads();
 void set_num_threads(int n);
+
+// The thread count titan starts with when OMP_NUM_THREADS is unset: the CPUs this process may use
+// (its affinity mask, as libgomp counts them), capped by a cgroup CPU quota (a container's
+// --cpus 2 on a 64-core host), which libgomp does not read: more threads than the quota grants
+// are descheduled in turn, and every barrier waits for the slowest.
+struct ThreadDefault {
+  int cpus = 0;         // the affinity mask's CPUs
+  int cgroup_cpus = 0;  // ceil(quota / period) of the tightest cgroup CPU quota; 0: none
+  int threads = 0;      // min of the two
+};
+ThreadDefault default_num_threads();
+// Sets the thread count to default_num_threads() unless OMP_NUM_THREADS is set. Once, at start.
+void apply_default_num_threads();
+// A cgroup quota as CPUs: ceil(quota / period), at least 1; 0 for "max", -1 or unreadable text.
+int cgroup_quota_cpus(const std::string& quota, const std::string& period);
 
 // Calls fn(begin, end) over [0, n) split into contiguous chunks of at least `grain` items,
 // one chunk per thread. Runs inline when n is small or already inside a parallel region.
