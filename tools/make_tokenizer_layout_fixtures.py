@@ -3,6 +3,8 @@
 
   python3 tools/make_tokenizer_layout_fixtures.py \
       --text /work/shared/assets/text/tinyshakespeare.txt --out tests/fixtures/tokenizer
+  python3 tools/make_tokenizer_layout_fixtures.py --text ... --out tests/fixtures/tokenizer \
+      --add-variant other:no_decoder    # one more variant on the committed folder
 
 Each layout is a small BPE that HF `tokenizers` trains on tinyshakespeare, then written in the
 published layout (JSON fields set as the converted models have them):
@@ -89,6 +91,8 @@ for behavior in ["Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", 
     for invert in (False, True):
         OTHER_VARIANTS[f"split_{behavior.lower()}{'_invert' if invert else ''}"] = {
             "pre_tokenizer": dict(SPLIT, behavior=behavior, invert=invert), "decoder": FUSE}
+# "decoder": null: tokenizers joins the token strings with spaces (titan encodes and decodes it too).
+OTHER_VARIANTS["no_decoder"] = {"decoder": None}
 OTHER_VARIANTS["split_string_merged_with_next"] = {
     "pre_tokenizer": {"type": "Split", "pattern": {"String": "e"}, "behavior": "MergedWithNext", "invert": False},
     "decoder": FUSE}
@@ -183,6 +187,33 @@ def other(path, suffix=False):
     return spec, (OTHER_VARIANTS if not suffix else {"lowercase": {"normalizer": {"type": "Lowercase"}}})
 
 
+def variant_cases(spec, variant, patch, texts):
+    s = dict(spec)
+    s.update(patch)
+    tok = Tokenizer.from_str(json.dumps(s))
+    for t in texts if variant == "base" else [t for t in texts if len(t) <= 120]:
+        ids = tok.encode(t, add_special_tokens=False).ids
+        ids_special = tok.encode(t, add_special_tokens=True).ids
+        yield json.dumps({"variant": variant, "text": t, "ids": ids, "ids_special": ids_special,
+                          "decoded": tok.decode(ids, skip_special_tokens=False),
+                          "decoded_special": tok.decode(ids_special, skip_special_tokens=False)},
+                         ensure_ascii=True) + "\n"
+
+
+def add_variant(out, layout, variant, texts):
+    """Appends one variant of OTHER_VARIANTS to a committed layout folder, its tokenizer.json as it
+    is (the BPE trainer does not give the same vocabulary twice, so a full run rewrites them all)."""
+    folder = os.path.join(out, layout)
+    spec = json.load(open(os.path.join(folder, "tokenizer.json"), encoding="utf-8"))
+    variants = json.load(open(os.path.join(folder, "variants.json"), encoding="utf-8"))
+    variants[variant] = OTHER_VARIANTS[variant]
+    with open(os.path.join(folder, "variants.json"), "w", encoding="utf-8") as f:
+        json.dump(variants, f, ensure_ascii=True, indent=1)
+        f.write("\n")
+    with open(os.path.join(folder, "cases.jsonl"), "a", encoding="utf-8") as f:
+        f.writelines(variant_cases(spec, variant, OTHER_VARIANTS[variant], texts))
+
+
 def write_layout(out, name, spec, variants, texts):
     folder = os.path.join(out, name)
     os.makedirs(folder, exist_ok=True)
@@ -195,16 +226,8 @@ def write_layout(out, name, spec, variants, texts):
     count = 0
     with open(os.path.join(folder, "cases.jsonl"), "w", encoding="utf-8") as f:
         for variant, patch in [("base", {})] + list(variants.items()):
-            s = dict(spec)
-            s.update(patch)
-            tok = Tokenizer.from_str(json.dumps(s))
-            for t in texts if variant == "base" else [t for t in texts if len(t) <= 120]:
-                ids = tok.encode(t, add_special_tokens=False).ids
-                ids_special = tok.encode(t, add_special_tokens=True).ids
-                f.write(json.dumps({"variant": variant, "text": t, "ids": ids, "ids_special": ids_special,
-                                    "decoded": tok.decode(ids, skip_special_tokens=False),
-                                    "decoded_special": tok.decode(ids_special, skip_special_tokens=False)},
-                                   ensure_ascii=True) + "\n")
+            for line in variant_cases(spec, variant, patch, texts):
+                f.write(line)
                 count += 1
     print(f"{name}: {len(spec['model']['vocab'])} tokens, {count} cases")
 
@@ -213,8 +236,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--text", required=True)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--add-variant", help="LAYOUT:VARIANT: append one variant to a committed layout folder")
     args = ap.parse_args()
     texts = texts_for(args.text, random.Random(27))
+    if args.add_variant:
+        add_variant(args.out, *args.add_variant.split(":"), texts)
+        print(f"tokenizers {tokenizers.__version__}")
+        return
     for name, make in [("llama3", llama3), ("llama2", llama2), ("other", other),
                        ("other_suffix", lambda p: other(p, suffix=True))]:
         spec, variants = make(args.text)

@@ -10,17 +10,15 @@
 #include <vector>
 
 #include "titan/core/error.h"
+#include "titan/core/nesting.h"
+#include "titan/core/path_check.h"
 
 namespace titan::ckpt {
 
 std::string read_file_bytes(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  TITAN_CHECK(fd >= 0, "[json] cannot read ", path, ": ", std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    TITAN_FAIL("[json] cannot read ", path, ": not a regular file");
-  }
+  std::string problem;
+  const int fd = open_regular_file(path, &problem);
+  TITAN_CHECK(fd >= 0, "[json] cannot read ", path, ": ", problem);
   std::string out;
   char chunk[65536];
   for (;;) {
@@ -55,6 +53,7 @@ nlohmann::json parse_json_strict(std::string_view text, const std::string& where
     }
     return true;
   };
+  check_json_nesting(text, str("[json] ", where));
   nlohmann::json out;
   try {
     out = nlohmann::json::parse(text.begin(), text.end(), callback);

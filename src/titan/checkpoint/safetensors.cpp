@@ -14,6 +14,7 @@
 #include "titan/checkpoint/atomic_file.h"
 #include "titan/checkpoint/json_file.h"
 #include "titan/core/error.h"
+#include "titan/core/path_check.h"
 
 namespace titan::ckpt {
 
@@ -186,13 +187,11 @@ SafetensorsHeader SafetensorsFile::parse_header(std::string_view file, const std
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
   SafetensorsFile f;
   f.path_ = path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  TITAN_CHECK(fd >= 0, "[safetensors] cannot open ", path, ": ", std::strerror(errno));
+  std::string problem;
+  const int fd = open_regular_file(path, &problem);
+  TITAN_CHECK(fd >= 0, "[safetensors] cannot open ", path, ": ", problem);
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    TITAN_FAIL("[safetensors] cannot open ", path, ": not a regular file");
-  }
+  TITAN_CHECK(::fstat(fd, &st) == 0, "[safetensors] cannot open ", path, ": ", std::strerror(errno));
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   std::string_view file;  // an empty file is not mapped (mmap rejects length 0); parse_header reports it
   if (size > 0) {

@@ -19,6 +19,7 @@
 #include "titan/checkpoint/atomic_file.h"
 #include "titan/checkpoint/json_file.h"
 #include "titan/checkpoint/safetensors.h"
+#include "titan/core/abbreviate.h"
 #include "titan/core/crc32c.h"
 #include "titan/core/error.h"
 #include "titan/core/log.h"
@@ -44,6 +45,23 @@ int64_t int_field(const nlohmann::json& j, const char* key, const std::string& w
   TITAN_CHECK(v.is_number_integer(), "[checkpoint] ", where, ": field \"", key, "\" is ", v.dump(),
               ", expected an integer");
   return v.get<int64_t>();
+}
+
+std::string string_field(const nlohmann::json& j, const char* key, const std::string& where) {
+  const nlohmann::json& v = field(j, key, where);
+  TITAN_CHECK(v.is_string(), "[checkpoint] ", where, ": field \"", key, "\" is ", abbreviate(v.dump()),
+              ", expected a string. HINT: the file is damaged or not a titan checkpoint");
+  return v.get<std::string>();
+}
+
+// A shape: an array of sizes >= 0.
+Shape shape_field(const nlohmann::json& j, const char* key, const std::string& where) {
+  const nlohmann::json& v = field(j, key, where);
+  bool ok = v.is_array();
+  for (const nlohmann::json& d : ok ? v : nlohmann::json::array()) ok = ok && d.is_number_integer() && d.get<int64_t>() >= 0;
+  TITAN_CHECK(ok, "[checkpoint] ", where, ": field \"", key, "\" is ", abbreviate(v.dump()),
+              ", expected a shape (an array of sizes). HINT: the file is damaged or not a titan checkpoint");
+  return v.get<Shape>();
 }
 
 // Copies `src` (1-D f32) to flat elements [start, start + n) of `whole` (f32, contiguous), or of its
@@ -80,7 +98,7 @@ NamedTensors read_group(const std::string& dir, const nlohmann::json& manifest, 
   std::map<std::string, SafetensorsFile> files;
   std::map<std::string, size_t> keys_used;
   const auto file = [&](const nlohmann::json& shard, const std::string& name) -> const SafetensorsFile& {
-    const std::string f = field(shard, "file", where + " " + name).get<std::string>();
+    const std::string f = string_field(shard, "file", where + " " + name);
     TITAN_CHECK(f.find('/') == std::string::npos && f != "..", "[checkpoint] ", where, ": bad file name ", f);
     auto it = files.find(f);
     if (it == files.end()) it = files.emplace(f, SafetensorsFile::open((fs::path(dir) / f).string())).first;
@@ -90,14 +108,12 @@ NamedTensors read_group(const std::string& dir, const nlohmann::json& manifest, 
   NamedTensors out;
   for (const auto& [name, e] : entries.items()) {
     const nlohmann::json& shards = field(e, "shards", where + " " + name);
-    const nlohmann::json& shape_j = field(e, "shape", where + " " + name);
-    TITAN_CHECK(shards.is_array() && !shards.empty() && shape_j.is_array(), "[checkpoint] ", where, ": ", name,
-                " has no shards or no shape");
-    const Shape shape = shape_j.get<Shape>();
-    const std::string dtype = field(e, "dtype", where + " " + name).get<std::string>();
+    TITAN_CHECK(shards.is_array() && !shards.empty(), "[checkpoint] ", where, ": ", name, " has no shards");
+    const Shape shape = shape_field(e, "shape", where + " " + name);
+    const std::string dtype = string_field(e, "dtype", where + " " + name);
     if (shards.size() == 1 && shards[0].contains("dim") && shards[0]["dim"].is_null()) {
       const SafetensorsFile& f = file(shards[0], name);
-      const std::string key = field(shards[0], "key", where + " " + name).get<std::string>();
+      const std::string key = string_field(shards[0], "key", where + " " + name);
       const Tensor t = f.get(key);
       TITAN_CHECK(t.shape() == shape && safetensors_dtype_name(t.dtype()) == dtype, "[checkpoint] ", name, ": ",
                   f.path(), " holds ", safetensors_dtype_name(t.dtype()), shape_str(t.shape()), " but ", where,
@@ -133,7 +149,7 @@ NamedTensors read_group(const std::string& dir, const nlohmann::json& manifest, 
         rows = slice_indices(shape[static_cast<size_t>(tp_dim)], sections, tp_rank, tp_degree);
       }
       const SafetensorsFile& f = file(shard, name);
-      const Tensor t = f.get(field(shard, "key", where + " " + name).get<std::string>());
+      const Tensor t = f.get(string_field(shard, "key", where + " " + name));
       const int64_t slice_numel = whole.numel() / tp_degree;
       TITAN_CHECK(start >= 0 && length >= 0 && start + length <= slice_numel && t.numel() == length, "[checkpoint] ",
                   name, ": the piece [", start, ", +", length, ") in ", f.path(), " (", t.describe(),

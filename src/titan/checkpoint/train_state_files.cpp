@@ -21,6 +21,7 @@
 #include "titan/checkpoint/safetensors.h"
 #include "titan/core/crc32c.h"
 #include "titan/core/error.h"
+#include "titan/core/path_check.h"
 #include "titan/core/log.h"
 
 
@@ -36,8 +37,9 @@ std::string hex32(uint32_t v) {
 
 // Streams the file through crc32c (checkpoints can be larger than memory would like).
 FileDigest digest_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  TITAN_CHECK(fd >= 0, "[checkpoint] cannot read ", path, ": ", std::strerror(errno));
+  std::string problem;
+  const int fd = open_regular_file(path, &problem);
+  TITAN_CHECK(fd >= 0, "[checkpoint] cannot read ", path, ": ", problem);
   FileDigest d;
   std::vector<char> buf(4 << 20);
   for (;;) {

@@ -14,6 +14,7 @@
 #include "titan/cli/args.h"
 #include "titan/cli/commands.h"
 #include "titan/core/log.h"
+#include "titan/core/nesting.h"
 #include "titan/data/tokenizer/special_tokens.h"
 #include "titan/data/tokenizer/tokenizer.h"
 
@@ -23,6 +24,7 @@ namespace {
 using nlohmann::json;
 
 json parse_line(const std::string& line, const std::string& where) {
+  check_json_nesting(line, where);
   try {
     return json::parse(line);
   } catch (const json::parse_error& e) {

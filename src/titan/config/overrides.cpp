@@ -13,6 +13,7 @@
 
 #include "titan/config/registry.h"
 #include "titan/config/value_text.h"
+#include "titan/core/nesting.h"
 #include "titan/core/path_check.h"
 
 namespace titan::config {
@@ -283,6 +284,11 @@ void apply_toml_file(JobConfig& config, const std::string& path) {
 void apply_toml_text(JobConfig& target, const std::string& text, const std::string& origin) {
   // All or nothing: work on a copy, so that a mistake on line 9 leaves lines 1-8 unapplied too.
   JobConfig config = target;
+  try {
+    check_toml_key_parts(text, origin);  // before toml++, whose nested tables recurse
+  } catch (const Error& e) {
+    config_fail(e.what());
+  }
   toml::table root;
   try {
     root = toml::parse(text, origin);

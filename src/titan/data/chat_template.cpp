@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "titan/core/error.h"
+#include "titan/core/nesting.h"
 
 namespace titan::data {
 
@@ -35,6 +36,7 @@ std::optional<std::string> read_if_present(const std::filesystem::path& path) {
 }
 
 ordered_json parse_object(const std::string& text, const std::string& path) {
+  check_json_nesting(text, str("[chat] ", path));
   ordered_json j = ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   TITAN_CHECK(!j.is_discarded() && j.is_object(), "[chat] ", path, ": not a JSON object");
   return j;

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "titan/core/error.h"
+#include "titan/core/nesting.h"
 #include "titan/core/log.h"
 #include "titan/core/path_check.h"
 #include "titan/data/chat_template.h"
@@ -68,10 +69,16 @@ DocumentSource::DocumentSource(DatasetConfig config) : config_(std::move(config)
   TITAN_CHECK(problem.empty(), "[data] dataset path '", path, "' ", problem,
               ". HINT: set the dataset path to a .jsonl/.json/.txt file or a folder of them.");
   if (fs::is_directory(path, ec)) {
-    for (const auto& entry : fs::directory_iterator(path)) {
-      if (entry.is_regular_file() && format_of(entry.path().filename().string()) >= 0) {
-        files_.push_back(entry.path().string());
-      }
+    fs::directory_iterator it(path, ec);
+    TITAN_CHECK(!ec, "[data] dataset folder ", path, ": cannot be listed: ", ec.message());
+    for (const auto& entry : it) {
+      if (format_of(entry.path().filename().string()) < 0) continue;
+      // A dataset file that cannot be followed (a symbolic link loop or to a missing target) is
+      // named, not skipped: the user meant it to be read.
+      const std::string entry_problem = path_problem(entry.path().string());
+      TITAN_CHECK(entry_problem.empty(), "[data] ", entry.path().string(), " ", entry_problem,
+                  ". HINT: fix or remove it from the dataset folder");
+      if (entry.is_regular_file(ec)) files_.push_back(entry.path().string());
     }
     std::sort(files_.begin(), files_.end());  // deterministic order across machines and runs
     TITAN_CHECK(!files_.empty(), "[data] ", path,
@@ -80,6 +87,9 @@ DocumentSource::DocumentSource(DatasetConfig config) : config_(std::move(config)
   } else {
     TITAN_CHECK(format_of(path) >= 0, "[data] ", path,
                 ": unknown file type. HINT: use .jsonl, .json or .txt (optionally with .zst).");
+    TITAN_CHECK(fs::is_regular_file(path, ec), "[data] ", path,
+                ": not a regular file (a FIFO, device or socket). HINT: set the dataset path to a file or folder "
+                "of files; to stream, write the data to a file first");
     files_.push_back(path);
   }
   TITAN_CHECK(config_.format == "text" || config_.format == "chat", "[data] dataset format '", config_.format,
@@ -152,6 +162,10 @@ std::optional<std::string> DocumentSource::read_jsonl() {
     size_t bad_at = 0;
     if (!valid_utf8(line, &bad_at)) {
       bad_line(ln, str("invalid UTF-8 at byte ", bad_at + 1, " of the line"));
+      continue;
+    }
+    if (json_too_deep_at(line) != std::string_view::npos) {
+      bad_line(ln, str("nested more than ", kMaxJsonNesting, " levels deep"));
       continue;
     }
     json j = json::parse(line, nullptr, /*allow_exceptions=*/false);

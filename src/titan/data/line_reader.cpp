@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "titan/core/error.h"
+#include "titan/core/path_check.h"
 
 namespace titan::data {
 
@@ -34,9 +35,12 @@ struct LineReader::Zstd {
 
 LineReader::LineReader(std::string path, size_t max_line_bytes)
     : path_(std::move(path)), max_line_bytes_(max_line_bytes) {
-  file_ = std::fopen(path_.c_str(), "rb");
-  TITAN_CHECK(file_ != nullptr, "[data] ", path_, ": cannot open (", std::strerror(errno),
-              "). HINT: check the dataset path.");
+  std::string problem;
+  const int fd = open_regular_file(path_, &problem);
+  TITAN_CHECK(fd >= 0, "[data] ", path_, ": cannot open (", problem, "). HINT: check the dataset path.");
+  file_ = ::fdopen(fd, "rb");
+  if (file_ == nullptr) ::close(fd);
+  TITAN_CHECK(file_ != nullptr, "[data] ", path_, ": cannot open (", std::strerror(errno), ")");
   if (ends_with(path_, ".zst")) {
     zstd_ = std::make_unique<Zstd>();
     zstd_->dctx = ZSTD_createDCtx();

@@ -110,11 +110,17 @@ std::string byte_level_decode(std::string_view token) {
 
 Decoder Decoder::read(const JsonReader& r, const json* node) {
   Decoder out;
+  out.none_ = node == nullptr;
   if (node != nullptr) read_node(r, *node, "decoder", out.steps_);
   return out;
 }
 
 std::string Decoder::decode(std::vector<std::string> tokens) const {
+  if (none_) {
+    std::string joined;
+    for (size_t i = 0; i < tokens.size(); ++i) joined += (i == 0 ? "" : " ") + tokens[i];
+    return joined;
+  }
   for (const DecodeStep& step : steps_) {
     switch (step.kind) {
       case DecodeStep::Kind::byte_level: {  // joins everything into one token

@@ -28,7 +28,8 @@ struct DecodeStep {
 
 class Decoder {
  public:
-  // `node` may be null (HF then joins tokens with spaces; titan refuses that layout at load).
+  // `node` may be null ("decoder": null): decode then joins the token strings with spaces, as HF
+  // tokenizers does without a decoder.
   static Decoder read(const JsonReader& r, const nlohmann::json* node);
   bool empty() const { return steps_.empty(); }
   // True when the chain is exactly ByteLevel: each token then decodes on its own.
@@ -37,6 +38,7 @@ class Decoder {
 
  private:
   std::vector<DecodeStep> steps_;
+  bool none_ = false;  // "decoder": null
 };
 
 // HF's ByteLevel decoding of one token: each character back to its byte; a token with a character

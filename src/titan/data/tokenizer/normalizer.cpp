@@ -1,9 +1,13 @@
 #include "titan/data/tokenizer/normalizer.h"
 
+#include "titan/core/error.h"
 #include "titan/data/tokenizer/unicode.h"
 
 namespace titan::data {
 namespace {
+
+constexpr size_t kMaxExpansion = 64;     // NFKD's widest character grows 18-fold; "▁" for " " 3-fold
+constexpr size_t kExpansionSlack = 4096;  // short texts (a Prepend, a one-character input)
 
 using nlohmann::json;
 
@@ -66,10 +70,18 @@ std::string_view strip(std::string_view text, bool left, bool right) {
   return text.substr(begin, end - begin);
 }
 
-std::string replace_all(const Regex& pattern, std::string_view text, const std::string& content) {
+// `given`: the bytes the normalizer was given; a step's output may be at most kMaxExpansion times
+// that (plus kExpansionSlack): a chain of Replace steps can grow 10 characters into gigabytes.
+std::string replace_all(const Regex& pattern, std::string_view text, const std::string& content, size_t given) {
   std::vector<std::pair<size_t, size_t>> matches;
   pattern.find_all(text, matches);
+  size_t size = text.size();
+  for (const auto& [begin, end] : matches) size += content.size() - (end - begin);  // wraps back: never negative
+  TITAN_CHECK(size <= kMaxExpansion * given + kExpansionSlack, "[tokenizer] normalizer: a Replace step turns ",
+              given, " bytes of text into ", size, " bytes (at most ", kMaxExpansion,
+              " times as many). HINT: the tokenizer.json's normalizer expands without bound; fix its Replace steps");
   std::string out;
+  out.reserve(size);
   size_t prev = 0;
   for (const auto& [begin, end] : matches) {
     out.append(text.substr(prev, begin - prev));
@@ -101,7 +113,7 @@ std::string Normalizer::apply(std::string_view text) const {
       case NormalizeStep::Kind::prepend:
         if (!s.empty()) s.insert(0, step.text);  // HF prepends to non-empty text only
         break;
-      case NormalizeStep::Kind::replace: s = replace_all(*step.pattern, s, step.text); break;
+      case NormalizeStep::Kind::replace: s = replace_all(*step.pattern, s, step.text, text.size()); break;
     }
   }
   return s;

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "titan/core/error.h"
+#include "titan/core/nesting.h"
 
 namespace titan::data {
 
@@ -36,6 +37,7 @@ static json read_config(const std::string& path) {
     TITAN_CHECK(in.good(), path, ": cannot read the file");
     std::ostringstream text;
     text << in.rdbuf();
+    check_json_nesting(text.str(), path);
     try {
       config = json::parse(text.str());
     } catch (const json::parse_error& e) {

@@ -14,6 +14,7 @@
 
 #include "titan/core/abbreviate.h"
 #include "titan/core/error.h"
+#include "titan/core/nesting.h"
 #include "titan/data/tokenizer/added_tokens.h"
 #include "titan/data/tokenizer/bpe.h"
 #include "titan/data/tokenizer/decoder.h"
@@ -49,6 +50,13 @@ namespace {
 
 using Reader = JsonReader;
 
+// Ids index titan's id -> token tables, sized by the largest id: an id of 2^31 - 1 in a file of
+// 300 tokens would size them at tens of GB. The largest published vocabularies hold ~260k ids.
+constexpr int64_t kMaxTokenIds = int64_t{1} << 24;
+constexpr const char* kTokenIdRange =
+    "must be an id in [0, 2^24) (16,777,216 ids, far beyond any published vocabulary; titan sizes its id tables by "
+    "the largest id)";
+
 std::string read_file(const std::string& path) {
   struct stat st {};
   TITAN_CHECK(::stat(path.c_str(), &st) == 0, "[tokenizer] cannot read ", path, ": ", std::strerror(errno),
@@ -65,6 +73,7 @@ std::string read_file(const std::string& path) {
 }  // namespace
 
 Tokenizer Tokenizer::from_json_text(std::string_view json_text, const std::string& where) {
+  check_json_nesting(json_text, str("[tokenizer] ", where));
   json root;
   try {
     root = json::parse(json_text.begin(), json_text.end());
@@ -95,9 +104,7 @@ Tokenizer Tokenizer::from_json_text(std::string_view json_text, const std::strin
     r.fail("pre_tokenizer", "must end with its one ByteLevel pre-tokenizer (the only byte-level layout supported)");
   }
   impl->specials = read_post_processor(r, r.optional(root, "post_processor"));
-  const json* decoder = r.optional(root, "decoder");
-  if (decoder == nullptr) r.fail("decoder", "is null; titan needs the decoder that turns tokens back into text");
-  impl->decoder = Decoder::read(r, decoder);
+  impl->decoder = Decoder::read(r, r.optional(root, "decoder"));
 
   // model: BPE.
   const json& model = r.member(root, "", "model");
@@ -128,8 +135,8 @@ Tokenizer Tokenizer::from_json_text(std::string_view json_text, const std::strin
   int64_t max_id = -1;
   for (const auto& item : vocab_json.items()) {
     if (!item.value().is_number_integer() || item.value().get<int64_t>() < 0 ||
-        item.value().get<int64_t>() > INT32_MAX) {
-      r.fail(str("model.vocab[\"", item.key(), "\"]"), "must be an id in [0, 2^31)");
+        item.value().get<int64_t>() >= kMaxTokenIds) {
+      r.fail(str("model.vocab[\"", abbreviate(item.key()), "\"]"), kTokenIdRange);
     }
     const auto id = static_cast<int32_t>(item.value().get<int64_t>());
     vocab.emplace(item.key(), id);
@@ -196,8 +203,8 @@ Tokenizer Tokenizer::from_json_text(std::string_view json_text, const std::strin
       r.only_keys(t, path, {"id", "content", "single_word", "lstrip", "rstrip", "normalized", "special"});
       AddedToken token;
       const json& id = r.member(t, path, "id");
-      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
-        r.fail(path + ".id", "must be an id in [0, 2^31)");
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= kMaxTokenIds) {
+        r.fail(path + ".id", kTokenIdRange);
       }
       token.id = static_cast<int32_t>(id.get<int64_t>());
       token.content = r.string(t, path, "content");
