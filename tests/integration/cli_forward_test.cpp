@@ -141,11 +141,13 @@ TEST(CliForward, BadInputsAreOneLineErrors) {
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.output.find("unknown flag '--modle'"), std::string::npos) << run.output;
 
-  // An existing output file survives a failed run untouched.
+  // An existing output file survives a failed run untouched; one titan did not write is refused
+  // before any work (titan replaces only its own outputs).
   const fs::path keep = tmp / "keep.safetensors";
   std::ofstream(keep) << "precious";
   run = run_titan("forward --model " + tmp.string() + " --tokens " + dir + "/tokens.safetensors --out " + keep.string());
-  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("is a file titan did not write"), std::string::npos) << run.output;
   std::ifstream in(keep);
   std::string content((std::istreambuf_iterator<char>(in)), {});
   EXPECT_EQ(content, "precious");

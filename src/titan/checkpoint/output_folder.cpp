@@ -2,7 +2,9 @@
 
 #include <filesystem>
 
+#include "titan/checkpoint/train_state_files.h"
 #include "titan/core/error.h"
+#include "titan/core/log.h"
 
 namespace titan::ckpt {
 namespace {
@@ -102,6 +104,28 @@ std::string output_folder_problem(const OutputFolder& out, const std::vector<Gua
   return str(name, " is not empty and is not ", folder_kind_name(out.kind),
              "; writing it would delete what is there. HINT: choose an empty or new folder, or pass ",
              out.overwrite_flag);
+}
+
+int remove_stale_tmp_folders(const std::string& out) {
+  const fs::path path(out);
+  const fs::path parent = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  const std::string prefix = path.filename().string() + ".tmp.";
+  std::error_code ec;
+  std::vector<fs::path> stale;
+  for (const fs::directory_entry& e : fs::directory_iterator(parent, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    std::string pid = name.substr(prefix.size());
+    if (pid.ends_with(".old")) pid.resize(pid.size() - 4);
+    const int64_t n = detail::parse_count(pid);
+    if (n <= 0 || detail::process_alive(static_cast<long>(n))) continue;
+    if (e.is_directory(ec) && !e.is_symlink(ec)) stale.push_back(e.path());
+  }
+  for (const fs::path& p : stale) {
+    fs::remove_all(p, ec);
+    if (!ec) log_info(str("[export] removed ", p.string(), ", left by an export that was killed"));
+  }
+  return static_cast<int>(stale.size());
 }
 
 }  // namespace titan::ckpt

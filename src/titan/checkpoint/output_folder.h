@@ -47,4 +47,9 @@ bool folder_contains(const std::string& folder, const std::string& path);
 // are compared after resolving symbolic links.
 std::string output_folder_problem(const OutputFolder& out, const std::vector<GuardedFolder>& guarded = {});
 
+// A folder writer builds "<out>.tmp.<pid>" beside `out` (and may move the old one to
+// "<out>.tmp.<pid>.old"); a kill -9 leaves them. Removes those whose process is gone (a live
+// one is another writer's), as a step-folder save's leftovers are; returns how many.
+int remove_stale_tmp_folders(const std::string& out);
+
 }  // namespace titan::ckpt

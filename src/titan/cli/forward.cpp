@@ -8,6 +8,7 @@
 #include "titan/checkpoint/safetensors.h"
 #include "titan/cli/args.h"
 #include "titan/cli/commands.h"
+#include "titan/cli/output_file.h"
 #include "titan/cli/model_source.h"
 #include "titan/models/builtin.h"
 #include "titan/nn/lora.h"
@@ -34,6 +35,7 @@ int run_forward(int argc, char** argv) {
     std::fputs(args.usage().c_str(), stdout);
     return 0;
   }
+  check_output_file("forward", "out", args.get("out"));
   log_startup();
   const auto tokens = ckpt::SafetensorsFile::open(args.get("tokens"));
   const Tensor ids = read_token_ids(tokens, "input_ids");
@@ -102,7 +104,7 @@ int run_forward(int argc, char** argv) {
       for (const auto& [name, g] : spec.hf.to_hf_tensors(p->fqn, p->grad)) out.emplace_back("grad." + name, g);
     }
   }
-  ckpt::write_safetensors(args.get("out"), out);
+  ckpt::write_safetensors(args.get("out"), out, output_metadata("forward"));
   std::printf("loss %.6f over %ld targets; wrote %s\n", loss.loss, static_cast<long>(loss.num_targets),
               args.get("out").c_str());
   return 0;

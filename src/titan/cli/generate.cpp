@@ -9,6 +9,7 @@
 #include "titan/checkpoint/safetensors.h"
 #include "titan/cli/args.h"
 #include "titan/cli/commands.h"
+#include "titan/cli/output_file.h"
 #include "titan/cli/model_source.h"
 #include "titan/core/clock.h"
 #include "titan/core/log.h"
@@ -171,6 +172,7 @@ int run_generate(int argc, char** argv) {
   if (!args.get("tokens").empty() && args.get("out").empty()) {
     throw UsageError("titan generate: --tokens needs --out for the output_ids");
   }
+  if (!args.get("out").empty()) check_output_file("generate", "out", args.get("out"));
   nn::GenerateOptions options;
   options.max_new_tokens = args.get_int("max-new-tokens");
   if (options.max_new_tokens < 1) {
@@ -259,7 +261,9 @@ int run_generate(int argc, char** argv) {
       std::printf("[%ld] %s%s\n", static_cast<long>(b), prompts[static_cast<size_t>(b)].c_str(), tokenizer->decode(ids).c_str());
     }
   }
-  if (!args.get("out").empty()) ckpt::write_safetensors(args.get("out"), {{"output_ids", out_BL}});
+  if (!args.get("out").empty()) {
+    ckpt::write_safetensors(args.get("out"), {{"output_ids", out_BL}}, output_metadata("generate"));
+  }
   log_info(str("[generate] ", B, " x ", T, " prompt tokens, ", steps, " steps: prefill ", prefill_s, " s, decode ",
                steps > 1 ? static_cast<double>(steps - 1) / (total_s - prefill_s) : 0.0, " steps/s",
                args.get("out").empty() ? "" : "; wrote " + args.get("out")));

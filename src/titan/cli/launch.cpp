@@ -194,6 +194,13 @@ int run_launch(int argc, char** argv) {
     }
   }
   if (nproc == 0) throw UsageError(str("titan launch: --nproc-per-node is required\n", kLaunchUsage));
+  // Each rank is a process with its own memory: a count far past the CPUs is a typo, and mpirun
+  // would start processes until the OOM killer ends it. 64 per CPU still allows oversubscribed tests.
+  const int64_t cpus = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  if (nproc > 64 * cpus) {
+    throw UsageError(str("titan launch: --nproc-per-node ", nproc, " is more than 64 ranks per CPU of this node (",
+                         cpus, " CPUs, at most ", 64 * cpus, "). HINT: one rank per CPU or per GPU is usual"));
+  }
   if (command.empty() || command[0] != "train") {
     throw UsageError(str("titan launch: expected '-- train ...' after the options. HINT: titan launch "
                          "--nproc-per-node 2 -- train --config qwen3_debug"));

@@ -77,6 +77,13 @@ int run_plan(int argc, char** argv) {
     };
     if (a == "--world-size") {
       world = positive(a, value());
+      // The planner builds and measures every layout of the world: past a million ranks (beyond
+      // any machine built) that is hours of work and counts that overflow.
+      constexpr int64_t kMaxWorld = int64_t{1} << 20;
+      if (world > kMaxWorld) {
+        throw UsageError(str("titan plan: --world-size ", world, " is more than ", kMaxWorld,
+                             " ranks. HINT: pass the number of ranks (processes) of the job"));
+      }
     } else if (a == "--memory-per-rank") {
       const std::string v = value();
       memory = static_cast<double>(config::parse_byte_size(v));

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "titan/checkpoint/atomic_file.h"
+#include "titan/checkpoint/json_file.h"
 #include "titan/cli/args.h"
 #include "titan/cli/commands.h"
 #include "titan/core/progress.h"
@@ -40,6 +41,32 @@ std::vector<std::string> take_inputs(int argc, char** argv, std::vector<char*>& 
     }
   }
   return inputs;
+}
+
+// "" when `out` may receive tokenizer.json and tokenizer_config.json: titan replaces only what it
+// wrote. The folder may hold anything else (a model's weights waiting for a tokenizer), but a
+// tokenizer there must be an earlier train-tokenizer output: a tokenizer_config.json of exactly
+// the keys titan writes (a published one has a chat template, special tokens of its own, ...).
+// Else: why not.
+std::string output_problem(const std::string& out) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path config = fs::path(out) / "tokenizer_config.json";
+  const bool has_config = fs::exists(fs::symlink_status(config, ec));
+  if (!has_config) {
+    const bool has_tokenizer = fs::exists(fs::symlink_status(fs::path(out) / "tokenizer.json", ec));
+    return has_tokenizer ? "holds a tokenizer.json that titan train-tokenizer did not write" : "";
+  }
+  nlohmann::json existing;
+  try {
+    existing = ckpt::read_json_file(config.string());
+  } catch (const Error&) {
+    return "holds a tokenizer_config.json that titan cannot read, so did not write";
+  }
+  const nlohmann::json ours = nlohmann::json::parse(data::TrainedBpe{}.tokenizer_config_json(1));
+  bool same_keys = existing.is_object() && existing.size() == ours.size();
+  for (const auto& item : ours.items()) same_keys = same_keys && existing.contains(item.key());
+  return same_keys ? "" : "holds a tokenizer_config.json that titan train-tokenizer did not write";
 }
 
 }  // namespace
@@ -80,6 +107,10 @@ int run_train_tokenizer(int argc, char** argv) {
   }
   // Check the output folder before the work, not after it.
   const std::string out = args.get("out");
+  if (const std::string problem = output_problem(out); !problem.empty()) {
+    throw UsageError(str("titan train-tokenizer: --out ", out, " ", problem,
+                         "; its files would be replaced. HINT: pass a new or empty --out folder"));
+  }
   std::error_code ec;
   std::filesystem::create_directories(out, ec);
   TITAN_CHECK(!ec && std::filesystem::is_directory(out), "[train-tokenizer] cannot create the output folder ", out,

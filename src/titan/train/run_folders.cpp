@@ -57,6 +57,22 @@ void check_output_folders(const config::JobConfig& c) {
   }
 }
 
+void check_checkpoint_folder_links(const config::JobConfig& c) {
+  const fs::path relative(c.checkpoint.folder);
+  if (relative.is_absolute()) return;  // the user named it: a link there is theirs to follow
+  fs::path at(c.job.dump_folder);
+  for (const fs::path& part : relative) {
+    if (part.empty() || part == ".") continue;
+    at /= part;
+    std::error_code ec;
+    if (fs::is_symlink(at, ec)) {
+      config::config_fail("checkpoint.folder: ", at.string(), " is a symbolic link inside job.dump_folder; titan "
+                          "writes, locks and prunes step folders there and will not follow a link out of the run's "
+                          "folder. HINT: remove the link, or pass the target as an absolute --checkpoint.folder");
+    }
+  }
+}
+
 std::string checkpoint_folder(const config::JobConfig& c) {
   const fs::path f(c.checkpoint.folder);
   return f.is_absolute() ? f.string() : (fs::path(c.job.dump_folder) / f).string();

@@ -14,6 +14,10 @@
 
 namespace titan::train {
 
+// A relative checkpoint.folder must not pass through a symbolic link planted under job.dump_folder
+// (its step folders, lock and pruning would land in the link's target): ConfigError otherwise.
+void check_checkpoint_folder_links(const config::JobConfig& config);
+
 // checkpoint.folder, relative to job.dump_folder unless absolute.
 std::string checkpoint_folder(const config::JobConfig& config);
 

@@ -272,6 +272,7 @@ void Trainer::setup_run() {
                 c_.job.dump_folder, ": ", ec ? ec.message() : "a file is in the way",
                 ". HINT: set --job.dump_folder to a writable folder");
     run_lock_ = std::make_unique<RunLock>(c_.job.dump_folder, "job.dump_folder");
+    check_checkpoint_folder_links(c_);
     // An absolute (or ../) checkpoint.folder can be named by runs with other dump folders.
     const std::string checkpoints = checkpoint_folder(c_);
     const bool writes_checkpoints = c_.checkpoint.enable || c_.checkpoint.last_save_in_hf;

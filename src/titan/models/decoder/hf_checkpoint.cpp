@@ -232,6 +232,7 @@ void write_folder_atomic(const ckpt::OutputFolder& destination,
   std::string out = fs::path(out_dir).lexically_normal().string();
   while (out.size() > 1 && out.back() == '/') out.pop_back();
   const std::string tmp = out + ".tmp." + std::to_string(::getpid());
+  ckpt::remove_stale_tmp_folders(out);
   std::error_code ec;
   fs::remove_all(tmp, ec);
   const fs::path parent = fs::path(out).parent_path();
