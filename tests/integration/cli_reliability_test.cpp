@@ -218,6 +218,25 @@ TEST_F(CliReliability, HugeCountsFromFlagsAreRefusedAtOnce) {
   r = run_titan("plan --config qwen3_debug --world-size 2147483648");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--world-size 2147483648 is more than"), npos) << r.output;
+  // These hung past 60 s or ended in std::bad_alloc (train refused some of them already).
+  r = run_titan("plan --config qwen3_debug --world-size 2 --local-batch-size 1099511627776");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("training.local_batch_size=1099511627776 x seq_len="), npos) << r.output;
+  r = run_titan("plan --config qwen3_debug --world-size 2 --model.n_layers 1000000");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("model.n_layers=1000000 is more than 4096 layers"), npos) << r.output;
+  r = run_titan("demo --layers 1000000000");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("[memory] spec debug needs at least"), npos) << r.output;
+  r = train("run", "--training.global_batch_size 2000000000");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("training.global_batch_size=2000000000 is more than 16777216 sequences"), npos) << r.output;
+  // Sweep item 21: an overflowed figure ("kv cache: 1 rows of -9223372036854775806 slots").
+  const fs::path model = model_copy();
+  r = run_titan("generate --model " + model.string() + " --tokens " + (model / "tokens.safetensors").string() +
+                " --max-new-tokens 9223372036854775807 --out " + (dir_ / "ids.safetensors").string());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("--max-new-tokens 9223372036854775807 exceed the model's context of 128"), npos) << r.output;
 }
 
 // Sweep items 9 and 10: a vocab id of 2^31 - 1 sized tables at ~64 GB, and a Replace chain that

@@ -10,6 +10,7 @@
 #include "titan/core/rng.h"
 #include "titan/models/builtin.h"
 #include "titan/ops/registry.h"
+#include "titan/train/memory_check.h"
 
 namespace titan::cli {
 
@@ -37,6 +38,10 @@ int run_demo(int argc, char** argv) {
   const int64_t B = args.get_int("batch"), T = args.get_int("seq"), steps = args.get_int("steps");
   TITAN_CHECK(B > 0 && T > 0 && steps > 0, "titan demo: --batch, --seq and --steps must be > 0");
   const uint64_t seed = static_cast<uint64_t>(args.get_int("seed"));
+  // Before any layer is built: --layers 1e9 would take hours to fail. The f32 weights at least.
+  train::check_memory_floor(train::inference_memory_floor(config, 0, B, 0, 0), train::available_memory_per_rank(),
+                            "spec " + args.get("spec"),
+                            {.layers = "--layers", .vocab = "the spec's vocab_size", .batch = "--batch or --seq"});
 
   const std::unique_ptr<nn::Decoder> built = models::build_model(spec, config);
   nn::Decoder& model = *built;

@@ -230,7 +230,7 @@ int run_generate(int argc, char** argv) {
   }
   TITAN_CHECK(T <= context, "[generate] the prompt has ", T, " tokens, more than the model's context of ", context,
               " positions (max_position_embeddings). HINT: shorten the prompt");
-  TITAN_CHECK(T + options.max_new_tokens <= context, "[generate] ", T, " prompt tokens + --max-new-tokens ",
+  TITAN_CHECK(options.max_new_tokens <= context - T, "[generate] ", T, " prompt tokens + --max-new-tokens ",
               options.max_new_tokens, " exceed the model's context of ", context,
               " positions (max_position_embeddings). HINT: --max-new-tokens ", context - T, " at most");
   // The weights passed the floor at load; the KV cache of the batch and the last logits join them.

@@ -102,6 +102,7 @@ int run_plan(int argc, char** argv) {
     throw UsageError(str("titan plan: unexpected argument '", resolved.unknown_positional.front(), "'"));
   }
   const config::JobConfig& c = resolved.config;
+  config::validate(c, /*data_parallel_degree=*/1);  // as titan train checks it, before any layout is built
   const models::ResolvedModel model = train::resolve_model(c);
   const nn::DecoderConfig& mc = model.config;
   const nn::ConfigTree tree = train::job_tree(c, model);

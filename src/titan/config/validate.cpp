@@ -21,6 +21,10 @@ std::string lower(std::string text) {
 // "<path>=<value> <problem>" in the shortest number form, so that messages show what was set.
 std::string shown(double value) { return format_double(value); }
 
+constexpr int64_t kMaxLayers = 4096;
+constexpr int64_t kMaxTokensPerMicroBatch = int64_t{1} << 31;
+constexpr int64_t kMaxGlobalBatch = int64_t{1} << 24;
+
 void check_batch(const TrainingSection& t, int64_t dp) {
   if (dp < 1) config_fail("data-parallel degree ", dp, " must be >= 1 (internal: the caller passes the rank count)");
   if (t.global_batch_size == -1) return;
@@ -102,6 +106,10 @@ void validate(const JobConfig& c, int64_t data_parallel_degree) {
                 "folder whose config.json defines the model");
   }
   if (c.model.n_layers < 0) config_fail("model.n_layers=", c.model.n_layers, " must be >= 0 (0 = the spec's depth)");
+  if (c.model.n_layers > kMaxLayers) {
+    config_fail("model.n_layers=", c.model.n_layers, " is more than ", kMaxLayers,
+                " layers (the deepest published models have ~130); titan builds every layer, even to plan");
+  }
   const ModelSection& model = c.model;
   if (model.num_experts < 0) config_fail("model.num_experts=", model.num_experts, " must be >= 0 (0 = the spec's)");
   if (model.top_k < 0) config_fail("model.top_k=", model.top_k, " must be >= 0 (0 = the spec's)");
@@ -119,6 +127,16 @@ void validate(const JobConfig& c, int64_t data_parallel_degree) {
   if (t.global_batch_size != -1 && t.global_batch_size < 1) {
     config_fail("training.global_batch_size=", t.global_batch_size, " must be -1 or a positive multiple of ",
                 "local_batch_size x data-parallel degree");
+  }
+  // Sizes whose products index buffers and count micro-steps: far past any real run, they would
+  // overflow or allocate before anything else could say why.
+  if (t.local_batch_size > kMaxTokensPerMicroBatch / t.seq_len) {
+    config_fail("training.local_batch_size=", t.local_batch_size, " x seq_len=", t.seq_len, " is more than 2^31 tokens "
+                "in one micro-batch; lower them (training.global_batch_size accumulates micro-batches)");
+  }
+  if (t.global_batch_size > kMaxGlobalBatch) {
+    config_fail("training.global_batch_size=", t.global_batch_size, " is more than ", kMaxGlobalBatch,
+                " sequences per step; large runs use a few thousand");
   }
   check_batch(t, data_parallel_degree);
   if (std::isnan(t.max_norm)) config_fail("training.max_norm is nan; set a positive norm, or <= 0 to disable clipping");
