@@ -4,6 +4,7 @@ per rope_type, and the logits Transformers computes for a 64-token input whose p
 original context length (32), so every scaling is active.
 
   python3 tools/make_rope_fixtures.py --out tests/fixtures/hf_rope
+  python3 tools/make_rope_fixtures.py --out tests/fixtures/hf_rope --cases llama_llama3_fractional  # one case
 
 <out>/llama.safetensors, <out>/qwen3.safetensors: float32 weights (HF names) of one seeded random
 model per architecture (vocab 320, hidden 16, 2 heads of head_dim 16, 1 kv head, 1 layer, tied),
@@ -26,7 +27,7 @@ import tempfile
 
 import torch
 import transformers
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
 T = 64
@@ -45,6 +46,10 @@ CASES = {
     "llama_llama3": ("llama", 128, {"rope_theta": 500000.0, "rope_scaling": {
         "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
         "original_max_position_embeddings": 32}}),
+    # A fractional original context: Transformers computes with 20.5 as given (titan once truncated it).
+    "llama_llama3_fractional": ("llama", 128, {"rope_theta": 500000.0, "rope_scaling": {
+        "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 20.5}}),
     "llama_longrope": ("llama", 128, {"rope_parameters": {"rope_type": "longrope", "rope_theta": 10000.0,
                                                           "long_factor": LONG, "short_factor": SHORT,
                                                           "original_max_position_embeddings": 32}}),
@@ -86,13 +91,19 @@ def config_json(arch, max_pos, rope):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="tests/fixtures/hf_rope")
+    ap.add_argument("--cases", help="comma-separated: write only these cases, on the committed weights and tokens")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    ids = torch.randint(0, SHAPE["vocab_size"], (1, T), generator=torch.Generator().manual_seed(7))
-    save_file({"input_ids": ids}, os.path.join(args.out, "tokens.safetensors"))
-    for arch in ARCH:
-        save_file(random_weights(arch), os.path.join(args.out, f"{arch}.safetensors"), metadata={"format": "pt"})
+    if args.cases:
+        ids = load_file(os.path.join(args.out, "tokens.safetensors"))["input_ids"]
+    else:
+        ids = torch.randint(0, SHAPE["vocab_size"], (1, T), generator=torch.Generator().manual_seed(7))
+        save_file({"input_ids": ids}, os.path.join(args.out, "tokens.safetensors"))
+        for arch in ARCH:
+            save_file(random_weights(arch), os.path.join(args.out, f"{arch}.safetensors"), metadata={"format": "pt"})
     for case, (arch, max_pos, rope) in CASES.items():
+        if args.cases and case not in args.cases.split(","):
+            continue
         case_dir = os.path.join(args.out, case)
         os.makedirs(case_dir, exist_ok=True)
         with open(os.path.join(case_dir, "config.json"), "w") as f:

@@ -92,7 +92,8 @@ TEST_P(CliForwardRope, LogitsMatchTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, CliForwardRope,
-                         ::testing::Values("llama_linear", "llama_dynamic", "llama_yarn", "llama_llama3", "llama_longrope",
+                         ::testing::Values("llama_linear", "llama_dynamic", "llama_yarn", "llama_llama3", "llama_llama3_fractional",
+                                           "llama_longrope",
                                            "qwen3_yarn"));
 
 // Loss semantics as Transformers' causal LM: without labels the loss is model(input_ids,

@@ -86,6 +86,35 @@ TEST(HfErrors, UnsupportedConfigFieldsAreNamed) {
   EXPECT_ERROR_CONTAINS(load_hf_config(m.dir()), "must be a multiple of num_kv_heads");
 }
 
+// RoPE blocks Transformers cannot run (issue 49's sweep, item 15): yarn divides by log(rope_theta)
+// (ZeroDivisionError at 1) and takes each beta's log (NaN logits below 0); refused here, named.
+// Qwen3.5's mrope fields are checked for their type, and a huge original context is named as given.
+TEST(HfErrors, RopeBlocksTransformersCannotRunAreNamed) {
+  ScratchModel m("rope");
+  m.edit_config([](auto& j) { j["rope_theta"] = 1.0; j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; });
+  EXPECT_ERROR_CONTAINS(load_hf_config(m.dir()), "rope_type 'yarn' needs rope_theta > 1");
+  m.edit_config([](auto& j) {
+    j["rope_theta"] = 10000.0;
+    j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"beta_fast", -3}};
+  });
+  EXPECT_ERROR_CONTAINS(load_hf_config(m.dir()), "yarn's beta_fast and beta_slow must be > 0, got -3 and 1");
+  m.edit_config([](auto& j) {
+    j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 1e30}};
+  });
+  EXPECT_EQ(load_hf_config(m.dir()).rope_scaling.original_max_position_embeddings, 1e30);  // not -2^63
+  const auto qwen3_5 = [](const nlohmann::json& rope) {
+    return nlohmann::json{{"architectures", nlohmann::json::array({"Qwen3_5ForCausalLM"})}, {"num_hidden_layers", 4},
+                          {"rope_parameters", rope}};
+  };
+  EXPECT_ERROR_CONTAINS(config_from_hf(qwen3_5({{"rope_type", "default"}, {"rope_theta", 1e6}, {"mrope_section", "x"}}),
+                                       "c.json"),
+                        "c.json: field 'rope_parameters'.mrope_section must be a list of section sizes");
+  nlohmann::json conv = qwen3_5({{"rope_type", "default"}, {"rope_theta", 1e6}});
+  conv["linear_conv_kernel_dim"] = 1000000000000;
+  EXPECT_ERROR_CONTAINS(config_from_hf(conv, "c.json"),
+                        "c.json: field 'linear_conv_kernel_dim' is 1000000000000; it must be in [1, ");
+}
+
 // Qwen3MoeForCausalLM config.json fields that the model cannot take: one line naming the field.
 TEST(HfErrors, MixtureOfExpertsConfigFields) {
   const auto moe = [](const std::string& key, const nlohmann::json& v) {

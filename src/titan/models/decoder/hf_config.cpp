@@ -186,9 +186,8 @@ double read_rope(const json& config, const Reader& r, const std::string& source,
   // the block's, which defaults to max_position_embeddings.
   const bool top_original = r.present("original_max_position_embeddings");
   s.original_max_position_embeddings =
-      top_original ? r.integer("original_max_position_embeddings", 0)
-                   : static_cast<int64_t>(rope_number(rp, "original_max_position_embeddings", where,
-                                                      static_cast<double>(c.max_seq_len)));
+      top_original ? static_cast<double>(r.integer("original_max_position_embeddings", 0))
+                   : rope_number(rp, "original_max_position_embeddings", where, static_cast<double>(c.max_seq_len));
   if (s.type == ops::RopeType::longrope && !(rp.contains("factor") && !rp["factor"].is_null())) {
     s.factor = static_cast<double>(c.max_seq_len) / static_cast<double>(s.original_max_position_embeddings);
   }
@@ -222,7 +221,26 @@ double read_rope(const json& config, const Reader& r, const std::string& source,
     s.short_factor = rope_list(rp, "short_factor", where);
     s.attention_factor = rope_number(rp, "attention_factor", where, 0);
   }
-  return Reader(rp, source).number("rope_theta", theta);
+  const double rope_theta = Reader(rp, source).number("rope_theta", theta);
+  if (s.type == ops::RopeType::yarn) {
+    // Transformers divides by log(rope_theta) (ZeroDivisionError at 1) and takes the log of each
+    // beta (NaN logits below 0): refused here, naming the field, instead of training on NaN.
+    TITAN_CHECK(rope_theta > 1, where, ": rope_type 'yarn' needs rope_theta > 1 (its correction range divides by ",
+                "log(rope_theta)), got ", rope_theta);
+    TITAN_CHECK(s.beta_fast > 0 && s.beta_slow > 0, where, ": yarn's beta_fast and beta_slow must be > 0, got ",
+                s.beta_fast, " and ", s.beta_slow, ". HINT: remove them for the defaults 32 and 1");
+  }
+  if (qwen3_5 && rp.contains("mrope_section")) {
+    const json& m = rp["mrope_section"];
+    bool ok = m.is_array();
+    for (const json& v : ok ? m : json::array()) ok = ok && v.is_number_integer() && v.get<int64_t>() >= 0;
+    TITAN_CHECK(ok, where, ".mrope_section must be a list of section sizes (Qwen3.5: [11, 11, 10]), got ", m.dump());
+  }
+  if (qwen3_5 && rp.contains("mrope_interleaved")) {
+    TITAN_CHECK(rp["mrope_interleaved"].is_boolean(), where, ".mrope_interleaved must be true or false, got ",
+                rp["mrope_interleaved"].dump());
+  }
+  return rope_theta;
 }
 
 // The shortest decimal that reads back as `f` (1e-06, not 9.99999997e-07).
@@ -281,6 +299,11 @@ void read_qwen3_5(const json& config, const Reader& r, const std::string& source
   c.linear_num_value_heads = r.integer("linear_num_value_heads", 32);
   c.linear_value_head_dim = r.integer("linear_value_head_dim", 128);
   c.linear_conv_kernel_dim = r.integer("linear_conv_kernel_dim", 4);
+  // A causal convolution wider than the context reads nothing more: a typo (Qwen3.5 uses 4), and
+  // one that sizes the conv weights of every layer.
+  TITAN_CHECK(c.linear_conv_kernel_dim >= 1 && c.linear_conv_kernel_dim <= c.max_seq_len, source,
+              ": field 'linear_conv_kernel_dim' is ", c.linear_conv_kernel_dim, "; it must be in [1, ", c.max_seq_len,
+              "] (max_position_embeddings). HINT: Qwen3.5 uses 4");
   c.partial_rotary_factor = static_cast<float>(r.number("partial_rotary_factor", 0.25));
   c.attn_output_gate = true;
   c.zero_centered_norms = true;

@@ -35,7 +35,7 @@ void check_rope_scaling(const RopeScaling& s, int64_t head_dim) {
                 "head_dim > 2, got ", s.max_position_embeddings, " and ", head_dim);
   }
   if (s.type == RopeType::yarn || s.type == RopeType::llama3 || s.type == RopeType::longrope) {
-    TITAN_CHECK(s.original_max_position_embeddings > 0, "[rope] ", name,
+    TITAN_CHECK(s.original_max_position_embeddings > 0 && std::isfinite(s.original_max_position_embeddings), "[rope] ", name,
                 ": original_max_position_embeddings must be > 0, got ", s.original_max_position_embeddings,
                 ". HINT: set rope_parameters.original_max_position_embeddings");
   }

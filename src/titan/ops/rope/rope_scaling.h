@@ -34,7 +34,8 @@ struct RopeScaling {
   RopeType type = RopeType::default_;
   double factor = 1.0;                          // every type but default (longrope: see above)
   int64_t max_position_embeddings = 0;          // the config's (dynamic, yarn/longrope defaults)
-  int64_t original_max_position_embeddings = 0; // yarn, llama3, longrope
+  // yarn, llama3, longrope; a double as in Transformers, which computes with 20.5 as given
+  double original_max_position_embeddings = 0;
   double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
   double beta_fast = 32.0, beta_slow = 1.0;     // yarn
   double attention_factor = 0.0;                // yarn, longrope: 0 = derive as HF does
