@@ -326,3 +326,34 @@ TEST(Tokenizer, MissingFileIsAnError) {
 
 }  // namespace
 }  // namespace titan::data
+
+namespace titan::data {
+namespace {
+
+// Added tokens whose "id" collides with another token's, names content the vocabulary holds,
+// leaves a gap or repeats a content: HF tokenizers ignores those ids when it loads the file and
+// assigns its own (tools/make_added_token_fixtures.py); titan gives the same ids, encodes and
+// decodes the same.
+TEST(TokenizerAddedIds, IdsAreTheOnesHfTokenizersAssigns) {
+  const nlohmann::json base =
+      nlohmann::json::parse(std::ifstream(titan::testing::source_path("tests/fixtures/tokenizer/trained/tokenizer.json")));
+  const nlohmann::json fixture =
+      nlohmann::json::parse(std::ifstream(titan::testing::source_path("tests/fixtures/tokenizer/added_ids.json")));
+  ASSERT_EQ(fixture["cases"].size(), 6u);
+  for (const nlohmann::json& c : fixture["cases"]) {
+    const std::string name = c["name"];
+    nlohmann::json spec = base;
+    spec["added_tokens"] = c["added_tokens"];
+    const Tokenizer tok = Tokenizer::from_json_text(spec.dump(), name);
+    for (const auto& [content, id] : c["added"].items()) {
+      EXPECT_EQ(tok.token_id(content), std::optional<int32_t>(id.get<int32_t>())) << name << " " << content;
+    }
+    EXPECT_EQ(tok.vocab_size(), c["vocab_size"].get<int64_t>()) << name;
+    const std::vector<int32_t> ids = tok.encode(c["text"].get<std::string>());
+    EXPECT_EQ(ids, c["ids"].get<std::vector<int32_t>>()) << name;
+    EXPECT_EQ(tok.decode(ids), c["decoded"].get<std::string>()) << name;
+  }
+}
+
+}  // namespace
+}  // namespace titan::data

@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "titan/core/abbreviate.h"
+#include "titan/core/log.h"
 #include "titan/core/error.h"
 #include "titan/core/nesting.h"
 #include "titan/data/tokenizer/added_tokens.h"
@@ -49,6 +50,29 @@ struct Tokenizer::Impl {
 namespace {
 
 using Reader = JsonReader;
+
+// The id HF tokenizers gives an added token, whatever id the file says (its AddedVocabulary::
+// add_tokens, which loading runs; a differing id only logs a warning there): the id of an earlier
+// added token of the same content, else the vocabulary's id of that content, else the next free
+// id past the vocabulary: its entry count when no added id reaches it yet, else the largest added
+// id + 1.
+int32_t added_token_id(const std::unordered_map<std::string, int32_t>& added,
+                       const std::unordered_map<std::string, int32_t>& vocab, const std::string& content) {
+  if (const auto it = added.find(content); it != added.end()) return it->second;
+  if (const auto it = vocab.find(content); it != vocab.end()) return it->second;
+  const auto count = static_cast<int32_t>(vocab.size());
+  if (added.empty()) return count;
+  int32_t largest = 0;
+  for (const auto& [text, id] : added) largest = std::max(largest, id);
+  return largest >= count || count == 0 ? largest + 1 : count;
+}
+
+std::string added_id_reason(const std::unordered_map<std::string, int32_t>& added,
+                            const std::unordered_map<std::string, int32_t>& vocab, const std::string& content) {
+  if (added.count(content) != 0) return "an earlier added token has this content";
+  if (vocab.count(content) != 0) return "the vocabulary holds this content";
+  return "the next id after the vocabulary and the added tokens before it";
+}
 
 // Ids index titan's id -> token tables, sized by the largest id: an id of 2^31 - 1 in a file of
 // 300 tokens would size them at tens of GB. The largest published vocabularies hold ~260k ids.
@@ -206,7 +230,7 @@ Tokenizer Tokenizer::from_json_text(std::string_view json_text, const std::strin
       if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= kMaxTokenIds) {
         r.fail(path + ".id", kTokenIdRange);
       }
-      token.id = static_cast<int32_t>(id.get<int64_t>());
+      const int64_t file_id = id.get<int64_t>();
       token.content = r.string(t, path, "content");
       if (token.content.empty()) r.fail(path + ".content", "must not be empty");
       if (utf8_invalid_offset(token.content) != token.content.size()) r.fail(path + ".content", "is not valid UTF-8");
@@ -215,9 +239,21 @@ Tokenizer Tokenizer::from_json_text(std::string_view json_text, const std::strin
       token.rstrip = r.boolean(t, path, "rstrip", false);
       token.normalized = r.boolean(t, path, "normalized", true);
       token.special = r.boolean(t, path, "special", false);
-      impl->added_ids[token.content] = token.id;
+      token.id = added_token_id(impl->added_ids, vocab, token.content);
+      if (token.id != file_id) {
+        log_warn(str("[tokenizer] ", where, ": ", path, " \"", abbreviate(token.content), "\" has id ", file_id,
+                     " in the file; HF tokenizers gives it ", token.id, " (", added_id_reason(impl->added_ids, vocab, token.content),
+                     "), and so does titan"));
+      }
       max_id = std::max<int64_t>(max_id, token.id);
-      impl->added.push_back(std::move(token));
+      const auto same = std::find_if(impl->added.begin(), impl->added.end(),
+                                     [&](const AddedToken& a) { return a.content == token.content; });
+      impl->added_ids[token.content] = token.id;
+      if (same != impl->added.end()) {
+        *same = std::move(token);  // HF keeps one entry per content, the later one's flags
+      } else {
+        impl->added.push_back(std::move(token));
+      }
     }
   }
   if (unk_token != nullptr) {
