@@ -95,6 +95,43 @@ def run_case(name: str, base_dir: str, r: int, alpha: float, targets: list[str],
             "merged": sum(1 for k in expected if k.startswith("merged."))}
 
 
+# name, the case whose adapter it reuses, base folder, adapter_config.json fields replaced: a user's
+# edited config over a file with more tensors than it selects. PEFT adapts what the config selects
+# and ignores the other tensors; expected.safetensors holds PeftModel.from_pretrained's logits.
+PATCHED = [
+    ("dense_all_linear_layer1", "dense_all_linear", "tests/fixtures/hf/untied_gqa2", {"layers_to_transform": [1]}),
+    ("dense_all_linear_q_only", "dense_all_linear", "tests/fixtures/hf/untied_gqa2",
+     {"target_modules": ["q_proj", "no_such_proj"]}),
+]
+
+
+def run_patched(name: str, source: str, base_dir: str, patch: dict, out: str) -> None:
+    import peft
+    import shutil
+    import transformers
+
+    case_dir = os.path.join(out, name)
+    shutil.rmtree(case_dir, ignore_errors=True)
+    shutil.copytree(os.path.join(out, source, "adapter"), os.path.join(case_dir, "adapter"))
+    config_path = os.path.join(case_dir, "adapter", "adapter_config.json")
+    config = json.load(open(config_path))
+    config.update(patch)
+    with open(config_path, "w") as f:
+        json.dump(config, f, indent=2, sort_keys=True)
+        f.write("\n")
+    base = transformers.AutoModelForCausalLM.from_pretrained(base_dir, attn_implementation="eager",
+                                                             dtype=torch.float64)
+    model = peft.PeftModel.from_pretrained(base, os.path.join(case_dir, "adapter")).to(torch.float64)
+    model.eval()
+    ids = load_file(os.path.join(base_dir, "tokens.safetensors"))["input_ids"].to(torch.int64)
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits
+    adapted = sorted({n.split(".lora_A")[0] for n, _ in model.named_parameters() if ".lora_A" in n})
+    print(name, len(adapted), "modules adapted")
+    save_file({"input_ids": ids, "logits": logits.to(torch.float32).contiguous()},
+              os.path.join(case_dir, "expected.safetensors"))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="tests/fixtures/lora")
@@ -114,6 +151,9 @@ def main() -> None:
         rows.append({"name": name, "base": base_dir, "r": r, "alpha": alpha,
                      "targets": targets if isinstance(targets, str) else ",".join(targets),
                      "merged": sum(1 for k in kept if k.startswith("merged."))})
+    for name, source, base_dir, patch in PATCHED:
+        if not only or name in only:
+            run_patched(name, source, base_dir, patch, args.out)
     with open(os.path.join(args.out, "README.md"), "w") as f:
         f.write("# LoRA adapter fixtures (made by Hugging Face PEFT)\n\n")
         f.write("Made by `python3 tools/make_lora_fixtures.py` with torch %s, transformers %s, peft %s on %s.\n\n"
@@ -122,6 +162,10 @@ def main() -> None:
         for row in rows:
             f.write("| %s | %s | %d | %g | %s | %d |\n" % (row["name"], row["base"], row["r"], row["alpha"],
                                                        row["targets"], row["merged"]))
+        f.write("\nEdited configs over an earlier case's adapter file (PEFT adapts what they select and ignores the "
+                "other tensors; expected.safetensors: PeftModel.from_pretrained's logits):\n\n")
+        for name, source, _, patch in PATCHED:
+            f.write("- %s: %s's adapter with %s\n" % (name, source, json.dumps(patch)))
     print("wrote", len(rows), "cases to", args.out)
 
 

@@ -292,6 +292,32 @@ TEST(Lora, PeftAdaptersGiveThePeftModelsLogits) {
   }
 }
 
+// An edited adapter_config.json over a file with more tensors than it selects (issue 49's sweep,
+// item 13): PEFT adapts only layers_to_transform's layers and target_modules' modules (a name the
+// model lacks beside one it has is no error there) and ignores the other tensors; titan gives
+// PeftModel.from_pretrained's logits. A config that selects nothing is refused, as PEFT refuses.
+TEST(Lora, AdapterConfigSelectsTheModulesAsPeftDoes) {
+  for (const char* name : {"dense_all_linear_layer1", "dense_all_linear_q_only"}) {
+    const Case c{name, "tests/fixtures/hf/untied_gqa2"};
+    std::unique_ptr<nn::Decoder> model = load(c);
+    const ckpt::SafetensorsFile want = expected(c);
+    const Tensor ids = want.get("input_ids").clone();
+    const double err = max_abs_diff(model->forward_logits(ids), want.get("logits"));
+    std::printf("[ lora     ] %s: logits max abs err vs PEFT %.2e\n", name, err);
+    EXPECT_LT(err, 2e-4) << name;
+  }
+  TempDir dir("select_none");
+  fs::copy(source_path("tests/fixtures/lora/dense_all_linear/adapter"), dir / "a");
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(dir / "a/adapter_config.json"));
+  config["target_modules"] = {"no_such_proj"};
+  std::ofstream(dir / "a/adapter_config.json") << config.dump();
+  const std::string base = source_path("tests/fixtures/hf/untied_gqa2");
+  const std::string error = testing::error_of(
+      [&] { models::load_hf_model_with_adapter(models::family_of_hf_folder(base), base, dir / "a"); });
+  EXPECT_NE(error.find("target_modules and layers_to_transform select none of the 14 modules"), std::string::npos)
+      << error;
+}
+
 // The merged HF export equals PEFT's merge_and_unload(), and base + (alpha / r) B A in float64.
 TEST(Lora, MergedExportEqualsBasePlusScaledBA) {
   for (const Case& c : cases()) {

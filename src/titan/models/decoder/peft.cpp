@@ -2,7 +2,10 @@
 
 #include <cstring>
 #include <filesystem>
+#include <algorithm>
 #include <map>
+#include <optional>
+#include <regex>
 #include <nlohmann/json.hpp>
 
 #include "titan/checkpoint/atomic_file.h"
@@ -42,6 +45,56 @@ static std::optional<std::pair<std::string, char>> adapter_target(const std::str
   }
   return std::nullopt;
 }
+
+namespace {
+
+// PEFT's module selection (peft.tuners.tuners_utils.check_target_module_exists): a list of names
+// matches a module key equal to one or ending in "." + one; a string is a regex the whole key must
+// match, or "all-linear" (every projection titan adapts); layers_to_transform keeps the modules of
+// those layer indices ("model.layers.<i>.").
+struct ModuleFilter {
+  std::vector<std::string> names;
+  std::optional<std::regex> pattern;
+  std::vector<int64_t> layers;  // empty: every layer
+
+  bool selects(const std::string& key) const {
+    bool target = names.empty() && !pattern;  // "all-linear" or none given
+    for (const std::string& n : names) target = target || key == n || key.ends_with("." + n);
+    if (pattern) target = std::regex_match(key, *pattern);
+    if (!target || layers.empty()) return target;
+    const size_t at = key.find(".layers.");
+    if (at == std::string::npos) return false;
+    const int64_t layer = std::strtoll(key.c_str() + at + 8, nullptr, 10);
+    return std::find(layers.begin(), layers.end(), layer) != layers.end();
+  }
+};
+
+ModuleFilter module_filter(const std::string& config_path, const nlohmann::json* targets,
+                           const nlohmann::json* layers) {
+  ModuleFilter f;
+  if (targets != nullptr && targets->is_array()) {
+    for (const nlohmann::json& t : *targets) f.names.push_back(t.get<std::string>());
+  } else if (targets != nullptr && targets->get<std::string>() != "all-linear") {
+    try {
+      f.pattern.emplace(targets->get<std::string>());
+    } catch (const std::regex_error& e) {
+      TITAN_FAIL("[adapter] ", config_path, ": target_modules \"", abbreviate(targets->get<std::string>()),
+                 "\" is not a regular expression titan reads (", e.what(), ")");
+    }
+  }
+  if (layers != nullptr) {
+    bool ok = layers->is_number_integer() || layers->is_array();
+    for (const nlohmann::json& l : layers->is_array() ? *layers : nlohmann::json::array({*layers})) {
+      ok = ok && l.is_number_integer() && l.get<int64_t>() >= 0;
+      if (ok) f.layers.push_back(l.get<int64_t>());
+    }
+    TITAN_CHECK(ok, "[adapter] ", config_path, ": layers_to_transform is ", abbreviate(layers->dump()),
+                "; it must be a layer index or a list of them");
+  }
+  return f;
+}
+
+}  // namespace
 
 PeftAdapter read_peft_adapter(const std::string& dir) {
   const std::string config_path = dir + "/adapter_config.json";
@@ -96,8 +149,11 @@ PeftAdapter read_peft_adapter(const std::string& dir) {
     if (f != nullptr && !f->empty()) refuse(extra, "is set; only lora_A / lora_B tensors of projections are applied");
   }
 
+  const ModuleFilter adapted = module_filter(config_path, field("target_modules"), field("layers_to_transform"));
+
   const ckpt::SafetensorsFile file = ckpt::SafetensorsFile::open(weights_path);
   std::map<std::string, int> seen;  // path -> bit 1 (A), bit 2 (B)
+  std::map<std::string, std::string> hf_module;  // path -> the HF module key ("model.layers.0.self_attn.q_proj")
   for (const ckpt::TensorInfo& info : file.tensors()) {
     const std::string& name = info.name;
     const auto target = adapter_target(name);
@@ -105,13 +161,19 @@ PeftAdapter read_peft_adapter(const std::string& dir) {
                 "of a projection titan adapts (base_model.model.model.layers.<i>.<module>.lora_A.weight, the module one of ",
                 plugins::peft_module_names(), ")");
     seen[target->first] |= target->second == 'A' ? 1 : 2;
+    hf_module[target->first] = name.substr(std::strlen(kPrefix), name.rfind(".lora_") - std::strlen(kPrefix));
   }
   TITAN_CHECK(!seen.empty(), "[adapter] ", weights_path, " holds no tensors");
   for (const auto& [path, bits] : seen) {
     TITAN_CHECK(bits == 3, "[adapter] ", weights_path, ": ", path, " has lora_", bits == 1 ? "A" : "B",
                 " but no lora_", bits == 1 ? "B" : "A");
-    a.modules.push_back(path);
+    // PEFT adapts what target_modules and layers_to_transform select and ignores the file's other
+    // tensors (they load as unexpected keys).
+    if (adapted.selects(hf_module[path])) a.modules.push_back(path);
   }
+  TITAN_CHECK(!a.modules.empty(), "[adapter] ", config_path, ": target_modules and layers_to_transform select none of ",
+              "the ", seen.size(), " modules in ", weights_path, " (PEFT: \"Target modules not found in the base model\")",
+              ". HINT: the adapter was made for another model, or its config was edited");
   return a;
 }
 
