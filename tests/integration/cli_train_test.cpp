@@ -523,6 +523,24 @@ TEST_F(CliTrain, ResumingLoraWithAnotherAlphaIsRefused) {
   EXPECT_EQ(same.exit_code, 0) << same.output;
 }
 
+// Adapters trained over one base (none, nf4, int8) resumed over another said nothing (issue 49's
+// sweep, item 16): they would continue on other base weights. Refused both ways, naming both.
+TEST_F(CliTrain, ResumingLoraOverAnotherBaseQuantizationIsRefused) {
+  const std::string run = "--model.n_layers 1 --training.seq_len 16 --training.local_batch_size 2 --lora.rank 2 "
+                          "--checkpoint.enable --no-checkpoint.last_save_model_only ";
+  ASSERT_EQ(train("lora_quant", run + "--training.steps 1").exit_code, 0);
+  for (const char* other : {"nf4", "int8"}) {
+    const CommandResult r = train("lora_quant", run + "--training.steps 2 --lora.base_quantization " + other);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find("trained its adapters over a base stored as lora.base_quantization none, this run has " +
+                            std::string(other)),
+              std::string::npos)
+        << r.output;
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "lora_quant" / "checkpoint" / "step-2")) << "refused before step 2";
+  EXPECT_EQ(train("lora_quant", run + "--training.steps 2").exit_code, 0);
+}
+
 // MoE settings the model cannot take fail before any work, in one line.
 // A tokenizer larger than the named model, in a folder that has a config.json (the fine-tune flow
 // with model.name left at the config function's): the hint says --model.name= builds the folder's model.

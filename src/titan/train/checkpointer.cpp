@@ -236,15 +236,26 @@ ResumePoint Checkpointer::load_initial_native() {
   return {s.step, s.tokens_seen, false};
 }
 
-// LoRA adapters are trained for the scale alpha / rank they were saved with: resumed under another
-// lora.alpha, the same A and B would add a differently scaled update from the first step on (and
-// the rank must match for the tensors to load at all). A config mistake, refused before any step.
+// LoRA adapters are trained for the scale alpha / rank they were saved with and for the base they
+// were trained over: resumed under another lora.alpha, the same A and B would add a differently
+// scaled update from the first step on; over another lora.base_quantization (none, nf4, int8) they
+// would correct a base whose weights differ from the one they learned on (QLoRA's adapters absorb
+// its quantization error). The rank must match for the tensors to load at all. Config mistakes,
+// refused before any step.
 void Checkpointer::check_same_lora_scale(const ckpt::TrainState& s, const std::string& path) const {
   const config::JobConfig& c = config_;
   if (c.lora.rank == 0 || s.config_toml.empty()) return;
   config::JobConfig saved;
   config::apply_toml_text(saved, s.config_toml, path + "/config.toml");
-  if (saved.lora.rank == 0 || saved.lora.alpha == c.lora.alpha) return;
+  if (saved.lora.rank == 0) return;
+  if (saved.lora.base_quantization != c.lora.base_quantization) {
+    config::config_fail("[checkpoint] ", path, " trained its adapters over a base stored as lora.base_quantization ",
+                        saved.lora.base_quantization, ", this run has ", c.lora.base_quantization,
+                        ": the adapters would continue on other base weights. HINT: resume with "
+                        "--lora.base_quantization ", saved.lora.base_quantization,
+                        ", or start a new run in another job.dump_folder");
+  }
+  if (saved.lora.alpha == c.lora.alpha) return;
   config::config_fail("[checkpoint] ", path, " was trained with lora.alpha ", config::format_double(saved.lora.alpha),
                       " (adapter scale alpha / rank = ", config::format_double(saved.lora.alpha / saved.lora.rank),
                       "), this run has lora.alpha ", config::format_double(c.lora.alpha),
