@@ -477,6 +477,31 @@ TEST_F(CliParallel, LoraMeshesMatchOneRank) {
 
 // SIGTERM to one rank of two: both stop after the same step (they agree on it once per step),
 // the job exits 143 without an MPI abort, and the metrics end with whole rows.
+// Ranks started with different jobs (issue 49's sweep, item 12): an MPMD launch with another lr,
+// or another dataset, trained without a word. Now the rank that differs names the field and ends
+// the job before any step.
+TEST_F(CliParallel, RanksWithDifferentJobsAreRefusedNamingTheField) {
+  const std::string mpirun = std::string(TITAN_MPIRUN) + " --oversubscribe" +
+                             (::geteuid() == 0 ? " --allow-run-as-root" : "") + " --bind-to none -x OMP_NUM_THREADS=1 ";
+  const auto mpmd = [&](const std::string& a, const std::string& b) {
+    return testing::run_command(mpirun + "-np 1 " + TITAN_BINARY + " " + train_args("mpmd", 1, a) + " : -np 1 " +
+                                TITAN_BINARY + " " + train_args("mpmd", 1, b) + " 2>&1");
+  };
+  CommandResult r = mpmd("--optimizer.lr 1e-3", "--optimizer.lr 2e-3");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("[rank 1 of 2] this rank's job differs from rank 0's (optimizer.lr: 0.002 here, 0.001 on "
+                          "rank 0)"),
+            std::string::npos)
+      << r.output;
+  fs::create_directories(dir_ / "other_data");
+  std::ofstream(dir_ / "other_data" / "a.txt") << "other text than rank 0 reads\n";
+  r = mpmd("", "--training.dataset_path " + (dir_ / "other_data").string());
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("this rank's job differs from rank 0's (training.dataset_path: "), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "mpmd" / "metrics.jsonl")) << "refused before step 1";
+}
+
 TEST_F(CliParallel, SigtermToOneRankStopsTheJobAtOneStep) {
   const fs::path run = dir_ / "sigterm";
   const std::string cmd = std::string(TITAN_MPIRUN) + " -np 2 --oversubscribe" +

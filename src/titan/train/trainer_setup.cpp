@@ -18,6 +18,7 @@
 #include "titan/plugins/plugin_loader.h"
 #include "titan/train/memory_check.h"
 #include "titan/train/meta_plan.h"
+#include "titan/train/rank_agreement.h"
 #include "titan/train/support.h"
 #include "titan/train/trainer.h"
 
@@ -50,6 +51,7 @@ std::string dataset_path(const config::JobConfig& c) {
 void Trainer::setup_mesh() {
   world_ = &parallel::world_comm();
   parallel::set_collective_timeout(static_cast<double>(c_.comm.timeout_seconds));
+  check_ranks_agree(*world_, c_);
   const config::ParallelismSection& ps = c_.parallelism;
   if (ps.pipeline_parallel_degree > 1 && world_->size() % ps.pipeline_parallel_degree != 0) {
     config::config_fail("parallelism.pipeline_parallel_degree=", ps.pipeline_parallel_degree, " does not divide the ",
