@@ -8,9 +8,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "integration/cli_runner.h"
 
@@ -327,6 +330,40 @@ TEST_F(CliReliability, OpenmpThreadsSpinBrieflyUnlessTheUserChose) {
                                                (dir_ / "tok").string() + " 2>&1");
   EXPECT_NE(r.output.find("threads (" ), npos) << r.output;
   EXPECT_NE(r.output.find("; waits: spin 1000 then sleep)"), npos) << r.output;
+}
+
+// Sweep item 18: a SIGTERM during a long validation pass (the whole of a large set) was ignored
+// until the pass ended, 10+ minutes; now the pass ends at its next batch and the run stops as at a
+// step's end: exit 143, no validation line for the cut pass.
+TEST_F(CliReliability, SigtermStopsALongValidationPass) {
+  {
+    std::ofstream big(dir_ / "val.txt");
+    const std::string text = read_text(kShakespeare);
+    for (int i = 0; i < 40; ++i) big << text;  // ~44 MB: many minutes for a whole-set pass here
+  }
+  const fs::path log = dir_ / "run.log";
+  const pid_t pid = testing::spawn_titan(
+      "train --config qwen3_debug --model.n_layers 1 --training.steps 3 --training.seq_len 32 "
+      "--training.local_batch_size 1 --metrics.peak_tflops 1 --metrics.log_freq 1 --job.dump_folder " +
+          (dir_ / "run").string() + " --model.hf_assets_path " + (dir_ / "tok").string() +
+          " --training.dataset_path " + kShakespeare.string() + " --validation.enable --validation.freq 1 "
+          "--validation.steps -1 --validation.dataset_path " + (dir_ / "val.txt").string(),
+      log);
+  ASSERT_GT(pid, 0);
+  const fs::path metrics = dir_ / "run" / "metrics.jsonl";
+  for (int i = 0; i < 600 && !fs::exists(metrics); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // inside the first validation pass
+  const auto sent = std::chrono::steady_clock::now();
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+  const std::string out = read_text(log);
+  ASSERT_TRUE(WIFEXITED(status)) << out;
+  EXPECT_EQ(WEXITSTATUS(status), 143) << out;
+  EXPECT_NE(out.find("titan: stopped by SIGTERM after step 1 of 3"), npos) << out;
+  EXPECT_LT(seconds, 30.0) << "the pass should end at its next batch\n" << out;
+  EXPECT_EQ(read_text(metrics).find("validation"), npos) << "no record of the cut pass";
 }
 
 }  // namespace

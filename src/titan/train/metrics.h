@@ -56,6 +56,7 @@ struct ValidationMetrics {
   int64_t targets = 0;      // target tokens of the pass, all data-parallel ranks
   int64_t batches = 0;      // global batches of the pass
   double seconds = 0.0;     // wall time of the pass (loading included)
+  bool interrupted = false;  // a stop signal ended the pass early: no loss, nothing to record
 };
 
 struct MetricsOptions {

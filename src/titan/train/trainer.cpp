@@ -117,7 +117,8 @@ TrainSummary Trainer::train() {
     for (int64_t step = start_.step + 1; step <= c_.training.steps && stop_signal == 0; ++step) {
       metrics_->record(train_step(step));
       if (validator_ && (step % c_.validation.freq == 0 || step == c_.training.steps)) {
-        metrics_->record_validation(validator_->run(*model_, step));
+        const ValidationMetrics v = validator_->run(*model_, step, [this] { return agreed_stop_signal(); });
+        if (!v.interrupted) metrics_->record_validation(v);
       }
       if (checkpointer_->due(step)) checkpointer_->save(step, tokens_seen_);
       last_step = step;

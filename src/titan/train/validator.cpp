@@ -36,7 +36,7 @@ int64_t Validator::check_set() const {
              "validation.seq_len");
 }
 
-ValidationMetrics Validator::run(models::Parallelized& model, int64_t step) const {
+ValidationMetrics Validator::run(models::Parallelized& model, int64_t step, const std::function<int()>& stop) const {
   const auto t0 = Clock::now();
   data::PrefetchLoader loader(global_, *tokenizer_);
   double sums[2] = {0.0, 0.0};  // cross-entropy over targets, target count (this rank's rows)
@@ -50,8 +50,16 @@ ValidationMetrics Validator::run(models::Parallelized& model, int64_t step) cons
     sums[0] += l.loss_sum;
     sums[1] += static_cast<double>(l.num_targets);
     ++r.batches;
+    if (stop() != 0) {
+      r.interrupted = true;
+      break;
+    }
   }
   model.model().reset_expert_load();  // the pass's routing counts are not the next step's load
+  if (r.interrupted) {
+    r.seconds = seconds_since(t0);
+    return r;
+  }
   for (double& s : sums) s = model.pipeline_sum(s);  // a pipeline's last stage has them
   model.mesh().dp().all_reduce_sum(sums, 2);
   TITAN_CHECK(sums[1] > 0, "[validation] the pass at step ", step, " saw no target tokens in ",

@@ -22,6 +22,8 @@
 // when they are empty).
 #pragma once
 
+#include <functional>
+
 #include <cstdint>
 #include <memory>
 
@@ -44,8 +46,11 @@ class Validator {
   // Before step 1: throws a one-line error when the set holds no whole batch (naming its token
   // count and the batch's). Returns the tokens of the first batch (B x dp x T) otherwise.
   int64_t check_set() const;
-  // One pass at `step` (a collective over the model's mesh: every rank calls it).
-  ValidationMetrics run(models::Parallelized& model, int64_t step) const;
+  // One pass at `step` (a collective over the model's mesh: every rank calls it). `stop` is asked
+  // after each batch (every rank at the same batch; it must agree across ranks): a non-zero answer
+  // ends the pass at once, returned with `interrupted` set and no loss. A whole-set pass can take
+  // many minutes, and a SIGTERM must not wait for its end.
+  ValidationMetrics run(models::Parallelized& model, int64_t step, const std::function<int()>& stop) const;
 
   const data::LoaderConfig& loader_config() const { return global_; }
 
