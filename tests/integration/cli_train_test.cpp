@@ -561,19 +561,22 @@ TEST(CliTrainConfig, TokenizerLargerThanTheModelHintsTheFoldersModel) {
 }
 
 // Sizes no machine here holds are refused before anything is allocated (exit 2, the error the
-// last line), naming the field to lower; a config.json with a vocabulary of 1e12 names the vocabulary.
+// last line), naming the field to lower: by the config's bounds (no model has 1e6 layers, no
+// micro-batch 2^31 tokens) or by the memory check; a config.json with a vocabulary of 1e12 names the vocabulary.
 TEST(CliTrainConfig, ImpossibleSizesAreRefusedBeforeAllocating) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"--model.n_layers 1000000", "HINT: lower model.n_layers"},
+      {"--model.n_layers 1000000", "model.n_layers=1000000 is more than 4096 layers"},  // config validation
       {"--model.name 32B", "pick a smaller model.name"},
       {"--model.name debug_moe --model.num_experts 100000", "HINT: lower model.num_experts"},
-      {"--training.local_batch_size 100000000", "HINT: lower training.local_batch_size"},
+      {"--model.n_layers 4000", "HINT: lower model.n_layers"},  // the memory check
+      {"--training.local_batch_size 100000000", "training.local_batch_size=100000000 x seq_len=256 is more than 2^31"},
+      {"--training.local_batch_size 1000000", "HINT: lower training.local_batch_size"},
       // 14 adapted projections of rank 1e8: terabytes of adapters, gradients and moments
       {"--lora.rank 100000000", "HINT: lower lora.rank"}};
   for (const auto& [args, hint] : cases) {
     const CommandResult r = run_titan("train --config qwen3_debug --training.steps 1 " + args);
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
-    const size_t error = r.output.find("titan: error: [memory] ");
+    const size_t error = r.output.find("titan: error: ");
     EXPECT_NE(error, std::string::npos) << args << "\n" << r.output;
     EXPECT_NE(r.output.find(hint, error), std::string::npos) << args << "\n" << r.output;
     EXPECT_EQ(r.output.find('\n', error), r.output.size() - 1) << "the error is the last line\n" << r.output;
