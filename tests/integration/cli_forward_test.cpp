@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "integration/cli_runner.h"
@@ -220,6 +221,25 @@ TEST(CliQwen3_5, MultimodalFolderRunsAndBadFoldersAreOneLineErrors) {
   const auto want = ckpt::SafetensorsFile::open(fixtures + "/expected_multimodal.safetensors");
   EXPECT_TRUE(testing::all_close("logits", ckpt::SafetensorsFile::open(out.string()).get("logits"), want.get("logits"),
                                  {2e-4, 0.0}));
+
+  // --grads: every gradient under the folder's own names (issue 49: the multimodal folder's were
+  // written as model.* and so missing), one per tensor of its language model, as the MoE folder's
+  // per-expert names and the text folder's.
+  for (const char* folder : {"multimodal", "moe_multimodal", "moe", "text"}) {
+    const CommandResult g = run_titan("forward --grads --model " + fixtures + "/" + folder + " --tokens " + fixtures +
+                                      "/expected.safetensors --out " + out.string());
+    ASSERT_EQ(g.exit_code, 0) << folder << "\n" << g.output;
+    std::set<std::string> grads, weights;
+    const auto written = ckpt::SafetensorsFile::open(out.string());
+    const auto folder_weights = ckpt::SafetensorsFile::open(fixtures + "/" + folder + "/model.safetensors");
+    for (const ckpt::TensorInfo& t : written.tensors()) {
+      if (t.name.starts_with("grad.")) grads.insert(t.name.substr(5));
+    }
+    for (const ckpt::TensorInfo& t : folder_weights.tensors()) {
+      if (!t.name.starts_with("model.visual.") && !t.name.starts_with("mtp.")) weights.insert(t.name);
+    }
+    EXPECT_EQ(grads, weights) << folder;
+  }
 
   using Edit = void (*)(nlohmann::json&);
   const std::tuple<const char*, const char*, Edit, const char*> cases[] = {

@@ -11,6 +11,7 @@
 #include "titan/cli/output_file.h"
 #include "titan/cli/model_source.h"
 #include "titan/models/builtin.h"
+#include "titan/models/decoder/hf_checkpoint.h"
 #include "titan/nn/lora.h"
 #include "titan/train/precision.h"
 
@@ -99,9 +100,14 @@ int run_forward(int argc, char** argv) {
     out.emplace_back("aux_loss", aux_t);  // unscaled; in loss (x router_aux_loss_coef) with output_router_logits
   }
   if (args.get_bool("grads")) {
+    // Under the folder's own names, as its export writes them (a multimodal folder's text model
+    // is model.language_model.*).
+    const std::string architecture = models::hf_architecture(args.get("model"));
     for (nn::Parameter* p : model->parameters()) {
       if (nn::is_lora_parameter(p->fqn)) continue;  // PEFT names are not HF parameter names
-      for (const auto& [name, g] : spec.hf.to_hf_tensors(p->fqn, p->grad)) out.emplace_back("grad." + name, g);
+      for (const auto& [name, g] : spec.hf.to_hf_tensors(p->fqn, p->grad)) {
+        out.emplace_back("grad." + models::folder_tensor_name(architecture, name), g);
+      }
     }
   }
   ckpt::write_safetensors(args.get("out"), out, output_metadata("forward"));

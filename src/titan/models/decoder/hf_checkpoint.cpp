@@ -128,7 +128,7 @@ std::string multimodal_text_architecture(const std::string& arch) {
 
 // A multimodal export: the source folder's config.json with our text_config, and its tensors that
 // are not the language model's (vision tower, MTP) as they are stored there.
-void add_multimodal_parts(const std::string& source_dir, nlohmann::json& config_json,
+void add_multimodal_parts(const std::string& arch, const std::string& source_dir, nlohmann::json& config_json,
                           std::vector<std::pair<std::string, Tensor>>& tensors, const ckpt::HfWeights& source) {
   nlohmann::json whole = ckpt::read_json_file((fs::path(source_dir) / "config.json").string());
   nlohmann::json text = config_json;
@@ -138,9 +138,7 @@ void add_multimodal_parts(const std::string& source_dir, nlohmann::json& config_
   whole["dtype"] = config_json["dtype"];
   if (whole.contains("torch_dtype")) whole["torch_dtype"] = config_json["dtype"];
   config_json = whole;
-  for (auto& [name, t] : tensors) {
-    if (name.starts_with("model.")) name = "model.language_model." + name.substr(6);
-  }
+  for (auto& [name, t] : tensors) name = folder_tensor_name(arch, name);
   for (const std::string& name : source.names()) {
     if (name.starts_with("model.visual.") || name.starts_with("mtp.")) tensors.emplace_back(name, source.get(name));
   }
@@ -162,7 +160,7 @@ void write_folder(const nn::Decoder& model, const std::string& dir, const HfExpo
   std::optional<ckpt::HfWeights> source;  // kept open while the shards are written (views of its files)
   if (!text_arch.empty()) {
     source.emplace(ckpt::HfWeights::open(options.source_dir));
-    add_multimodal_parts(options.source_dir, config_json, tensors, *source);
+    add_multimodal_parts(arch, options.source_dir, config_json, tensors, *source);
   }
   int64_t total = 0;
   for (const auto& [name, t] : tensors) total += static_cast<int64_t>(t.nbytes());
@@ -247,6 +245,11 @@ void write_folder_atomic(const ckpt::OutputFolder& destination,
     fs::remove_all(tmp, ec);
     throw;
   }
+}
+
+std::string folder_tensor_name(const std::string& architecture, const std::string& name) {
+  if (multimodal_text_architecture(architecture).empty() || !name.starts_with("model.")) return name;
+  return "model.language_model." + name.substr(6);
 }
 
 void save_hf_folder(const nn::Decoder& model, const std::string& out_dir, const HfExportOptions& options) {

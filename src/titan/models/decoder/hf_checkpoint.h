@@ -22,6 +22,11 @@ void load_initial_hf(nn::Decoder& model, const std::string& dir);
 // imported from `dir` should be written as (a Mistral folder is otherwise exported as Llama).
 std::string hf_architecture(const std::string& dir);
 
+// The name a text-model tensor (to_hf_tensors' "model.layers.0...") has in a folder of
+// `architecture` (config.json's architectures[0]): "model.language_model.X" in a multimodal
+// Qwen3.5 folder, unchanged elsewhere. The export and forward --grads both name tensors so.
+std::string folder_tensor_name(const std::string& architecture, const std::string& name);
+
 // HfExportOptions: models/model_spec.h.
 
 // Writes out_dir/{config.json, model.safetensors | model-0000i-of-0000n.safetensors +
