@@ -112,12 +112,13 @@ ChatTemplate ChatTemplate::from_folder(const std::string& dir) {
 }
 
 std::string ChatTemplate::render(const ordered_json& messages, bool add_generation_prompt,
-                                 const ordered_json& options) const {
+                                 const ordered_json& options, jinja::Template::MessageTrace* trace) const {
   ordered_json vars = variables_;
   vars["messages"] = messages;
   vars["add_generation_prompt"] = add_generation_prompt;
   for (auto it = options.begin(); it != options.end(); ++it) vars[it.key()] = it.value();
-  return template_.render(jinja::Value::from_json(vars));
+  const jinja::Value v = jinja::Value::from_json(vars);
+  return trace == nullptr ? template_.render(v) : template_.render(v, *trace);
 }
 
 const std::string& ChatTemplate::end_of_turn() const {
@@ -145,27 +146,95 @@ void ChatTemplate::probe_end_of_turn() {
   }
 }
 
-std::vector<std::pair<size_t, size_t>> ChatTemplate::assistant_spans(const ordered_json& messages,
-                                                                     const std::string& rendered,
-                                                                     const ordered_json& options) const {
+namespace {
+
+ordered_json first_messages(const ordered_json& messages, size_t count) {
+  ordered_json prefix = ordered_json::array();
+  for (size_t k = 0; k < count; ++k) prefix.push_back(messages[k]);
+  return prefix;
+}
+
+// Up to `most` of the indices [0, n): the first, the last and evenly spaced between.
+std::vector<size_t> spread(size_t n, size_t most) {
+  std::vector<size_t> out;
+  for (size_t k = 0; k < most && k < n; ++k) {
+    const size_t at = n <= most ? k : k * (n - 1) / (most - 1);
+    if (out.empty() || out.back() != at) out.push_back(at);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::pair<size_t, size_t>> ChatTemplate::spans_from_heads(const std::vector<size_t>& assistants,
+                                                                      const std::vector<size_t>& heads,
+                                                                      const std::string& rendered) const {
   std::vector<std::pair<size_t, size_t>> spans;
   const std::string& marker = end_of_turn();
+  for (size_t k = 0; k < assistants.size(); ++k) {
+    const size_t i = assistants[k];
+    const size_t end = rendered.find(marker, heads[k]);
+    TITAN_CHECK(end != std::string::npos, "[chat] ", where_, ": message ", i, " (assistant): no end-of-turn marker '",
+                marker, "' after it. HINT: set training.mask_non_assistant false");
+    TITAN_CHECK(spans.empty() || heads[k] >= spans.back().second, "[chat] ", where_, ": message ", i,
+                " (assistant) starts inside the previous assistant turn (its content holds '", marker, "'?)");
+    spans.emplace_back(heads[k], end + marker.size());
+  }
+  return spans;
+}
+
+std::vector<std::pair<size_t, size_t>> ChatTemplate::assistant_spans_by_prefixes(const ordered_json& messages,
+                                                                                 const std::string& rendered,
+                                                                                 const ordered_json& options) const {
+  std::vector<size_t> assistants, heads;
   for (size_t i = 0; i < messages.size(); ++i) {
     if (messages[i].value("role", "") != "assistant") continue;
-    ordered_json prefix = ordered_json::array();
-    for (size_t k = 0; k < i; ++k) prefix.push_back(messages[k]);
-    const std::string head = render(prefix, true, options);
+    const std::string head = render(first_messages(messages, i), true, options);
     TITAN_CHECK(rendered.compare(0, head.size(), head) == 0, "[chat] ", where_, ": message ", i,
                 " (assistant): the conversation up to it, rendered with add_generation_prompt, is not a prefix of the "
                 "whole conversation, so its tokens cannot be found. HINT: set training.mask_non_assistant false");
-    const size_t end = rendered.find(marker, head.size());
-    TITAN_CHECK(end != std::string::npos, "[chat] ", where_, ": message ", i, " (assistant): no end-of-turn marker '",
-                marker, "' after it. HINT: set training.mask_non_assistant false");
-    TITAN_CHECK(spans.empty() || head.size() >= spans.back().second, "[chat] ", where_, ": message ", i,
-                " (assistant) starts inside the previous assistant turn (its content holds '", marker, "'?)");
-    spans.emplace_back(head.size(), end + marker.size());
+    assistants.push_back(i);
+    heads.push_back(head.size());
   }
-  return spans;
+  return spans_from_heads(assistants, heads, rendered);
+}
+
+std::vector<std::pair<size_t, size_t>> ChatTemplate::assistant_spans(const ordered_json& messages,
+                                                                     const std::string& rendered,
+                                                                     const ordered_json& options) const {
+  // The reference renders the conversation up to each assistant turn: quadratic in the turns (a
+  // conversation of 8,000 took 51 s). With more turns than it checks, one traced render gives where
+  // each message starts; the heads are then start + the generation prompt, taken when the
+  // reference's own heads at kCheckedTurns turns (first, last, evenly between) equal them, so a
+  // template whose rendering of a turn depends on what follows (loop.last, a last-query index)
+  // falls back to the reference rather than guess.
+  constexpr size_t kCheckedTurns = 8;
+  std::vector<size_t> assistants;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (messages[i].value("role", "") == "assistant") assistants.push_back(i);
+  }
+  if (assistants.size() <= kCheckedTurns) return assistant_spans_by_prefixes(messages, rendered, options);
+  jinja::Template::MessageTrace trace;
+  const bool one_loop = render(messages, false, options, &trace) == rendered && trace.loops.size() == 1 &&
+                        trace.loops[0].size() == messages.size();
+  std::vector<size_t> heads;
+  std::string prompt;
+  bool agree = one_loop;
+  const std::vector<size_t> checked = spread(assistants.size(), kCheckedTurns);
+  for (size_t c = 0; agree && c < checked.size(); ++c) {
+    const size_t i = assistants[checked[c]], start = trace.loops[0][i];
+    const std::string head = render(first_messages(messages, i), true, options);
+    if (c == 0 && head.size() >= start) prompt = head.substr(start);
+    agree = head.size() == start + prompt.size() && head.compare(start, std::string::npos, prompt) == 0 &&
+            rendered.compare(0, head.size(), head) == 0;
+  }
+  for (size_t k = 0; agree && k < assistants.size(); ++k) {
+    const size_t start = trace.loops[0][assistants[k]];
+    agree = rendered.compare(start, prompt.size(), prompt) == 0;
+    heads.push_back(start + prompt.size());
+  }
+  if (!agree) return assistant_spans_by_prefixes(messages, rendered, options);
+  return spans_from_heads(assistants, heads, rendered);
 }
 
 ChatTokens encode_chat(const ChatTemplate& chat, const Tokenizer& tokenizer, const ordered_json& messages,

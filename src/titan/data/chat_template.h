@@ -47,11 +47,18 @@ class ChatTemplate {
   // apply_chat_template(messages, tokenize=False, add_generation_prompt, **options): `options` is
   // an object of extra variables for this call (enable_thinking, date_string, ...).
   std::string render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
-                     const nlohmann::ordered_json& options = nlohmann::ordered_json::object()) const;
+                     const nlohmann::ordered_json& options = nlohmann::ordered_json::object(),
+                     jinja::Template::MessageTrace* trace = nullptr) const;
 
   // Byte ranges [begin, end) of the assistant spans of rendered = render(messages, false, options)
   // (see the top; the prefixes are rendered with the same options).
   std::vector<std::pair<size_t, size_t>> assistant_spans(
+      const nlohmann::ordered_json& messages, const std::string& rendered,
+      const nlohmann::ordered_json& options = nlohmann::ordered_json::object()) const;
+  // The same spans the way the top describes, one prefix render per assistant turn: the reference
+  // that assistant_spans equals (it takes a one-render path on long conversations, checked
+  // against this one at several turns).
+  std::vector<std::pair<size_t, size_t>> assistant_spans_by_prefixes(
       const nlohmann::ordered_json& messages, const std::string& rendered,
       const nlohmann::ordered_json& options = nlohmann::ordered_json::object()) const;
   // The end-of-turn marker (found by a probe render at construction; throws, naming why, when the
@@ -65,6 +72,11 @@ class ChatTemplate {
   std::string end_of_turn_;  // "" when the probe failed; then end_of_turn_error_ says why
   std::string end_of_turn_error_;
   void probe_end_of_turn();
+  // Spans from each assistant turn's start (`heads`, byte offsets into `rendered`) to the end of
+  // the first end-of-turn marker after it; throws when a turn has none or starts inside another.
+  std::vector<std::pair<size_t, size_t>> spans_from_heads(const std::vector<size_t>& assistants,
+                                                          const std::vector<size_t>& heads,
+                                                          const std::string& rendered) const;
 };
 // A ChatTemplate is immutable after construction: one may be shared by loaders on several threads.
 

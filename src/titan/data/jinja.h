@@ -96,6 +96,15 @@ class Template {
   // Renders with `variables` (an object: messages, add_generation_prompt, bos_token, ...).
   std::string render(const Value& variables) const;
 
+  // Where each message's rendering starts: the output's size at the start of each iteration of
+  // every `{% for x in messages %}` loop (the plain variable; messages[::-1] and the like are not
+  // recorded), one list per such loop run. Chat masking uses it to find assistant turns in one
+  // render instead of one render per turn (chat_template.cpp checks it against the per-turn way).
+  struct MessageTrace {
+    std::vector<std::vector<size_t>> loops;
+  };
+  std::string render(const Value& variables, MessageTrace& trace) const;
+
  private:
   std::string source_;
   std::string where_;

@@ -21,6 +21,9 @@ class Evaluator {
  public:
   Evaluator(const std::string& src, const std::string& where) : src_(src), where_(where) {}
 
+  explicit Evaluator(const std::string& src, const std::string& where, Template::MessageTrace* trace)
+      : src_(src), where_(where), trace_(trace) {}
+
   std::string run(const Node& root, const Value& globals) {
     scopes_.push_back(globals.kind == Kind::object ? *globals.obj : Object{});
     std::string out;
@@ -170,8 +173,13 @@ class Evaluator {
       fail(n.expr->pos, "cannot iterate over none");
     }
     const int64_t len = static_cast<int64_t>(items.size());
+    // An index, not a pointer: a loop inside this one may add to the list.
+    const bool traced = trace_ != nullptr && n.expr->op == Expr::Op::name && n.expr->name == "messages";
+    const size_t loop_index = traced ? trace_->loops.size() : 0;
+    if (traced) trace_->loops.emplace_back();
     for (int64_t k = 0; k < len; ++k) {
       if (++iterations_ > kMaxLoopIterations) over(n.pos, "the loop iterations of the render", kMaxLoopIterations, "iterations");
+      if (traced) trace_->loops[loop_index].push_back(out.size());
       Object scope;
       const Value& item = items[static_cast<size_t>(k)];
       if (n.targets.size() == 1) {
@@ -663,6 +671,7 @@ class Evaluator {
 
   const std::string& src_;
   const std::string& where_;
+  Template::MessageTrace* trace_ = nullptr;
   std::vector<Object> scopes_;  // globals, then one per for-loop iteration
   int depth_ = 0;               // exec/eval calls in progress
   int64_t iterations_ = 0;      // loop iterations of this render
@@ -685,6 +694,10 @@ Template& Template::operator=(Template&&) noexcept = default;
 
 std::string Template::render(const Value& variables) const {
   return Evaluator(source_, where_).run(*root_, variables);
+}
+
+std::string Template::render(const Value& variables, MessageTrace& trace) const {
+  return Evaluator(source_, where_, &trace).run(*root_, variables);
 }
 
 }  // namespace titan::data::jinja

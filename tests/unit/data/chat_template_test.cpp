@@ -4,6 +4,8 @@
 // subset are one-line errors naming them.
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -187,6 +189,57 @@ TEST(ChatTemplate, AssistantSpansOnEveryFixtureConversation) {
     }
   }
   EXPECT_GT(spans_checked, 60u);
+}
+
+// Long conversations (issue 49: 8,000 turns took 51 s, one prefix render per assistant turn): the
+// spans of the one-render path equal the per-turn reference's on every fixture template, with and
+// without thinking blocks; a template whose turns render differently when last (loop.last) fails
+// on both paths with the reference's error.
+TEST(ChatTemplate, LongConversationsGiveTheReferenceSpans) {
+  const ordered_json f = fixtures();
+  ordered_json long_chat = ordered_json::array({{{"role", "system"}, {"content", "Be brief."}}});
+  for (int k = 0; k < 60; ++k) {
+    long_chat.push_back({{"role", "user"}, {"content", "question " + std::to_string(k)}});
+    const std::string answer = k % 3 == 0 ? "<think>\nstep " + std::to_string(k) + "\n</think>\n\nanswer" : "answer";
+    long_chat.push_back({{"role", "assistant"}, {"content", answer + " " + std::to_string(k)}});
+  }
+  // The spans as text, or the error: both paths must give the same either way.
+  const auto outcome = [](auto spans) {
+    try {
+      std::string out;
+      for (const auto& [b, e] : spans()) out += std::to_string(b) + "-" + std::to_string(e) + " ";
+      return out;
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+  };
+  size_t templates = 0, spans = 0;
+  for (const auto& [name, t] : f["templates"].items()) {
+    const ChatTemplate chat(t["template"].get<std::string>(), name);
+    for (const bool think : {false, true}) {
+      ordered_json conversation = long_chat;
+      if (!think) {
+        for (auto& m : conversation) m["content"] = std::regex_replace(m["content"].get<std::string>(), std::regex("<think>[^<]*</think>\\s*"), "");
+      }
+      for (const ordered_json& options : {ordered_json::object(), ordered_json{{"enable_thinking", false}}}) {
+        const std::string text = chat.render(conversation, false, options);
+        const std::string want = outcome([&] { return chat.assistant_spans_by_prefixes(conversation, text, options); });
+        EXPECT_EQ(outcome([&] { return chat.assistant_spans(conversation, text, options); }), want)
+            << name << " " << options.dump() << (think ? " with thinking" : "");
+        if (want.find("[chat]") == std::string::npos) spans += 60;
+      }
+    }
+    ++templates;
+  }
+  EXPECT_GE(templates, 4u);
+  EXPECT_GE(spans, 4u * 60u) << "most templates give spans on the conversation without thinking blocks";
+  const ChatTemplate last("{% for m in messages %}{{ m.role }}: {{ m.content }}{% if loop.last %}!{% endif %}<|end|>\n"
+                          "{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}",
+                          "last");
+  const std::string text = last.render(long_chat, false);
+  const std::string want = outcome([&] { return last.assistant_spans_by_prefixes(long_chat, text); });
+  EXPECT_NE(want.find("is not a prefix of the whole conversation"), std::string::npos) << want;
+  EXPECT_EQ(outcome([&] { return last.assistant_spans(long_chat, text); }), want);
 }
 
 // Jinja semantics the templates lean on (scopes, slices, whitespace control, filters, tests): each
