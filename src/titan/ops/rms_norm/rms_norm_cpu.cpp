@@ -1,6 +1,7 @@
 // RMSNorm on CPU: rows split over threads, 16-lane vectors; dweight reduced from per-thread
 // partial sums in a fixed order (deterministic for a given thread count).
 #include <cmath>
+#include <algorithm>
 #include <vector>
 
 #include "titan/core/parallel.h"
@@ -98,21 +99,32 @@ static void backward_cpu(const RmsNormArgs& args, const Tensor& dy, const Tensor
   const std::vector<float> shifted = args.weight_offset != 0.0f ? offset_weight(args, w) : std::vector<float>();
   const float* wp = shifted.empty() ? w.data<float>() : shifted.data();
   const int threads = num_threads();
-  // partial_TD: one dweight partial per thread slot, summed in slot order below.
-  std::vector<float> partial_TD(static_cast<size_t>(threads) * d, 0.0f);
+  // partial_TD: one dweight partial per thread slot (in double), summed in slot order below. Each
+  // slot sums blocks of kBlockRows rows in float into block_D, then adds the block to its double
+  // partial: one short float32 running sum instead of one over thousands of rows (a q_norm's rows
+  // are B x T x heads), whose rounding put that gradient 3x further from float64 than torch's
+  // pairwise sum (issue 49). The extra work is d double adds per 32 rows.
+  constexpr int64_t kBlockRows = 32;
+  std::vector<double> partial_TD(static_cast<size_t>(threads) * d, 0.0);
   const int64_t chunk = (n + threads - 1) / threads;
   parallel_for(threads, 1, [&](int64_t tb, int64_t te) {
+    std::vector<float> block_D(static_cast<size_t>(d));
     for (int64_t t = tb; t < te; ++t) {
       const int64_t b = t * chunk, e = std::min(n, b + chunk);
-      if (b < e) {
-        backward_rows(b, e, d, dy.data<float>(), x.data<float>(), wp,
-                      saved.rstd_N.data<float>(), dx.data<float>(), partial_TD.data() + t * d);
+      double* partial = partial_TD.data() + t * d;
+      for (int64_t rb = b; rb < e; rb += kBlockRows) {
+        std::fill(block_D.begin(), block_D.end(), 0.0f);
+        backward_rows(rb, std::min(e, rb + kBlockRows), d, dy.data<float>(), x.data<float>(), wp,
+                      saved.rstd_N.data<float>(), dx.data<float>(), block_D.data());
+        for (int64_t j = 0; j < d; ++j) partial[j] += block_D[static_cast<size_t>(j)];
       }
     }
   });
   float* dwp = dw.data<float>();
-  for (int t = 0; t < threads; ++t) {
-    for (int64_t j = 0; j < d; ++j) dwp[j] += partial_TD[static_cast<size_t>(t) * d + j];
+  for (int64_t j = 0; j < d; ++j) {
+    double sum = 0.0;
+    for (int t = 0; t < threads; ++t) sum += partial_TD[static_cast<size_t>(t) * d + j];
+    dwp[j] = static_cast<float>(dwp[j] + sum);
   }
 }
 
