@@ -140,6 +140,8 @@ def checkpoint_grads(model):
     """grad.<name> as the checkpoint names the tensors: fused expert gradients split per expert."""
     out = {}
     for name, param in model.named_parameters():
+        if param.grad is None:
+            continue  # not part of the forward (a multimodal model's vision tower)
         g = param.grad.float()
         if name.endswith("mlp.experts.gate_up_proj"):
             f = g.shape[1] // 2
