@@ -72,7 +72,9 @@ int cgroup_cpu_limit() {
 
 ThreadDefault default_num_threads() {
   ThreadDefault d;
-  d.cpus = omp_get_max_threads();  // libgomp's default: the CPUs of this process's affinity mask
+  // The CPUs of this process's affinity mask (libgomp's default thread count), whatever the
+  // thread count is now (OMP_NUM_THREADS, or apply_default_num_threads' cap).
+  d.cpus = omp_get_num_procs();
   d.cgroup_cpus = cgroup_cpu_limit();
   d.threads = d.cgroup_cpus > 0 ? std::min(d.cpus, d.cgroup_cpus) : d.cpus;
   return d;
