@@ -27,15 +27,9 @@ using testing::read_text;
 using testing::run_titan;
 constexpr auto npos = std::string::npos;
 
-class CliReliability : public ::testing::Test {
+class CliReliability : public testing::ScratchRunTest {
  protected:
-  void SetUp() override {
-    dir_ = testing::scratch_dir(std::string("reliability_") +
-                                ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_ / "tok");
-    fs::copy_file(source("tests/fixtures/tokenizer/trained/tokenizer.json"), dir_ / "tok" / "tokenizer.json");
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  CliReliability() : ScratchRunTest("reliability_") {}
 
   static fs::path source(const std::string& relative) { return fs::path(TITAN_SOURCE_DIR) / relative; }
   // A copy of an HF fixture folder the test may damage.
@@ -44,14 +38,6 @@ class CliReliability : public ::testing::Test {
     fs::copy(source("tests/fixtures/hf/" + name), to, fs::copy_options::recursive);
     return to;
   }
-  CommandResult train(const std::string& dump, const std::string& extra) const {
-    return run_titan("train --config qwen3_debug --model.n_layers 1 --training.steps 1 --training.seq_len 32 "
-                     "--training.local_batch_size 1 --metrics.peak_tflops 1 --job.dump_folder " +
-                     (dir_ / dump).string() + " --model.hf_assets_path " + (dir_ / "tok").string() +
-                     " --training.dataset_path " + kShakespeare.string() + " " + extra);
-  }
-
-  fs::path dir_;
 };
 
 std::string nested(const std::string& open, const std::string& close, int depth, const std::string& inner) {

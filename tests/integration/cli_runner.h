@@ -3,6 +3,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -93,5 +94,33 @@ inline std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& path)
   for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
   return rows;
 }
+
+// The fixture of the tests that run `titan train` on bad setups: a scratch folder per test
+// (<prefix><test name>) holding a copy of the trained tokenizer in tok/ (a copy: a test that failed
+// could otherwise delete a folder of the source tree), and one step of a one-layer debug model.
+class ScratchRunTest : public ::testing::Test {
+ protected:
+  explicit ScratchRunTest(std::string prefix) : prefix_(std::move(prefix)) {}
+  void SetUp() override {
+    dir_ = scratch_dir(prefix_ + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_ / "tok");
+    std::filesystem::copy_file(std::filesystem::path(TITAN_SOURCE_DIR) / "tests/fixtures/tokenizer/trained/tokenizer.json",
+                               dir_ / "tok" / "tokenizer.json");
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // One step of a one-layer debug model into dir_/dump on tinyshakespeare, extra flags appended.
+  CommandResult train(const std::string& dump, const std::string& extra) const {
+    return run_titan("train --config qwen3_debug --model.n_layers 1 --training.steps 1 --training.seq_len 32 "
+                     "--training.local_batch_size 1 --metrics.peak_tflops 1 --job.dump_folder " +
+                     (dir_ / dump).string() + " --model.hf_assets_path " + (dir_ / "tok").string() +
+                     " --training.dataset_path " + kShakespeare.string() + " " + extra);
+  }
+
+  std::filesystem::path dir_;
+
+ private:
+  std::string prefix_;
+};
 
 }  // namespace titan::testing

@@ -23,30 +23,12 @@ using testing::read_text;
 using testing::run_titan;
 constexpr auto npos = std::string::npos;
 
-class CliSafety : public ::testing::Test {
+class CliSafety : public testing::ScratchRunTest {
  protected:
-  void SetUp() override {
-    dir_ = testing::scratch_dir(std::string("safety_") +
-                                ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    // A copy: a test that failed could otherwise delete a folder of the source tree.
-    fs::create_directories(dir_ / "tok");
-    fs::copy_file(fs::path(TITAN_SOURCE_DIR) / "tests/fixtures/tokenizer/trained/tokenizer.json",
-                  dir_ / "tok" / "tokenizer.json");
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  // One step of a one-layer debug model into dir_/dump, extra flags appended.
-  CommandResult train(const std::string& dump, const std::string& extra) const {
-    return run_titan("train --config qwen3_debug --model.n_layers 1 --training.steps 1 --training.seq_len 32 "
-                     "--training.local_batch_size 1 --metrics.peak_tflops 1 --job.dump_folder " +
-                     (dir_ / dump).string() + " --model.hf_assets_path " + (dir_ / "tok").string() +
-                     " --training.dataset_path " + kShakespeare.string() + " " + extra);
-  }
+  CliSafety() : ScratchRunTest("safety_") {}
   CommandResult lora(const std::string& dump, const std::string& extra) const {
     return train(dump, "--lora.rank 2 " + extra);
   }
-
-  fs::path dir_;
 };
 
 // lora.save_adapter onto a folder of the user's, the base model's folder, the dump folder (as "."
