@@ -55,16 +55,15 @@ using Reader = JsonReader;
 // add_tokens, which loading runs; a differing id only logs a warning there): the id of an earlier
 // added token of the same content, else the vocabulary's id of that content, else the next free
 // id past the vocabulary: its entry count when no added id reaches it yet, else the largest added
-// id + 1.
+// id + 1. `largest_added`: the largest id given so far, -1 before the first.
 int32_t added_token_id(const std::unordered_map<std::string, int32_t>& added,
-                       const std::unordered_map<std::string, int32_t>& vocab, const std::string& content) {
+                       const std::unordered_map<std::string, int32_t>& vocab, const std::string& content,
+                       int32_t largest_added) {
   if (const auto it = added.find(content); it != added.end()) return it->second;
   if (const auto it = vocab.find(content); it != vocab.end()) return it->second;
   const auto count = static_cast<int32_t>(vocab.size());
-  if (added.empty()) return count;
-  int32_t largest = 0;
-  for (const auto& [text, id] : added) largest = std::max(largest, id);
-  return largest >= count || count == 0 ? largest + 1 : count;
+  if (largest_added < 0) return count;
+  return largest_added >= count || count == 0 ? largest_added + 1 : count;
 }
 
 std::string added_id_reason(const std::unordered_map<std::string, int32_t>& added,
@@ -221,6 +220,7 @@ Tokenizer Tokenizer::from_json_text(std::string_view json_text, const std::strin
   // added_tokens
   if (const json* list = r.optional(root, "added_tokens")) {
     if (!list->is_array()) r.fail("added_tokens", "must be an array");
+    int32_t largest_added = -1;  // the largest id given so far
     for (size_t i = 0; i < list->size(); ++i) {
       const json& t = (*list)[i];
       const std::string path = str("added_tokens[", i, "]");
@@ -239,19 +239,19 @@ Tokenizer Tokenizer::from_json_text(std::string_view json_text, const std::strin
       token.rstrip = r.boolean(t, path, "rstrip", false);
       token.normalized = r.boolean(t, path, "normalized", true);
       token.special = r.boolean(t, path, "special", false);
-      token.id = added_token_id(impl->added_ids, vocab, token.content);
+      token.id = added_token_id(impl->added_ids, vocab, token.content, largest_added);
       if (token.id != file_id) {
         log_warn(str("[tokenizer] ", where, ": ", path, " \"", abbreviate(token.content), "\" has id ", file_id,
                      " in the file; HF tokenizers gives it ", token.id, " (", added_id_reason(impl->added_ids, vocab, token.content),
                      "), and so does titan"));
       }
       max_id = std::max<int64_t>(max_id, token.id);
-      const auto same = std::find_if(impl->added.begin(), impl->added.end(),
-                                     [&](const AddedToken& a) { return a.content == token.content; });
-      impl->added_ids[token.content] = token.id;
-      if (same != impl->added.end()) {
-        *same = std::move(token);  // HF keeps one entry per content, the later one's flags
+      largest_added = std::max(largest_added, token.id);
+      if (impl->added_ids.count(token.content) != 0) {  // HF keeps one entry per content, the later one's flags
+        *std::find_if(impl->added.begin(), impl->added.end(),
+                      [&](const AddedToken& a) { return a.content == token.content; }) = std::move(token);
       } else {
+        impl->added_ids[token.content] = token.id;
         impl->added.push_back(std::move(token));
       }
     }
