@@ -5,6 +5,7 @@ set -euo pipefail
 
 # libeigen3-dev: header-only, used by bench/gemm_libs_bench only. pkg-config, libpcre2-dev, libutf8proc-dev: the
 # tokenizer (pre-tokenizer regexes, NFC). libzstd-dev: streaming .zst datasets.
+# libsnappy-dev, zlib1g-dev, libbrotli-dev, liblz4-dev (+ libzstd-dev): the codecs of Parquet datasets.
 # libtomlplusplus-dev: TOML job config files (titan_config).
 # clang, libclang-rt-14-dev (libFuzzer + sanitizer runtimes), libomp-dev (clang's OpenMP): the fuzz
 # targets in tests/fuzz (scripts/test.sh builds them). lld: the test builds link with it (faster).
@@ -12,6 +13,7 @@ set -euo pipefail
 # iproute2 (`ip netns`): the multi-host test plays two hosts with network namespaces.
 packages=(g++ cmake ninja-build libdnnl-dev nlohmann-json3-dev libgtest-dev libgmock-dev libeigen3-dev
           pkg-config libpcre2-dev libutf8proc-dev libzstd-dev libtomlplusplus-dev
+          libsnappy-dev zlib1g-dev libbrotli-dev liblz4-dev
           clang libclang-rt-14-dev libomp-dev lld libopenmpi-dev openmpi-bin iproute2)
 missing=()
 for p in "${packages[@]}"; do

@@ -240,7 +240,8 @@ TEST(CliChat, BadChatInputIsOneLineAndNonZeroExit) {
 
   r = run_titan("train --config qwen3_debug --training.dataset_format chatml --training.steps 1", true);
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("training.dataset_format='chatml' is not text or chat"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("training.dataset_format='chatml' is not text, chat, pretokenized or auto"), std::string::npos)
+      << r.output;
   fs::remove_all(dir);
 }
 

@@ -1,4 +1,5 @@
-// titan tokenize: JSONL in, JSONL out, through a Hugging Face tokenizer.json.
+// titan tokenize: JSONL (or Parquet rows, or a dataset folder) in, JSONL out, through a Hugging Face
+// tokenizer.json.
 //   encode: each input line is an object; its --field string becomes one {"ids":[...]} line, with
 //   the special tokens the tokenizer's folder adds (HF's encode(add_special_tokens=True): BOS for
 //   Llama, nothing for Qwen3) unless --no-special-tokens.
@@ -15,6 +16,7 @@
 #include "titan/cli/commands.h"
 #include "titan/core/log.h"
 #include "titan/core/nesting.h"
+#include "titan/data/dataset.h"
 #include "titan/data/tokenizer/special_tokens.h"
 #include "titan/data/tokenizer/tokenizer.h"
 
@@ -76,7 +78,7 @@ std::string decode_line(const data::Tokenizer& tok, const json& record, const st
 int run_tokenize(int argc, char** argv) {
   const Args args("tokenize",
                   {{"tokenizer", "tokenizer.json, or a folder that holds one", "", false, true},
-                   {"input", "JSONL input file (default: stdin)", ""},
+                   {"input", "JSONL input file, a .parquet file or a dataset folder (default: stdin)", ""},
                    {"field", "the string field of each input object to encode", "text"},
                    {"decode", "read {\"ids\": [...]} lines and write {\"text\": ...} lines", "", true},
                    {"no-special-tokens", "encode without the special tokens the tokenizer's folder adds (BOS for Llama)",
@@ -96,14 +98,29 @@ int run_tokenize(int argc, char** argv) {
   if (!args.get_bool("no-special-tokens")) specials = data::sequence_tokens_from_folder(folder.string(), tok);
   const std::string input = args.get("input");
   const std::string name = input.empty() ? "<stdin>" : input;
+  const bool decode = args.get_bool("decode");
+  const std::string field = args.get("field");
+  const bool parquet = input.size() > 8 && input.compare(input.size() - 8, 8, ".parquet") == 0;
+  if (!decode && (parquet || std::filesystem::is_directory(input))) {
+    // A Parquet file or a dataset folder: its rows' --field, read as training reads them.
+    data::DatasetConfig config;
+    config.path = input;
+    config.text_field = field;
+    data::DocumentSource source(config);
+    while (const std::optional<data::Document> doc = source.next()) {
+      const json record = {{field, doc->text}};
+      const std::string out = encode_line(tok, specials, record, field, "[tokenize] " + doc->where);
+      std::fwrite(out.data(), 1, out.size(), stdout);
+    }
+    TITAN_CHECK(std::fflush(stdout) == 0, "[tokenize] cannot write the output");
+    return 0;
+  }
   std::ifstream file;
   if (!input.empty()) {
     file.open(input, std::ios::binary);
     TITAN_CHECK(file.good(), "[tokenize] cannot open ", input);
   }
   std::istream& in = input.empty() ? std::cin : file;
-  const bool decode = args.get_bool("decode");
-  const std::string field = args.get("field");
   std::string line;
   int64_t line_number = 0, skipped = 0;
   while (std::getline(in, line)) {

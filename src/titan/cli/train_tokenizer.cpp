@@ -124,8 +124,8 @@ int run_train_tokenizer(int argc, char** argv) {
     data::DatasetConfig config;
     config.path = input;
     data::DocumentSource source(config);
-    while (std::optional<std::string> doc = source.next()) {
-      trainer.add_text(*doc, input);
+    while (std::optional<data::Document> doc = source.next()) {
+      trainer.add_text(doc->text, input);
       reading.advance();
     }
   }

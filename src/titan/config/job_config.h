@@ -27,6 +27,7 @@ struct JobSection {
 
 struct ModelSection {
   std::string name = "debug";
+  std::string hf_path = "";  // a downloaded model folder: fills hf_assets_path, name and the initial load
   std::string hf_assets_path = "";
   int64_t n_layers = 0;  // 0 = the spec's depth
   // Mixture of experts (torchtitan's moe_args); 0 / "" / < 0 keep the spec's or config.json's value.
@@ -51,10 +52,14 @@ struct TrainingSection {
   std::string dataset_path = "";
   std::string mixed_precision_param = "float32";   // float32 | bfloat16: the dtype modules compute with
   std::string mixed_precision_reduce = "float32";  // float32 | bfloat16: FSDP's gradient reduce-scatter
-  std::string dataset_format = "text";  // text | chat (JSONL {"messages": [...]}, rendered by the chat_template)
+  std::string dataset_format = "text";  // text | chat | pretokenized | auto (data/row_format.h)
   bool mask_non_assistant = true;       // chat: loss only on assistant tokens
-  std::string dataset_text_field = "text";  // JSONL text data: the field holding each document
+  std::string dataset_text_field = "text";  // JSONL / Parquet text data: the field holding each document
   bool dataset_skip_bad_lines = false;      // count and skip bad input lines instead of stopping
+  std::string chat_messages_field = "";  // chat: the list of messages ("" = detect)
+  std::string chat_role_key = "";        // chat: a message's role key ("" = role or from)
+  std::string chat_content_key = "";     // chat: a message's text key ("" = content, value or text)
+  std::string chat_role_map = "";        // chat: FROM=TO,... before the built-in map
 
   bool operator==(const TrainingSection&) const = default;
 };
@@ -213,6 +218,10 @@ void visit_fields(Config& c, V&& v) {
   auto& model = c.model;
   v("model.name", model.name,
     "Qwen3 spec: debug, 0.6B, 1.7B, 4B, 8B, 14B, 32B, 30B-A3B, 235B-A22B or debug_moe; empty: model.hf_assets_path/config.json");
+  v("model.hf_path", model.hf_path,
+    "a model folder as published (config.json, *.safetensors, tokenizer.json): the tokenizer (model.hf_assets_path), "
+    "the shape (model.name empty: its config.json) and the initial weights (checkpoint.initial_load_path with "
+    "initial_load_in_hf); each of those fields wins when also given");
   v("model.hf_assets_path", model.hf_assets_path, "folder with tokenizer.json (+ later config.json/safetensors)");
   v("model.n_layers", model.n_layers, "decoder layers; 0 = the spec's depth (fewer for quick experiments)");
   v("model.num_experts", model.num_experts, "experts per MoE layer; 0 = the spec's (MoE specs and config.json only)");
@@ -239,20 +248,30 @@ void visit_fields(Config& c, V&& v) {
   v("training.dataset", training.dataset,
     "built-in dataset name ('quickstart': titan's own docs and sources, built into the binary) when "
     "dataset_path is empty");
-  v("training.dataset_path", training.dataset_path, "a .txt/.jsonl(.zst) file or a folder of them; overrides dataset");
+  v("training.dataset_path", training.dataset_path, "a .txt/.jsonl(.zst)/.parquet file or a folder of them (a Hub dataset's data/); overrides dataset");
   v("training.mixed_precision_param", training.mixed_precision_param,
     "compute dtype: float32, or bfloat16 (GEMMs on bf16 operands with f32 accumulation; f32 master weights, "
     "gradients and AdamW state; checkpoints and exports unchanged)");
   v("training.mixed_precision_reduce", training.mixed_precision_reduce,
     "dtype of FSDP's gradient reduce-scatter: float32 or bfloat16 (half the traffic)");
   v("training.dataset_format", training.dataset_format,
-    "text: documents (JSONL 'text' field, .txt); chat: JSONL lines {\"messages\": [{\"role\", \"content\"}, ...]} "
-    "rendered with model.hf_assets_path's tokenizer_config.json chat_template");
+    "text: documents (the JSONL/Parquet 'text' field, .txt); chat: rows in the OpenAI ({\"messages\": [{\"role\", "
+    "\"content\"}, ...]}), ShareGPT (conversations: [{from, value}]) or Alpaca (instruction, input, output) layout, "
+    "rendered with model.hf_assets_path's chat_template; pretokenized: rows of input_ids [+ labels, -100 masked]; "
+    "auto: whichever the first row's fields say");
   v("training.mask_non_assistant", training.mask_non_assistant,
     "chat data: labels -100 except on assistant tokens (their content and end-of-turn marker); false trains on "
     "every token");
   v("training.dataset_text_field", training.dataset_text_field,
     "JSONL text data: the string field holding each document (C4: text)");
+  v("training.chat_messages_field", training.chat_messages_field,
+    "chat data: the row's list of messages (empty: detect messages, conversations or conversation)");
+  v("training.chat_role_key", training.chat_role_key, "chat data: a message's role key (empty: role, else from)");
+  v("training.chat_content_key", training.chat_content_key,
+    "chat data: a message's text key (empty: content, else value, else text)");
+  v("training.chat_role_map", training.chat_role_map,
+    "chat data: FROM=TO,... role names mapped before the built-in map (human=user, gpt=assistant, model=assistant, "
+    "function_call=assistant, observation=tool)");
   v("training.dataset_skip_bad_lines", training.dataset_skip_bad_lines,
     "count and skip bad input lines (malformed JSON, invalid UTF-8, a missing field) instead of stopping at the first");
 

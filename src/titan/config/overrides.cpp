@@ -228,6 +228,7 @@ ResolveResult resolve_config(const std::vector<std::string>& args) {
   result.print_config = parsed.print_config;
   result.unknown_positional = std::move(parsed.positional);
   result.config = find_config(result.config_name).fn();
+  const JobConfig from_function = result.config;  // for model.hf_path: what the file and flags changed
 
   // --job.config_file first: the file sits between the function and the other flags.
   for (const FieldFlag& flag : parsed.fields) {
@@ -249,7 +250,21 @@ ResolveResult resolve_config(const std::vector<std::string>& args) {
     result.config.job.config_file = config_file;  // the file read is the one recorded
   }
   for (const FieldFlag& flag : parsed.fields) set_field(result.config, flag.path, flag.value);
+  expand_hf_path(result.config, from_function);
   return result;
+}
+
+void expand_hf_path(JobConfig& c, const JobConfig& from_function) {
+  const std::string& dir = c.model.hf_path;
+  if (dir.empty()) return;
+  // Each field the job file or a flag set (to other than the function's value) wins.
+  if (c.model.name == from_function.model.name) c.model.name = "";
+  if (c.model.hf_assets_path == from_function.model.hf_assets_path) c.model.hf_assets_path = dir;
+  CheckpointSection& k = c.checkpoint;
+  if (k.initial_load_path == from_function.checkpoint.initial_load_path) {
+    k.initial_load_path = dir;
+    if (k.initial_load_in_hf == from_function.checkpoint.initial_load_in_hf) k.initial_load_in_hf = true;
+  }
 }
 
 void apply_toml_file(JobConfig& config, const std::string& path) {

@@ -41,6 +41,11 @@ ResolveResult resolve_config(const std::vector<std::string>& args);
 // missing value, "--no-" on a non-boolean, a value that does not parse, or a positional argument.
 JobConfig apply_cli_overrides(JobConfig config, const std::vector<std::string>& args);
 
+// model.hf_path DIR, when set: model.name "" (the shape from DIR/config.json), model.hf_assets_path
+// DIR, checkpoint.initial_load_path DIR with initial_load_in_hf — each only where `c` still holds
+// `from_function`'s value (the config function's), so a field the job file or a flag gave wins.
+void expand_hf_path(JobConfig& c, const JobConfig& from_function);
+
 // Reads `path` and applies it as apply_toml_text (origin = path). ConfigError when the file is
 // missing or unreadable.
 void apply_toml_file(JobConfig& config, const std::string& path);

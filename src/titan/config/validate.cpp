@@ -8,6 +8,7 @@
 #include <string>
 
 #include "titan/config/value_text.h"
+#include "titan/data/row_format.h"
 
 namespace titan::config {
 
@@ -147,12 +148,18 @@ void validate(const JobConfig& c, int64_t data_parallel_degree) {
     }
   }
 
-  if (t.dataset_format != "text" && t.dataset_format != "chat") {
-    config_fail("training.dataset_format='", t.dataset_format, "' is not text or chat");
+  if (t.dataset_format != "text" && t.dataset_format != "chat" && t.dataset_format != "pretokenized" &&
+      t.dataset_format != "auto") {
+    config_fail("training.dataset_format='", t.dataset_format, "' is not text, chat, pretokenized or auto");
   }
-  if (t.dataset_format == "chat" && t.dataset_path.empty()) {
-    config_fail("training.dataset_format=chat needs training.dataset_path (a .jsonl(.zst) file or folder of "
-                "{\"messages\": [...]} lines); the built-in dataset is text");
+  if ((t.dataset_format == "chat" || t.dataset_format == "pretokenized") && t.dataset_path.empty()) {
+    config_fail("training.dataset_format=", t.dataset_format, " needs training.dataset_path (a .jsonl(.zst)/.parquet ",
+                "file or folder); the built-in dataset is text");
+  }
+  try {
+    data::parse_role_map(t.chat_role_map);
+  } catch (const Error& e) {
+    config_fail(e.what());
   }
   if (t.dataset_path.empty() && t.dataset != "quickstart") {
     config_fail("training.dataset='", t.dataset, "' is not a built-in dataset (known: quickstart); use quickstart ",

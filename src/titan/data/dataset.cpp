@@ -10,6 +10,7 @@
 #include "titan/core/path_check.h"
 #include "titan/data/chat_template.h"
 #include "titan/data/line_reader.h"
+#include "titan/data/parquet.h"
 
 namespace titan::data {
 
@@ -22,8 +23,10 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// 0 = jsonl, 1 = text, -1 = not a dataset file. ".zst" is a compression layer over either.
+// 0 = jsonl, 1 = text, 2 = parquet, -1 = not a dataset file. ".zst" is a compression layer over
+// JSONL and text (Parquet compresses its own pages).
 int format_of(std::string name) {
+  if (ends_with(name, ".parquet")) return 2;
   if (ends_with(name, ".zst")) name.resize(name.size() - 4);
   if (ends_with(name, ".jsonl") || ends_with(name, ".json")) return 0;
   if (ends_with(name, ".txt")) return 1;
@@ -36,38 +39,12 @@ bool is_blank(const std::string& line) {
 
 }  // namespace
 
-bool valid_utf8(const std::string& bytes, size_t* bad_at) {
-  const auto* s = reinterpret_cast<const unsigned char*>(bytes.data());
-  size_t n = bytes.size(), i = 0;
-  while (i < n) {
-    unsigned c = s[i];
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    bool ok = len != 0 && i + len <= n;
-    uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1F : len == 3 ? c & 0x0F : c & 0x07;
-    for (size_t k = 1; ok && k < len; ++k) {
-      ok = (s[i + k] & 0xC0) == 0x80;
-      cp = (cp << 6) | (s[i + k] & 0x3F);
-    }
-    // Shortest form only, no UTF-16 surrogates, nothing past U+10FFFF.
-    if (ok) {
-      ok = !(len == 2 && cp < 0x80) && !(len == 3 && cp < 0x800) && !(len == 4 && cp < 0x10000) &&
-           !(cp >= 0xD800 && cp <= 0xDFFF) && cp <= 0x10FFFF;
-    }
-    if (!ok) {
-      if (bad_at) *bad_at = i;
-      return false;
-    }
-    i += len;
-  }
-  return true;
-}
-
-DocumentSource::DocumentSource(DatasetConfig config) : config_(std::move(config)) {
+DocumentSource::DocumentSource(DatasetConfig config) : config_(std::move(config)), row_format_(config_) {
   const std::string& path = config_.path;
   std::error_code ec;
   const std::string problem = path.empty() ? "is empty" : path_problem(path);
   TITAN_CHECK(problem.empty(), "[data] dataset path '", path, "' ", problem,
-              ". HINT: set the dataset path to a .jsonl/.json/.txt file or a folder of them.");
+              ". HINT: set the dataset path to a .jsonl/.json/.parquet/.txt file or a folder of them.");
   if (fs::is_directory(path, ec)) {
     fs::directory_iterator it(path, ec);
     TITAN_CHECK(!ec, "[data] dataset folder ", path, ": cannot be listed: ", ec.message());
@@ -82,23 +59,59 @@ DocumentSource::DocumentSource(DatasetConfig config) : config_(std::move(config)
     }
     std::sort(files_.begin(), files_.end());  // deterministic order across machines and runs
     TITAN_CHECK(!files_.empty(), "[data] ", path,
-                ": folder holds no dataset files. HINT: expected *.jsonl, *.json or *.txt (optionally "
-                "with .zst) directly inside it.");
+                ": folder holds no dataset files. HINT: expected *.jsonl, *.json, *.parquet or *.txt "
+                "(optionally with .zst) directly inside it.");
   } else {
     TITAN_CHECK(format_of(path) >= 0, "[data] ", path,
-                ": unknown file type. HINT: use .jsonl, .json or .txt (optionally with .zst).");
+                ": unknown file type. HINT: use .jsonl, .json, .parquet or .txt (optionally with .zst).");
     TITAN_CHECK(fs::is_regular_file(path, ec), "[data] ", path,
                 ": not a regular file (a FIFO, device or socket). HINT: set the dataset path to a file or folder "
                 "of files; to stream, write the data to a file first");
     files_.push_back(path);
   }
-  TITAN_CHECK(config_.format == "text" || config_.format == "chat", "[data] dataset format '", config_.format,
-              "' is not text or chat");
   for (const auto& f : files_) {
-    formats_.push_back(format_of(f) == 0 ? Format::jsonl : Format::text);
-    TITAN_CHECK(config_.format != "chat" || formats_.back() == Format::jsonl, "[data] ", f, ": chat data must be "
-                "JSONL ({\"messages\": [...]} per line), not .txt. HINT: convert it, or set training.dataset_format text");
+    const int format = format_of(f);
+    formats_.push_back(format == 0 ? Format::jsonl : format == 2 ? Format::parquet : Format::text);
   }
+  detect_layout();
+  for (size_t i = 0; i < files_.size(); ++i) {
+    TITAN_CHECK(formats_[i] != Format::text || format() == "text", "[data] ", files_[i], ": ", format(), " data must be "
+                "JSONL or Parquet rows (", format() == "chat" ? "{\"messages\": [...]}" : "{\"input_ids\": [...]}",
+                " per line), not .txt. HINT: convert it, or set training.dataset_format text");
+  }
+}
+
+// The layout of a chat or auto dataset, from the first file's Parquet schema or first JSONL row
+// (rows of no known layout are bad lines: an error, or skipped with skip_bad_lines).
+void DocumentSource::detect_layout() {
+  const std::string& first = files_.front();
+  if (formats_.front() == Format::text) {  // .txt: text documents (chat and pretokenized data refuse it)
+    if (format() == "auto") row_format_.detect({config_.text_field}, first);
+    return;
+  }
+  if (formats_.front() == Format::parquet) {
+    const ParquetReader reader(first);
+    const std::string problem = row_format_.detect(reader.fields(), first);
+    TITAN_CHECK(problem.empty(), "[data] ", first, ": ", problem, ". HINT: set training.dataset_format, or name the "
+                "fields with training.dataset_text_field / training.chat_messages_field");
+    return;
+  }
+  LineReader reader(first, kMaxDocumentBytes);
+  std::string line;
+  bool had_newline = false;
+  while (!row_format_.detected() && reader.next_line(line, had_newline)) {
+    if (is_blank(line) || !valid_utf8(line) || json_too_deep_at(line) != std::string_view::npos) continue;
+    const nlohmann::ordered_json row = nlohmann::ordered_json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (row.is_discarded() || !row.is_object()) continue;  // next() names it
+    std::vector<std::string> keys;
+    for (const auto& [k, v] : row.items()) keys.push_back(k);
+    const std::string problem = row_format_.detect(keys, str(first, ":", reader.line()));
+    TITAN_CHECK(problem.empty() || config_.skip_bad_lines, "[data] ", first, ":", reader.line(), ": ", problem,
+                ". HINT: set training.dataset_format, or name the fields with training.dataset_text_field / "
+                "training.chat_messages_field");
+  }
+  TITAN_CHECK(row_format_.detected(), "[data] ", first, ": no row of a known layout to tell the dataset's format from. "
+              "HINT: set training.dataset_format (text, chat or pretokenized)");
 }
 
 DocumentSource::~DocumentSource() = default;
@@ -106,6 +119,7 @@ DocumentSource::DocumentSource(DocumentSource&&) noexcept = default;
 DocumentSource& DocumentSource::operator=(DocumentSource&&) noexcept = default;
 
 void DocumentSource::seek(const SourcePosition& position) {
+  parquet_.reset();
   TITAN_CHECK(position.file_index >= 0 && position.file_index <= static_cast<int64_t>(files_.size()) &&
                   position.byte_offset >= 0 && position.line >= 0,
               "[data] ", config_.path, ": position (file ", position.file_index, ", byte ",
@@ -116,27 +130,51 @@ void DocumentSource::seek(const SourcePosition& position) {
 }
 
 void DocumentSource::bad_line(int64_t line, const std::string& what) {
-  std::string where = str(files_[static_cast<size_t>(pos_.file_index)], ":", line, ": ", what);
+  bad_row(str(files_[static_cast<size_t>(pos_.file_index)], ":", line), what);
+}
+
+void DocumentSource::bad_row(const std::string& at, const std::string& what) {
+  const std::string where = at + ": " + what;
   TITAN_CHECK(config_.skip_bad_lines, "[data] ", where,
               ". HINT: fix the input, or set training.dataset_skip_bad_lines to count and skip such lines");
   ++num_bad_lines_;
   if (num_bad_lines_pass_++ == 0) first_bad_ = where;
 }
 
-std::optional<std::string> DocumentSource::next() {
+void DocumentSource::open_reader() {
+  const std::string& path = files_[static_cast<size_t>(pos_.file_index)];
+  file_had_content_ = pos_.byte_offset > 0 || pos_.line > 0;
+  if (formats_[static_cast<size_t>(pos_.file_index)] != Format::parquet) {
+    reader_ = std::make_unique<LineReader>(path, kMaxDocumentBytes);
+    reader_->seek(pos_.byte_offset, pos_.line);
+    return;
+  }
+  parquet_ = std::make_unique<ParquetReader>(path);
+  // The layout's fields: the required ones must be there, the optional ones are read when they are.
+  std::vector<std::string> select = row_format_.required_fields();
+  const std::vector<std::string> have = parquet_->fields();
+  for (const std::string& f : row_format_.optional_fields()) {
+    if (std::find(have.begin(), have.end(), f) != have.end()) select.push_back(f);
+  }
+  parquet_->select(select);
+  parquet_->seek(pos_.line);
+}
+
+std::optional<Document> DocumentSource::next() {
   while (pos_.file_index < static_cast<int64_t>(files_.size())) {
-    if (!reader_) {
-      reader_ = std::make_unique<LineReader>(files_[static_cast<size_t>(pos_.file_index)], kMaxDocumentBytes);
-      reader_->seek(pos_.byte_offset, pos_.line);
-      file_had_content_ = pos_.byte_offset > 0;
-    }
-    std::optional<std::string> doc = read_document();
+    if (!reader_ && !parquet_) open_reader();
+    std::optional<Document> doc = read_document();
     if (doc) {
-      pos_.byte_offset = reader_->offset();
-      pos_.line = reader_->line();
+      if (reader_) {
+        pos_.byte_offset = reader_->offset();
+        pos_.line = reader_->line();
+      } else {
+        pos_.line = parquet_->row();
+      }
       return doc;
     }
     reader_.reset();
+    parquet_.reset();
     if (!file_had_content_) bad_line(1, "empty file (no documents)");
     pos_ = SourcePosition{pos_.file_index + 1, 0, 0};
   }
@@ -148,12 +186,16 @@ std::optional<std::string> DocumentSource::next() {
   return std::nullopt;
 }
 
-std::optional<std::string> DocumentSource::read_document() {
-  return formats_[static_cast<size_t>(pos_.file_index)] == Format::jsonl ? read_jsonl() : read_text();
+std::optional<Document> DocumentSource::read_document() {
+  switch (formats_[static_cast<size_t>(pos_.file_index)]) {
+    case Format::jsonl: return read_jsonl();
+    case Format::parquet: return read_parquet();
+    default: return read_text();
+  }
 }
 
-std::optional<std::string> DocumentSource::read_jsonl() {
-  std::string line;
+std::optional<Document> DocumentSource::read_jsonl() {
+  std::string line, problem;
   bool had_newline = false;
   while (reader_->next_line(line, had_newline)) {
     if (is_blank(line)) continue;  // blank lines (a trailing one, say) carry no document
@@ -168,43 +210,40 @@ std::optional<std::string> DocumentSource::read_jsonl() {
       bad_line(ln, str("nested more than ", kMaxJsonNesting, " levels deep"));
       continue;
     }
-    json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object()) {
+    // ordered: tojson of tool arguments keeps the line's key order, as Python's json does
+    const nlohmann::ordered_json row = nlohmann::ordered_json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (row.is_discarded() || !row.is_object()) {
       bad_line(ln, "malformed JSON (expected one JSON object per line)");
       continue;
     }
-    if (config_.format == "chat") {
-      // ordered: tojson of tool arguments keeps the line's key order, as Python's json does
-      const nlohmann::ordered_json oj = nlohmann::ordered_json::parse(line);
-      auto m = oj.find("messages");
-      if (m == oj.end()) {
-        bad_line(ln, "no field \"messages\" (a chat line is {\"messages\": [{\"role\": ..., \"content\": ...}, ...]}; "
-                     "for {\"text\": ...} lines set training.dataset_format text)");
-        continue;
-      }
-      const std::string what = check_messages(*m);
-      if (!what.empty()) {
-        bad_line(ln, what);
-        continue;
-      }
-      return m->dump();
-    }
-    auto it = j.find(config_.text_field);
-    if (it == j.end()) {
-      bad_line(ln, str("no field \"", config_.text_field, "\" (training.dataset_text_field, or titan tokenize --field, "
-                       "names the document's field)"));
+    Document doc;
+    if (!row_format_.document(row, doc, problem)) {
+      bad_line(ln, problem);
       continue;
     }
-    if (!it->is_string()) {
-      bad_line(ln, str("field \"", config_.text_field, "\" is a ", it->type_name(), ", expected a string"));
-      continue;
-    }
-    return it->get<std::string>();
+    doc.where = str(reader_->path(), ":", ln);
+    return doc;
   }
   return std::nullopt;
 }
 
-std::optional<std::string> DocumentSource::read_text() {
+std::optional<Document> DocumentSource::read_parquet() {
+  nlohmann::ordered_json row;
+  std::string problem;
+  while (parquet_->next(row)) {
+    file_had_content_ = true;
+    Document doc;
+    if (!row_format_.document(row, doc, problem, /*drop_nulls=*/true)) {
+      bad_row(str(parquet_->path(), ": row ", parquet_->row() - 1), problem);
+      continue;
+    }
+    doc.where = str(parquet_->path(), ": row ", parquet_->row() - 1);
+    return doc;
+  }
+  return std::nullopt;
+}
+
+std::optional<Document> DocumentSource::read_text() {
   std::string line, doc;
   bool had_newline = false, in_doc = false;
   while (reader_->next_line(line, had_newline)) {
@@ -226,7 +265,7 @@ std::optional<std::string> DocumentSource::read_text() {
       continue;
     }
     if (is_blank(line)) {
-      if (in_doc) return doc;  // the position is now past this blank line
+      if (in_doc) return Document{doc, {}, {}, str(reader_->path(), ":", ln)};  // the position is now past this blank line
       continue;
     }
     file_had_content_ = true;
@@ -237,7 +276,7 @@ std::optional<std::string> DocumentSource::read_text() {
                 "with blank lines");
     in_doc = true;
   }
-  if (in_doc && file_had_content_) return doc;
+  if (in_doc && file_had_content_) return Document{doc, {}, {}, reader_->path()};
   return std::nullopt;
 }
 

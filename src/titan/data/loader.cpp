@@ -123,8 +123,9 @@ Loader::Loader(LoaderConfig config, const Tokenizer& tokenizer)
   }
   TITAN_CHECK(c.world >= 1 && c.rank >= 0 && c.rank < c.world, "[data] loader: rank ", c.rank,
               " of world ", c.world, " is out of range");
-  TITAN_CHECK((c.dataset.format == "chat") == (c.chat != nullptr), "[data] loader: dataset format '", c.dataset.format,
-              "' ", c.chat ? "with" : "without", " a chat template. HINT: chat data needs LoaderConfig::chat, text data none");
+  TITAN_CHECK(source_.format() != "chat" || c.chat != nullptr, "[data] loader: ", c.dataset.path, " holds chat data and "
+              "there is no chat template to render it. HINT: use a tokenizer folder whose tokenizer_config.json has a "
+              "chat_template (or a chat_template.jinja), or set training.dataset_format text");
   identity_ = dataset_identity(source_.files(), c.dataset.format);
 }
 
@@ -149,7 +150,7 @@ std::string dataset_identity(const std::vector<std::string>& files, const std::s
 
 Loader::Step Loader::advance(bool quiet) {
   const StreamCursor before = cursor();
-  std::optional<std::string> doc = source_.next();
+  std::optional<Document> doc = source_.next();
   if (!doc) {
     if (!config_.infinite) return Step::end;
     // Each document adds at least its eot, so an epoch that gives this rank one document ends
@@ -166,21 +167,39 @@ Loader::Step Loader::advance(bool quiet) {
   const int64_t index = doc_index_++;
   if (index % config_.world != config_.rank) return Step::skipped;
   const size_t carried = carry_.size();
-  if (config_.chat) {
+  const bool chat = source_.format() == "chat";
+  if (chat) {
     append_chat(*doc);
+  } else if (source_.format() == "pretokenized") {
+    // The row's ids as they are (the folder's special tokens are the writer's to add), each checked.
+    const int64_t vocab = tokenizer_->vocab_size();
+    for (const int32_t id : doc->ids) {
+      TITAN_CHECK(id < vocab, "[data] ", doc->where, ": token id ", id, " is outside the model's vocabulary of ", vocab,
+                  ". HINT: the data was tokenized for another model; tokenize it with this model's tokenizer");
+    }
+    carry_.insert(carry_.end(), doc->ids.begin(), doc->ids.end());
+    if (doc->mask.empty()) {
+      carry_mask_.resize(carry_.size(), 1);
+    } else {
+      carry_mask_.insert(carry_mask_.end(), doc->mask.begin(), doc->mask.end());
+    }
   } else {
     // One document = one encoded sequence: the folder's special tokens around it, as HF's
     // encode(add_special_tokens=True) gives them (BOS at each document start for Llama).
     carry_.insert(carry_.end(), config_.doc_prefix.begin(), config_.doc_prefix.end());
-    const std::vector<int32_t> ids = tokenizer_->encode(*doc);
+    const std::vector<int32_t> ids = tokenizer_->encode(doc->text);
     carry_.insert(carry_.end(), ids.begin(), ids.end());
     carry_.insert(carry_.end(), config_.doc_suffix.begin(), config_.doc_suffix.end());
     carry_mask_.resize(carry_.size(), 1);
   }
-  // The separator, unless the suffix already ended the document with it (add_eos_token).
-  if (config_.chat || config_.doc_suffix.empty() || config_.doc_suffix.back() != config_.eot_id) {
+  // The separator, unless the document already ends with it (the suffix's add_eos_token, or a
+  // pretokenized row's own eos). Outside the loss where labels mask the document.
+  const bool ends_in_eot = carry_.size() > carried && carry_.back() == config_.eot_id &&
+                           (source_.format() == "pretokenized" || !config_.doc_suffix.empty());
+  if (chat || !ends_in_eot) {
     carry_.push_back(config_.eot_id);
-    carry_mask_.push_back(config_.chat && config_.mask_non_assistant ? 0 : 1);
+    const bool masked = (chat && config_.mask_non_assistant) || !doc->mask.empty();
+    carry_mask_.push_back(masked ? 0 : 1);
   }
   ++documents_seen_;
   carried_docs_.push_back({before, static_cast<int64_t>(carry_.size() - carried)});
@@ -227,15 +246,12 @@ void Loader::drop_front(size_t n) {
   }
 }
 
-void Loader::append_chat(const std::string& messages_json) {
+void Loader::append_chat(const Document& doc) {
   ChatTokens ct;
   try {
-    ct = encode_chat(*config_.chat, *tokenizer_, nlohmann::ordered_json::parse(messages_json), config_.mask_non_assistant);
+    ct = encode_chat(*config_.chat, *tokenizer_, nlohmann::ordered_json::parse(doc.text), config_.mask_non_assistant);
   } catch (const Error& e) {  // a template's raise_exception, say: name the line it came from
-    const SourcePosition p = source_.position();
-    const size_t f = static_cast<size_t>(p.file_index);
-    TITAN_FAIL("[data] ", f < source_.files().size() ? source_.files()[f] : config_.dataset.path, ":", p.line, ": ",
-               e.what());
+    TITAN_FAIL("[data] ", doc.where, ": ", e.what());
   }
   carry_.insert(carry_.end(), ct.ids.begin(), ct.ids.end());
   carry_mask_.insert(carry_mask_.end(), ct.mask.begin(), ct.mask.end());

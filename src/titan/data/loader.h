@@ -57,7 +57,7 @@ struct LoaderConfig {
   int rank = 0;                   // data-parallel rank and world size
   int world = 1;
   bool infinite = true;           // false: next() returns nullopt when the data runs out
-  std::shared_ptr<const ChatTemplate> chat;  // set for chat data (dataset.format "chat")
+  std::shared_ptr<const ChatTemplate> chat;  // needed for chat data (unused by other data)
   bool mask_non_assistant = true;            // chat: labels -100 outside assistant spans
 };
 
@@ -137,7 +137,7 @@ class Loader {
   void drop_front(size_t n);  // n emitted tokens off carry_, carry_mask_ and carried_docs_
   void replay(const LoaderState& state);  // rebuilds carry_ from state.replay_from
   std::string geometry() const;  // LoaderState::geometry of this loader
-  void append_chat(const std::string& messages_json);  // encode_chat into carry_ / carry_mask_
+  void append_chat(const Document& doc);  // encode_chat into carry_ / carry_mask_
 
   LoaderConfig config_;
   const Tokenizer* tokenizer_;

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "titan/checkpoint/json_file.h"
+#include "titan/config/registry.h"
 #include "titan/core/abbreviate.h"
 #include "titan/core/error.h"
 #include "titan/models/llama/family.h"
@@ -122,10 +123,49 @@ std::unique_ptr<nn::Decoder> load_hf_model(const ModelSpec& spec, const std::str
   return model;
 }
 
+// Fine-tuning a downloaded model on a downloaded dataset, whatever the family: the whole command is
+// `titan train --config finetune --model.hf_path DIR --training.dataset_path DATA` (model.hf_path
+// gives the tokenizer, the shape and the weights; the rows' layout is detected). A fine-tune's
+// defaults: a low peak lr with a short warmup and cosine decay to 10%, bf16 compute on f32 master
+// weights, checkpoints every 500 steps (the newest two kept), and at the end the model written
+// back as a bf16 HF folder (checkpoint/hf) that Transformers loads as is. Without --model.hf_path
+// the model folder is ./assets/hf/model, as the published configs keep theirs under ./assets/hf.
+static config::JobConfig finetune() {
+  config::JobConfig c = config::base_config();
+  c.job.dump_folder = "./outputs/finetune";
+  c.model.name = "";
+  c.model.hf_path = c.model.hf_assets_path = c.checkpoint.initial_load_path = "./assets/hf/model";
+  c.training.steps = 1000;
+  c.training.local_batch_size = 2;
+  c.training.seq_len = 2048;
+  c.training.dataset_format = "auto";
+  c.training.mixed_precision_param = "bfloat16";
+  c.optimizer.lr = 2e-5;
+  c.optimizer.weight_decay = 0.01;
+  c.lr_scheduler.warmup_steps = 20;
+  c.lr_scheduler.decay_ratio = -1.0;
+  c.lr_scheduler.decay_type = "cosine";
+  c.lr_scheduler.min_lr_factor = 0.1;
+  c.checkpoint.enable = true;
+  c.checkpoint.interval = 500;
+  c.checkpoint.keep_latest_k = 2;
+  c.checkpoint.initial_load_in_hf = true;
+  c.checkpoint.initial_load_model_only = true;
+  c.checkpoint.last_save_in_hf = true;
+  c.checkpoint.last_save_model_only = true;
+  c.checkpoint.export_dtype = "bfloat16";
+  c.metrics.log_freq = 10;
+  return c;
+}
+
 void register_config_functions() {
   static bool done = false;
   if (done) return;
   done = true;
+  config::add_config_function({"finetune",
+                               "fine-tune a downloaded model (--model.hf_path DIR) on --training.dataset_path (text, chat "
+                               "or pretokenized rows): lr 2e-5 cosine, bf16 compute, checkpoints, bf16 HF export",
+                               &finetune});
   for (const ModelSpec* f : model_families()) {
     if (f->configs == nullptr) continue;
     for (config::ConfigEntry& e : f->configs()) config::add_config_function(std::move(e));

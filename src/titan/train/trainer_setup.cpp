@@ -203,9 +203,20 @@ void Trainer::setup_data() {
   loader_config_.dataset.format = c_.training.dataset_format;
   loader_config_.dataset.text_field = c_.training.dataset_text_field;
   loader_config_.dataset.skip_bad_lines = c_.training.dataset_skip_bad_lines;
-  if (c_.training.dataset_format == "chat") {  // the tokenizer folder's chat_template renders each line
+  loader_config_.dataset.chat_messages_field = c_.training.chat_messages_field;
+  loader_config_.dataset.chat_role_key = c_.training.chat_role_key;
+  loader_config_.dataset.chat_content_key = c_.training.chat_content_key;
+  loader_config_.dataset.chat_role_map = c_.training.chat_role_map;
+  loader_config_.mask_non_assistant = c_.training.mask_non_assistant;
+  // The tokenizer folder's chat_template renders chat rows: required for chat data, and for auto
+  // data read when the folder has one (the loader refuses chat rows without it).
+  if (c_.training.dataset_format == "chat") {
     loader_config_.chat = std::make_shared<const data::ChatTemplate>(data::ChatTemplate::from_folder(c_.model.hf_assets_path));
-    loader_config_.mask_non_assistant = c_.training.mask_non_assistant;
+  } else if (c_.training.dataset_format == "auto" && !c_.model.hf_assets_path.empty()) {
+    try {
+      loader_config_.chat = std::make_shared<const data::ChatTemplate>(data::ChatTemplate::from_folder(c_.model.hf_assets_path));
+    } catch (const Error&) {  // no template: fine unless the rows are chat
+    }
   }
   loader_ = std::make_unique<data::PrefetchLoader>(loader_config_, *tokenizer_);
 }
@@ -307,7 +318,7 @@ void Trainer::setup_run() {
   trainable_params_ = 0;
   for (const nn::Parameter* p : nn::trainable(whole->parameters())) trainable_params_ += p->data().numel();
   model_ = std::make_unique<models::Parallelized>(std::move(whole), spec, *mesh_,
-                                                  parallelize_options(c_, precision_, pipeline_));
+                                                  parallelize_options(c_, precision_, pipeline_, resolved_, recompute_));
   optimizer_ = make_optimizer(c_, *model_);
   schedule_ = std::make_unique<LrSchedule>(lr_schedule_config(c_));
   flops_per_token_ = spec.flops_per_token(resolved_.config, T_);

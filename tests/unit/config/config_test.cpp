@@ -105,8 +105,9 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
   // this test (and, through the counts, the field table) to be updated.
   const JobConfig c;
   [[maybe_unused]] const auto& [j1, j2, j3] = c.job;
-  [[maybe_unused]] const auto& [m1, m2, m3, m4, m5, m6, m7, m8] = c.model;
-  [[maybe_unused]] const auto& [t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14, t15] = c.training;
+  [[maybe_unused]] const auto& [m1, m2, m3, m4, m5, m6, m7, m8, m9] = c.model;
+  [[maybe_unused]] const auto& [t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14, t15, t16, t17, t18, t19] =
+      c.training;
   [[maybe_unused]] const auto& [o1, o2, o3, o4, o5, o6, o7, o8, o9, o10, o11, o12] = c.optimizer;
   [[maybe_unused]] const auto& [l1, l2, l3, l4] = c.lr_scheduler;
   [[maybe_unused]] const auto& [x1, x2, x3, x4, x5] = c.metrics;
@@ -119,8 +120,8 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
   [[maybe_unused]] const auto& [c1] = c.comm;
   [[maybe_unused]] const auto& [s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13] = c;
   EXPECT_EQ(count_in_section("job"), 3u);
-  EXPECT_EQ(count_in_section("model"), 8u);
-  EXPECT_EQ(count_in_section("training"), 15u);
+  EXPECT_EQ(count_in_section("model"), 9u);
+  EXPECT_EQ(count_in_section("training"), 19u);
   EXPECT_EQ(count_in_section("optimizer"), 12u);
   EXPECT_EQ(count_in_section("lr_scheduler"), 4u);
   EXPECT_EQ(count_in_section("metrics"), 5u);
@@ -131,7 +132,7 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
   EXPECT_EQ(count_in_section("override"), 1u);
   EXPECT_EQ(count_in_section("lora"), 7u);
   EXPECT_EQ(count_in_section("comm"), 1u);
-  EXPECT_EQ(job_config_fields().size(), 89u);
+  EXPECT_EQ(job_config_fields().size(), 94u);
 
   // Every field reaches a distinct member: setting all of them changes every section.
   const JobConfig changed = all_non_default();
@@ -452,7 +453,7 @@ TEST(Resolve, PrecedenceFunctionThenFileThenFlags) {
 
 TEST(Resolve, Errors) {
   EXPECT_EQ(config_error_of([] { (void)resolve_config({"--training.steps", "3"}); }),
-            "titan train: --config NAME is required; use one of qwen3_debug, qwen3_0_6b, qwen3_1_7b, qwen3_4b, "
+            "titan train: --config NAME is required; use one of finetune, qwen3_debug, qwen3_0_6b, qwen3_1_7b, qwen3_4b, "
             "qwen3_8b, qwen3_14b, qwen3_32b, qwen3_30b_a3b_reduced, qwen3_4b_finetune, qwen3_4b_lora, qwen3_debug_finetune, "
             "qwen3_5_debug");
   EXPECT_NE(config_error_of([] { (void)resolve_config({"--config", "qwen3_debg"}); }).find("unknown config function 'qwen3_debg'"),
@@ -472,11 +473,11 @@ TEST(Registry, NamesAndLookup) {
     EXPECT_FALSE(e.summary.empty()) << e.name;
     EXPECT_EQ(&find_config(e.name), &e);
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"qwen3_debug", "qwen3_0_6b", "qwen3_1_7b", "qwen3_4b", "qwen3_8b",
+  EXPECT_EQ(names, (std::vector<std::string>{"finetune", "qwen3_debug", "qwen3_0_6b", "qwen3_1_7b", "qwen3_4b", "qwen3_8b",
                                              "qwen3_14b", "qwen3_32b", "qwen3_30b_a3b_reduced", "qwen3_4b_finetune",
                                              "qwen3_4b_lora", "qwen3_debug_finetune", "qwen3_5_debug"}));
   EXPECT_EQ(config_error_of([] { (void)find_config("llama"); }),
-            "--config: unknown config function 'llama'; use one of qwen3_debug, qwen3_0_6b, qwen3_1_7b, qwen3_4b, "
+            "--config: unknown config function 'llama'; use one of finetune, qwen3_debug, qwen3_0_6b, qwen3_1_7b, qwen3_4b, "
             "qwen3_8b, qwen3_14b, qwen3_32b, qwen3_30b_a3b_reduced, qwen3_4b_finetune, qwen3_4b_lora, qwen3_debug_finetune, "
             "qwen3_5_debug");
   EXPECT_EQ(base_config(), JobConfig{});

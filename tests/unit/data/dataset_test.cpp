@@ -26,7 +26,7 @@ std::string jsonl(const std::vector<std::string>& docs, const std::string& field
 
 std::vector<std::string> all_docs(DocumentSource& source) {
   std::vector<std::string> docs;
-  while (auto d = source.next()) docs.push_back(*d);
+  while (auto d = source.next()) docs.push_back(d->text);
   return docs;
 }
 
@@ -174,9 +174,9 @@ TEST(Dataset, DocumentsPastTheLimitAreRefused) {
   // At the limit, a document is read whole.
   write_file(dir.file("edge.txt"), std::string(kMaxDocumentBytes - 1, 'b') + "\n");
   DocumentSource edge(DatasetConfig{dir.file("edge.txt")});
-  const std::optional<std::string> doc = edge.next();
+  const std::optional<Document> doc = edge.next();
   ASSERT_TRUE(doc.has_value());
-  EXPECT_EQ(doc->size(), kMaxDocumentBytes);
+  EXPECT_EQ(doc->text.size(), kMaxDocumentBytes);
 }
 
 TEST(Dataset, MissingPathAndEmptyFolder) {
