@@ -451,15 +451,15 @@ TEST(CliTrainConfig, ErrorsAreOneLineWithExitCode2) {
       {"train --config qwen3_debug --activation_checkpoint.mode partial", "activation_checkpoint.mode"},
       {"train --config qwen3_debug --activation_checkpoint.mode selective --activation_checkpoint.selective_ac_option "
        "ops", "activation_checkpoint.selective_ac_option"},
-      {"train --config qwen3_debug --lora.rank 4 --lora.dropout 0.1", "lora.dropout=0.1 is not supported yet"},
+      {"train --config qwen3_debug --lora.rank 4 --lora.dropout 1", "lora.dropout=1 must be in [0, 1)"},
       {"train --config qwen3_debug --model.name debug_moe --model.router_aux_loss_coef nan", "'nan' is not a finite number"},
       {"train --config qwen3_debug --model.name debug_moe --model.router_aux_loss_coef 1e39",
        "does not fit the float32 the model computes with"},
       {"train --config qwen3_debug --training.steps 99999999999999999999", "out of range for a 64-bit integer"},
       {"train --config qwen3_debug --lora.rank -1", "lora.rank=-1 must be >= 0"},
       {"train --config qwen3_debug --lora.save_adapter a", "needs lora.rank > 0"},
-      {"train --config qwen3_debug --lora.rank 4 --parallelism.tensor_parallel_degree 2",
-       "LoRA is not tensor-parallel yet"},
+      {"train --config qwen3_debug --lora.rank 4 --lora.dropout 0.1 --parallelism.tensor_parallel_degree 2",
+       "LoRA dropout is not tensor-parallel yet"},
       {"train --config qwen3_debug --optimizer.name Lion", "optimizer.name='Lion' is not supported; use AdamW or Muon"},
       {"train --config qwen3_debug --optimizer.muon_adjust_lr rms", "optimizer.muon_adjust_lr='rms'"},
       {"train --config qwen3_debug --optimizer.muon_ns_steps 0", "optimizer.muon_ns_steps=0 must be in 1..99"},
@@ -679,23 +679,23 @@ TEST(CliTrainConfig, PrintConfigRoundTripsThroughAJobFile) {
 }
 
 // titan plan shows the support matrix (train/support.h), marks a layout titan train would refuse, and
-// never recommends it: with LoRA on 2 ranks, tp = 2 is listed but FSDP is the recommendation.
+// never recommends it: with LoRA dropout on 2 ranks, tp = 2 is listed but FSDP is the recommendation.
 TEST(CliPlan, MarksAndNeverRecommendsWhatTitanTrainRefuses) {
-  const CommandResult r = run_titan("plan --config qwen3_debug --world-size 2 --lora.rank 4");
+  const CommandResult r = run_titan("plan --config qwen3_debug --world-size 2 --lora.rank 4 --lora.dropout 0.1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("not run yet: LoRA with tensor parallelism"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("not run yet: LoRA dropout with tensor parallelism"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("recommended: --parallelism.data_parallel_replicate_degree 1 "
                           "--parallelism.data_parallel_shard_degree 2 --parallelism.tensor_parallel_degree 1"),
             std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("    LoRA with tensor parallelism: "), std::string::npos) << r.output;  // listed, not hit
+  EXPECT_NE(r.output.find("    LoRA dropout with tensor parallelism: "), std::string::npos) << r.output;  // listed, not hit
   // The config's own degrees hit the rule: marked in the matrix, and titan train refuses it (exit 2).
-  const std::string tp = " --config qwen3_debug --lora.rank 4 --parallelism.tensor_parallel_degree 2";
+  const std::string tp = " --config qwen3_debug --lora.rank 4 --lora.dropout 0.1 --parallelism.tensor_parallel_degree 2";
   const CommandResult hit = run_titan("plan --world-size 2" + tp);
   ASSERT_EQ(hit.exit_code, 0) << hit.output;
-  EXPECT_NE(hit.output.find("  * LoRA with tensor parallelism: "), std::string::npos) << hit.output;
+  EXPECT_NE(hit.output.find("  * LoRA dropout with tensor parallelism: "), std::string::npos) << hit.output;
   const CommandResult train = run_titan("train --training.steps 1" + tp);
   EXPECT_EQ(train.exit_code, 2) << train.output;
-  EXPECT_NE(train.output.find("LoRA is not tensor-parallel yet"), std::string::npos) << train.output;
+  EXPECT_NE(train.output.find("LoRA dropout is not tensor-parallel yet"), std::string::npos) << train.output;
 }
 
 }  // namespace

@@ -142,6 +142,50 @@ TEST(Lora, ModuleMatchesTheFormulaForwardAndBackward) {
   EXPECT_TRUE(testing::all_close("dB", testing::to_doubles(lora->lora_B.grad), dB, tol));
 }
 
+// lora.dropout: PEFT's LoRA layer in training mode (lora_dropout 0.25) with the mask titan draws
+// for the module "proj" under a fixed key (tools/make_lora_dropout_fixture.py reimplements the
+// draw): forward and every gradient equal PEFT's; no key (validation, generation) drops nothing.
+TEST(Lora, DropoutEqualsPeftWithTheSameMask) {
+  const std::string dir = source_path("tests/fixtures/lora/dropout_module");
+  std::ifstream in(dir + "/case.json");
+  const nlohmann::json c = nlohmann::json::parse(in);
+  const ckpt::SafetensorsFile f = ckpt::SafetensorsFile::open(dir + "/expected.safetensors");
+  const Tensor x = f.get("x").clone(), dy = f.get("dy").clone();
+  nn::LoraLinearConfig config;
+  config.in_features = x.size(1);
+  config.out_features = dy.size(1);
+  config.bias = true;
+  config.rank = c["r"].get<int64_t>();
+  config.alpha = c["alpha"].get<double>();
+  config.dropout = c["p"].get<double>();
+  std::unique_ptr<nn::LoraLinear> lora;
+  {
+    nn::FrozenParameterScope frozen(DType::f32);
+    lora = std::make_unique<nn::LoraLinear>(config, c["fqn"].get<std::string>());
+  }
+  lora->weight.value.copy_from(f.get("weight"));
+  lora->bias.value.copy_from(f.get("bias"));
+  lora->lora_A.value.copy_from(f.get("lora_A"));
+  lora->lora_B.value.copy_from(f.get("lora_B"));
+  nn::set_lora_dropout_key(nn::LoraDropoutKey{c["seed"].get<uint64_t>(), c["step"].get<int64_t>(),
+                                              c["micro"].get<int64_t>(), c["rank"].get<int64_t>()});
+  nn::LinearModule::Saved saved;
+  const Tensor y = lora->forward(x, saved);
+  const Tensor dx = lora->backward(dy, saved);
+  nn::set_lora_dropout_key(std::nullopt);
+  const testing::Tolerance tol{1e-5, 1e-5};
+  EXPECT_TRUE(testing::all_close("y", testing::to_doubles(y), testing::to_doubles(f.get("y")), tol));
+  EXPECT_TRUE(testing::all_close("dx", testing::to_doubles(dx), testing::to_doubles(f.get("dx")), tol));
+  EXPECT_TRUE(testing::all_close("dA", testing::to_doubles(lora->lora_A.grad), testing::to_doubles(f.get("dA")), tol));
+  EXPECT_TRUE(testing::all_close("dB", testing::to_doubles(lora->lora_B.grad), testing::to_doubles(f.get("dB")), tol));
+
+  // Without a key the adapter sees x whole: y = x W^T + b + s (x A^T) B^T, not PEFT's training output.
+  nn::LinearModule::Saved eval;
+  const Tensor y_eval = lora->forward(x, eval);
+  EXPECT_GT(max_abs_diff(y_eval, f.get("y")), 1e-3);
+  lora->backward(dy, eval);
+}
+
 TEST(Lora, FrozenScopeStoresTheBaseInBf16WithoutGradients) {
   nn::DecoderConfig c;
   c.vocab_size = 64;

@@ -390,7 +390,9 @@ void visit_fields(Config& c, V&& v) {
   auto& lora = c.lora;
   v("lora.rank", lora.rank, "LoRA rank; > 0 freezes the base model and trains low-rank adapters on target_modules; 0: off");
   v("lora.alpha", lora.alpha, "LoRA alpha: the update is scaled by alpha / rank (PEFT's lora_alpha)");
-  v("lora.dropout", lora.dropout, "dropout on the adapters' input (PEFT's lora_dropout); only 0 for now");
+  v("lora.dropout", lora.dropout,
+    "dropout on the adapters' input in training (PEFT's lora_dropout): each element zeroed with this probability, "
+    "the rest scaled by 1 / (1 - p); masks drawn from training.seed, the step and the micro-batch");
   v("lora.target_modules", lora.target_modules,
     "comma-separated PEFT names (q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj), all-linear, or "
     "config-tree globs (layers.*.attention.wq)");

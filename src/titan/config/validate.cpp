@@ -289,8 +289,12 @@ void validate(const JobConfig& c, int64_t data_parallel_degree) {
   }
   if (lora.rank > 0) {
     if (!(lora.alpha > 0.0) || !std::isfinite(lora.alpha)) config_fail("lora.alpha=", lora.alpha, " must be > 0");
-    if (lora.dropout != 0.0) {
-      config_fail("lora.dropout=", lora.dropout, " is not supported yet; only 0 (PEFT's default for most recipes)");
+    if (!(lora.dropout >= 0.0 && lora.dropout < 1.0)) {
+      config_fail("lora.dropout=", lora.dropout, " must be in [0, 1) (the chance of zeroing an adapter input element)");
+    }
+    if (lora.dropout > 0.0 && c.parallelism.pipeline_parallel_degree > 1) {
+      config_fail("lora.dropout=", lora.dropout, " with pipeline parallelism is not supported yet (its micro-batches ",
+                  "interleave, and the masks are keyed by the trainer's); use lora.dropout 0 or no pipeline");
     }
   } else if (!lora.save_adapter.empty()) {
     config_fail("lora.save_adapter='", lora.save_adapter, "' needs lora.rank > 0 (there is no adapter to save)");

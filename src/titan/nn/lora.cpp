@@ -16,9 +16,22 @@
 
 namespace titan::nn {
 
+namespace {
+std::optional<LoraDropoutKey>& dropout_key() {
+  static std::optional<LoraDropoutKey> key;
+  return key;
+}
+}  // namespace
+
+void set_lora_dropout_key(const std::optional<LoraDropoutKey>& key) { dropout_key() = key; }
+const std::optional<LoraDropoutKey>& lora_dropout_key() { return dropout_key(); }
+
 LoraLinear::LoraLinear(const LoraLinearConfig& config, const std::string& fqn)
-    : Linear(config, fqn), rank_(config.rank), scale_(static_cast<float>(config.alpha / static_cast<double>(config.rank))) {
+    : Linear(config, fqn), rank_(config.rank), scale_(static_cast<float>(config.alpha / static_cast<double>(config.rank))),
+      dropout_(config.dropout) {
   TITAN_CHECK(config.rank >= 1, "[lora] ", fqn, ": rank ", config.rank, " must be >= 1");
+  TITAN_CHECK(config.dropout >= 0.0 && config.dropout < 1.0, "[lora] ", fqn, ": dropout ", config.dropout,
+              " must be in [0, 1)");
   lora_A.init_trainable(fqn + ".lora_A.weight", {config.rank, config.in_features}, parameter_device());
   lora_B.init_trainable(fqn + ".lora_B.weight", {config.out_features, config.rank}, parameter_device());
 }
@@ -31,17 +44,42 @@ Tensor LoraLinear::down(const Tensor& x_NI) const {
   return u_NR;
 }
 
+std::optional<ops::DropoutArgs> LoraLinear::dropout_args() const {
+  const std::optional<LoraDropoutKey>& key = lora_dropout_key();
+  if (dropout_ == 0.0 || !key) return std::nullopt;
+  // One stream per (module, step, micro-batch, rank): boost's hash_combine over the FQN's FNV-1a
+  // hash (a fixed function, so tools/make_lora_dropout_fixture.py draws the same masks).
+  uint64_t stream = 0xcbf29ce484222325ull;
+  for (const char c : weight.fqn) stream = (stream ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  for (const int64_t v : {key->step, key->micro, key->rank}) {
+    stream ^= static_cast<uint64_t>(v) + 0x9e3779b97f4a7c15ull + (stream << 6) + (stream >> 2);
+  }
+  return ops::DropoutArgs{dropout_, key->seed, stream};
+}
+
+Tensor LoraLinear::adapter_input(const Tensor& x_NI, const std::optional<ops::DropoutArgs>& drop) const {
+  if (!drop) return x_NI;
+  const Tensor x32 = x_NI.dtype() == DType::f32 ? x_NI.contiguous() : x_NI.to(DType::f32);
+  Tensor d_NI = Tensor::empty(x32.shape(), DType::f32, x32.device());
+  ops::dropout_forward(x32, *drop, d_NI);
+  return d_NI;
+}
+
 Tensor LoraLinear::forward(const Tensor& x_NI, Saved& saved) const {
   Tensor y_NO = Linear::forward(x_NI, saved);
   const Tensor b_OR = lora_B.for_compute();
   Tensor v_NO = Tensor::empty(y_NO.shape(), DType::f32, y_NO.device());
-  ops::linear_forward(ops::cast_to(down(saved.x_NI), b_OR.dtype()), b_OR, Tensor(), v_NO);
+  ops::linear_forward(ops::cast_to(down(adapter_input(saved.x_NI, dropout_args())), b_OR.dtype()), b_OR, Tensor(),
+                      v_NO);
   ops::accumulate(y_NO, v_NO);
   return y_NO;
 }
 
 Tensor LoraLinear::backward(const Tensor& dy_NO, Saved& saved, bool need_dx) {
-  const Tensor x_NI = saved.x_NI.reshape({-1, config().in_features});
+  const std::optional<ops::DropoutArgs> drop = dropout_args();
+  // The adapter's input in the dtype the base saw (d(x) rounded like x on the bf16 path).
+  const Tensor x_NI = ops::cast_to(adapter_input(saved.x_NI.reshape({-1, config().in_features}), drop),
+                                   saved.x_NI.dtype());
   const Tensor a_RI = lora_A.for_compute(), b_OR = lora_B.for_compute();
   const Tensor u_NR = ops::cast_to(down(x_NI), b_OR.dtype());
   Tensor du_NR = Tensor::empty({x_NI.size(0), rank_}, DType::f32, x_NI.device()), no_bias;
@@ -49,6 +87,11 @@ Tensor LoraLinear::backward(const Tensor& dy_NO, Saved& saved, bool need_dx) {
   ops::scale(du_NR, scale_);
   Tensor dx_lora_NI = need_dx ? Tensor::empty(x_NI.shape(), DType::f32, x_NI.device()) : Tensor();
   ops::linear_backward(du_NR, x_NI, a_RI, dx_lora_NI, lora_A.grad, no_bias);  // dA += du^T x, dx = du A
+  if (need_dx && drop) {
+    Tensor masked_NI = Tensor::empty(dx_lora_NI.shape(), DType::f32, dx_lora_NI.device());
+    ops::dropout_backward(dx_lora_NI, *drop, masked_NI);
+    dx_lora_NI = masked_NI;
+  }
   Tensor dx_NI = Linear::backward(dy_NO, saved, need_dx);
   if (need_dx) add_inplace(dx_NI, dx_lora_NI.reshape(dx_NI.shape()));
   return dx_NI;

@@ -7,6 +7,12 @@
 // the model's compute dtype like every weight). Legend: N tokens, I in, O out, R rank.
 //   forward   u_NR = scale * x A^T,  y = x W^T + b + u B^T
 //   backward  dB += dy^T u,  du_NR = scale * dy B,  dA += du^T x,  dx = dy W + du A
+// With dropout p (PEFT's lora_dropout) the adapter sees d(x) = x ⊙ m instead of x in a training
+// step (m: keep with probability 1 - p, scaled by 1 / (1 - p); ops/dropout), and dx gets (du A) ⊙ m:
+//   u = scale * d(x) A^T,  dA += du^T d(x),  dx = dy W + (du A) ⊙ m.
+// The mask is drawn from the key of the running micro-batch (LoraDropoutKey) and the module's FQN,
+// so backward, activation checkpointing's replay, a rerun and a resumed run all draw the same one;
+// outside a training step (validation, generation, titan forward) there is no dropout.
 // Backward recomputes u from the saved input (N x I x R multiply-adds: small next to the base
 // product), so a LoraLinear saves exactly what a Linear saves and activation checkpointing treats
 // both alike.
@@ -18,10 +24,12 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "titan/nn/linear.h"
+#include "titan/ops/dropout/dropout.h"
 
 namespace titan::nn {
 
@@ -32,7 +40,21 @@ class LoraLinearConfig : public LinearConfig {
 
   int64_t rank = 0;
   double alpha = 0.0;
+  double dropout = 0.0;  // p of the adapter's input dropout, in [0, 1)
 };
+
+// The key of the running training micro-batch, from which the adapters' dropout masks are drawn:
+// the run's seed, the step, the micro-batch within it and the data-parallel rank (ranks that hold
+// the same rows, tensor-parallel peers, draw the same masks). Set by the trainer around each
+// micro-batch's forward and backward; unset, nothing is dropped.
+struct LoraDropoutKey {
+  uint64_t seed = 0;
+  int64_t step = 0;
+  int64_t micro = 0;
+  int64_t rank = 0;
+};
+void set_lora_dropout_key(const std::optional<LoraDropoutKey>& key);
+const std::optional<LoraDropoutKey>& lora_dropout_key();
 
 class LoraLinear : public Linear {
  public:
@@ -44,14 +66,20 @@ class LoraLinear : public Linear {
   std::string describe() const override { return "lora_linear (built-in)"; }
 
   float scale() const { return scale_; }
+  double dropout() const { return dropout_; }
   Parameter lora_A;  // [rank, in]
   Parameter lora_B;  // [out, rank]
 
  private:
   Tensor down(const Tensor& x_NI) const;  // u_NR = scale * x A^T, f32
+  // The dropout of this module in the running micro-batch; nullopt when nothing is dropped.
+  std::optional<ops::DropoutArgs> dropout_args() const;
+  // The adapter's input: x, or d(x) in f32 under dropout.
+  Tensor adapter_input(const Tensor& x_NI, const std::optional<ops::DropoutArgs>& drop) const;
 
   int64_t rank_;
   float scale_;
+  double dropout_;
 };
 
 // True for an adapter parameter's FQN ("layers.0.attention.wq.lora_A.weight").

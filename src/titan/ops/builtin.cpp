@@ -22,7 +22,7 @@ std::vector<std::pair<std::string, std::string>> selected_kernels(Device device)
           entry(causal_conv1d_table()), entry(gated_delta_table()), entry(sigmoid_gate_table()),
           entry(delta_gates_table()), entry(columns_table()), entry(newton_schulz_table()),
           entry(muon_momentum_table()), entry(muon_apply_table()), entry(quantize_table()),
-          entry(dequantize_table())};
+          entry(dequantize_table()), entry(dropout_table())};
 }
 
 // The table an implementation type belongs to (one overload per op).
@@ -65,6 +65,7 @@ static OpTable<MoeBiasUpdateImpl>& table_of(const MoeBiasUpdateImpl&) { return m
 static OpTable<CausalConv1dImpl>& table_of(const CausalConv1dImpl&) { return causal_conv1d_table(); }
 static OpTable<GatedDeltaImpl>& table_of(const GatedDeltaImpl&) { return gated_delta_table(); }
 static OpTable<SigmoidGateImpl>& table_of(const SigmoidGateImpl&) { return sigmoid_gate_table(); }
+static OpTable<DropoutImpl>& table_of(const DropoutImpl&) { return dropout_table(); }
 static OpTable<DeltaGatesImpl>& table_of(const DeltaGatesImpl&) { return delta_gates_table(); }
 static OpTable<ColumnsImpl>& table_of(const ColumnsImpl&) { return columns_table(); }
 static OpTable<NewtonSchulzImpl>& table_of(const NewtonSchulzImpl&) { return newton_schulz_table(); }
@@ -264,6 +265,11 @@ void register_builtin_gated_delta(OpTable<GatedDeltaImpl>& table) {
 void register_builtin_sigmoid_gate(OpTable<SigmoidGateImpl>& table) {
   table.add(sigmoid_gate_impl_ref());
   table.add(sigmoid_gate_impl_cpu());
+}
+
+void register_builtin_dropout(OpTable<DropoutImpl>& table) {
+  table.add(dropout_impl_ref());
+  table.add(dropout_impl_cpu());
 }
 
 void register_builtin_delta_gates(OpTable<DeltaGatesImpl>& table) {

@@ -13,6 +13,7 @@
 #include "titan/ops/columns/columns.h"
 #include "titan/ops/elementwise/elementwise.h"
 #include "titan/ops/delta_gates/delta_gates.h"
+#include "titan/ops/dropout/dropout.h"
 #include "titan/ops/embedding/embedding.h"
 #include "titan/ops/gated_delta/gated_delta.h"
 #include "titan/ops/kv_attention/kv_attention.h"
@@ -52,7 +53,7 @@ using Kernel = std::variant<EmbeddingImpl, RmsNormImpl, LinearImpl, RopeImpl, At
                             RowsGatherImpl, RowsStridedImpl, RowsMaskImpl, LocalIdsImpl, KvCacheAppendImpl,
                             MoeLoadImpl, MoeBiasUpdateImpl, CausalConv1dImpl, GatedDeltaImpl, SigmoidGateImpl,
                             DeltaGatesImpl, ColumnsImpl, NewtonSchulzImpl,
-                            MuonMomentumImpl, MuonApplyImpl, QuantizeImpl, DequantizeImpl>;
+                            MuonMomentumImpl, MuonApplyImpl, QuantizeImpl, DequantizeImpl, DropoutImpl>;
 // Adds `kernel` to the table of op `op` ("rms_norm", ...) after the implementations already
 // there, so dispatch prefers it on its device wherever its `supports` accepts the case (a plugin's
 // kernel; origin names the plugin). A one-line error when `op` is not the kernel's op, the kernel
@@ -94,6 +95,7 @@ void register_builtin_moe_bias_update(OpTable<MoeBiasUpdateImpl>& table);
 void register_builtin_causal_conv1d(OpTable<CausalConv1dImpl>& table);
 void register_builtin_gated_delta(OpTable<GatedDeltaImpl>& table);
 void register_builtin_sigmoid_gate(OpTable<SigmoidGateImpl>& table);
+void register_builtin_dropout(OpTable<DropoutImpl>& table);
 void register_builtin_delta_gates(OpTable<DeltaGatesImpl>& table);
 void register_builtin_columns(OpTable<ColumnsImpl>& table);
 void register_builtin_newton_schulz(OpTable<NewtonSchulzImpl>& table);

@@ -63,10 +63,12 @@ Override lora_override(const LoraOptions& options) {
   o.exact = true;
   o.fqn_patterns = lora_target_patterns(options.target_modules);
   o.description = "LoRA adapters (rank " + std::to_string(options.rank) + ") on the selected projections";
-  o.factory = [rank = options.rank, alpha = options.alpha](const nn::NodeConfig& node) -> std::shared_ptr<const nn::NodeConfig> {
+  o.factory = [rank = options.rank, alpha = options.alpha,
+               dropout = options.dropout](const nn::NodeConfig& node) -> std::shared_ptr<const nn::NodeConfig> {
     auto lora = derive<nn::LoraLinearConfig>(dynamic_cast<const nn::LinearConfig&>(node));
     lora->rank = rank;
     lora->alpha = alpha;
+    lora->dropout = dropout;
     return lora;
   };
   return o;

@@ -12,6 +12,7 @@ namespace titan::plugins {
 struct LoraOptions {
   int64_t rank = 0;  // 0: no LoRA
   double alpha = 16.0;
+  double dropout = 0.0;  // PEFT's lora_dropout: the adapters' input dropout in training
   // PEFT module names (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj; a shared
   // expert's and its shared_expert_gate; the gated DeltaNet's in_proj_qkv, in_proj_z, in_proj_b,
   // in_proj_a, out_proj), "all-linear" (every one of them the model has: PEFT's all-linear, every

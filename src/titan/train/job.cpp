@@ -90,6 +90,7 @@ plugins::LoraOptions lora_options(const config::JobConfig& config) {
   plugins::LoraOptions o;
   o.rank = config.lora.rank;
   o.alpha = config.lora.alpha;
+  o.dropout = config.lora.dropout;
   o.target_modules.clear();
   std::string rest = config.lora.target_modules;
   while (!rest.empty()) {
@@ -124,9 +125,19 @@ PipelineConfig resolve_pipeline(const config::ParallelismSection& ps, int64_t nu
 }
 
 models::ParallelizeOptions parallelize_options(const config::JobConfig& c, const PrecisionConfig& precision,
-                                               const PipelineConfig& pipeline) {
-  return {c.parallelism.enable_sequence_parallel, c.parallelism.fsdp_prefetch, compute_dtype(precision.param),
-          compute_dtype(precision.reduce), pipeline.layout, pipeline.schedule, pipeline.micro_rows};
+                                               const PipelineConfig& pipeline, const models::ResolvedModel& model,
+                                               const std::vector<nn::Recompute>& recompute) {
+  models::ParallelizeOptions o{c.parallelism.enable_sequence_parallel, c.parallelism.fsdp_prefetch,
+                               compute_dtype(precision.param), compute_dtype(precision.reduce), pipeline.layout,
+                               pipeline.schedule, pipeline.micro_rows, nullptr};
+  // A TP rank's share is built as the whole model was: the job's tree (LoRA adapters), a frozen
+  // base, activation checkpointing.
+  o.build_local = [c, model, recompute, param = precision.param](const nn::DecoderConfig& local) {
+    models::ResolvedModel share = model;
+    share.config = local;
+    return build_job_model(c, share, job_tree(c, share), recompute, param);
+  };
+  return o;
 }
 
 AdamWConfig adamw_config(const config::JobConfig& c) {

@@ -65,8 +65,11 @@ struct PipelineConfig {
 PipelineConfig resolve_pipeline(const config::ParallelismSection& parallelism, int64_t num_layers,
                                 int64_t local_batch);
 
+// The options of parallelize; under TP each rank's share is built as build_job_model builds the
+// whole model (the job's tree, LoRA's frozen base, `recompute`).
 models::ParallelizeOptions parallelize_options(const config::JobConfig& config, const PrecisionConfig& precision,
-                                               const PipelineConfig& pipeline);
+                                               const PipelineConfig& pipeline, const models::ResolvedModel& model,
+                                               const std::vector<nn::Recompute>& recompute);
 AdamWConfig adamw_config(const config::JobConfig& config);
 // The parameters optimizer.muon_params selects among `params` (FQN, global shape), in their order:
 // auto takes every 2-D weight of the transformer blocks (layers.*) and their stacked [experts, out,

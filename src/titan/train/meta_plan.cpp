@@ -31,7 +31,7 @@ MetaPlan meta_plan(const config::JobConfig& c, const models::ResolvedModel& mode
   MetaPlan plan;
   std::unique_ptr<nn::Decoder> whole = build_job_model(c, model, tree, recompute, precision.param);
   models::Parallelized::check(*whole, mesh);
-  models::Parallelized parallelized(std::move(whole), *model.spec, mesh, parallelize_options(c, precision, pipeline));
+  models::Parallelized parallelized(std::move(whole), *model.spec, mesh, parallelize_options(c, precision, pipeline, model, recompute));
   plan.parameters = live();
   std::unique_ptr<Optimizer> optimizer = make_optimizer(c, parallelized);
   plan.optimizer = live() - plan.parameters;

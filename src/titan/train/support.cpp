@@ -13,6 +13,7 @@ JobFeatures job_features(const config::JobConfig& c, const nn::DecoderConfig* mo
   f.ep = c.parallelism.expert_parallel_degree;
   f.pp = c.parallelism.pipeline_parallel_degree;
   f.lora_rank = c.lora.rank;
+  f.lora_dropout = c.lora.dropout;
   f.base_quantization = c.lora.base_quantization;
   f.plugin_overrides = !plugins::split_imports(c.overrides.imports).empty();
   f.model_label = model_label(c);
@@ -37,11 +38,11 @@ const std::vector<SupportRule>& support_matrix() {
          return str("lora.base_quantization=", j.base_quantization, " with parallelism.tensor_parallel_degree=", j.tp,
                     ": a quantized base is not tensor-parallel; use data_parallel_shard_degree (FSDP) instead");
        }},
-      {"LoRA", "tensor parallelism", "adapters are not split with their projections", false,
-       [](const JobFeatures& j) { return j.lora_rank > 0 && j.tp > 1; },
+      {"LoRA dropout", "tensor parallelism", "a row-parallel adapter's input is split over the ranks", false,
+       [](const JobFeatures& j) { return j.lora_rank > 0 && j.lora_dropout > 0.0 && j.tp > 1; },
        [](const JobFeatures& j) {
-         return str("lora.rank=", j.lora_rank, " with parallelism.tensor_parallel_degree=", j.tp,
-                    ": LoRA is not tensor-parallel yet; use data_parallel_shard_degree (FSDP) instead");
+         return str("lora.dropout=", j.lora_dropout, " with parallelism.tensor_parallel_degree=", j.tp,
+                    ": LoRA dropout is not tensor-parallel yet; use data_parallel_shard_degree (FSDP) or lora.dropout 0");
        }},
       {"LoRA", "expert parallelism", "adapters on experts are not exchanged", false,
        [](const JobFeatures& j) { return j.lora_rank > 0 && j.ep > 1; },

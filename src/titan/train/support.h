@@ -21,6 +21,7 @@ namespace titan::train {
 struct JobFeatures {
   int64_t tp = 1, ep = 1, pp = 1;
   int64_t lora_rank = 0;
+  double lora_dropout = 0.0;
   std::string base_quantization = "none";  // lora.base_quantization
   bool plugin_overrides = false;  // override.imports set
   bool model_known = false;

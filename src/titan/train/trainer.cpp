@@ -170,16 +170,25 @@ int64_t Trainer::forwards_per_step() const { return accumulation_ * dp_ * model_
 
 StepTotals run_step(models::Parallelized& model, Optimizer& optimizer, const std::vector<data::Batch>& micro,
                     int64_t targets, int64_t forwards_per_step, double max_norm,
-                    const std::function<double(const StepTotals&)>& lr_for) {
+                    const std::function<double(const StepTotals&)>& lr_for, std::optional<nn::LoraDropoutKey> dropout) {
   model.zero_grad();
   StepTotals t;
   const float aux_scale = 1.0f / static_cast<float>(forwards_per_step);
-  for (const data::Batch& b : micro) {
+  struct KeyReset {  // unset on every way out, so validation and generation never drop
+    ~KeyReset() { nn::set_lora_dropout_key(std::nullopt); }
+  } reset;
+  for (size_t i = 0; i < micro.size(); ++i) {
+    const data::Batch& b = micro[i];
+    if (dropout) {
+      dropout->micro = static_cast<int64_t>(i);
+      nn::set_lora_dropout_key(dropout);
+    }
     const nn::LossResult r =
         model.forward_backward(b.inputs_BT, b.labels_BT, 1.0f / static_cast<float>(targets), aux_scale);
     t.loss_sum += r.loss_sum;
     t.aux_sum += r.aux_loss;
   }
+  nn::set_lora_dropout_key(std::nullopt);
   model.finish_grads();
   t.loss_sum = model.global_sum(t.loss_sum);  // a pipeline's last stage holds them
   t.aux_sum = model.global_sum(t.aux_sum);
@@ -213,7 +222,7 @@ StepMetrics Trainer::train_step(int64_t step) {
     check_finite(step, m.loss, m.grad_norm);
     m.lr = c_.optimizer.lr * schedule_->factor(step);
     return m.lr;
-  });
+  }, nn::LoraDropoutKey{static_cast<uint64_t>(c_.training.seed), step, 0, dp_rank_});
   for (data::Batch& b : micro_) b = data::Batch{};
   nn::Decoder& model = model_->model();
   const nn::ExpertLoad load = model_->expert_load();

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,7 @@
 #include "titan/data/prefetch_loader.h"
 #include "titan/models/model_spec.h"
 #include "titan/nn/config_tree.h"
+#include "titan/nn/lora.h"
 #include "titan/train/checkpointer.h"
 #include "titan/train/job.h"
 #include "titan/train/lr_schedule.h"
@@ -112,12 +114,15 @@ class Trainer {
 // micro-batch's forward_backward (gradients scaled by 1 / targets, the aux loss by
 // 1 / forwards_per_step), finish_grads, the global loss sums, clipping to max_norm (grad_norm is the
 // norm before), then the optimizer's update at lr_for(the totals) (which may throw: a non-finite step).
+// `dropout`, when set, keys the LoRA dropout masks: its micro field is set to each micro-batch's
+// index around that micro-batch's forward_backward, and the key is unset after.
 struct StepTotals {
   double loss_sum = 0.0, aux_sum = 0.0, grad_norm = 0.0;
 };
 StepTotals run_step(models::Parallelized& model, Optimizer& optimizer, const std::vector<data::Batch>& micro,
                     int64_t targets, int64_t forwards_per_step, double max_norm,
-                    const std::function<double(const StepTotals&)>& lr_for);
+                    const std::function<double(const StepTotals&)>& lr_for,
+                    std::optional<nn::LoraDropoutKey> dropout = std::nullopt);
 
 // Trainer(config, config_name): setup(), then train(). Throws titan::Error for bad input and for
 // a non-finite loss or gradient.

@@ -38,7 +38,7 @@ TEST(SupportMatrix, EachRuleHitsExactlyItsCombination) {
   const std::vector<Case> cases = {
       {[](JobFeatures& j) { j.lora_rank = 8, j.pp = 2; }, "LoRA with pipeline parallelism"},
       {[](JobFeatures& j) { j.base_quantization = "nf4", j.tp = 2; }, "quantized LoRA base with tensor parallelism"},
-      {[](JobFeatures& j) { j.lora_rank = 8, j.tp = 2; }, "LoRA with tensor parallelism"},
+      {[](JobFeatures& j) { j.lora_rank = 8, j.lora_dropout = 0.1, j.tp = 2; }, "LoRA dropout with tensor parallelism"},
       {[](JobFeatures& j) { j.lora_rank = 8, j.ep = 2; }, "LoRA with expert parallelism"},
       {[](JobFeatures& j) { j.ep = 2, j.tp = 2; }, "expert parallelism with tensor parallelism"},
       {[](JobFeatures& j) { j.plugin_overrides = true, j.tp = 2; }, "plugin overrides with tensor parallelism"},
@@ -55,7 +55,8 @@ TEST(SupportMatrix, EachRuleHitsExactlyItsCombination) {
        {+[](JobFeatures& j) { j.lora_rank = 8; }, +[](JobFeatures& j) { j.tp = 4; },
         +[](JobFeatures& j) { j.ep = 4; }, +[](JobFeatures& j) { j.pp = 4; },
         +[](JobFeatures& j) { j.plugin_overrides = true; }, +[](JobFeatures& j) { j.tied_embeddings = true; },
-        +[](JobFeatures& j) { j.base_quantization = "int8"; }}) {
+        +[](JobFeatures& j) { j.base_quantization = "int8"; }, +[](JobFeatures& j) { j.lora_rank = 8, j.tp = 2; },
+        +[](JobFeatures& j) { j.lora_rank = 8, j.lora_dropout = 0.1; }}) {
     JobFeatures j = plain();
     set(j);
     EXPECT_TRUE(hits(j).empty());
@@ -65,14 +66,15 @@ TEST(SupportMatrix, EachRuleHitsExactlyItsCombination) {
 TEST(SupportMatrix, CheckGivesTheRulesOneLineConfigErrorAndWaitsForTheModel) {
   JobFeatures j = plain();
   j.lora_rank = 4;
+  j.lora_dropout = 0.1;
   j.tp = 2;
   bool config_error = false;
   try {
     check_supported(j);
   } catch (const config::ConfigError& e) {
     config_error = true;
-    EXPECT_EQ(std::string(e.what()), "lora.rank=4 with parallelism.tensor_parallel_degree=2: LoRA is not "
-                                     "tensor-parallel yet; use data_parallel_shard_degree (FSDP) instead");
+    EXPECT_EQ(std::string(e.what()), "lora.dropout=0.1 with parallelism.tensor_parallel_degree=2: LoRA dropout is not "
+                                     "tensor-parallel yet; use data_parallel_shard_degree (FSDP) or lora.dropout 0");
   }
   EXPECT_TRUE(config_error);
 

@@ -1,6 +1,7 @@
 #include "titan/models/decoder/parallel_plan.h"
 
 #include "titan/core/error.h"
+#include "titan/nn/lora.h"
 
 namespace titan::models {
 namespace {
@@ -12,6 +13,13 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }  // namespace
 
 int tp_split_dim(const std::string& fqn) {
+  // LoRA adapters split with their projection: a column-parallel weight's lora_B by its rows (A
+  // whole on every rank), a row-parallel one's lora_A by its columns (B whole).
+  if (nn::is_lora_parameter(fqn)) {
+    const int base = tp_split_dim(nn::lora_base_weight(fqn));
+    if (ends_with(fqn, ".lora_A.weight")) return base == 1 ? 1 : -1;
+    return base == 0 ? 0 : -1;
+  }
   for (const char* col : {"attention.wq.weight", "attention.wk.weight", "attention.wv.weight", "attention.wq.bias",
                           "attention.wk.bias", "attention.wv.bias", "feed_forward.w1.weight", "feed_forward.w3.weight",
                           "feed_forward.w1.bias", "feed_forward.w3.bias"}) {
@@ -33,12 +41,19 @@ int tp_split_dim(const std::string& fqn) {
 }
 
 std::vector<int64_t> tp_sections(const nn::DecoderConfig& full, const std::string& fqn) {
+  if (nn::is_lora_parameter(fqn)) {  // lora_B of a fused projection: the projection's row sections
+    return ends_with(fqn, ".lora_B.weight") ? tp_sections(full, nn::lora_base_weight(fqn)) : std::vector<int64_t>{};
+  }
   if (!ends_with(fqn, "attention.in_proj_qkv.weight") && !ends_with(fqn, "attention.conv1d.weight")) return {};
   const int64_t key = full.linear_num_key_heads * full.linear_key_head_dim;
   return {key, key, full.linear_num_value_heads * full.linear_value_head_dim};
 }
 
 bool tp_grad_is_partial(const std::string& fqn, bool sequence_parallel) {
+  // The whole adapter half of a split projection sees a partial product on each rank: a
+  // column-parallel projection's lora_A (its du is this rank's rows' share), a row-parallel one's
+  // lora_B (its u is this rank's columns' share); their gradients sum over the ranks.
+  if (nn::is_lora_parameter(fqn)) return tp_split_dim(fqn) < 0;
   if (tp_split_dim(fqn) >= 0) return false;
   return sequence_parallel || ends_with(fqn, "q_norm.weight") || ends_with(fqn, "k_norm.weight") ||
          ends_with(fqn, "attention.norm.weight");

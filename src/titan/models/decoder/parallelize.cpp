@@ -122,7 +122,7 @@ Parallelized::Parallelized(std::unique_ptr<nn::Decoder> whole, const ModelSpec& 
   if (tp > 1) {
     // This rank's share is built and filled; the whole model goes.
     const nn::DecoderConfig local = spec.parallel_plan.tp_local_config(whole->config(), tp);
-    model_ = spec.build(local, spec.config_tree(local));
+    model_ = options.build_local ? options.build_local(local) : spec.build(local, spec.config_tree(local));
     copy_tp_shard(spec.parallel_plan, *whole, *model_, rank, tp);
     whole.reset();
     model_->set_tensor_parallel(&tp_, rank * local.vocab_size);

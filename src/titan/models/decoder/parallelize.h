@@ -60,6 +60,10 @@ struct ParallelizeOptions {
   PipelineLayout pipeline;
   PipelineScheduleKind schedule = PipelineScheduleKind::one_f_one_b;
   int64_t pipeline_micro_rows = 1;  // rows per pipeline micro-batch
+  // With tp > 1: builds this rank's share from its local config as the whole model was built (the
+  // job's config tree with its LoRA adapters, a frozen base, activation checkpointing). Unset:
+  // spec.build(local, spec.config_tree(local)).
+  std::function<std::unique_ptr<nn::Decoder>(const nn::DecoderConfig& local)> build_local;
 };
 
 // The decoder's FSDP units in nn::UnitHooks order: the root (embedding, final norm, head), then

@@ -256,7 +256,7 @@ void save_peft_adapter(nn::Decoder& model, const ckpt::OutputFolder& dir, int64_
                       {"base_model_name_or_path", base_model_name_or_path},
                       {"r", rank},
                       {"lora_alpha", alpha},
-                      {"lora_dropout", 0.0},
+                      {"lora_dropout", lora.begin()->second->dropout()},
                       {"target_modules", targets},
                       {"bias", "none"},
                       {"fan_in_fan_out", false},
