@@ -211,7 +211,7 @@ std::optional<Document> DocumentSource::read_jsonl() {
       continue;
     }
     // ordered: tojson of tool arguments keeps the line's key order, as Python's json does
-    const nlohmann::ordered_json row = nlohmann::ordered_json::parse(line, nullptr, /*allow_exceptions=*/false);
+    nlohmann::ordered_json row = nlohmann::ordered_json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (row.is_discarded() || !row.is_object()) {
       bad_line(ln, "malformed JSON (expected one JSON object per line)");
       continue;
@@ -265,7 +265,7 @@ std::optional<Document> DocumentSource::read_text() {
       continue;
     }
     if (is_blank(line)) {
-      if (in_doc) return Document{doc, {}, {}, str(reader_->path(), ":", ln)};  // the position is now past this blank line
+      if (in_doc) return Document{doc, {}, {}, {}, str(reader_->path(), ":", ln)};  // the position is now past this blank line
       continue;
     }
     file_had_content_ = true;
@@ -276,7 +276,7 @@ std::optional<Document> DocumentSource::read_text() {
                 "with blank lines");
     in_doc = true;
   }
-  if (in_doc && file_had_content_) return Document{doc, {}, {}, reader_->path()};
+  if (in_doc && file_had_content_) return Document{doc, {}, {}, {}, reader_->path()};
   return std::nullopt;
 }
 

@@ -44,7 +44,7 @@ struct DatasetConfig {
   bool split_blank_lines = false;   // .txt: one document per blank-line-separated block
   bool skip_bad_lines = false;      // count and skip bad input instead of throwing
   // "text": documents as above. "chat": JSONL/Parquet rows in a chat layout; the messages list
-  // (checked by check_messages in chat_template.h) is the document, as compact JSON text.
+  // (checked by check_messages in chat_template.h) is the document (Document::messages).
   // "pretokenized": rows of input_ids [+ labels]. "auto": one of those, by the first row's fields.
   std::string format = "text";
   std::string chat_messages_field = "";  // chat: the list of messages ("" = detect: messages, conversations)

@@ -249,7 +249,7 @@ void Loader::drop_front(size_t n) {
 void Loader::append_chat(const Document& doc) {
   ChatTokens ct;
   try {
-    ct = encode_chat(*config_.chat, *tokenizer_, nlohmann::ordered_json::parse(doc.text), config_.mask_non_assistant);
+    ct = encode_chat(*config_.chat, *tokenizer_, doc.messages, config_.mask_non_assistant);
   } catch (const Error& e) {  // a template's raise_exception, say: name the line it came from
     TITAN_FAIL("[data] ", doc.where, ": ", e.what());
   }

@@ -134,10 +134,10 @@ std::string RowFormat::map_role(const std::string& role) const {
   return "";
 }
 
-bool RowFormat::document(const ordered_json& row, Document& out, std::string& problem, bool drop_nulls) const {
+bool RowFormat::document(ordered_json& row, Document& out, std::string& problem, bool drop_nulls) const {
   switch (kind_) {
     case Kind::text: {
-      const auto it = row.find(text_field_);
+      const auto it = row.find(text_field_);  // (mutable: the text is moved out)
       if (it == row.end()) {
         problem = str("no field \"", text_field_, "\" (training.dataset_text_field, or titan tokenize --field, names the "
                       "document's field)");
@@ -147,7 +147,7 @@ bool RowFormat::document(const ordered_json& row, Document& out, std::string& pr
         problem = str("field \"", text_field_, "\" is a ", it->type_name(), ", expected a string");
         return false;
       }
-      out.text = it->get<std::string>();
+      out.text = std::move(it->get_ref<std::string&>());
       return true;
     }
     case Kind::pretokenized: return tokens_document(row, out, problem);
@@ -256,7 +256,7 @@ bool RowFormat::chat_document(const ordered_json& row, Document& out, std::strin
   }
   problem = check_messages(messages);
   if (!problem.empty()) return false;
-  out.text = messages.dump();
+  out.messages = std::move(messages);
   return true;
 }
 

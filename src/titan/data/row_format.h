@@ -32,7 +32,8 @@ struct DatasetConfig;
 
 // One document of a dataset.
 struct Document {
-  std::string text;             // text: the document; chat: the messages list, as compact JSON
+  std::string text;               // text: the document
+  nlohmann::ordered_json messages;  // chat: the messages list (checked by check_messages)
   std::vector<int32_t> ids;     // pretokenized: the tokens
   std::vector<uint8_t> mask;    // pretokenized with labels: 1 where the token is a target; empty: all
   std::string where;            // "path:line" / "path: row N", for messages about this document
@@ -56,8 +57,9 @@ class RowFormat {
 
   // The document of `row` into out (its `where` is left to the caller); false with `problem` set
   // (what is wrong, in words) for a row that does not fit the layout.
-  // drop_nulls: a message's null fields are dropped (Parquet rows).
-  bool document(const nlohmann::ordered_json& row, Document& out, std::string& problem, bool drop_nulls = false) const;
+  // drop_nulls: a message's null fields are dropped (Parquet rows). The text field may be moved
+  // out of `row`.
+  bool document(nlohmann::ordered_json& row, Document& out, std::string& problem, bool drop_nulls = false) const;
 
   const std::string& format() const { return format_; }  // text, chat or pretokenized once detected
 

@@ -92,7 +92,7 @@ TEST(RowFormat, ChatLayoutsRenderAsTransformersRendersTheMappedMessages) {
     size_t n = 0;
     while (auto doc = source.next()) {
       ASSERT_LT(n, cases.size());
-      const ordered_json messages = ordered_json::parse(doc->text);
+      const ordered_json& messages = doc->messages;
       EXPECT_EQ(messages, cases[n]["messages"]) << "row " << n;
       EXPECT_EQ(qwen3_chat()->render(messages, false), cases[n]["text"].get<std::string>()) << "row " << n;
       EXPECT_EQ(encode_chat(*qwen3_chat(), qwen3(), messages, true).ids, cases[n]["ids"].get<std::vector<int32_t>>());
