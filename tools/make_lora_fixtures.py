@@ -44,6 +44,9 @@ CASES = [
     # out_proj, the gated attention's, the MLPs'; on the MoE model the shared expert and its gate).
     ("qwen3_5_all_linear", "tests/fixtures/hf_qwen3_5/text", 4, 8.0, "all-linear"),
     ("qwen3_5_moe_all_linear", "tests/fixtures/hf_qwen3_5/moe", 2, 4.0, "all-linear"),
+    # PEFT's target_parameters on Transformers' fused experts (ParamWrapper), beside two projections.
+    ("moe_experts", "tests/fixtures/hf_moe/e8_top2_norm", 2, 4.0, ["q_proj", "v_proj"],
+     ["mlp.experts.gate_up_proj", "mlp.experts.down_proj"]),
 ]
 
 # Token ids for a base folder without tokens.safetensors (the Qwen3.5 folders keep theirs in the
@@ -54,7 +57,8 @@ TOKENS = {
 }
 
 
-def run_case(name: str, base_dir: str, r: int, alpha: float, targets: list[str], out: str) -> dict:
+def run_case(name: str, base_dir: str, r: int, alpha: float, targets: list[str], target_parameters=None,
+             out: str = "") -> dict:
     import peft
     import transformers
 
@@ -65,7 +69,7 @@ def run_case(name: str, base_dir: str, r: int, alpha: float, targets: list[str],
     base = transformers.AutoModelForCausalLM.from_pretrained(base_dir, attn_implementation="eager", **kwargs)
     base.eval()
     config = peft.LoraConfig(r=r, lora_alpha=alpha, target_modules=targets, lora_dropout=0.0,
-                             task_type="CAUSAL_LM", bias="none")
+                             task_type="CAUSAL_LM", bias="none", target_parameters=target_parameters)
     model = peft.get_peft_model(base, config)
     gen = torch.Generator().manual_seed(1234)
     with torch.no_grad():
@@ -91,7 +95,8 @@ def run_case(name: str, base_dir: str, r: int, alpha: float, targets: list[str],
             expected["merged." + n] = p.detach().to(torch.float32).contiguous()
     save_file(expected, os.path.join(case_dir, "expected.safetensors"))
     return {"name": name, "base": base_dir, "r": r, "alpha": alpha,
-            "targets": targets if isinstance(targets, str) else ",".join(targets),
+            "targets": (targets if isinstance(targets, str) else ",".join(targets)) +
+                       (" + target_parameters " + ",".join(target_parameters) if target_parameters else ""),
             "merged": sum(1 for k in expected if k.startswith("merged."))}
 
 
@@ -143,13 +148,15 @@ def main() -> None:
     only = set(filter(None, args.only.split(",")))
     rows = []
     for case in CASES:
-        if not only or case[0] in only:
-            rows.append(run_case(*case, args.out))
+        name, base_dir, r, alpha, targets = case[:5]
+        params = case[5] if len(case) > 5 else None
+        if not only or name in only:
+            rows.append(run_case(name, base_dir, r, alpha, targets, params, args.out))
             continue
-        name, base_dir, r, alpha, targets = case
         kept = load_file(os.path.join(args.out, name, "expected.safetensors"))
         rows.append({"name": name, "base": base_dir, "r": r, "alpha": alpha,
-                     "targets": targets if isinstance(targets, str) else ",".join(targets),
+                     "targets": (targets if isinstance(targets, str) else ",".join(targets)) +
+                                (" + target_parameters " + ",".join(params) if params else ""),
                      "merged": sum(1 for k in kept if k.startswith("merged."))})
     for name, source, base_dir, patch in PATCHED:
         if not only or name in only:

@@ -132,6 +132,29 @@ TEST_F(CliData, LoraDropoutRerunsAndResumesBitForBit) {
   EXPECT_DOUBLE_EQ(config["lora_dropout"].get<double>(), 0.2);
 }
 
+// lora.target_parameters: a MoE model's experts adapted (PEFT's target_parameters), trained and
+// saved as PEFT names them; a dense model, or another value, is a one-line config error.
+TEST_F(CliData, LoraOnMoeExpertsTrainsAndSavesPeftTargetParameters) {
+  const std::string experts = "--lora.target_parameters mlp.experts.gate_up_proj,mlp.experts.down_proj ";
+  const CommandResult r = train("moe_lora", kShakespeare, "--model.name debug_moe --training.steps 4 --lora.rank 2 "
+                                "--lora.target_modules '' --lora.save_adapter adapter " + experts);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("lora_experts: model.layers.1.moe.experts Experts -> LoraExperts"), std::string::npos)
+      << r.output;
+  const nlohmann::json config =
+      nlohmann::json::parse(testing::read_text(dir_ / "moe_lora" / "adapter" / "adapter_config.json"));
+  EXPECT_EQ(config["target_parameters"], nlohmann::json({"mlp.experts.down_proj", "mlp.experts.gate_up_proj"}));
+  EXPECT_TRUE(config["target_modules"].empty());
+  const CommandResult dense = train("dense_lora", kShakespeare, "--training.steps 1 --lora.rank 2 " + experts);
+  EXPECT_EQ(dense.exit_code, 2) << dense.output;
+  EXPECT_NE(dense.output.find("has no MoE layer"), std::string::npos) << dense.output;
+  const CommandResult bad = train("bad_lora", kShakespeare, "--model.name debug_moe --training.steps 1 --lora.rank 2 "
+                                  "--lora.target_parameters mlp.experts.down_proj");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("lora.target_parameters='mlp.experts.down_proj' is not what titan adapts"),
+            std::string::npos) << bad.output;
+}
+
 TEST_F(CliData, ParquetShardsTrainAsJsonlAndResumeMidShard) {
   // Two shards as the Hub names them, and the same rows as two JSONL files.
   const fs::path pq = dir_ / "pq_data", js = dir_ / "js_data";

@@ -4,6 +4,7 @@
 // PEFT folder titan writes read back.
 #include <gtest/gtest.h>
 
+#include <any>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -53,7 +54,8 @@ const std::vector<Case>& cases() {
                                       {"dense_qv_bias", "tests/fixtures/hf/attn_bias"},
                                       {"moe_attention", "tests/fixtures/hf_moe/e8_top2_norm"},
                                       {"qwen3_5_all_linear", "tests/fixtures/hf_qwen3_5/text"},
-                                      {"qwen3_5_moe_all_linear", "tests/fixtures/hf_qwen3_5/moe"}};
+                                      {"qwen3_5_moe_all_linear", "tests/fixtures/hf_qwen3_5/moe"},
+                                      {"moe_experts", "tests/fixtures/hf_moe/e8_top2_norm"}};
   return c;
 }
 std::string adapter_dir(const Case& c) { return source_path("tests/fixtures/lora/" + c.name + "/adapter"); }
@@ -184,6 +186,60 @@ TEST(Lora, DropoutEqualsPeftWithTheSameMask) {
   const Tensor y_eval = lora->forward(x, eval);
   EXPECT_GT(max_abs_diff(y_eval, f.get("y")), 1e-3);
   lora->backward(dy, eval);
+}
+
+// LoRA on stacked experts (lora.target_parameters): the four adapter tensors' gradients, in PEFT's
+// interleaved layouts, against central finite differences of <dy, y> through the module's forward
+// (the forward itself equals PEFT's in PeftAdaptersGiveThePeftModelsLogits, case moe_experts).
+TEST(Lora, ExpertAdaptersBackwardMatchesFiniteDifferences) {
+  const int64_t experts = 3, d = 8, f = 6, r = 2, rows = 7;
+  nn::LoraExpertsConfig config;
+  config.dim = d;
+  config.hidden_dim = f;
+  config.num_experts = experts;
+  config.rank = r;
+  config.alpha = 4.0;
+  std::unique_ptr<nn::LoraExperts> m;
+  {
+    nn::FrozenParameterScope frozen(DType::f32);
+    m = std::make_unique<nn::LoraExperts>(config, "layers.0.moe.experts");
+  }
+  EXPECT_FALSE(m->w1.trainable);
+  uint64_t seed = 10;
+  for (nn::Parameter* p : {&m->w1, &m->w2, &m->w3, &m->gate_up_A, &m->gate_up_B, &m->down_A, &m->down_B}) {
+    p->value.copy_from(testing::random_f32(p->value.shape(), ++seed, 0.5f));
+  }
+  const Tensor x = testing::random_f32({rows, d}, 30), dy = testing::random_f32({rows, d}, 31);
+  Tensor offsets = Tensor::empty({experts + 1}, DType::i64);
+  // Rows 0-1 to expert 0, none to expert 1, rows 2-6 to expert 2.
+  for (const auto& [i, v] : {std::pair{0, 0}, {1, 2}, {2, 2}, {3, 7}}) offsets.data<int64_t>()[i] = v;
+  const auto objective = [&] {
+    std::any saved;
+    const Tensor y = m->forward(x, offsets, saved);
+    double sum = 0.0;
+    for (int64_t i = 0; i < y.numel(); ++i) sum += static_cast<double>(y.data<float>()[i]) * dy.data<float>()[i];
+    return sum;
+  };
+  std::any saved;
+  m->forward(x, offsets, saved);
+  Tensor dx = Tensor::empty({rows, d}), none;
+  m->backward(dy, none, none, x, offsets, saved, dx, none);
+  int compared = 0;
+  for (nn::Parameter* p : {&m->gate_up_A, &m->gate_up_B, &m->down_A, &m->down_B}) {
+    for (int64_t i = 0; i < p->value.numel(); i += 3) {
+      float& v = p->value.data<float>()[i];
+      const float keep = v, eps = 5e-3f;
+      v = keep + eps;
+      const double up = objective();
+      v = keep - eps;
+      const double down = objective();
+      v = keep;
+      const double numeric = (up - down) / (2.0 * eps), analytic = p->grad.data<float>()[i];
+      EXPECT_NEAR(analytic, numeric, 2e-3 + 2e-3 * std::fabs(numeric)) << p->fqn << "[" << i << "]";
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 40);
 }
 
 TEST(Lora, FrozenScopeStoresTheBaseInBf16WithoutGradients) {
@@ -420,7 +476,7 @@ TEST(Lora, GenerationWithAnAdapterEqualsTheMergedModel) {
 // modules as target_modules; read back by titan it gives the same model (Qwen3's projections, and
 // Qwen3.5's gated DeltaNet and gated attention ones).
 TEST(Lora, SavedAdapterIsAPeftFolderThatReadsBack) {
-  for (const Case& c : {cases()[0], cases()[3]}) {
+  for (const Case& c : {cases()[0], cases()[3], cases()[5]}) {  // moe_experts: target_parameters too
     SCOPED_TRACE(c.name);
     std::unique_ptr<nn::Decoder> model = load(c);
     const nlohmann::json theirs = nlohmann::json::parse(std::ifstream(adapter_dir(c) + "/adapter_config.json"));
@@ -439,10 +495,18 @@ TEST(Lora, SavedAdapterIsAPeftFolderThatReadsBack) {
     EXPECT_EQ(config["peft_type"], "LORA");
     EXPECT_EQ(config["r"], rank);
     EXPECT_EQ(config["lora_alpha"], alpha);
-    EXPECT_EQ(config["target_modules"].size(), ours.tensors().size() / 2);
+    size_t expert_tensors = 0;
+    for (const ckpt::TensorInfo& info : ours.tensors()) {
+      expert_tensors += info.name.find(".mlp.experts.") != std::string::npos;
+    }
+    const size_t projections = (ours.tensors().size() - expert_tensors) / 2;
+    EXPECT_EQ(config["target_modules"].size(), projections);
+    EXPECT_EQ(config.value("target_parameters", nlohmann::json()), theirs.value("target_parameters", nlohmann::json()));
     const models::PeftAdapter back = models::read_peft_adapter(dir / "adapter");
     EXPECT_EQ(back.rank, rank);
-    EXPECT_EQ(back.modules.size(), ours.tensors().size() / 2);
+    EXPECT_EQ(back.modules.size(), projections);
+    EXPECT_EQ(back.experts.size(), expert_tensors / 4);
+    EXPECT_EQ(nn::lora_experts(*model).size(), expert_tensors / 4);
   }
 }
 

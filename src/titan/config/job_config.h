@@ -169,6 +169,7 @@ struct LoraSection {
   double alpha = 16.0;
   double dropout = 0.0;
   std::string target_modules = "all-linear";
+  std::string target_parameters = "";  // PEFT's: the MoE experts' fused weights
   std::string save_adapter = "";
   bool save_adapter_overwrite = false;
   std::string base_quantization = "none";  // none | nf4 | int8: how the frozen base's linear weights are stored
@@ -396,6 +397,9 @@ void visit_fields(Config& c, V&& v) {
   v("lora.target_modules", lora.target_modules,
     "comma-separated PEFT names (q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj), all-linear, or "
     "config-tree globs (layers.*.attention.wq)");
+  v("lora.target_parameters", lora.target_parameters,
+    "PEFT's target_parameters: mlp.experts.gate_up_proj,mlp.experts.down_proj adapts every MoE layer's experts "
+    "(their fused gate/up and down stacks); empty: none. lora.target_modules may then be empty");
   v("lora.save_adapter", lora.save_adapter,
     "at the end, write a PEFT adapter folder (adapter_config.json + adapter_model.safetensors) here; relative paths "
     "are inside job.dump_folder; an existing folder is replaced only when it is an earlier adapter (never the "

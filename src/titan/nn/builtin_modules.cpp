@@ -50,6 +50,9 @@ static void register_builtin_modules(ModuleRegistry& r) {
   r.add(ExpertsConfig::kType, [](const NodeConfig& n, const ModuleBuild& b) -> std::unique_ptr<Module> {
     return std::make_unique<Experts>(node_as<ExpertsConfig>(n, b.path()), b.fqn());
   }, builtin);
+  r.add(LoraExpertsConfig::kType, [](const NodeConfig& n, const ModuleBuild& b) -> std::unique_ptr<Module> {
+    return std::make_unique<LoraExperts>(node_as<LoraExpertsConfig>(n, b.path()), b.fqn());
+  }, builtin);
   r.add(HeadConfig::kType, [](const NodeConfig& n, const ModuleBuild& b) -> std::unique_ptr<Module> {
     return std::make_unique<Head>(node_as<HeadConfig>(n, b.path()), b.fqn());
   }, builtin);

@@ -150,8 +150,28 @@ std::map<std::string, LoraLinear*> lora_linears(Decoder& model) {
   return out;
 }
 
+std::map<std::string, LoraExperts*> lora_experts(Decoder& model) {
+  std::map<std::string, LoraExperts*> out;
+  for (auto& layer : model.layers) {
+    if (auto* moe = dynamic_cast<Moe*>(layer->moe.get()); moe != nullptr) {
+      auto* experts = dynamic_cast<LoraExperts*>(moe->experts.get());
+      if (experts != nullptr) out[experts->w1.fqn.substr(0, experts->w1.fqn.size() - 3)] = experts;  // less ".w1"
+    }
+  }
+  return out;
+}
+
 void for_each_merged_weight(Decoder& model, const std::function<void(const std::string& fqn, const Tensor& w)>& fn) {
   const std::map<std::string, LoraLinear*> lora = lora_linears(model);
+  // Adapted experts: their three stacks merged at once, handed over as their parameters come.
+  std::map<std::string, Tensor> experts_merged;
+  for (const auto& [fqn, experts] : lora_experts(model)) {
+    Tensor w1, w3, w2;
+    experts->merged(w1, w3, w2);
+    experts_merged[experts->w1.fqn] = w1;
+    experts_merged[experts->w3.fqn] = w3;
+    experts_merged[experts->w2.fqn] = w2;
+  }
   const ParameterList params = model.parameters();
   if (std::ranges::any_of(params, [](const Parameter* p) { return p->quantized(); })) {
     log_warn("[export] the base is quantized (lora.base_quantization): the merged weights are its decoded values "
@@ -160,6 +180,10 @@ void for_each_merged_weight(Decoder& model, const std::function<void(const std::
   }
   for (Parameter* p : params) {
     if (is_lora_parameter(p->fqn)) continue;
+    if (const auto merged = experts_merged.find(p->fqn); merged != experts_merged.end()) {
+      fn(p->fqn, merged->second);
+      continue;
+    }
     const auto it = lora.find(p->fqn);
     // A quantized base is decoded (f32) first: the merged weight is lossy by the quantization error.
     const Tensor base = p->quantized() ? p->to_f32() : p->data();

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "titan/nn/linear.h"
+#include "titan/nn/moe_experts.h"
 #include "titan/ops/dropout/dropout.h"
 
 namespace titan::nn {
@@ -82,6 +83,48 @@ class LoraLinear : public Linear {
   double dropout_;
 };
 
+// LoRA on a MoE layer's stacked experts, as PEFT's target_parameters adapts Transformers' fused
+// mlp.experts.gate_up_proj [E, 2F, D] and down_proj [E, D, F] (PEFT's ParamWrapper): expert e's
+// weight gets scale * B_e A_e, with PEFT's tensor layouts (R = rank)
+//   gate_up  lora_A [R E, D]: expert e's rows e R .. e R + R - 1;  lora_B [2F, R E]: its columns
+//            k E + e (k < R); the update's rows [0, F) go to w1 (gate), [F, 2F) to w3 (up)
+//   down     lora_A [R E, F], lora_B [D, R E], the same way
+// Forward runs the grouped experts (ops/moe_experts) on W + dW, merged at each call as PEFT's
+// parametrization merges them; backward gets the merged weights' gradients dW_e from the same op and
+// gives dB_e = s dW_e A_e^T, dA_e = s B_e^T dW_e (the base stays frozen). Backward merges again
+// rather than keep a second copy of the experts. Parameters <fqn>.gate_up_proj.lora_A.weight,
+// ...lora_B.weight, <fqn>.down_proj.lora_A.weight, ...lora_B.weight.
+class LoraExpertsConfig : public ExpertsConfig {
+ public:
+  static constexpr const char* kType = "LoraExperts";
+  std::vector<std::string> type_chain() const override { return {kType, ExpertsConfig::kType}; }
+
+  int64_t rank = 0;
+  double alpha = 0.0;
+};
+
+class LoraExperts : public Experts {
+ public:
+  LoraExperts(const LoraExpertsConfig& config, const std::string& fqn);
+
+  Tensor forward(const Tensor& x_PD, const Tensor& offsets_E1, std::any& saved) const override;
+  void backward(const Tensor& dy_PD, const Tensor& weight_NK, const Tensor& pair_of_row_P, const Tensor& x_PD,
+                const Tensor& offsets_E1, std::any& saved, Tensor& dx_PD, Tensor& dweight_NK) override;
+  void collect(ParameterList& out) override;  // w1, w2, w3, then the four adapter tensors
+  void keep_experts(int64_t first, int64_t count) override;  // refused: adapters are not expert-parallel
+  std::string describe() const override { return "lora_experts (built-in)"; }
+
+  float scale() const { return scale_; }
+  // The merged stacks in f32: w1 + dW1, w3 + dW3 ([E, F, D]) and w2 + dW2 ([E, D, F]).
+  void merged(Tensor& w1_EFD, Tensor& w3_EFD, Tensor& w2_EDF) const;
+
+  Parameter gate_up_A, gate_up_B, down_A, down_B;
+
+ private:
+  LoraExpertsConfig config_;
+  float scale_;
+};
+
 // True for an adapter parameter's FQN ("layers.0.attention.wq.lora_A.weight").
 bool is_lora_parameter(const std::string& fqn);
 // The FQN of the base weight an adapter parameter belongs to ("layers.0.attention.wq.weight").
@@ -95,6 +138,8 @@ class Decoder;
 // Every LoraLinear of `model` (attention, gated DeltaNet, feed-forward and shared-expert projections), by the FQN of its base
 // weight ("layers.0.attention.wq.weight").
 std::map<std::string, LoraLinear*> lora_linears(Decoder& model);
+// Every LoraExperts of `model`, by its FQN ("layers.0.moe.experts").
+std::map<std::string, LoraExperts*> lora_experts(Decoder& model);
 // The weights an HF export writes, by FQN in parameters() order, one at a time (a merged weight
 // exists only during its call, so an export converts it before the next is made): every parameter
 // but the adapters, a LoRA base weight merged with its update (w + scale B A, f32), the others as

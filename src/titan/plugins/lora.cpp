@@ -74,4 +74,28 @@ Override lora_override(const LoraOptions& options) {
   return o;
 }
 
+Override lora_experts_override(int64_t rank, double alpha) {
+  TITAN_CHECK(rank >= 1, "[lora] lora.rank ", rank, " must be >= 1");
+  Override o;
+  o.name = "lora_experts";
+  o.target_type = nn::ExpertsConfig::kType;
+  o.exact = true;
+  o.fqn_patterns = {"model.layers.*.moe.experts"};
+  o.description = "LoRA adapters (rank " + std::to_string(rank) + ") on the experts' gate_up_proj and down_proj";
+  o.factory = [rank, alpha](const nn::NodeConfig& node) -> std::shared_ptr<const nn::NodeConfig> {
+    auto lora = derive<nn::LoraExpertsConfig>(dynamic_cast<const nn::ExpertsConfig&>(node));
+    lora->rank = rank;
+    lora->alpha = alpha;
+    return lora;
+  };
+  return o;
+}
+
+void check_target_parameters(const std::string& target_parameters) {
+  TITAN_CHECK(target_parameters.empty() || target_parameters == kExpertTargetParameters ||
+                  target_parameters == "mlp.experts.down_proj,mlp.experts.gate_up_proj",
+              "[lora] lora.target_parameters='", target_parameters, "' is not what titan adapts. HINT: empty, or ",
+              kExpertTargetParameters, " (PEFT's names of a MoE layer's fused expert weights, both)");
+}
+
 }  // namespace titan::plugins

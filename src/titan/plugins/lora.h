@@ -24,6 +24,14 @@ struct LoraOptions {
 // The override that puts LoraLinear nodes at the selected Linear nodes. Throws a one-line error
 // for an unknown module name or a rank < 1.
 Override lora_override(const LoraOptions& options);
+// PEFT's target_parameters titan adapts: the fused expert stacks of every MoE layer.
+inline constexpr const char* kExpertTargetParameters = "mlp.experts.gate_up_proj,mlp.experts.down_proj";
+// The override that puts LoraExperts nodes at every MoE layer's Experts node (PEFT's
+// target_parameters = [mlp.experts.gate_up_proj, mlp.experts.down_proj]); throws for rank < 1.
+Override lora_experts_override(int64_t rank, double alpha);
+// Throws a one-line error unless `target_parameters` is "" or kExpertTargetParameters (both; either
+// order).
+void check_target_parameters(const std::string& target_parameters);
 // The config-tree globs `target_modules` stands for (each one a PEFT name, all-linear, or a glob).
 std::vector<std::string> lora_target_patterns(const std::vector<std::string>& target_modules);
 // The PEFT module names target_modules takes, comma-separated (for error lines).

@@ -46,15 +46,33 @@ nn::ConfigTree job_tree(const config::JobConfig& c, const models::ResolvedModel&
   std::vector<plugins::Override> overrides = loaded.overrides;  // opt-in: imported ones only
   nn::ConfigTree tree = model.spec->config_tree(model.config);
   if (c.lora.rank > 0) {
-    const plugins::Override lora = as_config_error([&] { return plugins::lora_override(lora_options(c)); });
-    // An adapter on nothing trains 0 parameters: a run that only looks like fine-tuning.
-    if (plugins::matching_nodes(lora, tree).empty()) {
-      config::config_fail("[lora] lora.target_modules='", c.lora.target_modules, "' matches no projection of ",
-                          model_label(c), " (layers 0..", model.config.num_layers - 1,
-                          "). HINT: PEFT names (", plugins::peft_module_names(), "), all-linear, or a glob such as "
-                          "layers.*.attention.wq");
+    const plugins::LoraOptions options = lora_options(c);
+    as_config_error([&] { plugins::check_target_parameters(c.lora.target_parameters); return 0; });
+    if (options.target_modules.empty() && c.lora.target_parameters.empty()) {
+      config::config_fail("[lora] lora.target_modules and lora.target_parameters are both empty: nothing to adapt. ",
+                          "HINT: all-linear, PEFT names such as q_proj,v_proj, or target_parameters ",
+                          plugins::kExpertTargetParameters);
     }
-    overrides.push_back(lora);
+    if (!options.target_modules.empty()) {
+      const plugins::Override lora = as_config_error([&] { return plugins::lora_override(options); });
+      // An adapter on nothing trains 0 parameters: a run that only looks like fine-tuning.
+      if (plugins::matching_nodes(lora, tree).empty()) {
+        config::config_fail("[lora] lora.target_modules='", c.lora.target_modules, "' matches no projection of ",
+                            model_label(c), " (layers 0..", model.config.num_layers - 1,
+                            "). HINT: PEFT names (", plugins::peft_module_names(), "), all-linear, or a glob such as "
+                            "layers.*.attention.wq");
+      }
+      overrides.push_back(lora);
+    }
+    if (!c.lora.target_parameters.empty()) {
+      const plugins::Override experts =
+          as_config_error([&] { return plugins::lora_experts_override(options.rank, options.alpha); });
+      if (plugins::matching_nodes(experts, tree).empty()) {
+        config::config_fail("[lora] lora.target_parameters='", c.lora.target_parameters, "' adapts MoE experts, and ",
+                            model_label(c), " has no MoE layer. HINT: leave lora.target_parameters empty");
+      }
+      overrides.push_back(experts);
+    }
   }
   if (!overrides.empty()) plugins::apply_overrides(tree, overrides);
   return tree;

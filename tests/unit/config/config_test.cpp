@@ -116,7 +116,7 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
   [[maybe_unused]] const auto& [p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11] = c.parallelism;
   [[maybe_unused]] const auto& [a1, a2] = c.activation_checkpoint;
   [[maybe_unused]] const auto& [ov1] = c.overrides;
-  [[maybe_unused]] const auto& [r1, r2, r3, r4, r5, r6, r7] = c.lora;
+  [[maybe_unused]] const auto& [r1, r2, r3, r4, r5, r6, r7, r8] = c.lora;
   [[maybe_unused]] const auto& [c1] = c.comm;
   [[maybe_unused]] const auto& [s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13] = c;
   EXPECT_EQ(count_in_section("job"), 3u);
@@ -130,9 +130,9 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
   EXPECT_EQ(count_in_section("parallelism"), 11u);
   EXPECT_EQ(count_in_section("activation_checkpoint"), 2u);
   EXPECT_EQ(count_in_section("override"), 1u);
-  EXPECT_EQ(count_in_section("lora"), 7u);
+  EXPECT_EQ(count_in_section("lora"), 8u);
   EXPECT_EQ(count_in_section("comm"), 1u);
-  EXPECT_EQ(job_config_fields().size(), 94u);
+  EXPECT_EQ(job_config_fields().size(), 95u);
 
   // Every field reaches a distinct member: setting all of them changes every section.
   const JobConfig changed = all_non_default();

@@ -8,6 +8,7 @@
 
 #include "titan/models/decoder/peft.h"
 
+#include <cctype>
 #include <cstring>
 #include <filesystem>
 #include <algorithm>
@@ -35,10 +36,44 @@ namespace fs = std::filesystem;
 
 static constexpr const char* kPrefix = "base_model.model.";
 
+// PEFT's names of expert adapters (target_parameters [mlp.experts.gate_up_proj,
+// mlp.experts.down_proj]: the first wrapped innermost, under base_layer):
+// "base_model.model.model.layers.<i>.mlp.experts.base_layer.lora_A.weight" (gate_up),
+// "...mlp.experts.lora_A.weight" (down). Gives ("model.layers.<i>.moe.experts", "gate_up_proj" |
+// "down_proj", 'A' | 'B'), or nullopt.
+struct ExpertTensor {
+  std::string path, param;
+  char which;
+};
+static std::optional<ExpertTensor> expert_adapter(const std::string& name) {
+  const std::string head = std::string(kPrefix) + "model.layers.";
+  if (!name.starts_with(head)) return std::nullopt;
+  size_t at = head.size(), end = at;
+  while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
+  if (end == at || end - at > 6) return std::nullopt;
+  const std::string layer = name.substr(at, end - at), rest = name.substr(end);
+  for (const char which : {'A', 'B'}) {
+    const std::string w = std::string("lora_") + which + ".weight";
+    const std::string path = "model.layers." + layer + ".moe.experts";
+    if (rest == ".mlp.experts.base_layer." + w) return ExpertTensor{path, "gate_up_proj", which};
+    if (rest == ".mlp.experts." + w) return ExpertTensor{path, "down_proj", which};
+  }
+  return std::nullopt;
+}
+
+// The PEFT name of an adapted experts' tensor (the inverse of expert_adapter).
+static std::string expert_tensor_name(const std::string& experts_fqn, const std::string& param, char which) {
+  // "layers.<i>.moe.experts" -> "model.layers.<i>.mlp.experts"
+  const std::string layer = experts_fqn.substr(0, experts_fqn.find(".moe.experts"));
+  return std::string(kPrefix) + "model." + layer + ".mlp.experts." + (param == "gate_up_proj" ? "base_layer." : "") +
+         "lora_" + which + ".weight";
+}
+
 // "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight" -> ("model.layers.0.attention.wq",
 // 'A'); nullopt for anything else.
 static std::optional<std::pair<std::string, char>> adapter_target(const std::string& name) {
   if (!name.starts_with(kPrefix)) return std::nullopt;
+  if (expert_adapter(name)) return std::nullopt;  // read by expert_adapter
   for (const char which : {'A', 'B'}) {
     const std::string suffix = std::string(".lora_") + which + ".weight";
     if (!name.ends_with(suffix)) continue;
@@ -152,7 +187,19 @@ PeftAdapter read_peft_adapter(const std::string& dir) {
       refuse("target_modules", str("is ", abbreviate(t->dump()), "; it must be a list of strings or a string"));
     }
   }
-  for (const char* extra : {"modules_to_save", "target_parameters", "trainable_token_indices"}) {
+  bool expert_targets = false;
+  if (const nlohmann::json* t = field("target_parameters"); t != nullptr && !t->empty()) {
+    // Either order: PEFT wraps the module's parameters in their definition order (gate_up_proj
+    // innermost, under base_layer) and saves the list sorted.
+    const nlohmann::json a = nlohmann::json::array({"mlp.experts.gate_up_proj", "mlp.experts.down_proj"});
+    const nlohmann::json b = nlohmann::json::array({"mlp.experts.down_proj", "mlp.experts.gate_up_proj"});
+    if (*t != a && *t != b) {
+      refuse("target_parameters", str("is ", abbreviate(t->dump()), "; titan adapts [\"mlp.experts.down_proj\", "
+                                      "\"mlp.experts.gate_up_proj\"] (a MoE layer's fused experts, both)"));
+    }
+    expert_targets = true;
+  }
+  for (const char* extra : {"modules_to_save", "trainable_token_indices"}) {
     const nlohmann::json* f = field(extra);
     if (f != nullptr && !f->empty()) refuse(extra, "is set; only lora_A / lora_B tensors of projections are applied");
   }
@@ -162,8 +209,15 @@ PeftAdapter read_peft_adapter(const std::string& dir) {
   const ckpt::SafetensorsFile file = ckpt::SafetensorsFile::open(weights_path);
   std::map<std::string, int> seen;  // path -> bit 1 (A), bit 2 (B)
   std::map<std::string, std::string> hf_module;  // path -> the HF module key ("model.layers.0.self_attn.q_proj")
+  std::map<std::string, int> experts_seen;        // path -> bits: gate_up A 1, B 2, down A 4, B 8
   for (const ckpt::TensorInfo& info : file.tensors()) {
     const std::string& name = info.name;
+    if (const std::optional<ExpertTensor> e = expert_adapter(name)) {
+      TITAN_CHECK(expert_targets, "[adapter] ", weights_path, ": tensor '", name, "' adapts MoE experts but ",
+                  config_path, " has no target_parameters");
+      experts_seen[e->path] |= (e->param == "gate_up_proj" ? 1 : 4) * (e->which == 'A' ? 1 : 2);
+      continue;
+    }
     const auto target = adapter_target(name);
     TITAN_CHECK(target.has_value(), "[adapter] ", weights_path, ": tensor '", name, "' is not a lora_A / lora_B weight "
                 "of a projection titan adapts (base_model.model.model.layers.<i>.<module>.lora_A.weight, the module one of ",
@@ -171,7 +225,12 @@ PeftAdapter read_peft_adapter(const std::string& dir) {
     seen[target->first] |= target->second == 'A' ? 1 : 2;
     hf_module[target->first] = name.substr(std::strlen(kPrefix), name.rfind(".lora_") - std::strlen(kPrefix));
   }
-  TITAN_CHECK(!seen.empty(), "[adapter] ", weights_path, " holds no tensors");
+  TITAN_CHECK(!seen.empty() || !experts_seen.empty(), "[adapter] ", weights_path, " holds no tensors");
+  for (const auto& [path, bits] : experts_seen) {
+    TITAN_CHECK(bits == 15, "[adapter] ", weights_path, ": ", path, " lacks some of the four expert tensors (gate_up "
+                "and down, lora_A and lora_B)");
+    a.experts.push_back(path);
+  }
   for (const auto& [path, bits] : seen) {
     TITAN_CHECK(bits == 3, "[adapter] ", weights_path, ": ", path, " has lora_", bits == 1 ? "A" : "B",
                 " but no lora_", bits == 1 ? "B" : "A");
@@ -179,7 +238,8 @@ PeftAdapter read_peft_adapter(const std::string& dir) {
     // tensors (they load as unexpected keys).
     if (adapted.selects(hf_module[path])) a.modules.push_back(path);
   }
-  TITAN_CHECK(!a.modules.empty(), "[adapter] ", config_path, ": target_modules and layers_to_transform select none of ",
+  TITAN_CHECK(!a.modules.empty() || !a.experts.empty(), "[adapter] ", config_path,
+              ": target_modules and layers_to_transform select none of ",
               "the ", seen.size(), " modules in ", weights_path, " (PEFT: \"Target modules not found in the base model\")",
               ". HINT: the adapter was made for another model, or its config was edited");
   return a;
@@ -191,6 +251,22 @@ void load_peft_weights(nn::Decoder& model, const PeftAdapter& adapter) {
   const std::map<std::string, nn::LoraLinear*> lora = nn::lora_linears(model);
   TITAN_CHECK(lora.size() == adapter.modules.size(), "[adapter] ", adapter.dir, " adapts ", adapter.modules.size(),
               " modules but the model has ", lora.size(), " LoRA projections");
+  const std::map<std::string, nn::LoraExperts*> experts = nn::lora_experts(model);
+  TITAN_CHECK(experts.size() == adapter.experts.size(), "[adapter] ", adapter.dir, " adapts the experts of ",
+              adapter.experts.size(), " layers but the model has ", experts.size(), " LoRA expert stacks");
+  for (const auto& [fqn, e] : experts) {
+    for (const auto& [p, param, which] :
+         {std::tuple{&e->gate_up_A, "gate_up_proj", 'A'}, {&e->gate_up_B, "gate_up_proj", 'B'},
+          {&e->down_A, "down_proj", 'A'}, {&e->down_B, "down_proj", 'B'}}) {
+      const std::string name = expert_tensor_name(fqn, param, which);
+      const ckpt::TensorInfo* info = file.find(name);
+      TITAN_CHECK(info != nullptr, "[adapter] ", weights_path, ": no tensor '", name, "'");
+      TITAN_CHECK(info->shape == p->value.shape(), "[adapter] ", weights_path, ": '", name, "' has shape ",
+                  shape_str(info->shape), " but the base model's experts with r = ", adapter.rank, " need ",
+                  shape_str(p->value.shape()), ". HINT: the adapter was trained on another base model");
+      p->value.copy_from(file.get(name));
+    }
+  }
   for (const auto& [base_fqn, linear] : lora) {
     const std::string module = to_hf_name(base_fqn);
     const std::string stem = kPrefix + module.substr(0, module.size() - std::string(".weight").size());
@@ -217,6 +293,10 @@ std::unique_ptr<nn::Decoder> load_hf_model_with_adapter(const ModelSpec& spec, c
   const PeftAdapter adapter = read_peft_adapter(adapter_dir);
   const nn::DecoderConfig config = spec.hf.read_config(dir);
   nn::ConfigTree tree = spec.config_tree(config);
+  for (const std::string& path : adapter.experts) {
+    TITAN_CHECK(tree.count(path) > 0, "[adapter] ", adapter_dir, " adapts ", path, ", which the model in ", dir,
+                " does not have. HINT: the adapter was trained on another base model");
+  }
   for (const std::string& path : adapter.modules) {
     TITAN_CHECK(tree.count(path) > 0, "[adapter] ", adapter_dir, " adapts ", path, ", which the model in ", dir,
                 " does not have (", config.num_layers, " layers", config.num_experts > 0 ? ", MoE" : "",
@@ -226,7 +306,14 @@ std::unique_ptr<nn::Decoder> load_hf_model_with_adapter(const ModelSpec& spec, c
   options.rank = adapter.rank;
   options.alpha = adapter.alpha;
   options.target_modules = adapter.modules;
-  plugins::apply_overrides(tree, {plugins::lora_override(options)});
+  std::vector<plugins::Override> overrides;
+  if (!adapter.modules.empty()) overrides.push_back(plugins::lora_override(options));
+  if (!adapter.experts.empty()) {
+    plugins::Override experts = plugins::lora_experts_override(adapter.rank, adapter.alpha);
+    experts.fqn_patterns = adapter.experts;
+    overrides.push_back(std::move(experts));
+  }
+  plugins::apply_overrides(tree, overrides);
   std::optional<nn::FrozenParameterScope> frozen;  // QLoRA: the base frozen, its linear weights quantized
   if (base_quant) frozen.emplace(DType::f32, base_quant);
   std::unique_ptr<nn::Decoder> model = spec.build(config, tree);
@@ -234,16 +321,25 @@ std::unique_ptr<nn::Decoder> load_hf_model_with_adapter(const ModelSpec& spec, c
   spec.hf.load_weights(*model, dir);
   load_peft_weights(*model, adapter);
   log_info(str("[adapter] ", adapter_dir, ": LoRA r = ", adapter.rank, ", alpha ", adapter.alpha, " on ",
-               adapter.modules.size(), " projections"));
+               adapter.modules.size(), " projections",
+               adapter.experts.empty() ? std::string()
+                                       : str(" and the experts of ", adapter.experts.size(), " MoE layers")));
   return model;
 }
 
 void save_peft_adapter(nn::Decoder& model, const ckpt::OutputFolder& dir, int64_t rank, double alpha,
                        const std::string& base_model_name_or_path) {
   const std::map<std::string, nn::LoraLinear*> lora = nn::lora_linears(model);
-  TITAN_CHECK(!lora.empty(), "[adapter] the model has no LoRA projections to save");
+  const std::map<std::string, nn::LoraExperts*> experts = nn::lora_experts(model);
+  TITAN_CHECK(!lora.empty() || !experts.empty(), "[adapter] the model has no LoRA projections to save");
   std::vector<std::pair<std::string, Tensor>> tensors;
   nlohmann::json targets = nlohmann::json::array();
+  for (const auto& [fqn, e] : experts) {
+    tensors.emplace_back(expert_tensor_name(fqn, "gate_up_proj", 'A'), e->gate_up_A.value);
+    tensors.emplace_back(expert_tensor_name(fqn, "gate_up_proj", 'B'), e->gate_up_B.value);
+    tensors.emplace_back(expert_tensor_name(fqn, "down_proj", 'A'), e->down_A.value);
+    tensors.emplace_back(expert_tensor_name(fqn, "down_proj", 'B'), e->down_B.value);
+  }
   for (const auto& [base_fqn, linear] : lora) {
     const std::string module = to_hf_name(base_fqn);
     const std::string stem = module.substr(0, module.size() - std::string(".weight").size());
@@ -256,7 +352,7 @@ void save_peft_adapter(nn::Decoder& model, const ckpt::OutputFolder& dir, int64_
                       {"base_model_name_or_path", base_model_name_or_path},
                       {"r", rank},
                       {"lora_alpha", alpha},
-                      {"lora_dropout", lora.begin()->second->dropout()},
+                      {"lora_dropout", lora.empty() ? 0.0 : lora.begin()->second->dropout()},
                       {"target_modules", targets},
                       {"bias", "none"},
                       {"fan_in_fan_out", false},
@@ -267,11 +363,14 @@ void save_peft_adapter(nn::Decoder& model, const ckpt::OutputFolder& dir, int64_
                       {"use_dora", false},
                       {"rank_pattern", nlohmann::json::object()},
                       {"alpha_pattern", nlohmann::json::object()}};
+  // target_parameters as PEFT saves the list (sorted).
+  if (!experts.empty()) c["target_parameters"] = {"mlp.experts.down_proj", "mlp.experts.gate_up_proj"};
   write_folder_atomic(dir, [&](const std::string& tmp) {
     ckpt::write_safetensors(tmp + "/adapter_model.safetensors", tensors, {{"format", "pt"}});
     ckpt::write_text_file_atomic(tmp + "/adapter_config.json", c.dump(2) + "\n");
   });
-  log_info(str("[adapter] wrote ", dir.path, " (PEFT LoRA, r = ", rank, ", ", lora.size(), " projections)"));
+  log_info(str("[adapter] wrote ", dir.path, " (PEFT LoRA, r = ", rank, ", ", lora.size(), " projections",
+               experts.empty() ? std::string() : str(", the experts of ", experts.size(), " MoE layers"), ")"));
 }
 
 }  // namespace titan::models

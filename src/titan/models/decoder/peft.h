@@ -22,6 +22,9 @@ struct PeftAdapter {
   // The config-tree paths of the adapted Linear nodes ("model.layers.0.attention.wq"), from the
   // tensor names.
   std::vector<std::string> modules;
+  // The config-tree paths of the adapted Experts nodes ("model.layers.0.moe.experts"): PEFT's
+  // target_parameters [mlp.experts.gate_up_proj, mlp.experts.down_proj] (nn::LoraExperts).
+  std::vector<std::string> experts;
 };
 
 // Reads dir/adapter_config.json and the tensor names of dir/adapter_model.safetensors. One-line
