@@ -473,6 +473,21 @@ PageHeader read_page_header(Span& in) {
   return h;
 }
 
+// One fixed-width little-endian value (4 or 8 bytes at `bytes`): an integer, or a float of that width.
+template <class I, class F>
+void push_fixed(const uint8_t* bytes, bool integer, ColumnValues& out) {
+  static_assert(sizeof(I) == sizeof(F));
+  if (integer) {
+    I v;
+    std::memcpy(&v, bytes, sizeof(I));
+    out.ints.push_back(v);
+  } else {
+    F v;
+    std::memcpy(&v, bytes, sizeof(F));
+    out.reals.push_back(v);
+  }
+}
+
 // PLAIN values of `type` (Encodings.md): `count` of them from `in` into out.
 void decode_plain(Span& in, int type, int32_t type_length, size_t count, ColumnValues& out) {
   switch (type) {
@@ -482,28 +497,14 @@ void decode_plain(Span& in, int type, int32_t type_length, size_t count, ColumnV
       in.pos += (count + 7) / 8;
       return;
     }
-    case kInt32: case kFloat: {
-      in.need(count * 4, type == kInt32 ? "PLAIN INT32 values" : "PLAIN FLOAT values");
+    case kInt32: case kFloat: case kInt64: case kDoubleT: {
+      const size_t w = type == kInt32 || type == kFloat ? 4 : 8;
+      in.need(count * w, str("PLAIN ", type_name(type), " values").c_str());
       for (size_t i = 0; i < count; ++i) {
-        int32_t v;
-        std::memcpy(&v, in.p + in.pos + 4 * i, 4);
-        float f;
-        std::memcpy(&f, &v, 4);
-        type == kInt32 ? out.ints.push_back(v) : out.reals.push_back(f);
+        const uint8_t* at = in.p + in.pos + w * i;
+        w == 4 ? push_fixed<int32_t, float>(at, type == kInt32, out) : push_fixed<int64_t, double>(at, type == kInt64, out);
       }
-      in.pos += count * 4;
-      return;
-    }
-    case kInt64: case kDoubleT: {
-      in.need(count * 8, type == kInt64 ? "PLAIN INT64 values" : "PLAIN DOUBLE values");
-      for (size_t i = 0; i < count; ++i) {
-        int64_t v;
-        std::memcpy(&v, in.p + in.pos + 8 * i, 8);
-        double f;
-        std::memcpy(&f, &v, 8);
-        type == kInt64 ? out.ints.push_back(v) : out.reals.push_back(f);
-      }
-      in.pos += count * 8;
+      in.pos += count * w;
       return;
     }
     case kByteArray:
@@ -577,19 +578,7 @@ void decode_values(Span in, int encoding, int type, int32_t type_length, size_t 
       for (size_t i = 0; i < count; ++i) {
         uint8_t b[8];
         for (size_t k = 0; k < w; ++k) b[k] = in.p[in.pos + k * count + i];
-        if (w == 4) {
-          int32_t v;
-          float f;
-          std::memcpy(&v, b, 4);
-          std::memcpy(&f, b, 4);
-          type == kInt32 ? out.ints.push_back(v) : out.reals.push_back(f);
-        } else {
-          int64_t v;
-          double f;
-          std::memcpy(&v, b, 8);
-          std::memcpy(&f, b, 8);
-          type == kInt64 ? out.ints.push_back(v) : out.reals.push_back(f);
-        }
+        w == 4 ? push_fixed<int32_t, float>(b, type == kInt32, out) : push_fixed<int64_t, double>(b, type == kInt64, out);
       }
       return;
     }
