@@ -185,6 +185,25 @@ TEST_F(CliData, ParquetShardsTrainAsJsonlAndResumeMidShard) {
   EXPECT_EQ(losses(dir_ / "pq_resumed"), want);
 }
 
+// titan tokenize on every Parquet fixture (each writer, codec, page version and dictionary setting)
+// writes the ids of the same rows' JSONL.
+TEST_F(CliData, TokenizeParquetGivesTheIdsOfTheJsonlTwin) {
+  const fs::path fixtures = kSource / "tests/fixtures/parquet";
+  const std::string tokenize =
+      std::string(TITAN_BINARY) + " tokenize --tokenizer " + (dir_ / "tok").string() + " --input ";
+  const CommandResult want = testing::run_command(tokenize + (fixtures / "rows.jsonl").string());
+  ASSERT_EQ(want.exit_code, 0) << want.output;
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(fixtures)) {
+    if (e.path().extension() != ".parquet") continue;
+    const CommandResult got = testing::run_command(tokenize + e.path().string());
+    ASSERT_EQ(got.exit_code, 0) << e.path() << got.output;
+    EXPECT_EQ(got.output, want.output) << e.path();
+    ++files;
+  }
+  EXPECT_GE(files, 29);
+}
+
 TEST_F(CliData, PretokenizedRowsTrainTheLossesOfTheirText) {
   const fs::path rows = kSource / "tests/fixtures/parquet/rows.jsonl";
   const CommandResult ids = testing::run_command(std::string(TITAN_BINARY) + " tokenize --tokenizer " +
