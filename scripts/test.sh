@@ -10,7 +10,7 @@
 #    and a few steps of the debug models must give the release build's losses bit for bit.
 #    It skips the tests that repeat a path already run here with other degrees or more steps
 #    (sanitizer_repeats below names each one and what covers it).
-# 3. The libFuzzer targets (tests/fuzz: safetensors, config.json, Jinja, Parquet), built with clang,
+# 3. The libFuzzer targets (tests/fuzz: safetensors, config.json, Jinja, Parquet, GGUF), built with clang,
 #    over their seed corpora plus a few hundred mutations, so they keep building and running; fuzzing
 #    for real is manual (tests/fuzz/README.md).
 # SANITIZE=0 skips the second pass, FUZZ=0 the third (for a quick local loop). Each pass prints its
@@ -99,10 +99,10 @@ if [[ "${FUZZ:-1}" != 0 ]]; then
   fuzz_start=$SECONDS
   cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTITAN_FUZZ=ON \
     -DTITAN_WERROR=ON -DTITAN_BUILD_TESTS=OFF -DTITAN_BUILD_BENCH=OFF "${lld[@]}" > /dev/null
-  ninja -C build-fuzz safetensors_fuzz hf_config_fuzz jinja_fuzz parquet_fuzz
+  ninja -C build-fuzz safetensors_fuzz hf_config_fuzz jinja_fuzz parquet_fuzz gguf_fuzz
   scratch=$(mktemp -d)  # new inputs go here, never into the committed seed corpus
   trap 'rm -rf "$scratch"' EXIT
-  for target in safetensors hf_config jinja parquet; do
+  for target in safetensors hf_config jinja parquet gguf; do
     mkdir -p "$scratch/$target"
     build-fuzz/tests/fuzz/${target}_fuzz -runs=500 -seed=1 -dict="tests/fuzz/$target.dict" \
       -artifact_prefix="$scratch/" "$scratch/$target" "tests/fuzz/corpus/$target"
