@@ -302,7 +302,7 @@ TEST(CliForward, QuantizedBaseWithAnAdapterEqualsDequantizeThenMatmul) {
   const std::string tokens = " --tokens " + lora + "/expected_nf4.safetensors --out " + (tmp / "x.safetensors").string();
   for (const auto& [flags, expect] : std::vector<std::pair<std::string, std::string>>{
            {" --base-quantization nf4", "--base-quantization needs --adapter"},
-           {" --adapter " + lora + "/adapter --base-quantization fp4", "--base-quantization fp4 is not none, nf4 or int8"},
+           {" --adapter " + lora + "/adapter --base-quantization fp4", "--base-quantization fp4 is not none, nf4, int8 or gguf"},
            {" --adapter " + lora + "/adapter --base-quantization nf4 --grads", "a quantized base is frozen and has no gradients"}}) {
     const CommandResult r = run_titan("forward --model " + base + flags + tokens);
     EXPECT_EQ(r.exit_code, 2) << flags << "\n" << r.output;

@@ -227,7 +227,7 @@ TEST(CliGenerate, BadInputsAreOneLineErrors) {
   const std::string model = "--model " + dir.string() + " ";
   const std::string io = "--tokens " + tokens + " --out " + keep.string() + " ";
   fails(model + io + "--max-new-tokens 0", 2, "--max-new-tokens 0 must be at least 1");
-  fails("--model " + (tmp / "missing").string() + " " + io + "--max-new-tokens 2", 1, "is not a folder");
+  fails("--model " + (tmp / "missing").string() + " " + io + "--max-new-tokens 2", 1, "is neither a folder nor a GGUF file");
   fails(model + io + "--max-new-tokens 200", 1, "exceed the model's context of 128");
   fails(model + "--max-new-tokens 2 --prompt hi", 1, "no tokenizer.json");
   fails(model + "--max-new-tokens 2", 2, "--prompt TEXT (repeatable) or --tokens FILE");

@@ -122,7 +122,7 @@ TEST_F(CliHfInterop, ConvertBothWays) {
 TEST_F(CliHfInterop, ConvertErrors) {
   CommandResult r = run_titan("convert --from " + (dir_ / "nope").string() + " --to " + (dir_ / "x").string());
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("is not a folder"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("is neither a folder nor a GGUF file"), std::string::npos) << r.output;
   r = run_titan("convert --to-native --from " + (dir_ / "base" / "checkpoint" / "step-40").string() + " --to " +
                 (dir_ / "x").string());
   EXPECT_EQ(r.exit_code, 2) << r.output;

@@ -466,7 +466,7 @@ TEST(CliTrainConfig, ErrorsAreOneLineWithExitCode2) {
       {"train --config qwen3_debug --optimizer.muon_momentum 1", "optimizer.muon_momentum=1 must be in [0, 1)"},
       {"train --config qwen3_debug --lora.base_quantization nf4", "lora.base_quantization=nf4 needs lora.rank > 0"},
       {"train --config qwen3_debug --lora.rank 4 --lora.base_quantization fp4",
-       "lora.base_quantization='fp4' is not none, nf4 or int8"},
+       "lora.base_quantization='fp4' is not none, nf4, int8 or gguf"},
       {"train --config qwen3_debug --lora.rank 4 --lora.base_quantization nf4 --parallelism.tensor_parallel_degree 2",
        "a quantized base is not tensor-parallel"},
   };

@@ -7,6 +7,12 @@
 //   HF -> native      the folder's model is loaded (every shape checked, missing/unexpected keys
 //                     listed) and saved as a model-only checkpoint <to>/step-0, ready for
 //                     --checkpoint.initial_load_path <to>/step-0.
+//   GGUF -> HF        a GGUF file (llama.cpp, Ollama) as the HF folder it stands for: config.json,
+//                     the tokenizer rebuilt from its metadata, its tensors dequantized
+//                     (models/decoder/gguf_model.h).
+//   any -> GGUF       --to-gguf FILE: the model (a native checkpoint, an HF folder or a GGUF) as one
+//                     GGUF file, --dtype f32 | f16 | bf16 | q8_0, the tokenizer from --tokenizer,
+//                     the HF folder itself or the run's model.hf_assets_path.
 // The direction follows --from (a folder with manifest.json is native, one with config.json is HF);
 // --to-hf / --to-native make it explicit and are checked against it. A folder holding exactly one
 // step folder (what --to-native writes) stands for it.
@@ -15,6 +21,9 @@
 #include <cstdio>
 #include <filesystem>
 
+#include <cstdlib>
+
+#include "titan/checkpoint/gguf.h"
 #include "titan/checkpoint/output_folder.h"
 #include "titan/checkpoint/train_state.h"
 #include "titan/cli/args.h"
@@ -23,6 +32,8 @@
 #include "titan/config/validate.h"
 #include "titan/core/log.h"
 #include "titan/models/builtin.h"
+#include "titan/models/decoder/gguf_model.h"
+#include "titan/models/decoder/hf_checkpoint.h"
 #include "titan/train/trainer.h"
 
 namespace titan::cli {
@@ -48,6 +59,74 @@ void native_to_hf(const std::string& from, const std::string& to, const models::
   }
   resolved.spec->hf.save_folder(*model, to, options);
   log_info(str("converted native checkpoint ", from, " (step ", state.step, ") -> HF folder ", to));
+}
+
+// The model of a native checkpoint (refusing a LoRA one), and the folder of its tokenizer.
+std::unique_ptr<nn::Decoder> load_native(const std::string& from, std::string* tokenizer_dir, std::string* source) {
+  const ckpt::TrainState state = ckpt::load_train_state(from, /*model_only=*/true);
+  config::JobConfig c;
+  config::apply_toml_text(c, state.config_toml, from + "/config.toml");
+  TITAN_CHECK(c.lora.rank == 0, "[convert] ", from, " is a LoRA checkpoint: it holds the adapters only. HINT: rerun "
+              "the run with --checkpoint.last_save_in_gguf (the merged model)");
+  const models::ResolvedModel resolved = train::resolve_model(c);
+  std::unique_ptr<nn::Decoder> model = models::build_model(*resolved.spec, resolved.config);
+  train::restore_model(state, model->state(), from);
+  *tokenizer_dir = c.model.hf_assets_path;
+  *source = c.checkpoint.initial_load_in_hf ? c.checkpoint.initial_load_path : c.model.hf_assets_path;
+  return model;
+}
+
+// A GGUF's config and tokenizer in a temporary folder, removed when `lease` goes.
+struct TempAssets {
+  std::string dir;
+  ~TempAssets() {
+    std::error_code ec;
+    if (!dir.empty()) fs::remove_all(dir, ec);
+  }
+};
+
+void write_temp_assets(const models::GgufModel& gguf, TempAssets& assets) {
+  std::string pattern = (fs::temp_directory_path() / "titan-gguf-XXXXXX").string();
+  TITAN_CHECK(::mkdtemp(pattern.data()) != nullptr, "[convert] cannot create a temporary folder ", pattern,
+              ". HINT: set TMPDIR to a writable folder");
+  assets.dir = pattern;
+  gguf.write_assets(pattern);
+}
+
+void gguf_to_hf(const std::string& from, const std::string& to, models::HfExportOptions options) {
+  const std::shared_ptr<const models::GgufModel> gguf = models::GgufModel::open(from);
+  TempAssets assets;
+  write_temp_assets(*gguf, assets);
+  const models::ModelSpec& spec = models::family_of_hf_folder(assets.dir);
+  const std::unique_ptr<nn::Decoder> model = models::load_hf_model(spec, from);
+  if (options.tokenizer_dir.empty()) options.tokenizer_dir = assets.dir;
+  spec.hf.save_folder(*model, to, options);
+  log_info(str("converted GGUF ", from, " -> HF folder ", to));
+}
+
+void to_gguf(const std::string& from, bool is_native, bool is_gguf, const std::string& out,
+             models::GgufExportOptions options) {
+  std::unique_ptr<nn::Decoder> model;
+  std::string tokenizer_dir, source;
+  TempAssets assets;
+  if (is_native) {
+    model = load_native(from, &tokenizer_dir, &source);
+  } else if (is_gguf) {
+    const std::shared_ptr<const models::GgufModel> gguf = models::GgufModel::open(from);
+    write_temp_assets(*gguf, assets);
+    model = models::load_hf_model(models::family_of_hf_folder(assets.dir), from);
+    tokenizer_dir = assets.dir;
+  } else {
+    model = models::load_hf_model(models::family_of_hf_folder(from), from);
+    tokenizer_dir = source = from;
+  }
+  if (options.tokenizer_dir.empty()) options.tokenizer_dir = tokenizer_dir;
+  if (!source.empty() && fs::exists(fs::path(source) / "config.json")) {
+    options.architecture = models::hf_architecture(source);
+    options.source_dir = source;
+  }
+  models::save_gguf(*model, out, options);
+  log_info(str("converted ", from, " -> GGUF ", out, " (", options.dtype, ")"));
 }
 
 void hf_to_native(const std::string& from, const std::string& to) {
@@ -96,10 +175,12 @@ fs::path resolve_from(const fs::path& from) {
 int run_convert(int argc, char** argv) {
   const Args args("convert",
                   {{"from", "a native checkpoint (step-<N> folder) or a Hugging Face folder", "", false, true},
-                   {"to", "output: an HF folder (native -> HF) or a checkpoint folder (HF -> native)", "", false, true},
+                   {"to", "output: an HF folder (native or GGUF -> HF) or a checkpoint folder (HF -> native)", ""},
+                  {"to-gguf", "output: one GGUF file (llama.cpp, Ollama) of the model in --from", ""},
+                  {"name", "GGUF general.name (default: the output file's name without .gguf)", ""},
                    {"to-hf", "convert a native checkpoint to a Hugging Face folder", "", true},
                    {"to-native", "convert a Hugging Face folder to a native checkpoint", "", true},
-                   {"dtype", "HF export dtype: float32 or bfloat16", "float32"},
+                   {"dtype", "HF export: float32 | bfloat16 (default float32); GGUF: f32 | f16 | bf16 | q8_0 (default f16)", ""},
                    {"max-shard-size", "largest safetensors shard of the HF export (5GB, 500MB, ...)", "5GB"},
                    {"tokenizer", "folder whose tokenizer files go into the HF export (default: the run's)", ""},
                    {"overwrite", "replace a non-empty --to that is not a previous output of this direction", "", true}},
@@ -108,10 +189,44 @@ int run_convert(int argc, char** argv) {
     std::fputs(args.usage().c_str(), stdout);
     return 0;
   }
-  const std::string to = args.get("to");
-  TITAN_CHECK(fs::is_directory(args.get("from")), "[convert] --from ", args.get("from"), " is not a folder. HINT: pass "
-              "a step-<N> folder (or a checkpoint folder holding one) or a Hugging Face model folder");
-  const std::string from = resolve_from(args.get("from")).string();
+  const std::string to = args.get("to"), to_gguf_path = args.get("to-gguf");
+  if (to.empty() == to_gguf_path.empty()) throw UsageError("titan convert: pass --to DIR or --to-gguf FILE (one of them)");
+  const bool from_gguf = ckpt::is_gguf_file(args.get("from"));
+  TITAN_CHECK(from_gguf || fs::is_directory(args.get("from")), "[convert] --from ", args.get("from"), " is neither a "
+              "folder nor a GGUF file. HINT: pass a step-<N> folder (or a checkpoint folder holding one), a Hugging Face "
+              "model folder or a .gguf file");
+  const std::string from = from_gguf ? args.get("from") : resolve_from(args.get("from")).string();
+  if (!to_gguf_path.empty()) {
+    models::GgufExportOptions options;
+    options.dtype = args.get("dtype").empty() ? "f16" : args.get("dtype");
+    if (options.dtype != "f32" && options.dtype != "f16" && options.dtype != "bf16" && options.dtype != "q8_0") {
+      throw UsageError(str("titan convert --to-gguf: --dtype ", options.dtype, " is not f32, f16, bf16 or q8_0"));
+    }
+    options.tokenizer_dir = args.get("tokenizer");
+    options.overwrite = args.get_bool("overwrite");
+    options.name = args.get("name");
+    std::error_code ec;
+    const fs::path out = fs::weakly_canonical(to_gguf_path, ec), src = fs::weakly_canonical(from, ec);
+    if (out == src || ckpt::folder_contains(src.string(), out.string())) {
+      throw UsageError(str("titan convert: --to-gguf ", to_gguf_path, " is --from or inside it; choose a path outside"));
+    }
+    to_gguf(from, fs::exists(fs::path(from) / "manifest.json"), from_gguf, to_gguf_path, options);
+    return 0;
+  }
+  if (from_gguf) {
+    if (args.get_bool("to-native")) throw UsageError("titan convert --to-native: --from is a GGUF file; convert it --to an HF folder first");
+    check_destination(from, to, true, args.get_bool("overwrite"));
+    models::HfExportOptions options;
+    options.dtype = args.get("dtype").empty() ? "float32" : args.get("dtype");
+    if (options.dtype != "float32" && options.dtype != "bfloat16") {
+      throw UsageError(str("titan convert: --dtype ", options.dtype, " is not float32 or bfloat16"));
+    }
+    options.max_shard_bytes = config::parse_byte_size(args.get("max-shard-size"));
+    options.tokenizer_dir = args.get("tokenizer");
+    options.overwrite = args.get_bool("overwrite");
+    gguf_to_hf(from, to, options);
+    return 0;
+  }
   const bool is_native = fs::exists(fs::path(from) / "manifest.json");
   const bool is_hf = fs::exists(fs::path(from) / "config.json");
   if (!is_native && !is_hf) {
@@ -126,7 +241,7 @@ int run_convert(int argc, char** argv) {
     throw UsageError(str("titan convert --to-native: ", from, " is not a Hugging Face folder (no config.json)"));
   }
   models::HfExportOptions options;
-  options.dtype = args.get("dtype");
+  options.dtype = args.get("dtype").empty() ? "float32" : args.get("dtype");
   if (options.dtype != "float32" && options.dtype != "bfloat16") {
     throw UsageError(str("titan convert: --dtype ", options.dtype, " is not float32 or bfloat16"));
   }

@@ -19,7 +19,7 @@ namespace titan::cli {
 
 int run_forward(int argc, char** argv) {
   const Args args("forward",
-                  {{"model", "Hugging Face model folder (config.json + *.safetensors) or a checkpoint step-<N> folder", "", false, true},
+                  {{"model", "Hugging Face model folder (config.json + *.safetensors), a .gguf file or a checkpoint step-<N> folder", "", false, true},
                    {"tokens", "safetensors file with input_ids [B, T] (I64/I32) and optional labels [B, T] (-100: "
                     "ignored). Without labels the loss is Transformers' model(input_ids, labels=input_ids); with "
                     "every label -100 it is nan, as in Transformers", "", false, true},
@@ -27,7 +27,7 @@ int run_forward(int argc, char** argv) {
                    {"adapter", "PEFT LoRA adapter folder to apply on the model (adapter_config.json + "
                     "adapter_model.safetensors)", ""},
                    {"grads", "also write grad.<HF name> for every parameter", "", true},
-                   {"base-quantization", "none | nf4 | int8: with --adapter, store the base's linear weights "
+                   {"base-quantization", "none | nf4 | int8 | gguf: with --adapter, store the base's linear weights "
                     "quantized as lora.base_quantization does (QLoRA) and compute with them decoded", "none"},
                    {"mixed-precision", "compute dtype, as training.mixed_precision_param: float32 or bfloat16",
                     "float32"}},
@@ -51,7 +51,7 @@ int run_forward(int argc, char** argv) {
   const std::string quantization = args.get("base-quantization");
   std::optional<ops::QuantKind> base_quant;
   if (!ops::parse_base_quantization(quantization, base_quant)) {
-    throw UsageError(str("titan forward: --base-quantization ", quantization, " is not none, nf4 or int8"));
+    throw UsageError(str("titan forward: --base-quantization ", quantization, " is not none, nf4, int8 or gguf"));
   }
   if (base_quant && args.get("adapter").empty()) {
     throw UsageError("titan forward: --base-quantization needs --adapter (a quantized base is a frozen LoRA base)");

@@ -143,7 +143,7 @@ int run_generate(int argc, char** argv) {
   const std::vector<std::string> prompts = take_prompts(argc, argv);
   const Args args(
       "generate",
-      {{"model", "Hugging Face model folder (config.json + *.safetensors + tokenizer.json) or a checkpoint step-<N> folder",
+      {{"model", "Hugging Face model folder (config.json + *.safetensors + tokenizer.json), a .gguf file or a checkpoint step-<N> folder",
         "", false, true},
        {"adapter", "PEFT LoRA adapter folder to apply on an HF model (adapter_config.json + adapter_model.safetensors)", ""},
        {"prompt", "text to continue (repeat for a batch); the completion of a single prompt is streamed to stdout", ""},

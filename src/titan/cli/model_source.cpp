@@ -1,12 +1,17 @@
 #include "titan/cli/model_source.h"
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include "titan/checkpoint/json_file.h"
 #include "titan/checkpoint/train_state.h"
 #include "titan/cli/args.h"
 #include "titan/config/overrides.h"
+#include "titan/checkpoint/gguf.h"
 #include "titan/models/builtin.h"
+#include "titan/models/decoder/gguf_model.h"
 #include "titan/models/decoder/peft.h"
 #include "titan/train/checkpointer.h"
 #include "titan/train/memory_check.h"
@@ -51,11 +56,50 @@ static double adapter_elements(const models::ModelSpec& spec, const nn::DecoderC
   return n;
 }
 
+// A GGUF file's assets (config.json, tokenizer files) in a fresh folder under $TMPDIR, removed
+// when the returned lease is released.
+static std::shared_ptr<void> gguf_assets(const models::GgufModel& gguf, std::string* dir) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = (fs::path(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") / "titan-gguf-XXXXXX").string();
+  TITAN_CHECK(::mkdtemp(pattern.data()) != nullptr, "[model] cannot create a temporary folder ", pattern,
+              " for the GGUF's config and tokenizer: ", std::strerror(errno), ". HINT: set TMPDIR to a writable folder");
+  *dir = pattern;
+  auto lease = std::shared_ptr<void>(nullptr, [pattern](void*) {
+    std::error_code ec;
+    fs::remove_all(pattern, ec);
+  });
+  gguf.write_assets(pattern);
+  return lease;
+}
+
+// A Hugging Face model (a folder, or a GGUF file standing for one) with its optional adapter:
+// `out` names its spec, config file and assets; the floors are checked before anything is built.
+static LoadedModel load_hf_like(LoadedModel out, const std::string& weights, const std::string& adapter_dir,
+                                const InferenceSize& size, std::optional<ops::QuantKind> base_quant) {
+  const nn::DecoderConfig config = out.spec->hf.read_config(weights);
+  out.label = "the model of " + out.config_path;
+  check_floor(config, out.label, out.config_path, 0.0, size);  // the base first: a config.json's 1e9 layers
+  if (!adapter_dir.empty()) {
+    out.adapter_elements = adapter_elements(*out.spec, config, adapter_dir);
+    out.adapter_dir = adapter_dir;
+    out.label += " with the adapter " + adapter_dir;
+    check_floor(config, out.label, out.config_path, out.adapter_elements, size, adapter_dir);
+  }
+  out.model = models::load_hf_model_with_adapter(*out.spec, weights, adapter_dir, base_quant);
+  return out;
+}
+
 LoadedModel load_inference_model(const std::string& dir, const std::string& adapter_dir, const InferenceSize& size,
                                  std::optional<ops::QuantKind> base_quant) {
-  TITAN_CHECK(fs::is_directory(dir), "[model] ", dir, " is not a folder. HINT: pass a Hugging Face model folder "
-              "(config.json + safetensors) or a checkpoint step-<N> folder");
   LoadedModel out;
+  if (ckpt::is_gguf_file(dir)) {
+    out.assets_lease = gguf_assets(*models::GgufModel::open(dir), &out.assets_dir);
+    out.spec = &models::family_of_hf_folder(out.assets_dir);
+    out.config_path = dir;
+    return load_hf_like(std::move(out), dir, adapter_dir, size, base_quant);
+  }
+  TITAN_CHECK(fs::is_directory(dir), "[model] ", dir, " is neither a folder nor a GGUF file. HINT: pass a Hugging Face "
+              "model folder (config.json + safetensors), a .gguf file or a checkpoint step-<N> folder");
   if (fs::exists(fs::path(dir) / "manifest.json")) {
     if (!adapter_dir.empty()) {
       throw UsageError(str("an adapter applies to a Hugging Face folder; ", dir, " is a native checkpoint"));
@@ -76,18 +120,8 @@ LoadedModel load_inference_model(const std::string& dir, const std::string& adap
   }
   out.spec = &models::family_of_hf_folder(dir);  // names config.json when it is missing
   out.config_path = (fs::path(dir) / "config.json").string();
-  const nn::DecoderConfig config = out.spec->hf.read_config(dir);
-  out.label = "the model of " + out.config_path;
-  check_floor(config, out.label, out.config_path, 0.0, size);  // the base first: a config.json's 1e9 layers
-  if (!adapter_dir.empty()) {
-    out.adapter_elements = adapter_elements(*out.spec, config, adapter_dir);
-    out.adapter_dir = adapter_dir;
-    out.label += " with the adapter " + adapter_dir;
-    check_floor(config, out.label, out.config_path, out.adapter_elements, size, adapter_dir);
-  }
-  out.model = models::load_hf_model_with_adapter(*out.spec, dir, adapter_dir, base_quant);
   out.assets_dir = dir;
-  return out;
+  return load_hf_like(std::move(out), dir, adapter_dir, size, base_quant);
 }
 
 Tensor read_token_ids(const ckpt::SafetensorsFile& file, const std::string& name) {

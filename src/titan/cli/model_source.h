@@ -1,4 +1,6 @@
-// Loading a model for inference (titan forward, titan generate) from either kind of folder:
+// Loading a model for inference (titan forward, titan generate) from a GGUF file (its config and
+// tokenizer written to a temporary assets folder that lives as long as the LoadedModel, its
+// weights dequantized from the file), or from either kind of folder:
 //   a Hugging Face folder (config.json + *.safetensors [+ tokenizer.json, generation_config.json]),
 //   optionally with a PEFT LoRA adapter folder on top; or
 //   a native checkpoint step folder of a run (step-<N>/ with manifest.json): the model is rebuilt
@@ -27,6 +29,7 @@ struct LoadedModel {
   std::string config_path;  // the file whose sizes the memory check's hint names
   double adapter_elements = 0;  // a PEFT adapter's rank x (in + out) over its projections
   std::string adapter_dir;
+  std::shared_ptr<void> assets_lease;  // a GGUF's assets folder, removed when the last copy goes
 };
 
 // The activations an inference command holds besides the weights (train/memory_check.h):

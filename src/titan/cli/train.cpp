@@ -6,9 +6,11 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "titan/checkpoint/gguf.h"
 #include "titan/cli/args.h"
 #include "titan/cli/commands.h"
 #include "titan/config/config_error.h"
@@ -18,6 +20,7 @@
 #include "titan/core/log.h"
 #include "titan/core/parallel.h"
 #include "titan/models/builtin.h"
+#include "titan/models/decoder/gguf_model.h"
 #include "titan/parallel/comm.h"
 #include "titan/plugins/plugin_loader.h"
 #include "titan/train/support.h"
@@ -72,6 +75,22 @@ int run_configs(int argc, char** argv) {
 
 // --module LIB.so (repeatable, or comma-separated): plugins loaded before the config is resolved,
 // so that --config can name the config functions they register. Removed from `args`.
+// A GGUF file as checkpoint.initial_load_path loads as a published model (initial_load_in_hf); as
+// model.hf_assets_path (what --model.hf_path FILE.gguf sets both to): the folder it stands
+// for, less its weights (config.json, tokenizer.json, tokenizer_config.json,
+// generation_config.json), is written to <dump folder>/gguf_assets and read from there; the
+// weights stay in the file (checkpoint.initial_load_path).
+void use_gguf_assets(config::JobConfig& c) {
+  // A GGUF file is a published model, never a native checkpoint: its load is the HF-style one.
+  if (ckpt::is_gguf_file(c.checkpoint.initial_load_path)) c.checkpoint.initial_load_in_hf = true;
+  if (!ckpt::is_gguf_file(c.model.hf_assets_path)) return;
+  const std::string dir = (std::filesystem::path(c.job.dump_folder) / "gguf_assets").string();
+  std::filesystem::create_directories(dir);
+  models::GgufModel::open(c.model.hf_assets_path)->write_assets(dir);
+  log_info(str("model ", c.model.hf_assets_path, " (GGUF): its config and tokenizer are in ", dir));
+  c.model.hf_assets_path = dir;
+}
+
 std::vector<std::string> take_modules(std::vector<std::string>& args) {
   std::vector<std::string> modules, rest;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -106,7 +125,7 @@ int run_train(int argc, char** argv) {
     throw UsageError(str("titan train: unexpected argument '", resolved.unknown_positional.front(),
                          "'. HINT: fields are flags, e.g. --training.steps 10"));
   }
-  const config::JobConfig& c = resolved.config;
+  config::JobConfig c = resolved.config;
   config::validate(c, /*data_parallel_degree=*/1);
   train::check_supported(train::job_features(c));
   if (!c.model.name.empty()) {  // an unknown spec is a config mistake: exit 2, before the banner
@@ -126,6 +145,7 @@ int run_train(int argc, char** argv) {
   }
   configure_rank_logging();
   log_startup();
+  use_gguf_assets(c);
   train::run_training(c, resolved.config_name);
   return 0;
 }

@@ -125,6 +125,8 @@ struct CheckpointSection {
   bool last_save_in_hf = false;
   bool last_save_in_hf_overwrite = false;
   bool last_save_model_only = true;
+  bool last_save_in_gguf = false;
+  std::string gguf_dtype = "f16";
   std::string export_dtype = "float32";
   std::string max_shard_size = "5GB";
   std::string async_mode = "disabled";
@@ -172,7 +174,7 @@ struct LoraSection {
   std::string target_parameters = "";  // PEFT's: the MoE experts' fused weights
   std::string save_adapter = "";
   bool save_adapter_overwrite = false;
-  std::string base_quantization = "none";  // none | nf4 | int8: how the frozen base's linear weights are stored
+  std::string base_quantization = "none";  // none | nf4 | int8 | gguf: how the frozen base's linear weights are stored
 
   bool operator==(const LoraSection&) const = default;
 };
@@ -345,6 +347,10 @@ void visit_fields(Config& c, V&& v) {
     "let the HF export replace <folder>/hf even when it holds files that are not an HF model folder");
   v("checkpoint.last_save_model_only", checkpoint.last_save_model_only,
     "the final save holds the weights only (no optimizer state)");
+  v("checkpoint.last_save_in_gguf", checkpoint.last_save_in_gguf,
+    "at the end of training, also write the model (LoRA merged) as one GGUF file <folder>/model.gguf for "
+    "llama.cpp / Ollama, with the run's tokenizer; replaces an earlier GGUF there, nothing else");
+  v("checkpoint.gguf_dtype", checkpoint.gguf_dtype, "weights of the GGUF export: f32, f16, bf16 or q8_0");
   v("checkpoint.export_dtype", checkpoint.export_dtype, "dtype of exported weights: float32 or bfloat16");
   v("checkpoint.max_shard_size", checkpoint.max_shard_size,
     "largest safetensors shard of an HF export, e.g. 5GB, 500MB; larger models are split with an index");
@@ -405,9 +411,10 @@ void visit_fields(Config& c, V&& v) {
     "are inside job.dump_folder; an existing folder is replaced only when it is an earlier adapter (never the "
     "dump or checkpoint folder, the base model or the data); empty: none");
   v("lora.base_quantization", lora.base_quantization,
-    "none | nf4 | int8: store the frozen base's linear weights quantized as bitsandbytes does (QLoRA: NF4 in "
+    "none | nf4 | int8 | gguf: store the frozen base's linear weights quantized as bitsandbytes does (QLoRA: NF4 in "
     "blocks of 64 with an absmax each, ~0.56 bytes a weight; int8 per output row, ~1 byte), quantized while "
-    "loading and decoded at each use; the merged HF export decodes them (lossy by the quantization error)");
+    "loading and decoded at each use; the merged HF export decodes them (lossy by the quantization error); "
+    "gguf: keep a GGUF base's own blocks (q4_K, q6_K, q8_0, ...) as the file stores them, no requantization");
   v("lora.save_adapter_overwrite", lora.save_adapter_overwrite,
     "let lora.save_adapter replace a folder that holds files other than an adapter (titan convert's --overwrite)");
 

@@ -232,6 +232,9 @@ void validate(const JobConfig& c, int64_t data_parallel_degree) {
   const CheckpointSection& k = c.checkpoint;
   if (k.interval < 1) config_fail("checkpoint.interval=", k.interval, " must be >= 1 (save every N steps)");
   if (k.keep_latest_k < 0) config_fail("checkpoint.keep_latest_k=", k.keep_latest_k, " must be >= 0 (0 keeps all)");
+  if (k.gguf_dtype != "f32" && k.gguf_dtype != "f16" && k.gguf_dtype != "bf16" && k.gguf_dtype != "q8_0") {
+    config_fail("checkpoint.gguf_dtype='", k.gguf_dtype, "' is not f32, f16, bf16 or q8_0");
+  }
   if (k.export_dtype != "float32" && k.export_dtype != "bfloat16") {
     config_fail("checkpoint.export_dtype='", k.export_dtype, "' is not float32 or bfloat16");
   }
@@ -299,8 +302,9 @@ void validate(const JobConfig& c, int64_t data_parallel_degree) {
   } else if (!lora.save_adapter.empty()) {
     config_fail("lora.save_adapter='", lora.save_adapter, "' needs lora.rank > 0 (there is no adapter to save)");
   }
-  if (lora.base_quantization != "none" && lora.base_quantization != "nf4" && lora.base_quantization != "int8") {
-    config_fail("lora.base_quantization='", lora.base_quantization, "' is not none, nf4 or int8");
+  if (lora.base_quantization != "none" && lora.base_quantization != "nf4" && lora.base_quantization != "int8" &&
+      lora.base_quantization != "gguf") {
+    config_fail("lora.base_quantization='", lora.base_quantization, "' is not none, nf4, int8 or gguf");
   }
   if (lora.base_quantization != "none" && lora.rank == 0) {
     config_fail("lora.base_quantization=", lora.base_quantization, " needs lora.rank > 0: only a frozen base is "

@@ -173,7 +173,7 @@ void for_each_merged_weight(Decoder& model, const std::function<void(const std::
     experts_merged[experts->w2.fqn] = w2;
   }
   const ParameterList params = model.parameters();
-  if (std::ranges::any_of(params, [](const Parameter* p) { return p->quantized(); })) {
+  if (std::ranges::any_of(params, [](const Parameter* p) { return p->quantized() && p->quant_kind != ops::QuantKind::gguf; })) {
     log_warn("[export] the base is quantized (lora.base_quantization): the merged weights are its decoded values "
              "plus the adapters, lossy by the quantization error. HINT: lora.save_adapter writes the adapters alone, "
              "for the original base");

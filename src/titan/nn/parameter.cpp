@@ -21,7 +21,9 @@ void Parameter::init(std::string name, const Shape& shape, Device device, bool q
   if (frozen_scope == nullptr) return init_trainable(std::move(name), shape, device);
   fqn = std::move(name);
   trainable = false;
-  if (quantizable && frozen_scope->quant_ && shape.size() == 2) {
+  // gguf blocks (loaded from the file later) need rows of whole blocks: q8_0's 32 at least.
+  const bool blocks_fit = frozen_scope->quant_ != ops::QuantKind::gguf || (shape.size() == 2 && shape[1] % 32 == 0);
+  if (quantizable && frozen_scope->quant_ && shape.size() == 2 && blocks_fit) {
     quant_kind = *frozen_scope->quant_;
     quant_shape = shape;
     compute_dtype = frozen_scope->dtype_;

@@ -14,6 +14,7 @@
 #include "titan/core/clock.h"
 #include "titan/core/log.h"
 #include "titan/core/slices.h"
+#include "titan/models/decoder/gguf_model.h"
 #include "titan/models/decoder/peft.h"
 #include "titan/train/muon.h"
 
@@ -345,6 +346,28 @@ void Checkpointer::export_hf() {
     const std::string out = hf_export_folder(c).path;
     spec.hf.save_folder(whole, out, o);
     log_info(str("exported the model as a Hugging Face folder ", out, " (", o.dtype, ") in ", seconds_since(t0), " s"));
+  });
+}
+
+// The trained model as one GGUF file <checkpoint folder>/model.gguf (models/decoder/gguf_model.h),
+// in checkpoint.gguf_dtype, with the run's tokenizer; the architecture as export_hf picks it.
+void Checkpointer::export_gguf() {
+  const config::JobConfig& c = config_;
+  const models::ModelSpec& spec = model_.spec();
+  model_.with_full_model([&](const nn::Decoder& whole) {
+    const auto t0 = Clock::now();
+    models::GgufExportOptions o;
+    o.dtype = c.checkpoint.gguf_dtype;
+    o.replace_gguf = true;  // the run's own file in its checkpoint folder (an earlier run's export)
+    o.tokenizer_dir = c.model.hf_assets_path;
+    const std::string source = c.checkpoint.initial_load_in_hf ? c.checkpoint.initial_load_path : c.model.hf_assets_path;
+    if (!source.empty() && std::filesystem::exists(std::filesystem::path(source) / "config.json")) {
+      o.architecture = spec.hf.architecture_of(source);
+      o.source_dir = source;
+    }
+    const std::string out = gguf_export_file(c);
+    models::save_gguf(whole, out, o);
+    log_info(str("exported the model as GGUF ", out, " (", o.dtype, ") in ", seconds_since(t0), " s"));
   });
 }
 

@@ -64,7 +64,9 @@ class Checkpointer {
   bool due(int64_t step) const;  // checkpoint.enable and an interval step or the last one
   void save(int64_t step, int64_t tokens_seen);
   void finish();     // waits for the last async write (re-throws its error)
-  void export_hf();  // checkpoint.last_save_in_hf: <checkpoint folder>/hf (a collective; LoRA merged)
+  void export_hf();
+  // checkpoint.last_save_in_gguf: <checkpoint folder>/model.gguf (a collective; LoRA merged)
+  void export_gguf();  // checkpoint.last_save_in_hf: <checkpoint folder>/hf (a collective; LoRA merged)
   // lora.save_adapter: the adapters as a PEFT folder (a collective).
   void export_adapter();
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "titan/checkpoint/gguf.h"
 #include "titan/config/config_error.h"
 #include "titan/config/validate.h"
 #include "titan/models/builtin.h"
@@ -88,6 +89,11 @@ std::unique_ptr<nn::Decoder> build_job_model(const config::JobConfig& c, const m
   std::optional<ops::QuantKind> quant;
   TITAN_CHECK(ops::parse_base_quantization(c.lora.base_quantization, quant), "[train] lora.base_quantization='",
               c.lora.base_quantization, "' passed validation (internal)");
+  if (quant == ops::QuantKind::gguf && !ckpt::is_gguf_file(c.checkpoint.initial_load_path)) {
+    config::config_fail("lora.base_quantization=gguf keeps a GGUF base's blocks, but checkpoint.initial_load_path='",
+                        c.checkpoint.initial_load_path, "' is not a GGUF file; start from one (--model.hf_path "
+                        "FILE.gguf) or use lora.base_quantization nf4 or int8");
+  }
   if (c.lora.rank > 0) frozen.emplace(compute_dtype(param), quant);
   std::unique_ptr<nn::Decoder> whole = model.spec->build(model.config, tree);
   whole->check_shapes(c.training.local_batch_size, c.training.seq_len);

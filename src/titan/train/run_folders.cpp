@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "titan/checkpoint/gguf.h"
 #include "titan/config/config_error.h"
 #include "titan/core/abbreviate.h"
 #include "titan/core/clock.h"
@@ -33,6 +34,10 @@ ckpt::OutputFolder hf_export_folder(const config::JobConfig& c) {
 ckpt::OutputFolder adapter_output(const config::JobConfig& c) {
   return {"lora.save_adapter", adapter_folder(c), ckpt::FolderKind::peft_adapter, c.lora.save_adapter_overwrite,
           "--lora.save_adapter_overwrite"};
+}
+
+std::string gguf_export_file(const config::JobConfig& c) {
+  return (fs::path(checkpoint_folder(c)) / "model.gguf").string();
 }
 
 std::string adapter_folder(const config::JobConfig& c) {
@@ -105,7 +110,8 @@ void load_initial_hf(const config::JobConfig& c, const models::ModelSpec& spec, 
                         "not a Hugging Face folder; drop --checkpoint.initial_load_in_hf to load it as one");
   }
   spec.hf.load_weights(model, c.checkpoint.initial_load_path);
-  log_info(str("initial load from the HF folder ", c.checkpoint.initial_load_path, " (weights) in ",
+  log_info(str("initial load from the ", ckpt::is_gguf_file(c.checkpoint.initial_load_path) ? "GGUF file " : "HF folder ",
+               c.checkpoint.initial_load_path, " (weights) in ",
                seconds_since(t0), " s"));
 }
 

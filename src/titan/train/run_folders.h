@@ -23,6 +23,8 @@ std::string checkpoint_folder(const config::JobConfig& config);
 
 // lora.save_adapter: absolute, or relative to job.dump_folder.
 std::string adapter_folder(const config::JobConfig& config);
+// checkpoint.last_save_in_gguf's file: <checkpoint folder>/model.gguf.
+std::string gguf_export_file(const config::JobConfig& config);
 
 // Before any work: the folders the run replaces at its end (checkpoint.last_save_in_hf's
 // <checkpoint folder>/hf, lora.save_adapter) follow checkpoint/output_folder.h's rule, and a

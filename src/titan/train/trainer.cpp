@@ -134,6 +134,7 @@ TrainSummary Trainer::train() {
   }
   checkpointer_->finish();
   if (c_.checkpoint.last_save_in_hf) checkpointer_->export_hf();
+  if (c_.checkpoint.last_save_in_gguf) checkpointer_->export_gguf();
   if (!c_.lora.save_adapter.empty()) checkpointer_->export_adapter();
   summary.seconds = seconds_since(loop_start);
   metrics_->finish();

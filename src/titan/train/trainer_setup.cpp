@@ -124,6 +124,8 @@ void Trainer::check_memory(bool measured) const {
   // int8's f32 absmax per output row costs 4 / in_features a weight, counted here at in_features =
   // dim: exact for q/k/v/gate/up, a little high for o and down (wider inputs); < 0.1% of the bytes.
   if (c_.lora.base_quantization == "int8") in.quantized_bytes_per_weight = 1.0 + 4.0 / resolved_.config.dim;
+  // gguf: the file's blocks, at most q8_0's 34 bytes per 32 weights (q4_K: 144 per 256).
+  if (c_.lora.base_quantization == "gguf") in.quantized_bytes_per_weight = 34.0 / 32.0;
   in.bf16_moments = c_.optimizer.state_dtype == "bfloat16";
   FloorFields fields;
   if (c_.model.name.empty()) {  // the model of a config.json
@@ -288,7 +290,7 @@ void Trainer::setup_run() {
     check_checkpoint_folder_links(c_);
     // An absolute (or ../) checkpoint.folder can be named by runs with other dump folders.
     const std::string checkpoints = checkpoint_folder(c_);
-    const bool writes_checkpoints = c_.checkpoint.enable || c_.checkpoint.last_save_in_hf;
+    const bool writes_checkpoints = c_.checkpoint.enable || c_.checkpoint.last_save_in_hf || c_.checkpoint.last_save_in_gguf;
     if (writes_checkpoints && !ckpt::folder_contains(c_.job.dump_folder, checkpoints)) {
       checkpoint_lock_ = std::make_unique<RunLock>(checkpoints, "checkpoint.folder");
     }

@@ -112,7 +112,7 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
   [[maybe_unused]] const auto& [l1, l2, l3, l4] = c.lr_scheduler;
   [[maybe_unused]] const auto& [x1, x2, x3, x4, x5] = c.metrics;
   [[maybe_unused]] const auto& [v1, v2, v3, v4, v5, v6] = c.validation;
-  [[maybe_unused]] const auto& [k1, k2, k3, k4, k5, k6, k7, k8, k9, k10, k11, k12, k13, k14] = c.checkpoint;
+  [[maybe_unused]] const auto& [k1, k2, k3, k4, k5, k6, k7, k8, k9, k10, k11, k12, k13, k14, k15, k16] = c.checkpoint;
   [[maybe_unused]] const auto& [p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11] = c.parallelism;
   [[maybe_unused]] const auto& [a1, a2] = c.activation_checkpoint;
   [[maybe_unused]] const auto& [ov1] = c.overrides;
@@ -126,13 +126,13 @@ TEST(JobConfigFields, TableCoversEveryStructMember) {
   EXPECT_EQ(count_in_section("lr_scheduler"), 4u);
   EXPECT_EQ(count_in_section("metrics"), 5u);
   EXPECT_EQ(count_in_section("validation"), 6u);
-  EXPECT_EQ(count_in_section("checkpoint"), 14u);
+  EXPECT_EQ(count_in_section("checkpoint"), 16u);
   EXPECT_EQ(count_in_section("parallelism"), 11u);
   EXPECT_EQ(count_in_section("activation_checkpoint"), 2u);
   EXPECT_EQ(count_in_section("override"), 1u);
   EXPECT_EQ(count_in_section("lora"), 8u);
   EXPECT_EQ(count_in_section("comm"), 1u);
-  EXPECT_EQ(job_config_fields().size(), 95u);
+  EXPECT_EQ(job_config_fields().size(), 97u);
 
   // Every field reaches a distinct member: setting all of them changes every section.
   const JobConfig changed = all_non_default();

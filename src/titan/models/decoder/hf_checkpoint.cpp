@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "titan/checkpoint/atomic_file.h"
+#include "titan/checkpoint/gguf.h"
 #include "titan/checkpoint/hf_folder.h"
 #include "titan/checkpoint/json_file.h"
 #include "titan/checkpoint/safetensors.h"
@@ -206,7 +207,11 @@ void write_folder(const nn::Decoder& model, const std::string& dir, const HfExpo
 void load_initial_hf(nn::Decoder& model, const std::string& dir) {
   const std::string config_path = (fs::path(dir) / "config.json").string();
   std::error_code ec;
-  if (fs::exists(config_path, ec)) check_same_math(model.config(), load_hf_config(dir), config_path);
+  if (ckpt::is_gguf_file(dir)) {
+    check_same_math(model.config(), load_hf_config(dir), dir);
+  } else if (fs::exists(config_path, ec)) {
+    check_same_math(model.config(), load_hf_config(dir), config_path);
+  }
   load_hf_weights(model, dir);
 }
 

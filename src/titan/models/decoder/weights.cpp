@@ -11,6 +11,7 @@
 #include "titan/checkpoint/json_file.h"
 #include "titan/core/progress.h"
 #include "titan/core/rng.h"
+#include "titan/models/decoder/gguf_model.h"
 #include "titan/models/decoder/hf_config.h"
 #include "titan/models/decoder/hf_names.h"
 #include "titan/nn/lora.h"
@@ -96,6 +97,7 @@ void init_weights(nn::Decoder& model, uint64_t seed) {
 }
 
 nn::DecoderConfig load_hf_config(const std::string& dir) {
+  if (ckpt::is_gguf_file(dir)) return GgufModel::open(dir)->decoder_config();
   const std::string path = dir + "/config.json";
   return config_from_hf(ckpt::read_json_file(path), path);
 }
@@ -159,8 +161,36 @@ static bool maps_file(const nn::Parameter& p, const Tensor& dst, DType stored) {
          dst.numel() == p.compute.numel() && p.compute.device() == Device::cpu;
 }
 
+// lora.base_quantization=gguf: a base weight keeps the GGUF file's blocks as they are stored (its
+// q/k row order undone); a tensor the file holds unquantized (f32/f16/bf16) is encoded as q8_0.
+static void load_gguf_blocks(nn::Parameter& p, const ckpt::TensorSource& weights, const std::string& dir,
+                             std::vector<std::string>& missing, std::set<std::string>& unused) {
+  const auto* gguf = dynamic_cast<const GgufWeights*>(&weights);
+  TITAN_CHECK(gguf != nullptr, dir, ": lora.base_quantization=gguf keeps a GGUF file's quantized blocks, but the "
+              "weights come from a folder. HINT: start from a .gguf file, or use lora.base_quantization nf4 or int8");
+  const std::string hf = to_hf_name(p.fqn);
+  const ckpt::TensorInfo* info = weights.find(hf);
+  if (info == nullptr) {
+    missing.push_back(hf);
+    return;
+  }
+  TITAN_CHECK(info->shape == p.shape(), weights.file_of(hf), ": tensor '", hf, "' has shape ", shape_str(info->shape),
+              ", the model expects ", shape_str(p.shape()), ". HINT: check that the file matches the model");
+  GgmlType type = GgmlType::f32;
+  Tensor blocks = gguf->model().read_blocks(hf, &type);
+  if (ggml_type_info(type).block > 1) {
+    p.codes = blocks;
+    p.scales.data<float>()[0] = static_cast<float>(type);
+  } else {
+    p.assign(gguf->get(hf));  // q8_0 (the scales' type since init)
+  }
+  weights.release(hf);
+  unused.erase(hf);
+}
+
 void load_hf_weights(nn::Decoder& model, const std::string& dir) {
-  const ckpt::HfWeights weights = ckpt::HfWeights::open(dir);
+  const std::unique_ptr<ckpt::TensorSource> source = open_weights(dir);
+  const ckpt::TensorSource& weights = *source;
   const FolderLayout layout = folder_layout(model.config(), dir);
   std::set<std::string> unused;
   for (const std::string& name : weights.names()) {
@@ -175,6 +205,10 @@ void load_hf_weights(nn::Decoder& model, const std::string& dir) {
   for (nn::Parameter* p : params) {
     progress.advance();
     if (nn::is_lora_parameter(p->fqn)) continue;  // adapters are not in a base model's folder
+    if (p->quantized() && p->quant_kind == ops::QuantKind::gguf) {
+      load_gguf_blocks(*p, weights, dir, missing, unused);
+      continue;
+    }
     // A quantized base weight is read into an f32 staging copy of this one tensor, then quantized.
     const Tensor staging = p->quantized() ? Tensor::empty(p->shape()) : Tensor();
     for (auto& [text_name, dst] : to_hf_tensors(p->fqn, p->quantized() ? staging : p->data())) {

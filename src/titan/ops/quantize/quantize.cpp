@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "titan/ops/builtin.h"
 
@@ -26,16 +27,19 @@ const std::array<float, 16> kNf4 = {-1.0f,
                                     0.7229568362236023f,
                                     1.0f};
 
-const char* quant_kind_name(QuantKind kind) { return kind == QuantKind::nf4 ? "nf4" : "int8"; }
+const char* quant_kind_name(QuantKind kind) {
+  return kind == QuantKind::nf4 ? "nf4" : kind == QuantKind::int8 ? "int8" : "gguf";
+}
 
 bool parse_base_quantization(const std::string& name, std::optional<QuantKind>& kind) {
   kind.reset();
   if (name == "nf4") kind = QuantKind::nf4;
   if (name == "int8") kind = QuantKind::int8;
+  if (name == "gguf") kind = QuantKind::gguf;
   return kind.has_value() || name == "none";
 }
 
-static DType codes_dtype(QuantKind kind) { return kind == QuantKind::nf4 ? DType::u8 : DType::i8; }
+static DType codes_dtype(QuantKind kind) { return kind == QuantKind::int8 ? DType::i8 : DType::u8; }
 
 namespace quant {
 namespace {
@@ -65,6 +69,35 @@ int8_t int8_code(float w, float factor) {
 }
 
 float int8_value(int8_t q, float row_absmax) { return (static_cast<float>(q) * row_absmax) * (1.0f / 127.0f); }
+
+GgmlType gguf_type(const Tensor& scales) {
+  if (scales.device() == Device::meta) return GgmlType::q8_0;  // a plan's shapes: what init allocates
+  const float id = scales.data<float>()[0];
+  const GgmlTypeInfo* info = id >= 0.0f && id < 64.0f ? ggml_type_info(static_cast<uint32_t>(id)) : nullptr;
+  TITAN_CHECK(info != nullptr && info->decodable && info->block > 1, "[dequantize] gguf scales name ggml type ", id,
+              ", not a block type titan decodes");
+  return info->type;
+}
+void quantize_gguf(const Tensor& w, Tensor& codes, const Tensor& scales) {
+  TITAN_CHECK(gguf_type(scales) == GgmlType::q8_0, "[quantize] a gguf weight is encoded as q8_0 only (",
+              ggml_type_info(gguf_type(scales)).name, " is read, not written)");
+  const Tensor w32 = w.dtype() == DType::f32 ? w : w.to(DType::f32);
+  ggml_quantize_q8_0(w32.data<float>(), codes.data<uint8_t>(), w.numel());
+}
+
+void dequantize_gguf_rows(const Tensor& codes, const Tensor& scales, Tensor& out, int64_t ob, int64_t oe) {
+  const GgmlType type = gguf_type(scales);
+  const int64_t cols = out.size(1);
+  const uint64_t row_bytes = ggml_row_bytes(ggml_type_info(type), cols);
+  std::vector<float> row(static_cast<size_t>(cols));
+  for (int64_t o = ob; o < oe; ++o) {
+    float* dst = out.dtype() == DType::f32 ? out.data<float>() + o * cols : row.data();
+    ggml_dequantize_row(type, codes.data<uint8_t>() + static_cast<uint64_t>(o) * row_bytes, dst, cols);
+    if (out.dtype() == DType::bf16) {
+      for (int64_t i = 0; i < cols; ++i) out.data<uint16_t>()[o * cols + i] = f32_to_bf16(row[static_cast<size_t>(i)]);
+    }
+  }
+}
 }  // namespace quant
 
 static int64_t flat(const Shape& s) {
@@ -73,18 +106,32 @@ static int64_t flat(const Shape& s) {
   return n;
 }
 
-// The codes' and scales' shapes of a weight of `shape` in `kind` (quant_codes / quant_scales).
-static Shape codes_shape(QuantKind kind, const Shape& shape) {
+// The codes' and scales' shapes of a weight of `shape` in `kind` (quant_codes / quant_scales); a
+// gguf weight's codes are its type's row bytes (q8_0 when `type` is not given).
+static Shape codes_shape(QuantKind kind, const Shape& shape, GgmlType type = GgmlType::q8_0) {
+  if (kind == QuantKind::gguf) {
+    const GgmlTypeInfo& info = ggml_type_info(type);
+    const int64_t cols = shape.size() == 2 ? shape[1] : 0;
+    TITAN_CHECK(shape.size() == 2 && cols % info.block == 0, "[quantize] a ", info.name, " weight needs rows of whole ",
+                info.block, "-element blocks; ", shape_str(shape), " has not");
+    return {shape[0] * static_cast<int64_t>(ggml_row_bytes(info, cols))};
+  }
   return kind == QuantKind::nf4 ? Shape{(flat(shape) + 1) / 2} : shape;
 }
 static Shape scales_shape(QuantKind kind, const Shape& shape) {
+  if (kind == QuantKind::gguf) return {1};
   if (kind == QuantKind::nf4) return {(flat(shape) + kNf4Block - 1) / kNf4Block};
   return {shape.empty() ? 0 : shape[0]};
 }
 
 static void check_packed(const char* op, QuantKind kind, const Shape& shape, const Tensor& codes, const Tensor& scales) {
   const DType code_dtype = codes_dtype(kind);
-  const Shape want_codes = codes_shape(kind, shape), want_scales = scales_shape(kind, shape);
+  const Shape want_scales = scales_shape(kind, shape);
+  TITAN_CHECK(scales.dtype() == DType::f32 && scales.shape() == want_scales && scales.is_contiguous(), "[", op,
+              "] scales: expected contiguous f32", shape_str(want_scales), " for a ", quant_kind_name(kind),
+              " weight ", shape_str(shape), ", got ", scales.describe());
+  const Shape want_codes =
+      kind == QuantKind::gguf ? codes_shape(kind, shape, quant::gguf_type(scales)) : codes_shape(kind, shape);
   TITAN_CHECK(codes.dtype() == code_dtype && codes.shape() == want_codes && codes.is_contiguous(), "[", op,
               "] codes: expected contiguous ", dtype_name(code_dtype), shape_str(want_codes), " for a ",
               quant_kind_name(kind), " weight ", shape_str(shape), ", got ", codes.describe());
@@ -98,7 +145,9 @@ Tensor quant_codes(QuantKind kind, const Shape& shape, Device device) {
 }
 
 Tensor quant_scales(QuantKind kind, const Shape& shape, Device device) {
-  return Tensor::zeros(scales_shape(kind, shape), DType::f32, device);
+  Tensor s = Tensor::zeros(scales_shape(kind, shape), DType::f32, device);
+  if (kind == QuantKind::gguf && device != Device::meta) s.data<float>()[0] = static_cast<float>(GgmlType::q8_0);
+  return s;
 }
 
 void check_quantize(QuantKind kind, const Tensor& w, const Tensor& codes, const Tensor& scales) {

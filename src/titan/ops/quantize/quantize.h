@@ -10,6 +10,11 @@
 //   int8  per output row o (dim 0) its absmax s_o; q = round_half_even(w * ((1 / s_o) * 127)),
 //         each product rounded to f32 as bitsandbytes' torch expressions round it; a row of zeros
 //         gets q = 0. Dequantized: (q * s_o) * (1/127 as f32).
+//   gguf  a GGUF file's own blocks, kept as llama.cpp stores them (lora.base_quantization=gguf over
+//         a GGUF base): codes u8 [O * row bytes], row o's blocks; scales f32 [1], the ggml type's
+//         number (core/ggml_blocks.h: q8_0, q4_0, q4_1, q4_K, q5_K, q6_K). Loading copies the
+//         file's blocks in (models/decoder/weights.cpp); quantize encodes q8_0 only. Dequantized:
+//         ggml's decoder, in f32.
 // v_0..v_15 are the NF4 code book (kNf4: the quantiles of N(0, 1) scaled to [-1, 1], QLoRA's
 // table as bitsandbytes stores it in f32).
 // Shapes: w_OI f32 or bf16 (read as f32), contiguous; nf4: codes u8 [ceil(O I / 2)], absmax f32
@@ -24,21 +29,23 @@
 #include <optional>
 #include <string>
 
+#include "titan/core/ggml_blocks.h"
 #include "titan/core/tensor.h"
 #include "titan/ops/registry.h"
 
 namespace titan::ops {
 
-enum class QuantKind { nf4, int8 };
-const char* quant_kind_name(QuantKind kind);  // "nf4" | "int8"
-// A base quantization's name as configs and flags spell it: "none" (kind left empty), "nf4" or
-// "int8". False for any other name; the caller reports it.
+enum class QuantKind { nf4, int8, gguf };
+const char* quant_kind_name(QuantKind kind);  // "nf4" | "int8" | "gguf"
+// A base quantization's name as configs and flags spell it: "none" (kind left empty), "nf4",
+// "int8" or "gguf". False for any other name; the caller reports it.
 bool parse_base_quantization(const std::string& name, std::optional<QuantKind>& kind);
 
 constexpr int64_t kNf4Block = 64;
 extern const std::array<float, 16> kNf4;
 
-// The codes and scales tensors of a weight of `shape` (2-D) in `kind`, zero-filled.
+// The codes and scales tensors of a weight of `shape` (2-D) in `kind`, zero-filled (gguf: of q8_0
+// blocks, which loading replaces with the file's).
 Tensor quant_codes(QuantKind kind, const Shape& shape, Device device);
 Tensor quant_scales(QuantKind kind, const Shape& shape, Device device);
 
@@ -69,6 +76,10 @@ float nf4_inverse(float absmax);
 int8_t int8_code(float w, float factor);          // factor = int8_factor(s_o)
 float int8_factor(float row_absmax);
 float int8_value(int8_t q, float row_absmax);
+GgmlType gguf_type(const Tensor& scales);  // a gguf weight's block type, from its scales
+// gguf weights, both kernels: q8_0 encoding of w (f32 or bf16), and rows [ob, oe) decoded.
+void quantize_gguf(const Tensor& w, Tensor& codes, const Tensor& scales);
+void dequantize_gguf_rows(const Tensor& codes, const Tensor& scales, Tensor& out, int64_t ob, int64_t oe);
 }  // namespace quant
 
 }  // namespace titan::ops

@@ -21,6 +21,7 @@ void load_range(const Tensor& w, int64_t begin, int64_t end, float* buf) {
 }
 
 void quantize_cpu(QuantKind kind, const Tensor& w, Tensor& codes, Tensor& scales) {
+  if (kind == QuantKind::gguf) return quant::quantize_gguf(w, codes, scales);
   const int64_t n = w.numel(), rows = w.size(0), cols = w.size(1);
   float* s = scales.data<float>();
   if (kind == QuantKind::int8) {
@@ -81,6 +82,10 @@ void dequantize_rows(QuantKind kind, const Tensor& codes, const float* s, int64_
 }
 
 void dequantize_cpu(QuantKind kind, const Tensor& codes, const Tensor& scales, Tensor& out) {
+  if (kind == QuantKind::gguf) {
+    parallel_for(out.size(0), 4, [&](int64_t ob, int64_t oe) { quant::dequantize_gguf_rows(codes, scales, out, ob, oe); });
+    return;
+  }
   const int64_t rows = out.size(0), cols = out.size(1);
   const float* s = scales.data<float>();
   parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)), [&](int64_t ob, int64_t oe) {

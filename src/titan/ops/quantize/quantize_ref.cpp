@@ -20,6 +20,7 @@ void store(Tensor& out, int64_t i, float v) {
 }
 
 void quantize_ref(QuantKind kind, const Tensor& w, Tensor& codes, Tensor& scales) {
+  if (kind == QuantKind::gguf) return quant::quantize_gguf(w, codes, scales);
   const int64_t n = w.numel(), rows = w.size(0), cols = w.size(1);
   float* s = scales.data<float>();
   if (kind == QuantKind::int8) {
@@ -47,6 +48,7 @@ void quantize_ref(QuantKind kind, const Tensor& w, Tensor& codes, Tensor& scales
 }
 
 void dequantize_ref(QuantKind kind, const Tensor& codes, const Tensor& scales, Tensor& out) {
+  if (kind == QuantKind::gguf) return quant::dequantize_gguf_rows(codes, scales, out, 0, out.size(0));
   const int64_t n = out.numel(), cols = out.size(1);
   const float* s = scales.data<float>();
   for (int64_t i = 0; i < n; ++i) {
