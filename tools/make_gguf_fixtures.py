@@ -124,7 +124,7 @@ CASES = {
                 102, ["--no-mtp"], []),
 }
 
-QUANT_TYPES = [QT.F32, QT.F16, QT.BF16, QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q4_K, QT.Q5_K, QT.Q6_K]
+QUANT_TYPES = [QT.F32, QT.F16, QT.BF16, QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q4_K, QT.Q5_K, QT.Q6_K]
 Q4K_CONFIG = dict(vocab_size=1024, hidden_size=256, intermediate_size=512, num_hidden_layers=1, num_attention_heads=4,
                   num_key_value_heads=2, head_dim=64, max_position_embeddings=256, rms_norm_eps=1e-6,
                   hidden_act="silu", tie_word_embeddings=True, bos_token_id=EOS, eos_token_id=EOS, pad_token_id=EOS,

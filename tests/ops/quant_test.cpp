@@ -6,7 +6,9 @@
 #include <cstring>
 
 #include "ops/op_harness.h"
+#include "titan/checkpoint/gguf.h"
 #include "titan/checkpoint/safetensors.h"
+#include "titan/core/ggml_blocks.h"
 #include "titan/ops/quantize/quantize.h"
 
 namespace titan::ops {
@@ -92,6 +94,52 @@ TEST(Quantize, KernelsMatchReference) {
       }
       EXPECT_LE(worst, bound) << quant_kind_name(kind);
     }
+  }
+}
+
+// gguf weights keep a GGUF file's blocks (tests/fixtures/gguf/quant_types: every block type): both
+// kernels decode each row as ggml's decoder does (f32 bits; bf16 its rounding) on 1 and 2 threads,
+// and q8_0, the one type titan encodes, round-trips through both.
+TEST(Quantize, GgufBlocksDecodeAsGgmlInEveryKernel) {
+  const ckpt::GgufFile f = ckpt::GgufFile::open(source_path("tests/fixtures/gguf/quant_types/quant_types.gguf"));
+  int checked = 0;
+  for (const ckpt::GgufTensorInfo& t : f.tensors()) {
+    const GgmlTypeInfo& info = ggml_type_info(t.type);
+    if (info.block == 1) continue;  // f32 / f16 / bf16 are not block types
+    const Shape shape{t.ne[1], t.ne[0]};
+    Tensor codes = Tensor::empty({static_cast<int64_t>(t.bytes)}, DType::u8);
+    std::memcpy(codes.data<uint8_t>(), f.data(t), t.bytes);
+    Tensor scales = Tensor::empty({1});
+    scales.data<float>()[0] = static_cast<float>(t.type);
+    Tensor want = Tensor::empty(shape);
+    const uint64_t row = ggml_row_bytes(info, t.ne[0]);
+    for (int64_t r = 0; r < shape[0]; ++r) ggml_dequantize_row(t.type, f.data(t) + r * row, want.data<float>() + r * shape[1], shape[1]);
+    for (const DType dtype : {DType::f32, DType::bf16}) {
+      const Tensor expected = dtype == DType::f32 ? want : want.to(DType::bf16);
+      Tensor ref = garbage(shape).to(dtype);
+      dequantize_impl_ref().forward(QuantKind::gguf, codes, scales, ref);
+      EXPECT_TRUE(same_bytes(ref, expected)) << info.name;
+      for (const int threads : {1, 2}) {
+        const ThreadCount scope(threads);
+        Tensor out = garbage(shape).to(dtype);
+        dequantize_impl_cpu().forward(QuantKind::gguf, codes, scales, out);
+        EXPECT_TRUE(same_bytes(out, expected)) << info.name << " " << threads << " threads";
+      }
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 8);
+  const Tensor w = random_f32({5, 64}, 3, 0.1f);
+  Tensor codes = quant_codes(QuantKind::gguf, {5, 64}, Device::cpu), scales = quant_scales(QuantKind::gguf, {5, 64}, Device::cpu);
+  quantize(QuantKind::gguf, w, codes, scales);
+  Tensor out = Tensor::empty({5, 64});
+  dequantize(QuantKind::gguf, codes, scales, out);
+  // Half a step of the block's d = amax / 127 (d stored as f16: up to 2^-11 relative more).
+  for (int64_t b = 0; b < w.numel() / 32; ++b) {
+    float amax = 0.0f;
+    for (int64_t i = b * 32; i < b * 32 + 32; ++i) amax = std::max(amax, std::fabs(w.data<float>()[i]));
+    const double bound = amax / 127.0 * (0.5 + 127.0 / 2048.0) + 1e-7;
+    for (int64_t i = b * 32; i < b * 32 + 32; ++i) EXPECT_NEAR(out.data<float>()[i], w.data<float>()[i], bound) << i;
   }
 }
 

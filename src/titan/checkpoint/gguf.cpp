@@ -273,7 +273,7 @@ GgufFile GgufFile::parse(std::string_view bytes, const std::string& path) {
     const uint32_t type = r.read<uint32_t>(what + " (its type)");
     const GgmlTypeInfo* info = ggml_type_info(type);
     TITAN_CHECK(info != nullptr, "[gguf] ", path, ": ", what, " has ggml type ", type, ", which titan does not "
-                "know. HINT: re-quantize it to one of f32, f16, bf16, q8_0, q4_0, q4_1, q4_K, q5_K, q6_K");
+                "know. HINT: re-quantize it to one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K");
     t.type = info->type;
     TITAN_CHECK(t.ne[0] % info->block == 0, "[gguf] ", path, ": ", what, " is ", info->name, " with rows of ", t.ne[0],
                 " elements, not whole blocks of ", info->block, ". HINT: the file is damaged");

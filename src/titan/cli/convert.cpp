@@ -24,6 +24,7 @@
 #include <cstdlib>
 
 #include "titan/checkpoint/gguf.h"
+#include "titan/checkpoint/hf_folder.h"
 #include "titan/checkpoint/output_folder.h"
 #include "titan/checkpoint/train_state.h"
 #include "titan/cli/args.h"
@@ -34,6 +35,7 @@
 #include "titan/models/builtin.h"
 #include "titan/models/decoder/gguf_model.h"
 #include "titan/models/decoder/hf_checkpoint.h"
+#include "titan/nn/parameter.h"
 #include "titan/train/trainer.h"
 
 namespace titan::cli {
@@ -117,6 +119,12 @@ void to_gguf(const std::string& from, bool is_native, bool is_gguf, const std::s
     model = models::load_hf_model(models::family_of_hf_folder(assets.dir), from);
     tokenizer_dir = assets.dir;
   } else {
+    // A folder of bf16 weights builds a frozen bf16 model whose weights are the mapped files' bytes
+    // (no f32 copy, no zero-filled model; models/decoder/weights.cpp's maps_file).
+    const ckpt::HfWeights weights = ckpt::HfWeights::open(from);
+    bool bf16 = true;
+    for (const std::string& name : weights.names()) bf16 = bf16 && weights.find(name)->dtype == DType::bf16;
+    const nn::FrozenParameterScope frozen(bf16 ? DType::bf16 : DType::f32);
     model = models::load_hf_model(models::family_of_hf_folder(from), from);
     tokenizer_dir = source = from;
   }

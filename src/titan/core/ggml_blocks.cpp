@@ -19,8 +19,8 @@ const std::array<GgmlTypeInfo, 15> kTypes = {{
     {GgmlType::f16, "f16", 1, 2, true},
     {GgmlType::q4_0, "q4_0", 32, 18, true},
     {GgmlType::q4_1, "q4_1", 32, 20, true},
-    {GgmlType::q5_0, "q5_0", 32, 22, false},
-    {GgmlType::q5_1, "q5_1", 32, 24, false},
+    {GgmlType::q5_0, "q5_0", 32, 22, true},
+    {GgmlType::q5_1, "q5_1", 32, 24, true},
     {GgmlType::q8_0, "q8_0", 32, 34, true},
     {GgmlType::q8_1, "q8_1", 32, 36, false},
     {GgmlType::q2_k, "q2_K", kQK, 84, false},
@@ -69,6 +69,27 @@ void q4_1_block(const uint8_t* b, float* y) {
   for (int j = 0; j < 16; ++j) {
     y[j] = d * static_cast<float>(q[j] & 0xF) + m;
     y[j + 16] = d * static_cast<float>(q[j] >> 4) + m;
+  }
+}
+
+// q5_0 (m == nullptr: x = (q5 - 16) * d) and q5_1 (x = q5 * d + m): element j's fifth bit is bit j
+// of the little-endian u32 qh.
+void q5_block(const uint8_t* b, bool with_min, float* y) {
+  const float d = f16_at(b), m = with_min ? f16_at(b + 2) : 0.0f;
+  const uint8_t* p = b + (with_min ? 4 : 2);
+  uint32_t qh;
+  std::memcpy(&qh, p, 4);
+  const uint8_t* q = p + 4;
+  for (int j = 0; j < 16; ++j) {
+    const int lo = (q[j] & 0xF) | static_cast<int>(((qh >> j) & 1) << 4);
+    const int hi = (q[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1) << 4);
+    if (with_min) {
+      y[j] = d * static_cast<float>(lo) + m;
+      y[j + 16] = d * static_cast<float>(hi) + m;
+    } else {
+      y[j] = d * static_cast<float>(lo - 16);
+      y[j + 16] = d * static_cast<float>(hi - 16);
+    }
   }
 }
 
@@ -182,6 +203,8 @@ void ggml_dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) 
       case GgmlType::q8_0: q8_0_block(blk, y); break;
       case GgmlType::q4_0: q4_0_block(blk, y); break;
       case GgmlType::q4_1: q4_1_block(blk, y); break;
+      case GgmlType::q5_0: q5_block(blk, false, y); break;
+      case GgmlType::q5_1: q5_block(blk, true, y); break;
       case GgmlType::q4_k: q45_k_block(blk, blk + 4, nullptr, blk + 16, y); break;
       case GgmlType::q5_k: q45_k_block(blk, blk + 4, blk + 16, blk + 48, y); break;
       case GgmlType::q6_k: q6_k_block(blk, y); break;

@@ -7,6 +7,8 @@
 //   q8_0  32 elements: f16 d, i8 q[32]              x = q * d
 //   q4_0  32 elements: f16 d, u8 q[16]              x_j = ((q_j & 15) - 8) * d, x_{j+16} = ((q_j >> 4) - 8) * d
 //   q4_1  32 elements: f16 d, f16 m, u8 q[16]       x = q4 * d + m
+//   q5_0  32 elements: f16 d, u32 qh, u8 q[16]      x = (q5 - 16) * d, q5's fifth bit from qh
+//   q5_1  32 elements: f16 d, f16 m, u32 qh, u8 q[16]  x = q5 * d + m
 //   q4_k  256 elements: f16 d, f16 dmin, u8 scales[12], u8 q[128]; 8 sub-blocks of 32 with 6-bit
 //         scale and min: x = (d * sc) * q4 - (dmin * m)
 //   q5_k  256 elements: as q4_k plus u8 qh[32] holding each value's fifth bit
@@ -37,7 +39,8 @@ struct GgmlTypeInfo {
 // The ggml type numbered `id`, or nullptr when titan does not know the number at all.
 const GgmlTypeInfo* ggml_type_info(uint32_t id);
 const GgmlTypeInfo& ggml_type_info(GgmlType type);
-// "f32" | "f16" | "bf16" | "q8_0" | "q4_0" | "q4_1" | "q4_k" | "q5_k" | "q6_k" (case-insensitive);
+// "f32" | "f16" | "bf16" | "q8_0" | "q4_0" | "q4_1" | "q5_0" | "q5_1" | "q4_k" | "q5_k" | "q6_k"
+// (case-insensitive);
 // false for another name.
 bool parse_ggml_type(const std::string& name, GgmlType* out);
 

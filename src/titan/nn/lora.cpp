@@ -161,39 +161,44 @@ std::map<std::string, LoraExperts*> lora_experts(Decoder& model) {
   return out;
 }
 
-void for_each_merged_weight(Decoder& model, const std::function<void(const std::string& fqn, const Tensor& w)>& fn) {
-  const std::map<std::string, LoraLinear*> lora = lora_linears(model);
-  // Adapted experts: their three stacks merged at once, handed over as their parameters come.
-  std::map<std::string, Tensor> experts_merged;
+MergedWeights::MergedWeights(Decoder& model) : lora_(lora_linears(model)) {
   for (const auto& [fqn, experts] : lora_experts(model)) {
-    Tensor w1, w3, w2;
-    experts->merged(w1, w3, w2);
-    experts_merged[experts->w1.fqn] = w1;
-    experts_merged[experts->w3.fqn] = w3;
-    experts_merged[experts->w2.fqn] = w2;
+    for (const Parameter* w : {&experts->w1, &experts->w2, &experts->w3}) experts_[w->fqn] = experts;
   }
-  const ParameterList params = model.parameters();
-  if (std::ranges::any_of(params, [](const Parameter* p) { return p->quantized() && p->quant_kind != ops::QuantKind::gguf; })) {
+  for (Parameter* p : model.parameters()) {
+    if (!is_lora_parameter(p->fqn)) params_.push_back(p);
+  }
+  if (std::ranges::any_of(params_, [](const Parameter* p) { return p->quantized() && p->quant_kind != ops::QuantKind::gguf; })) {
     log_warn("[export] the base is quantized (lora.base_quantization): the merged weights are its decoded values "
              "plus the adapters, lossy by the quantization error. HINT: lora.save_adapter writes the adapters alone, "
              "for the original base");
   }
-  for (Parameter* p : params) {
-    if (is_lora_parameter(p->fqn)) continue;
-    if (const auto merged = experts_merged.find(p->fqn); merged != experts_merged.end()) {
-      fn(p->fqn, merged->second);
-      continue;
+}
+
+Tensor MergedWeights::get(const Parameter& p) {
+  if (const auto e = experts_.find(p.fqn); e != experts_.end()) {
+    if (!pending_.count(p.fqn)) {
+      Tensor w1, w3, w2;
+      e->second->merged(w1, w3, w2);
+      pending_[e->second->w1.fqn] = w1;
+      pending_[e->second->w3.fqn] = w3;
+      pending_[e->second->w2.fqn] = w2;
     }
-    const auto it = lora.find(p->fqn);
-    // A quantized base is decoded (f32) first: the merged weight is lossy by the quantization error.
-    const Tensor base = p->quantized() ? p->to_f32() : p->data();
-    if (it == lora.end()) {
-      fn(p->fqn, base);
-    } else {
-      const LoraLinear& l = *it->second;
-      fn(p->fqn, lora_merged(base, l.lora_A.value, l.lora_B.value, l.scale()));
-    }
+    const Tensor out = pending_.at(p.fqn);
+    pending_.erase(p.fqn);
+    return out;
   }
+  // A quantized base is decoded (f32) first: the merged weight is lossy by the quantization error.
+  const Tensor base = p.quantized() ? p.to_f32() : p.data();
+  const auto it = lora_.find(p.fqn);
+  if (it == lora_.end()) return base;
+  const LoraLinear& l = *it->second;
+  return lora_merged(base, l.lora_A.value, l.lora_B.value, l.scale());
+}
+
+void for_each_merged_weight(Decoder& model, const std::function<void(const std::string& fqn, const Tensor& w)>& fn) {
+  MergedWeights merged(model);
+  for (const Parameter* p : merged.parameters()) fn(p->fqn, merged.get(*p));
 }
 
 Tensor lora_merged(const Tensor& w_OI, const Tensor& a_RI, const Tensor& b_OR, float scale) {

@@ -146,6 +146,22 @@ std::map<std::string, LoraExperts*> lora_experts(Decoder& model);
 // stored (a quantized base decoded to f32 first, so its merge carries the quantization error).
 void for_each_merged_weight(Decoder& model, const std::function<void(const std::string& fqn, const Tensor& w)>& fn);
 
+// The same weights, one parameter at a time in any order (a GGUF export writes them in the
+// converter's order): get(p) merges p's adapters (an adapted experts stack merges its three
+// weights at once and keeps the two not yet asked for until they are).
+class MergedWeights {
+ public:
+  explicit MergedWeights(Decoder& model);
+  const ParameterList& parameters() const { return params_; }  // every parameter but the adapters
+  Tensor get(const Parameter& p);
+
+ private:
+  std::map<std::string, LoraLinear*> lora_;
+  std::map<std::string, LoraExperts*> experts_;  // by each stacked weight's FQN
+  std::map<std::string, Tensor> pending_;        // merged expert stacks not yet handed over
+  ParameterList params_;
+};
+
 // The base weight with its update merged, f32 [out, in]: w + scale * b a (a merged export).
 Tensor lora_merged(const Tensor& w_OI, const Tensor& a_RI, const Tensor& b_OR, float scale);
 

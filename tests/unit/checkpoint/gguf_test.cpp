@@ -179,7 +179,7 @@ TEST(GgmlBlocks, DecodersEqualTheGgufPackageBitForBit) {
     EXPECT_EQ(std::memcmp(got.data(), expected.data<float>(), got.size() * 4), 0) << t.name;
     ++checked;
   }
-  EXPECT_EQ(checked, 9);  // f32 f16 bf16 q8_0 q4_0 q4_1 q4_K q5_K q6_K
+  EXPECT_EQ(checked, 11);  // f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_K q5_K q6_K
 }
 
 }  // namespace

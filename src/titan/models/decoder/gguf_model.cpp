@@ -343,7 +343,10 @@ struct ExportTensor {
   std::string fqn;   // titan's parameter ("" for an extra tensor: rope_freqs)
   std::string name;
   std::vector<int64_t> ne;
-  Tensor value;  // f32, titan's layout (which is the GGUF row order but for permute)
+  Shape shape;       // titan's (ne reversed)
+  // The value when it is written (f32 or bf16, titan's layout: the GGUF row order but for
+  // permute), so one merged weight at a time exists.
+  std::function<Tensor()> value;
   int64_t permute_heads = 0;
 };
 
@@ -461,27 +464,29 @@ void save_gguf(const nn::Decoder& model, const std::string& out_path, const Gguf
 
   // Tensors: each parameter (adapters merged) under its llama.cpp name, dims reversed.
   std::vector<ExportTensor> tensors;
-  nn::for_each_merged_weight(const_cast<nn::Decoder&>(model), [&](const std::string& fqn, const Tensor& value) {
-    const std::string gname = gguf_name_of(fqn);
-    TITAN_CHECK(!gname.empty(), "[gguf export] parameter ", fqn, " has no GGUF name in titan's table");
-    ExportTensor t{fqn, gname, {}, value.to(DType::f32).contiguous(), 0};
-    for (int64_t d = value.ndim() - 1; d >= 0; --d) t.ne.push_back(value.size(d));
+  auto merged = std::make_shared<nn::MergedWeights>(const_cast<nn::Decoder&>(model));
+  for (const nn::Parameter* p : merged->parameters()) {
+    const std::string gname = gguf_name_of(p->fqn);
+    TITAN_CHECK(!gname.empty(), "[gguf export] parameter ", p->fqn, " has no GGUF name in titan's table");
+    ExportTensor t{p->fqn, gname, {}, p->shape(), [merged, p] { return merged->get(*p); }, 0};
+    for (auto d = t.shape.rbegin(); d != t.shape.rend(); ++d) t.ne.push_back(*d);
+    const std::string& fqn = p->fqn;
     if (arch == "llama" && (fqn.ends_with("attention.wq.weight") || fqn.ends_with("attention.wq.bias"))) t.permute_heads = c.num_heads;
     if (arch == "llama" && (fqn.ends_with("attention.wk.weight") || fqn.ends_with("attention.wk.bias"))) t.permute_heads = c.num_kv_heads;
     tensors.push_back(std::move(t));
-  });
+  }
   if (c.rope_scaling.type == ops::RopeType::llama3) {
     const std::vector<float> f = llama3_rope_factors(c);
     Tensor t = Tensor::empty({static_cast<int64_t>(f.size())});
     std::memcpy(t.data<float>(), f.data(), f.size() * 4);
-    tensors.push_back({"", "rope_freqs.weight", {static_cast<int64_t>(f.size())}, t, 0});
+    tensors.push_back({"", "rope_freqs.weight", {static_cast<int64_t>(f.size())}, t.shape(), [t] { return t; }, 0});
   }
   w.add("general.size_label", GgufValue::of_string(size_label(tensors)));
   // The converter's order: its extra tensors (rope_freqs) first, then the folder's tensors by HF
   // name (a safetensors file's order); a stacked experts tensor where its first expert sorts.
   auto hf_key = [](const ExportTensor& t) {
     if (t.fqn.empty()) return std::string();
-    return to_hf_tensors(t.fqn, Tensor::empty(t.value.shape(), DType::f32, Device::meta)).front().first;
+    return to_hf_tensors(t.fqn, Tensor::empty(t.shape, DType::f32, Device::meta)).front().first;
   };
   std::stable_sort(tensors.begin(), tensors.end(),
                    [&](const ExportTensor& a, const ExportTensor& b) { return hf_key(a) < hf_key(b); });
@@ -492,8 +497,9 @@ void save_gguf(const nn::Decoder& model, const std::string& out_path, const Gguf
     if (t.ne.size() <= 1 || t.name.ends_with("_norm.weight") || t.name.ends_with("ffn_gate_inp.weight")) tt = GgmlType::f32;
     if (tt == GgmlType::q8_0 && t.ne[0] % 32 != 0) tt = GgmlType::f16;
     w.add_tensor(t.name, tt, t.ne, [t, tt](std::string& bytes) {
-      const int64_t n = t.value.numel(), row = t.ne[0], rows = n / row;
-      const float* x = t.value.data<float>();
+      const Tensor value = t.value().to(DType::f32).contiguous();  // this tensor's copy only
+      const int64_t n = value.numel(), row = t.ne[0], rows = n / row;
+      const float* x = value.data<float>();
       std::vector<float> permuted;
       if (t.permute_heads > 0) {
         permuted.resize(static_cast<size_t>(n));
@@ -730,7 +736,7 @@ std::shared_ptr<const GgufModel> GgufModel::open(const std::string& path) {
     TITAN_CHECK(!fqn.empty(), "[gguf] ", path, ": tensor '", ti.name, "' is not part of a ", arch, " model titan "
                 "reads. HINT: the file holds more than the text model (a vision tower?); load the HF folder");
     TITAN_CHECK(ggml_type_info(ti.type).decodable, "[gguf] ", path, ": tensor '", ti.name, "' is ",
-                ggml_type_info(ti.type).name, ", which titan does not decode (f32, f16, bf16, q8_0, q4_0, q4_1, q4_K, "
+                ggml_type_info(ti.type).name, ", which titan does not decode (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, "
                 "q5_K, q6_K are). HINT: use a download of another quantization");
     Shape shape(ti.ne.rbegin(), ti.ne.rend());
     const bool experts = fqn.find(".moe.experts.") != std::string::npos;

@@ -12,7 +12,7 @@
 //         gets q = 0. Dequantized: (q * s_o) * (1/127 as f32).
 //   gguf  a GGUF file's own blocks, kept as llama.cpp stores them (lora.base_quantization=gguf over
 //         a GGUF base): codes u8 [O * row bytes], row o's blocks; scales f32 [1], the ggml type's
-//         number (core/ggml_blocks.h: q8_0, q4_0, q4_1, q4_K, q5_K, q6_K). Loading copies the
+//         number (core/ggml_blocks.h: q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K). Loading copies the
 //         file's blocks in (models/decoder/weights.cpp); quantize encodes q8_0 only. Dequantized:
 //         ggml's decoder, in f32.
 // v_0..v_15 are the NF4 code book (kNf4: the quantiles of N(0, 1) scaled to [-1, 1], QLoRA's
