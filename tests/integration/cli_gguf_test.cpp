@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -309,6 +310,15 @@ TEST(GgufErrors, OneLineNamingTheFile) {
   const std::string other = forward_error(write("gemma.gguf", arch));
   EXPECT_NE(other.find("gemma.gguf"), std::string::npos) << other;
   EXPECT_NE(other.find("architecture 'gemma'"), std::string::npos) << other;
+
+  // A special id outside the token list (the u32 after the key's name and its type).
+  std::string eos = good;
+  const std::string key = "tokenizer.ggml.eos_token_id";
+  const uint32_t beyond = 5'000'000;
+  std::memcpy(eos.data() + eos.find(key) + key.size() + 4, &beyond, 4);
+  const std::string special = forward_error(write("eos.gguf", eos));
+  EXPECT_NE(special.find("eos.gguf: tokenizer.ggml.eos_token_id = 5000000 is not one of the file's"), std::string::npos)
+      << special;
 
   // Qwen3.5 has no GGUF layout in titan: the export is refused in one line, no file written.
   const CommandResult q35 = run_titan("convert --from " + (kFixtures / "qwen3_5/hf").string() + " --to-gguf " +

@@ -637,9 +637,18 @@ std::shared_ptr<const GgufModel> GgufModel::open(const std::string& path) {
                            {"attention_factor", 1.0}, {"original_max_position_embeddings", c["max_position_embeddings"]}};
     }
   }
-  const int64_t eos = f.has("tokenizer.ggml.eos_token_id") ? f.get_int("tokenizer.ggml.eos_token_id") : -1;
-  const int64_t bos = f.has("tokenizer.ggml.bos_token_id") ? f.get_int("tokenizer.ggml.bos_token_id") : -1;
-  const int64_t pad = f.has("tokenizer.ggml.padding_token_id") ? f.get_int("tokenizer.ggml.padding_token_id") : -1;
+  // Special ids, each a token of the file's list (a damaged file names the key).
+  auto special = [&](const char* key) -> int64_t {
+    if (!f.has(key)) return -1;
+    const int64_t id = f.get_int(key);
+    TITAN_CHECK(id >= 0 && id < static_cast<int64_t>(tokens.items.size()), "[gguf] ", path, ": ", key, " = ", id,
+                " is not one of the file's ", tokens.items.size(), " tokens. HINT: the file is damaged");
+    return id;
+  };
+  const int64_t eos = special("tokenizer.ggml.eos_token_id");
+  const int64_t bos = special("tokenizer.ggml.bos_token_id");
+  const int64_t pad = special("tokenizer.ggml.padding_token_id");
+  const int64_t eot = special("tokenizer.ggml.eot_token_id");
   c["bos_token_id"] = bos >= 0 ? nlohmann::json(bos) : nlohmann::json();
   c["eos_token_id"] = eos >= 0 ? nlohmann::json(eos) : nlohmann::json();
   c["pad_token_id"] = pad >= 0 ? nlohmann::json(pad) : nlohmann::json();
@@ -658,7 +667,8 @@ std::shared_ptr<const GgufModel> GgufModel::open(const std::string& path) {
               "llama-bpe are). HINT: pass the model's tokenizer.json folder as --model.hf_assets_path");
   const ckpt::GgufValue* types = f.find("tokenizer.ggml.token_type");
   TITAN_CHECK(types == nullptr || (types->kind == GgufKind::array && types->items.size() == tokens.items.size() &&
-                                   types->elem != GgufKind::string),
+                                   types->elem != GgufKind::string && types->elem != GgufKind::f32 &&
+                                   types->elem != GgufKind::f64),
               "[gguf] ", path, ": tokenizer.ggml.token_type does not give one integer per token");
   const ckpt::GgufValue& merges = f.get("tokenizer.ggml.merges");
   TITAN_CHECK(merges.kind == GgufKind::array && merges.elem == GgufKind::string, "[gguf] ", path,
@@ -720,9 +730,7 @@ std::shared_ptr<const GgufModel> GgufModel::open(const std::string& path) {
   nlohmann::json& g = m->generation_config_;
   std::vector<int64_t> eos_ids;
   if (eos >= 0) eos_ids.push_back(eos);
-  if (f.has("tokenizer.ggml.eot_token_id") && f.get_int("tokenizer.ggml.eot_token_id") != eos) {
-    eos_ids.push_back(f.get_int("tokenizer.ggml.eot_token_id"));
-  }
+  if (eot >= 0 && eot != eos) eos_ids.push_back(eot);
   g = {{"bos_token_id", c["bos_token_id"]}, {"pad_token_id", c["pad_token_id"]}};
   g["eos_token_id"] = eos_ids.size() == 1 ? nlohmann::json(eos_ids[0]) : nlohmann::json(eos_ids);
   for (const int64_t id : eos_ids) {
@@ -750,7 +758,7 @@ std::shared_ptr<const GgufModel> GgufModel::open(const std::string& path) {
     if (experts) {
       TITAN_CHECK(shape.size() == 3, "[gguf] ", path, ": tensor '", ti.name, "' is not 3-D [experts, rows, cols]");
       Shape one(shape.begin() + 1, shape.end());
-      for (const auto& [hf, view] : to_hf_tensors(fqn, Tensor::empty(shape, DType::u8, Device::cpu))) {
+      for (const auto& [hf, view] : to_hf_tensors(fqn, Tensor::empty(shape, DType::u8, Device::meta))) {
         (void)view;
         const int64_t e = std::stoll(hf.substr(hf.find(".experts.") + 9));
         m->sources_[hf] = {&ti, e, 0, one};
