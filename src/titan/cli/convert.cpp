@@ -43,65 +43,51 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void native_to_hf(const std::string& from, const std::string& to, const models::HfExportOptions& base) {
+// The model of a native checkpoint (refusing a LoRA one, which holds the adapters only), and where
+// its run's tokenizer and initial weights came from.
+struct NativeModel {
+  std::unique_ptr<nn::Decoder> model;
+  const models::ModelSpec* spec = nullptr;
+  std::string assets_dir, source;
+  int64_t step = 0;
+};
+
+NativeModel load_native(const std::string& from) {
   const ckpt::TrainState state = ckpt::load_train_state(from, /*model_only=*/true);
   config::JobConfig c;
   config::apply_toml_text(c, state.config_toml, from + "/config.toml");
   TITAN_CHECK(c.lora.rank == 0, "[convert] ", from, " is a LoRA checkpoint: it holds the adapters only (the frozen "
               "base is ", c.checkpoint.initial_load_path.empty() ? std::string("the seeded init") : c.checkpoint.initial_load_path,
-              "). HINT: rerun the run with --checkpoint.last_save_in_hf (the merged model) or --lora.save_adapter DIR "
-              "(a PEFT adapter)");
+              "). HINT: rerun the run with --checkpoint.last_save_in_hf or --checkpoint.last_save_in_gguf (the merged "
+              "model) or --lora.save_adapter DIR (a PEFT adapter)");
   const models::ResolvedModel resolved = train::resolve_model(c);
-  const std::unique_ptr<nn::Decoder> model = models::build_model(*resolved.spec, resolved.config);
-  train::restore_model(state, model->state(), from);
+  NativeModel out;
+  out.model = models::build_model(*resolved.spec, resolved.config);
+  train::restore_model(state, out.model->state(), from);
+  out.spec = resolved.spec;
+  out.assets_dir = c.model.hf_assets_path;
+  out.source = c.checkpoint.initial_load_in_hf ? c.checkpoint.initial_load_path : c.model.hf_assets_path;
+  out.step = state.step;
+  return out;
+}
+
+void native_to_hf(const std::string& from, const std::string& to, const models::HfExportOptions& base) {
+  const NativeModel native = load_native(from);
   models::HfExportOptions options = base;
-  if (options.tokenizer_dir.empty() && !c.model.hf_assets_path.empty() &&
-      fs::exists(fs::path(c.model.hf_assets_path) / "tokenizer.json")) {
-    options.tokenizer_dir = c.model.hf_assets_path;
+  if (options.tokenizer_dir.empty() && !native.assets_dir.empty() &&
+      fs::exists(fs::path(native.assets_dir) / "tokenizer.json")) {
+    options.tokenizer_dir = native.assets_dir;
   }
-  resolved.spec->hf.save_folder(*model, to, options);
-  log_info(str("converted native checkpoint ", from, " (step ", state.step, ") -> HF folder ", to));
-}
-
-// The model of a native checkpoint (refusing a LoRA one), and the folder of its tokenizer.
-std::unique_ptr<nn::Decoder> load_native(const std::string& from, std::string* tokenizer_dir, std::string* source) {
-  const ckpt::TrainState state = ckpt::load_train_state(from, /*model_only=*/true);
-  config::JobConfig c;
-  config::apply_toml_text(c, state.config_toml, from + "/config.toml");
-  TITAN_CHECK(c.lora.rank == 0, "[convert] ", from, " is a LoRA checkpoint: it holds the adapters only. HINT: rerun "
-              "the run with --checkpoint.last_save_in_gguf (the merged model)");
-  const models::ResolvedModel resolved = train::resolve_model(c);
-  std::unique_ptr<nn::Decoder> model = models::build_model(*resolved.spec, resolved.config);
-  train::restore_model(state, model->state(), from);
-  *tokenizer_dir = c.model.hf_assets_path;
-  *source = c.checkpoint.initial_load_in_hf ? c.checkpoint.initial_load_path : c.model.hf_assets_path;
-  return model;
-}
-
-// A GGUF's config and tokenizer in a temporary folder, removed when `lease` goes.
-struct TempAssets {
-  std::string dir;
-  ~TempAssets() {
-    std::error_code ec;
-    if (!dir.empty()) fs::remove_all(dir, ec);
-  }
-};
-
-void write_temp_assets(const models::GgufModel& gguf, TempAssets& assets) {
-  std::string pattern = (fs::temp_directory_path() / "titan-gguf-XXXXXX").string();
-  TITAN_CHECK(::mkdtemp(pattern.data()) != nullptr, "[convert] cannot create a temporary folder ", pattern,
-              ". HINT: set TMPDIR to a writable folder");
-  assets.dir = pattern;
-  gguf.write_assets(pattern);
+  native.spec->hf.save_folder(*native.model, to, options);
+  log_info(str("converted native checkpoint ", from, " (step ", native.step, ") -> HF folder ", to));
 }
 
 void gguf_to_hf(const std::string& from, const std::string& to, models::HfExportOptions options) {
-  const std::shared_ptr<const models::GgufModel> gguf = models::GgufModel::open(from);
-  TempAssets assets;
-  write_temp_assets(*gguf, assets);
-  const models::ModelSpec& spec = models::family_of_hf_folder(assets.dir);
+  std::string assets;
+  const std::shared_ptr<void> lease = models::GgufModel::open(from)->write_temp_assets(&assets);
+  const models::ModelSpec& spec = models::family_of_hf_folder(assets);
   const std::unique_ptr<nn::Decoder> model = models::load_hf_model(spec, from);
-  if (options.tokenizer_dir.empty()) options.tokenizer_dir = assets.dir;
+  if (options.tokenizer_dir.empty()) options.tokenizer_dir = assets;
   spec.hf.save_folder(*model, to, options);
   log_info(str("converted GGUF ", from, " -> HF folder ", to));
 }
@@ -110,14 +96,15 @@ void to_gguf(const std::string& from, bool is_native, bool is_gguf, const std::s
              models::GgufExportOptions options) {
   std::unique_ptr<nn::Decoder> model;
   std::string tokenizer_dir, source;
-  TempAssets assets;
+  std::shared_ptr<void> lease;  // a GGUF's temporary assets folder
   if (is_native) {
-    model = load_native(from, &tokenizer_dir, &source);
+    NativeModel native = load_native(from);
+    model = std::move(native.model);
+    tokenizer_dir = native.assets_dir;
+    source = native.source;
   } else if (is_gguf) {
-    const std::shared_ptr<const models::GgufModel> gguf = models::GgufModel::open(from);
-    write_temp_assets(*gguf, assets);
-    model = models::load_hf_model(models::family_of_hf_folder(assets.dir), from);
-    tokenizer_dir = assets.dir;
+    lease = models::GgufModel::open(from)->write_temp_assets(&tokenizer_dir);
+    model = models::load_hf_model(models::family_of_hf_folder(tokenizer_dir), from);
   } else {
     // A folder of bf16 weights builds a frozen bf16 model whose weights are the mapped files' bytes
     // (no f32 copy, no zero-filled model; models/decoder/weights.cpp's maps_file).

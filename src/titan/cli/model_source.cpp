@@ -56,22 +56,6 @@ static double adapter_elements(const models::ModelSpec& spec, const nn::DecoderC
   return n;
 }
 
-// A GGUF file's assets (config.json, tokenizer files) in a fresh folder under $TMPDIR, removed
-// when the returned lease is released.
-static std::shared_ptr<void> gguf_assets(const models::GgufModel& gguf, std::string* dir) {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = (fs::path(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") / "titan-gguf-XXXXXX").string();
-  TITAN_CHECK(::mkdtemp(pattern.data()) != nullptr, "[model] cannot create a temporary folder ", pattern,
-              " for the GGUF's config and tokenizer: ", std::strerror(errno), ". HINT: set TMPDIR to a writable folder");
-  *dir = pattern;
-  auto lease = std::shared_ptr<void>(nullptr, [pattern](void*) {
-    std::error_code ec;
-    fs::remove_all(pattern, ec);
-  });
-  gguf.write_assets(pattern);
-  return lease;
-}
-
 // A Hugging Face model (a folder, or a GGUF file standing for one) with its optional adapter:
 // `out` names its spec, config file and assets; the floors are checked before anything is built.
 static LoadedModel load_hf_like(LoadedModel out, const std::string& weights, const std::string& adapter_dir,
@@ -93,7 +77,7 @@ LoadedModel load_inference_model(const std::string& dir, const std::string& adap
                                  std::optional<ops::QuantKind> base_quant) {
   LoadedModel out;
   if (ckpt::is_gguf_file(dir)) {
-    out.assets_lease = gguf_assets(*models::GgufModel::open(dir), &out.assets_dir);
+    out.assets_lease = models::GgufModel::open(dir)->write_temp_assets(&out.assets_dir);
     out.spec = &models::family_of_hf_folder(out.assets_dir);
     out.config_path = dir;
     return load_hf_like(std::move(out), dir, adapter_dir, size, base_quant);

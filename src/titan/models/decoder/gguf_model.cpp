@@ -1,6 +1,8 @@
 #include "titan/models/decoder/gguf_model.h"
 
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -778,6 +780,19 @@ void GgufModel::write_assets(const std::string& dir) const {
   ckpt::write_text_file_atomic((d / "tokenizer.json").string(), tokenizer_.dump(2) + "\n");
   ckpt::write_text_file_atomic((d / "tokenizer_config.json").string(), tokenizer_config_.dump(2) + "\n");
   ckpt::write_text_file_atomic((d / "generation_config.json").string(), generation_config_.dump(2) + "\n");
+}
+
+std::shared_ptr<void> GgufModel::write_temp_assets(std::string* dir) const {
+  std::string pattern = (fs::temp_directory_path() / "titan-gguf-XXXXXX").string();
+  TITAN_CHECK(::mkdtemp(pattern.data()) != nullptr, "[gguf] cannot create a temporary folder ", pattern, " for ",
+              path(), "'s config and tokenizer: ", std::strerror(errno), ". HINT: set TMPDIR to a writable folder");
+  *dir = pattern;
+  std::shared_ptr<void> lease(nullptr, [pattern](void*) {
+    std::error_code ec;
+    fs::remove_all(pattern, ec);
+  });
+  write_assets(pattern);
+  return lease;
 }
 
 Tensor GgufModel::read(const std::string& name) const {

@@ -56,6 +56,9 @@ class GgufModel {
   // config.json, tokenizer.json, tokenizer_config.json, generation_config.json into `dir` (which
   // exists): the model folder of this file without its weights.
   void write_assets(const std::string& dir) const;
+  // write_assets into a fresh folder under $TMPDIR (its path in *dir), removed when the returned
+  // lease is released: what the commands other than train read a GGUF's folder from.
+  std::shared_ptr<void> write_temp_assets(std::string* dir) const;
 
   // The GGUF tensor behind HF tensor `name`, and how to read it.
   struct Source {
