@@ -2,6 +2,7 @@
 #include "titan/ops/attention/attention.h"
 
 #include <cmath>
+#include <limits>
 #include <tuple>
 
 #include "titan/core/dtype.h"
@@ -13,52 +14,91 @@ namespace {
 
 using namespace titan::testing;
 
+// t query rows; tk key rows (0: t) of value width kv (0: k); the mask and offsets (attention.h);
+// `dlse`: the backward also takes a gradient of lse (as when the output is merged).
 struct Case {
   int64_t b, t, h, g, k;
+  int64_t tk = 0, kv = 0;
+  AttentionMask mask = AttentionMask::causal;
+  int64_t q_offset = 0, kv_offset = 0;
+  bool dlse = false;
 };
+int64_t keys(const Case& c) { return c.tk > 0 ? c.tk : c.t; }
+int64_t value_dim(const Case& c) { return c.kv > 0 ? c.kv : c.k; }
+AttentionArgs args_of(const Case& c, AttentionArgs args = {}) {
+  args.mask = c.mask;
+  args.q_offset = c.q_offset;
+  args.kv_offset = c.kv_offset;
+  return args;
+}
 // Odd T (1, 3, 17, 33, 130), T off the 128-row tile (130, 200, 257, 300), GQA ratios 1, 2, 4,
 // head dims 16..128 (24: off the 16 lanes), batch 1..3. B*G = 1 cases take the CPU backward's
 // split scheme on 2 threads.
 const Case kCases[] = {{1, 1, 1, 1, 16},   {1, 3, 2, 1, 32},    {2, 17, 4, 2, 16},
                        {1, 33, 4, 1, 64},  {3, 130, 2, 2, 32},  {1, 130, 8, 2, 128},
                        {2, 200, 4, 4, 64}, {1, 257, 8, 2, 128}, {1, 300, 4, 1, 64},
-                       {3, 5, 4, 4, 16},   {2, 19, 4, 2, 24}};
+                       {3, 5, 4, 4, 16},   {2, 19, 4, 2, 24},
+                       // Offsets, other key counts and value widths, a full mask, the lse gradient:
+                       // queries after their keys (a later sequence part), rows that see no key
+                       // (a whole first query tile of them: queries 0..129 before keys at 130..),
+                       // key ranges off the tiles on both sides.
+                       {1, 5, 2, 1, 4, 7, 3, AttentionMask::causal, 4, 0, true},
+                       {2, 3, 4, 2, 8, 6, 8, AttentionMask::full, 0, 0, true},
+                       {1, 6, 2, 1, 8, 5, 8, AttentionMask::causal, 0, 3, true},
+                       {1, 200, 4, 2, 64, 300, 32, AttentionMask::causal, 300, 200, true},
+                       {1, 300, 4, 1, 64, 140, 64, AttentionMask::causal, 0, 130, true},
+                       {2, 130, 2, 2, 32, 257, 16, AttentionMask::full, 0, 0, true},
+                       {3, 140, 4, 2, 16, 129, 40, AttentionMask::causal, 129, 0, false}};
 
 std::string name(const Case& c) {
-  return str("B=", c.b, " T=", c.t, " H=", c.h, " G=", c.g, " K=", c.k);
+  std::string n = str("B=", c.b, " T=", c.t, " H=", c.h, " G=", c.g, " K=", c.k);
+  if (c.tk > 0 || c.kv > 0) n += str(" Tk=", keys(c), " Kv=", value_dim(c));
+  if (c.mask == AttentionMask::full) n += " full";
+  if (c.q_offset != 0 || c.kv_offset != 0) n += str(" q_offset=", c.q_offset, " kv_offset=", c.kv_offset);
+  if (c.dlse) n += " dlse";
+  return n;
 }
 
 struct Inputs {
-  Tensor q, k, v, dout;
+  Tensor q, k, v, dout, dlse;  // dlse undefined unless c.dlse
 };
 Inputs inputs(const Case& c) {
-  const Tensor q = random_f32({c.b, c.t, c.h, c.k}, 11);
-  return {q, random_f32({c.b, c.t, c.g, c.k}, 12), random_f32({c.b, c.t, c.g, c.k}, 13), random_f32(q.shape(), 14)};
+  return {random_f32({c.b, c.t, c.h, c.k}, 11), random_f32({c.b, keys(c), c.g, c.k}, 12),
+          random_f32({c.b, keys(c), c.g, value_dim(c)}, 13), random_f32({c.b, c.t, c.h, value_dim(c)}, 14),
+          c.dlse ? random_f32({c.b, c.h, c.t}, 15) : Tensor()};
 }
+Shape out_shape(const Case& c) { return {c.b, c.t, c.h, value_dim(c)}; }
 
+ref::AttentionSizes sizes(const Case& c) { return {c.b, c.t, keys(c), c.h, c.g, c.k, value_dim(c)}; }
+
+// The differentiable inputs: q, k, v; the output out, followed by lse when the case has a lse
+// gradient (so the check covers it too); otherwise lse is only what backward needs.
 RefFunction attention_reference(const Case& c) {
   const double scale = 0.7;
-  const int64_t nq = c.b * c.t * c.h * c.k, nkv = c.b * c.t * c.g * c.k;
-  // The differentiable inputs: q, k, v; out is the output, lse only what backward needs.
+  const AttentionArgs args = args_of(c);
+  const ref::AttentionSizes n = sizes(c);
+  const int64_t nq = n.b * n.tq * n.h * n.k, nk = n.b * n.tk * n.g * n.k, nv = n.b * n.tk * n.g * n.kv;
+  const int64_t no = n.b * n.tq * n.h * n.kv, nl = n.b * n.h * n.tq;
   auto forward = [=](const std::vector<Doubles>& in, Doubles& lse) {
-    Doubles out(nq);
-    lse.resize(c.b * c.h * c.t);
-    ref::attention_forward(c.b, c.t, c.h, c.g, c.k, scale, in[0].data(), in[1].data(), in[2].data(), out.data(),
-                           lse.data());
+    Doubles out(no);
+    lse.resize(nl);
+    ref::attention_forward(n, scale, args, in[0].data(), in[1].data(), in[2].data(), out.data(), lse.data());
     return out;
   };
-  auto backward = [=](const std::vector<Doubles>& in, const Doubles& dout) {
-    Doubles lse, dq(nq), dk(nkv), dv(nkv);
+  auto backward = [=](const std::vector<Doubles>& in, const Doubles& dy) {
+    Doubles lse, dq(nq), dk(nk), dv(nv);
     const Doubles out = forward(in, lse);
-    ref::attention_backward(c.b, c.t, c.h, c.g, c.k, scale, dout.data(), in[0].data(), in[1].data(),
-                            in[2].data(), out.data(), lse.data(), dq.data(), dk.data(), dv.data());
+    ref::attention_backward(n, scale, args, dy.data(), c.dlse ? dy.data() + no : nullptr, in[0].data(),
+                            in[1].data(), in[2].data(), out.data(), lse.data(), dq.data(), dk.data(), dv.data());
     return std::vector<Doubles>{dq, dk, dv};
   };
   return {{"q", "k", "v"},
-          {random_doubles(nq, 1), random_doubles(nkv, 2), random_doubles(nkv, 3)},
-          [forward](const std::vector<Doubles>& in) {
+          {random_doubles(nq, 1), random_doubles(nk, 2), random_doubles(nv, 3)},
+          [forward, c](const std::vector<Doubles>& in) {
             Doubles lse;
-            return forward(in, lse);
+            Doubles out = forward(in, lse);
+            if (c.dlse) out.insert(out.end(), lse.begin(), lse.end());
+            return out;
           },
           backward};
 }
@@ -74,27 +114,30 @@ OpTest<AttentionImpl, Case> attention_test() {
       },
       .forward = [](const AttentionImpl& impl, const Case& c) -> Outputs {
         const Inputs in = inputs(c);
-        Tensor out = garbage(in.q.shape());
+        Tensor out = garbage(out_shape(c));
         AttentionSaved saved{garbage({c.b, c.h, c.t})};
-        impl.forward({}, in.q, in.k, in.v, out, saved);
+        impl.forward(args_of(c), in.q, in.k, in.v, out, saved);
         return {{"out", out}, {"lse", saved.lse_BHT}};
       },
       // Every implementation's backward reads the reference's forward, so that only the backward
       // is compared here.
       .backward = [](const AttentionImpl& impl, const Case& c) -> Outputs {
         const Inputs in = inputs(c);
-        Tensor out = Tensor::empty(in.q.shape());
+        Tensor out = Tensor::empty(out_shape(c));
         AttentionSaved saved{Tensor::empty({c.b, c.h, c.t})};
-        attention_table().ref().forward({}, in.q, in.k, in.v, out, saved);
-        Tensor dq = garbage(in.q.shape()), dk = garbage(in.k.shape()), dv = garbage(in.k.shape());
-        impl.backward({}, in.dout, in.q, in.k, in.v, out, saved, dq, dk, dv);
+        attention_table().ref().forward(args_of(c), in.q, in.k, in.v, out, saved);
+        Tensor dq = garbage(in.q.shape()), dk = garbage(in.k.shape()), dv = garbage(in.v.shape());
+        impl.backward(args_of(c), in.dout, in.dlse, in.q, in.k, in.v, out, saved, dq, dk, dv);
         return {{"dq", dq}, {"dk", dk}, {"dv", dv}};
       },
       // With 3, B*G = 2 also takes the split backward scheme.
       .threads = {1, 2, 3},
       .reference = attention_reference,
       // Tiny sizes: finite differences cost O(size^2) forward passes.
-      .fd_cases = {{1, 1, 2, 1, 2}, {1, 2, 2, 1, 3}, {1, 3, 2, 1, 4}, {2, 5, 2, 1, 4}, {1, 4, 2, 2, 1}},
+      .fd_cases = {{1, 1, 2, 1, 2}, {1, 2, 2, 1, 3}, {1, 3, 2, 1, 4}, {2, 5, 2, 1, 4}, {1, 4, 2, 2, 1},
+                   {1, 2, 2, 1, 3, 3, 2, AttentionMask::causal, 1, 0, true},
+                   {1, 3, 2, 1, 2, 2, 3, AttentionMask::full, 0, 0, true},
+                   {1, 3, 2, 2, 2, 4, 1, AttentionMask::causal, 2, 1, true}},
   };
 }
 
@@ -183,18 +226,18 @@ OpTest<AttentionImpl, Case> attention_bf16_test(bool emulate) {
   const AttentionArgs args = bf16_args(emulate);
   t.forward = [args](const AttentionImpl& impl, const Case& c) -> Outputs {
     const Inputs in = inputs(c);
-    Tensor out = garbage(in.q.shape());
+    Tensor out = garbage(out_shape(c));
     AttentionSaved saved{garbage({c.b, c.h, c.t})};
-    impl.forward(args, in.q, in.k, in.v, out, saved);
+    impl.forward(args_of(c, args), in.q, in.k, in.v, out, saved);
     return {{"out", out, kBf16FlipTol}, {"lse", saved.lse_BHT, kF32Tol}};
   };
   t.backward = [args](const AttentionImpl& impl, const Case& c) -> Outputs {
     const Inputs in = inputs(c);
-    Tensor out = Tensor::empty(in.q.shape());
+    Tensor out = Tensor::empty(out_shape(c));
     AttentionSaved saved{Tensor::empty({c.b, c.h, c.t})};
-    attention_table().ref().forward(args, in.q, in.k, in.v, out, saved);
-    Tensor dq = garbage(in.q.shape()), dk = garbage(in.k.shape()), dv = garbage(in.k.shape());
-    impl.backward(args, in.dout, in.q, in.k, in.v, out, saved, dq, dk, dv);
+    attention_table().ref().forward(args_of(c, args), in.q, in.k, in.v, out, saved);
+    Tensor dq = garbage(in.q.shape()), dk = garbage(in.k.shape()), dv = garbage(in.v.shape());
+    impl.backward(args_of(c, args), in.dout, in.dlse, in.q, in.k, in.v, out, saved, dq, dk, dv);
     return {{"dq", dq, kBf16FlipTol}, {"dk", dk, kBf16FlipTol}, {"dv", dv, kBf16FlipTol}};
   };
   return t;
@@ -211,11 +254,11 @@ struct AllOutputs {
 };
 // Forward then backward of one implementation, end to end.
 AllOutputs run(const AttentionImpl& impl, const AttentionArgs& args, const Inputs& in) {
-  AllOutputs r{Tensor::empty(in.q.shape()), Tensor::empty({in.q.size(0), in.q.size(2), in.q.size(1)}),
-               Tensor::empty(in.q.shape()), Tensor::empty(in.k.shape()), Tensor::empty(in.k.shape())};
+  AllOutputs r{Tensor::empty(in.dout.shape()), Tensor::empty({in.q.size(0), in.q.size(2), in.q.size(1)}),
+               Tensor::empty(in.q.shape()), Tensor::empty(in.k.shape()), Tensor::empty(in.v.shape())};
   AttentionSaved saved{r.lse};
   impl.forward(args, in.q, in.k, in.v, r.out, saved);
-  impl.backward(args, in.dout, in.q, in.k, in.v, r.out, saved, r.dq, r.dk, r.dv);
+  impl.backward(args, in.dout, in.dlse, in.q, in.k, in.v, r.out, saved, r.dq, r.dk, r.dv);
   return r;
 }
 
@@ -285,9 +328,9 @@ TEST(AttentionBf16, KernelMatchesReferenceOnAverage) {
   const AttentionImpl& kernel = attention_table().impls().back();
   for (const Case& c : kCases) {
     const Inputs in = inputs(c);
-    const AllOutputs want = run(attention_table().ref(), bf16_args(false), in);
+    const AllOutputs want = run(attention_table().ref(), args_of(c, bf16_args(false)), in);
     for (const bool emulate : {false, true}) {
-      const AllOutputs got = run(kernel, bf16_args(emulate), in);
+      const AllOutputs got = run(kernel, args_of(c, bf16_args(emulate)), in);
       const std::string where = name(c) + (emulate ? " emulated " : " native ");
       expect_bf16_close(where + "out", got.out, want.out);
       EXPECT_TRUE(all_close(where + "lse", got.lse, want.lse, kF32Tol));
@@ -329,7 +372,7 @@ TEST(Attention, DispatchAllocatesLse) {
   ASSERT_TRUE(saved.lse_BHT.defined());
   EXPECT_EQ(saved.lse_BHT.shape(), (Shape{2, 4, 9}));
   Tensor dq = Tensor::empty(q.shape()), dk = Tensor::empty(k.shape()), dv = Tensor::empty(k.shape());
-  attention_backward({}, random_f32(q.shape(), 4), q, k, v, out, saved, dq, dk, dv);
+  attention_backward({}, random_f32(q.shape(), 4), Tensor(), q, k, v, out, saved, dq, dk, dv);
 }
 
 TEST(Attention, RejectsHeadsNotDivisibleByKvHeads) {
@@ -347,18 +390,47 @@ TEST(Attention, RejectsHeadsNotDivisibleByKvHeads) {
   }
 }
 
-TEST(Attention, RejectsMismatchedSequenceLength) {
-  const Tensor q = random_f32({1, 4, 2, 8}, 1), k = random_f32({1, 5, 1, 8}, 2),
-               v = random_f32({1, 5, 1, 8}, 3);
+TEST(Attention, RejectsMismatchedHeadDims) {
+  const Tensor q = random_f32({1, 4, 2, 8}, 1), k = random_f32({1, 5, 1, 6}, 2), v = random_f32({1, 5, 1, 8}, 3);
   Tensor out = Tensor::empty(q.shape());
   AttentionSaved saved;
-  try {
-    attention_forward({}, q, k, v, out, saved);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("[attention] k: expected f32[1, 4, G, 8]"),
-              std::string::npos)
-        << e.what();
+  EXPECT_NE(error_of([&] { attention_forward({}, q, k, v, out, saved); }).find("[attention] k: expected f32[1, Tk, G, 8]"),
+            std::string::npos);
+  const Tensor k5 = random_f32({1, 5, 1, 8}, 2), v4 = random_f32({1, 4, 1, 8}, 3);
+  EXPECT_NE(error_of([&] { attention_forward({}, q, k5, v4, out, saved); })
+                .find("[attention] v: expected a contiguous f32[1, 5, 1, Kv] like k"),
+            std::string::npos);
+  const Tensor v16 = random_f32({1, 5, 1, 16}, 3);
+  EXPECT_NE(error_of([&] { attention_forward({}, q, k5, v16, out, saved); })
+                .find("[attention] out: expected a contiguous f32[1, 4, 2, 16] (q's rows and heads, v's head dim)"),
+            std::string::npos);
+}
+
+// A query that stands before every key (causal) sees nothing: out 0, lse -inf, and no gradient
+// reaches q, k or v through it; the row after it sees exactly key 0.
+TEST(Attention, QueriesBeforeTheirKeysSeeNothing) {
+  const int64_t b = 1, t = 2, h = 2, g = 1, k = 8;
+  const Tensor q = random_f32({b, t, h, k}, 1), key = random_f32({b, 1, g, k}, 2), v = random_f32({b, 1, g, k}, 3);
+  AttentionArgs args;
+  args.q_offset = 4, args.kv_offset = 5;  // query rows at 4 and 5, the key at 5
+  for (const AttentionImpl& impl : attention_table().impls()) {
+    Tensor out = garbage(q.shape());
+    AttentionSaved saved{garbage({b, h, t})};
+    impl.forward(args, q, key, v, out, saved);
+    for (int64_t hi = 0; hi < h; ++hi) {
+      EXPECT_EQ(saved.lse_BHT.data<float>()[hi * t], -std::numeric_limits<float>::infinity()) << impl.name;
+      for (int64_t c = 0; c < k; ++c) {
+        EXPECT_EQ(out.data<float>()[hi * k + c], 0.0f) << impl.name;                          // row 0
+        EXPECT_EQ(out.data<float>()[(h + hi) * k + c], v.data<float>()[c]) << impl.name;  // row 1 = v_0
+      }
+    }
+    Tensor dout = random_f32(q.shape(), 4);
+    for (int64_t i = 0; i < h * k; ++i) dout.data<float>()[h * k + i] = 0.0f;  // only row 0's gradient
+    Tensor dq = garbage(q.shape()), dk = garbage(key.shape()), dv = garbage(v.shape());
+    impl.backward(args, dout, Tensor(), q, key, v, out, saved, dq, dk, dv);
+    for (const Tensor* grad : {&dq, &dk, &dv}) {
+      for (int64_t i = 0; i < grad->numel(); ++i) EXPECT_EQ(grad->data<float>()[i], 0.0f) << impl.name;
+    }
   }
 }
 

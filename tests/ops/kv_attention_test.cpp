@@ -51,7 +51,7 @@ TEST(KvAttention, WholeSequenceEqualsCausalAttention) {
   const int64_t B = 2, T = 11, H = 4, G = 2, K = 32;
   const Tensor q = random_f32({B, T, H, K}, 31), k = random_f32({B, T, G, K}, 32), v = random_f32({B, T, G, K}, 33);
   Tensor want = Tensor::empty(q.shape()), lse = Tensor::empty({B, H, T});
-  ref::attention_forward<float>(B, T, H, G, K, 1.0 / std::sqrt(static_cast<double>(K)), q.data<float>(),
+  ref::attention_forward<float>({B, T, T, H, G, K, K}, 1.0 / std::sqrt(static_cast<double>(K)), {}, q.data<float>(),
                                 k.data<float>(), v.data<float>(), want.data<float>(), lse.data<float>());
   Tensor begin = Tensor::zeros({B}, DType::i64), got = Tensor::empty(q.shape());
   kv_attention_table().ref().forward({}, q, k, v, begin, T, got);

@@ -22,7 +22,7 @@ std::vector<std::pair<std::string, std::string>> selected_kernels(Device device)
           entry(causal_conv1d_table()), entry(gated_delta_table()), entry(sigmoid_gate_table()),
           entry(delta_gates_table()), entry(columns_table()), entry(newton_schulz_table()),
           entry(muon_momentum_table()), entry(muon_apply_table()), entry(quantize_table()),
-          entry(dequantize_table()), entry(dropout_table())};
+          entry(dequantize_table()), entry(dropout_table()), entry(attention_merge_table())};
 }
 
 // The table an implementation type belongs to (one overload per op).
@@ -31,6 +31,7 @@ static OpTable<RmsNormImpl>& table_of(const RmsNormImpl&) { return rms_norm_tabl
 static OpTable<LinearImpl>& table_of(const LinearImpl&) { return linear_table(); }
 static OpTable<RopeImpl>& table_of(const RopeImpl&) { return rope_table(); }
 static OpTable<AttentionImpl>& table_of(const AttentionImpl&) { return attention_table(); }
+static OpTable<AttentionMergeImpl>& table_of(const AttentionMergeImpl&) { return attention_merge_table(); }
 static OpTable<SwigluImpl>& table_of(const SwigluImpl&) { return swiglu_table(); }
 static OpTable<LmHeadXentImpl>& table_of(const LmHeadXentImpl&) { return lm_head_xent_table(); }
 static OpTable<AdamWImpl>& table_of(const AdamWImpl&) { return adamw_table(); }
@@ -122,6 +123,11 @@ void register_builtin_rope(OpTable<RopeImpl>& table) {
 void register_builtin_attention(OpTable<AttentionImpl>& table) {
   table.add(attention_impl_ref());
   table.add(attention_impl_cpu());
+}
+
+void register_builtin_attention_merge(OpTable<AttentionMergeImpl>& table) {
+  table.add(attention_merge_impl_ref());
+  table.add(attention_merge_impl_cpu());
 }
 
 void register_builtin_kv_attention(OpTable<KvAttentionImpl>& table) {

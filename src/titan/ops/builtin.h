@@ -9,6 +9,7 @@
 
 #include "titan/ops/adamw/adamw.h"
 #include "titan/ops/attention/attention.h"
+#include "titan/ops/attention_merge/attention_merge.h"
 #include "titan/ops/causal_conv1d/causal_conv1d.h"
 #include "titan/ops/columns/columns.h"
 #include "titan/ops/elementwise/elementwise.h"
@@ -53,7 +54,8 @@ using Kernel = std::variant<EmbeddingImpl, RmsNormImpl, LinearImpl, RopeImpl, At
                             RowsGatherImpl, RowsStridedImpl, RowsMaskImpl, LocalIdsImpl, KvCacheAppendImpl,
                             MoeLoadImpl, MoeBiasUpdateImpl, CausalConv1dImpl, GatedDeltaImpl, SigmoidGateImpl,
                             DeltaGatesImpl, ColumnsImpl, NewtonSchulzImpl,
-                            MuonMomentumImpl, MuonApplyImpl, QuantizeImpl, DequantizeImpl, DropoutImpl>;
+                            MuonMomentumImpl, MuonApplyImpl, QuantizeImpl, DequantizeImpl, DropoutImpl,
+                            AttentionMergeImpl>;
 // Adds `kernel` to the table of op `op` ("rms_norm", ...) after the implementations already
 // there, so dispatch prefers it on its device wherever its `supports` accepts the case (a plugin's
 // kernel; origin names the plugin). A one-line error when `op` is not the kernel's op, the kernel
@@ -71,6 +73,7 @@ void register_builtin_embedding(OpTable<EmbeddingImpl>& table);
 void register_builtin_swiglu(OpTable<SwigluImpl>& table);
 void register_builtin_rope(OpTable<RopeImpl>& table);
 void register_builtin_attention(OpTable<AttentionImpl>& table);
+void register_builtin_attention_merge(OpTable<AttentionMergeImpl>& table);
 void register_builtin_kv_attention(OpTable<KvAttentionImpl>& table);
 void register_builtin_linear(OpTable<LinearImpl>& table);
 void register_builtin_lm_head_xent(OpTable<LmHeadXentImpl>& table);

@@ -1,4 +1,4 @@
-// Causal GQA attention on CPU, FlashAttention-2 style: query tiles x key tiles, the score tile
+// GQA attention on CPU (causal with offsets, or full), FlashAttention-2 style: query tiles x key tiles, the score tile
 // S = Q K^T through kernels::gemm (the tensors' own row strides as leading dims, no copies),
 // online softmax with exp16, O accumulated through gemm. Nothing [T, T] is ever stored; scratch
 // is a few tile-sized buffers per work item. Scheme and derivation: attention.md.
@@ -14,8 +14,12 @@
 // The code is one template over the operand element type E: float (f32, emulated) or uint16_t
 // (native bf16 bits).
 //
-// Legend: Q tile [rows, K] of q (row stride H*K), K/V tiles [cols, K] of k/v (row stride G*K),
-// S/P/dP/dS tiles [rows, cols] in scratch with row stride kBlockK.
+// Legend: Q tile [rows, K] of q (row stride H*K), K tile [cols, K] of k (row stride G*K), V tile
+// [cols, Kv] of v (row stride G*Kv), O tile [rows, Kv] of out (row stride H*Kv), S/P/dP/dS tiles
+// [rows, cols] in scratch with row stride kBlockK. Query row i sits at position q_offset + i,
+// key row j at kv_offset + j (attention.h); with both 0, Tq = Tk and a causal mask this is the
+// plain causal kernel, the same operations in the same order.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -41,35 +45,49 @@ constexpr int64_t kBlockK = 128;
 static_assert(kBlockQ % kLanes == 0 && kBlockK % kLanes == 0);
 
 struct Dims {
-  int64_t b, t, h, g, k;
-  int64_t group;      // query heads per kv head (H / G)
-  int64_t ldq, ldkv;  // row strides: H*K for q-shaped tensors, G*K for k/v-shaped ones
+  int64_t b, tq, tk, h, g, k, kv;
+  int64_t group;           // query heads per kv head (H / G)
+  int64_t ldq, ldk, ldv, ldo;  // row strides: H*K (q), G*K (k), G*Kv (v), H*Kv (out)
   int64_t num_qt, num_kt;
   float scale;
+  bool causal;
+  int64_t shift;  // kv_offset - q_offset: query row i sees key row j when j + shift <= i (causal)
+
+  // Keys of a tile starting at k0 (cols wide) that query row i sees: a prefix of the tile.
+  int64_t visible(int64_t i, int64_t k0, int64_t cols) const {
+    return causal ? std::clamp<int64_t>(i - shift - k0 + 1, 0, cols) : cols;
+  }
+  // Key rows [0, key_end) hold every key that query rows [q0, q0 + rows) see.
+  int64_t key_end(int64_t q0, int64_t rows) const {
+    return causal ? std::clamp<int64_t>(q0 + rows - shift, 0, tk) : tk;
+  }
+  // The first query tile with a row that sees key row k0 (num_qt: none).
+  int64_t first_query_tile(int64_t k0) const {
+    if (!causal) return 0;
+    return std::min((std::max<int64_t>(0, k0 + shift)) / kBlockQ, num_qt);
+  }
 };
 
-Dims make_dims(const AttentionArgs& args, const Tensor& q, const Tensor& k) {
+Dims make_dims(const AttentionArgs& args, const Tensor& q, const Tensor& k, const Tensor& v) {
   Dims d{};
-  d.b = q.size(0), d.t = q.size(1), d.h = q.size(2), d.g = k.size(2), d.k = q.size(3);
+  d.b = q.size(0), d.tq = q.size(1), d.tk = k.size(1), d.h = q.size(2), d.g = k.size(2), d.k = q.size(3);
+  d.kv = v.size(3);
   d.group = d.h / d.g;
-  d.ldq = d.h * d.k, d.ldkv = d.g * d.k;
-  d.num_qt = (d.t + kBlockQ - 1) / kBlockQ;
-  d.num_kt = (d.t + kBlockK - 1) / kBlockK;
+  d.ldq = d.h * d.k, d.ldk = d.g * d.k, d.ldv = d.g * d.kv, d.ldo = d.h * d.kv;
+  d.num_qt = (d.tq + kBlockQ - 1) / kBlockQ;
+  d.num_kt = (d.tk + kBlockK - 1) / kBlockK;
   d.scale = attention_scale(args, d.k);
+  d.causal = args.mask == AttentionMask::causal;
+  d.shift = args.kv_offset - args.q_offset;
   return d;
 }
 
-// Offset of row (b, t, head) in a [B, T, heads, K] tensor.
-int64_t row_offset(const Dims& d, int64_t b, int64_t t, int64_t head, int64_t heads) {
-  return ((b * d.t + t) * heads + head) * d.k;
+// Offset of row (b, t, head) in a [B, T, heads, width] tensor.
+int64_t row_offset(int64_t b, int64_t t, int64_t head, int64_t rows, int64_t heads, int64_t width) {
+  return ((b * rows + t) * heads + head) * width;
 }
 
 int64_t round_up16(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
-
-// Keys of a tile starting at k0 that query row t may see (causal): clamp(t - k0 + 1, 0, cols).
-int64_t visible(int64_t t, int64_t k0, int64_t cols) {
-  return std::max<int64_t>(0, std::min<int64_t>(cols, t - k0 + 1));
-}
 
 // --- operands --------------------------------------------------------------------------------
 
@@ -154,16 +172,16 @@ bool bf16_native(const AttentionArgs& args) {
 // ceil(max / ln 2), and alpha = 2^(n_old - n_new) exactly, so a P already rounded to bf16 and
 // accumulated into O keeps its rounding when rescaled (attention.h's rule, tiling-independent).
 TITAN_SIMD_KERNEL(void, online_softmax_tile,
-                  (bool pow2, int64_t rows, int64_t cols, int64_t q0, int64_t k0, float* s, float* m, float* l,
-                   float* alpha),
-                  (pow2, rows, cols, q0, k0, s, m, l, alpha)) {
+                  (const Dims& d, bool pow2, int64_t rows, int64_t cols, int64_t q0, int64_t k0, float* s, float* m,
+                   float* l, float* alpha),
+                  (d, pow2, rows, cols, q0, k0, s, m, l, alpha)) {
   constexpr float kLn2 = 0.693147180559945309f, kLog2e = 1.44269504088896341f;
   const float neg_inf = -std::numeric_limits<float>::infinity();
   const int64_t cols16 = round_up16(cols);
   float m_new[kBlockQ], row_sum[kBlockQ];
   for (int64_t r = 0; r < rows; ++r) {
     float* sr = s + r * kBlockK;
-    const int64_t n = visible(q0 + r, k0, cols);
+    const int64_t n = d.visible(q0 + r, k0, cols);
     f32x16 vmax = splat16<f32x16>(neg_inf);
     for (int64_t c = 0; c < cols16; c += kLanes) {
       f32x16 x = load16<f32x16>(sr + c);
@@ -228,36 +246,41 @@ template <class E>
 void forward_tile(const Dims& d, bool round, int64_t b, int64_t h, int64_t qt, const E* q,
                   const E* k, const E* v, float* out, float* lse, Scratch<E>& sc) {
   float* s = sc.p.data();
-  const int64_t q0 = qt * kBlockQ, rows = std::min(kBlockQ, d.t - q0);
+  const int64_t q0 = qt * kBlockQ, rows = std::min(kBlockQ, d.tq - q0);
   const int64_t g = h / d.group;
-  const E* q_i = q + row_offset(d, b, q0, h, d.h);
-  float* o_i = out + row_offset(d, b, q0, h, d.h);
+  const E* q_i = q + row_offset(b, q0, h, d.tq, d.h, d.k);
+  float* o_i = out + row_offset(b, q0, h, d.tq, d.h, d.kv);
   float m[kBlockQ], l[kBlockQ], alpha[kBlockQ];
   for (int64_t r = 0; r < kBlockQ; ++r) m[r] = -std::numeric_limits<float>::infinity(), l[r] = 0.0f;
-  for (int64_t k0 = 0; k0 < q0 + rows; k0 += kBlockK) {  // key tiles up to the diagonal
-    const int64_t cols = std::min(kBlockK, d.t - k0);
-    const E* k_j = k + row_offset(d, b, k0, g, d.g);
-    const E* v_j = v + row_offset(d, b, k0, g, d.g);
-    gemm(false, true, rows, cols, d.k, d.scale, q_i, d.ldq, k_j, d.ldkv, 0.0f, s, kBlockK);
-    online_softmax_tile(round, rows, cols, q0, k0, s, m, l, alpha);
-    if (k0 > 0) scale_rows(rows, d.k, o_i, d.ldq, alpha);
+  const int64_t key_end = d.key_end(q0, rows);
+  if (key_end == 0) {  // no row of this tile sees a key: out 0 (lse -inf below)
+    for (int64_t r = 0; r < rows; ++r) std::memset(o_i + r * d.ldo, 0, sizeof(float) * d.kv);
+  }
+  for (int64_t k0 = 0; k0 < key_end; k0 += kBlockK) {  // key tiles up to the diagonal
+    const int64_t cols = std::min(kBlockK, d.tk - k0);
+    const E* k_j = k + row_offset(b, k0, g, d.tk, d.g, d.k);
+    const E* v_j = v + row_offset(b, k0, g, d.tk, d.g, d.kv);
+    gemm(false, true, rows, cols, d.k, d.scale, q_i, d.ldq, k_j, d.ldk, 0.0f, s, kBlockK);
+    online_softmax_tile(d, round, rows, cols, q0, k0, s, m, l, alpha);
+    if (k0 > 0) scale_rows(rows, d.kv, o_i, d.ldo, alpha);
     const E* p = tile_operand(s, rows * kBlockK, round, sc.p_bits);
-    gemm(false, false, rows, d.k, cols, 1.0f, p, kBlockK, v_j, d.ldkv, k0 > 0 ? 1.0f : 0.0f, o_i, d.ldq);
+    gemm(false, false, rows, d.kv, cols, 1.0f, p, kBlockK, v_j, d.ldv, k0 > 0 ? 1.0f : 0.0f, o_i, d.ldo);
   }
   float inv_l[kBlockQ];
-  float* lse_i = lse + (b * d.h + h) * d.t + q0;
+  float* lse_i = lse + (b * d.h + h) * d.tq + q0;
   const float offset = round ? 0.693147180559945309f : 1.0f;  // m is n (of n ln 2) in bf16
   for (int64_t r = 0; r < rows; ++r) {
-    inv_l[r] = 1.0f / l[r];
-    lse_i[r] = m[r] * offset + std::log(l[r]);
+    // l = 0: the row saw no key (its P were all 0), so out stays 0 and lse = -inf.
+    inv_l[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+    lse_i[r] = l[r] > 0.0f ? m[r] * offset + std::log(l[r]) : -std::numeric_limits<float>::infinity();
   }
-  scale_rows(rows, d.k, o_i, d.ldq, inv_l);
+  scale_rows(rows, d.kv, o_i, d.ldo, inv_l);
 }
 
 template <class E>
 void forward_run(const AttentionArgs& args, const Tensor& q_BTHK, const Tensor& k_BTGK,
                  const Tensor& v_BTGK, Tensor& out_BTHK, AttentionSaved& saved) {
-  const Dims d = make_dims(args, q_BTHK, k_BTGK);
+  const Dims d = make_dims(args, q_BTHK, k_BTGK, v_BTGK);
   const bool round = args.compute == DType::bf16;
   Scratch<E>& call = scratch<E>();
   const E* q = tensor_operand(q_BTHK.data<float>(), q_BTHK.numel(), round, call.q);
@@ -292,28 +315,28 @@ TITAN_SIMD_KERNEL(void, rowdot_rows,
                    float* d_BHT),
                   (d, begin, end, dout, out, d_BHT)) {
   for (int64_t n = begin; n < end; ++n) {
-    const float* a = dout + n * d.k;
-    const float* o = out + n * d.k;
+    const float* a = dout + n * d.kv;
+    const float* o = out + n * d.kv;
     f32x16 acc = {};
     int64_t c = 0;
-    for (; c + kLanes <= d.k; c += kLanes) acc = fmadd(load16<f32x16>(a + c), load16<f32x16>(o + c), acc);
-    if (c < d.k) acc = fmadd(load16_partial<f32x16>(a + c, d.k - c), load16_partial<f32x16>(o + c, d.k - c), acc);
+    for (; c + kLanes <= d.kv; c += kLanes) acc = fmadd(load16<f32x16>(a + c), load16<f32x16>(o + c), acc);
+    if (c < d.kv) acc = fmadd(load16_partial<f32x16>(a + c, d.kv - c), load16_partial<f32x16>(o + c, d.kv - c), acc);
     const float sum = hsum16(acc);
     const int64_t h = n % d.h, bt = n / d.h;
-    d_BHT[(bt / d.t * d.h + h) * d.t + bt % d.t] = sum;
+    d_BHT[(bt / d.tq * d.h + h) * d.tq + bt % d.tq] = sum;
   }
 }
 
 // From S (in p) and dP (in ds): P = exp(S - lse) (0 where masked), dS = P * (dP - D).
 TITAN_SIMD_KERNEL(void, softmax_grad_tile,
-                  (int64_t rows, int64_t cols, int64_t q0, int64_t k0, const float* lse_i, const float* d_i,
-                   float* p, float* ds),
-                  (rows, cols, q0, k0, lse_i, d_i, p, ds)) {
+                  (const Dims& d, int64_t rows, int64_t cols, int64_t q0, int64_t k0, const float* lse_i,
+                   const float* d_i, float* p, float* ds),
+                  (d, rows, cols, q0, k0, lse_i, d_i, p, ds)) {
   const int64_t cols16 = round_up16(cols);
   for (int64_t r = 0; r < rows; ++r) {
     float* pr = p + r * kBlockK;
     float* dsr = ds + r * kBlockK;
-    const int64_t n = visible(q0 + r, k0, cols);
+    const int64_t n = d.visible(q0 + r, k0, cols);
     const f32x16 vlse = splat16<f32x16>(lse_i[r]), vd = splat16<f32x16>(d_i[r]);
     for (int64_t c = 0; c < cols16; c += kLanes) {
       f32x16 pv = exp16(load16<f32x16>(pr + c) - vlse);
@@ -339,35 +362,36 @@ enum TileGrads : int { kGradQ = 1, kGradKV = 2 };
 template <class E>
 void backward_pair(const Dims& d, const BackwardPtrs<E>& x, int64_t b, int64_t h, int64_t q0,
                    int64_t k0, int grads, Scratch<E>& sc) {
-  const int64_t rows = std::min(kBlockQ, d.t - q0), cols = std::min(kBlockK, d.t - k0);
+  const int64_t rows = std::min(kBlockQ, d.tq - q0), cols = std::min(kBlockK, d.tk - k0);
   const int64_t g = h / d.group;
-  const int64_t qo = row_offset(d, b, q0, h, d.h), kvo = row_offset(d, b, k0, g, d.g);
-  const int64_t lo = (b * d.h + h) * d.t + q0;
-  gemm(false, true, rows, cols, d.k, d.scale, x.q + qo, d.ldq, x.k + kvo, d.ldkv, 0.0f,
+  const int64_t qo = row_offset(b, q0, h, d.tq, d.h, d.k), oo = row_offset(b, q0, h, d.tq, d.h, d.kv);
+  const int64_t ko = row_offset(b, k0, g, d.tk, d.g, d.k), vo = row_offset(b, k0, g, d.tk, d.g, d.kv);
+  const int64_t lo = (b * d.h + h) * d.tq + q0;
+  gemm(false, true, rows, cols, d.k, d.scale, x.q + qo, d.ldq, x.k + ko, d.ldk, 0.0f,
      sc.p.data(), kBlockK);  // S
-  gemm(false, true, rows, cols, d.k, 1.0f, x.dout + qo, d.ldq, x.v + kvo, d.ldkv, 0.0f,
+  gemm(false, true, rows, cols, d.kv, 1.0f, x.dout + oo, d.ldo, x.v + vo, d.ldv, 0.0f,
      sc.ds.data(), kBlockK);  // dP
-  softmax_grad_tile(rows, cols, q0, k0, x.lse + lo, x.d + lo, sc.p.data(), sc.ds.data());
+  softmax_grad_tile(d, rows, cols, q0, k0, x.lse + lo, x.d + lo, sc.p.data(), sc.ds.data());
   const int64_t n = rows * kBlockK;
   const E* ds = tile_operand(sc.ds.data(), n, x.round, sc.ds_bits);
   if (grads & kGradKV) {
     const E* p = tile_operand(sc.p.data(), n, x.round, sc.p_bits);
-    gemm(true, false, cols, d.k, rows, 1.0f, p, kBlockK, x.dout + qo, d.ldq, 1.0f, x.dv + kvo,
-       d.ldkv);
-    gemm(true, false, cols, d.k, rows, d.scale, ds, kBlockK, x.q + qo, d.ldq, 1.0f, x.dk + kvo,
-       d.ldkv);
+    gemm(true, false, cols, d.kv, rows, 1.0f, p, kBlockK, x.dout + oo, d.ldo, 1.0f, x.dv + vo,
+       d.ldv);
+    gemm(true, false, cols, d.k, rows, d.scale, ds, kBlockK, x.q + qo, d.ldq, 1.0f, x.dk + ko,
+       d.ldk);
   }
   if (grads & kGradQ) {
-    gemm(false, false, rows, d.k, cols, d.scale, ds, kBlockK, x.k + kvo, d.ldkv, 1.0f, x.dq + qo,
+    gemm(false, false, rows, d.k, cols, d.scale, ds, kBlockK, x.k + ko, d.ldk, 1.0f, x.dq + qo,
        d.ldq);
   }
 }
 
-// Zeroes rows [t0, t0 + n) of one head of a [B, T, heads, K] tensor.
-void zero_rows(const Dims& d, float* x, int64_t b, int64_t t0, int64_t n, int64_t head,
-               int64_t heads) {
-  for (int64_t t = t0; t < t0 + n; ++t) {
-    std::memset(x + row_offset(d, b, t, head, heads), 0, sizeof(float) * d.k);
+// Zeroes rows [t0, t0 + n) of one head of a [B, T, heads, width] tensor.
+void zero_rows(float* x, int64_t b, int64_t t0, int64_t n, int64_t head, int64_t t, int64_t heads,
+               int64_t width) {
+  for (int64_t r = t0; r < t0 + n; ++r) {
+    std::memset(x + row_offset(b, r, head, t, heads, width), 0, sizeof(float) * width);
   }
 }
 
@@ -378,13 +402,13 @@ template <class E>
 void backward_fused(const Dims& d, const BackwardPtrs<E>& x) {
   parallel_for_each_dynamic(d.b * d.g, [&](int64_t item) {
     const int64_t b = item / d.g, g = item % d.g;
-    zero_rows(d, x.dk, b, 0, d.t, g, d.g);
-    zero_rows(d, x.dv, b, 0, d.t, g, d.g);
-    for (int64_t hh = 0; hh < d.group; ++hh) zero_rows(d, x.dq, b, 0, d.t, g * d.group + hh, d.h);
+    zero_rows(x.dk, b, 0, d.tk, g, d.tk, d.g, d.k);
+    zero_rows(x.dv, b, 0, d.tk, g, d.tk, d.g, d.kv);
+    for (int64_t hh = 0; hh < d.group; ++hh) zero_rows(x.dq, b, 0, d.tq, g * d.group + hh, d.tq, d.h, d.k);
     Scratch<E>& sc = scratch<E>();
-    for (int64_t k0 = 0; k0 < d.t; k0 += kBlockK) {
+    for (int64_t k0 = 0; k0 < d.tk; k0 += kBlockK) {
       for (int64_t hh = 0; hh < d.group; ++hh) {
-        for (int64_t q0 = k0 / kBlockQ * kBlockQ; q0 < d.t; q0 += kBlockQ) {
+        for (int64_t q0 = d.first_query_tile(k0) * kBlockQ; q0 < d.tq; q0 += kBlockQ) {
           backward_pair(d, x, b, g * d.group + hh, q0, k0, kGradQ | kGradKV, sc);
         }
       }
@@ -401,12 +425,12 @@ void backward_split(const Dims& d, const BackwardPtrs<E>& x) {
   // Pass 1: the first key tiles (the most query tiles) handed out first.
   parallel_for_each_dynamic(bg * d.num_kt, [&](int64_t item) {
     const int64_t kt = item / bg, b = (item % bg) / d.g, g = item % d.g;
-    const int64_t k0 = kt * kBlockK, cols = std::min(kBlockK, d.t - k0);
-    zero_rows(d, x.dk, b, k0, cols, g, d.g);
-    zero_rows(d, x.dv, b, k0, cols, g, d.g);
+    const int64_t k0 = kt * kBlockK, cols = std::min(kBlockK, d.tk - k0);
+    zero_rows(x.dk, b, k0, cols, g, d.tk, d.g, d.k);
+    zero_rows(x.dv, b, k0, cols, g, d.tk, d.g, d.kv);
     Scratch<E>& sc = scratch<E>();
     for (int64_t hh = 0; hh < d.group; ++hh) {
-      for (int64_t q0 = k0 / kBlockQ * kBlockQ; q0 < d.t; q0 += kBlockQ) {
+      for (int64_t q0 = d.first_query_tile(k0) * kBlockQ; q0 < d.tq; q0 += kBlockQ) {
         backward_pair(d, x, b, g * d.group + hh, q0, k0, kGradKV, sc);
       }
     }
@@ -414,27 +438,27 @@ void backward_split(const Dims& d, const BackwardPtrs<E>& x) {
   // Pass 2: the last query tiles (the most key tiles) handed out first.
   parallel_for_each_dynamic(bh * d.num_qt, [&](int64_t item) {
     const int64_t qt = d.num_qt - 1 - item / bh, b = (item % bh) / d.h, h = item % d.h;
-    const int64_t q0 = qt * kBlockQ, rows = std::min(kBlockQ, d.t - q0);
-    zero_rows(d, x.dq, b, q0, rows, h, d.h);
+    const int64_t q0 = qt * kBlockQ, rows = std::min(kBlockQ, d.tq - q0);
+    zero_rows(x.dq, b, q0, rows, h, d.tq, d.h, d.k);
     Scratch<E>& sc = scratch<E>();
-    for (int64_t k0 = 0; k0 < q0 + rows; k0 += kBlockK) {
+    for (int64_t k0 = 0, end = d.key_end(q0, rows); k0 < end; k0 += kBlockK) {
       backward_pair(d, x, b, h, q0, k0, kGradQ, sc);
     }
   });
 }
 
 template <class E>
-void backward_run(const AttentionArgs& args, const Tensor& dout_BTHK, const Tensor& q_BTHK,
-                  const Tensor& k_BTGK, const Tensor& v_BTGK, const Tensor& out_BTHK,
+void backward_run(const AttentionArgs& args, const Tensor& dout_BTHK, const Tensor& dlse_BHT,
+                  const Tensor& q_BTHK, const Tensor& k_BTGK, const Tensor& v_BTGK, const Tensor& out_BTHK,
                   const AttentionSaved& saved, Tensor& dq_BTHK, Tensor& dk_BTGK, Tensor& dv_BTGK) {
-  const Dims d = make_dims(args, q_BTHK, k_BTGK);
+  const Dims d = make_dims(args, q_BTHK, k_BTGK, v_BTGK);
   const bool round = args.compute == DType::bf16;
   Scratch<E>& call = scratch<E>();
   const E* dout = tensor_operand(dout_BTHK.data<float>(), dout_BTHK.numel(), round, call.dout);
   // d_BHT: D_i = dout_i . out_i per query row, laid out like lse; dout bf16-rounded in bf16
   // (the native branch rounds a copy for this one pass).
   std::vector<float>& d_BHT = call.d;
-  d_BHT.resize(static_cast<size_t>(d.b * d.h * d.t));
+  d_BHT.resize(static_cast<size_t>(d.b * d.h * d.tq));
   const float* dout_f32 = dout_BTHK.data<float>();
   if constexpr (std::is_same_v<E, float>) {
     dout_f32 = dout;
@@ -442,9 +466,14 @@ void backward_run(const AttentionArgs& args, const Tensor& dout_BTHK, const Tens
     dout_f32 = tensor_operand(dout_f32, dout_BTHK.numel(), true, call.dout_rounded);
   }
   const float* out = out_BTHK.data<float>();
-  parallel_for(d.b * d.t * d.h, 64, [&](int64_t begin, int64_t end) {
+  parallel_for(d.b * d.tq * d.h, 64, [&](int64_t begin, int64_t end) {
     rowdot_rows(d, begin, end, dout_f32, out, d_BHT.data());
   });
+  // lse's own gradient: dS_ij = P_ij (dP_ij - D_i + dlse_i), so D_i - dlse_i takes D's place.
+  if (dlse_BHT.defined()) {
+    const float* dlse = dlse_BHT.data<float>();
+    for (size_t i = 0; i < d_BHT.size(); ++i) d_BHT[i] -= dlse[i];
+  }
   const BackwardPtrs<E> x{dout,
                           tensor_operand(q_BTHK.data<float>(), q_BTHK.numel(), round, call.q),
                           tensor_operand(k_BTGK.data<float>(), k_BTGK.numel(), round, call.k),
@@ -466,14 +495,14 @@ void backward_run(const AttentionArgs& args, const Tensor& dout_BTHK, const Tens
   }
 }
 
-void backward_cpu(const AttentionArgs& args, const Tensor& dout_BTHK, const Tensor& q_BTHK,
-                  const Tensor& k_BTGK, const Tensor& v_BTGK, const Tensor& out_BTHK,
+void backward_cpu(const AttentionArgs& args, const Tensor& dout_BTHK, const Tensor& dlse_BHT,
+                  const Tensor& q_BTHK, const Tensor& k_BTGK, const Tensor& v_BTGK, const Tensor& out_BTHK,
                   const AttentionSaved& saved, Tensor& dq_BTHK, Tensor& dk_BTGK, Tensor& dv_BTGK) {
   if (bf16_native(args)) {
-    backward_run<uint16_t>(args, dout_BTHK, q_BTHK, k_BTGK, v_BTGK, out_BTHK, saved, dq_BTHK,
+    backward_run<uint16_t>(args, dout_BTHK, dlse_BHT, q_BTHK, k_BTGK, v_BTGK, out_BTHK, saved, dq_BTHK,
                            dk_BTGK, dv_BTGK);
   } else {
-    backward_run<float>(args, dout_BTHK, q_BTHK, k_BTGK, v_BTGK, out_BTHK, saved, dq_BTHK,
+    backward_run<float>(args, dout_BTHK, dlse_BHT, q_BTHK, k_BTGK, v_BTGK, out_BTHK, saved, dq_BTHK,
                         dk_BTGK, dv_BTGK);
   }
 }

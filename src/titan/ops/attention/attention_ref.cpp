@@ -1,5 +1,5 @@
-// Scalar reference for causal GQA attention: one query row at a time, accumulation in double,
-// O(T) scratch per row (the row's probabilities), never a [T, T] matrix.
+// Scalar reference for GQA attention (causal with offsets, or full): one query row at a time,
+// accumulation in double, O(Tk) scratch per row (the row's probabilities), never a [Tq, Tk] matrix.
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -16,28 +16,36 @@ static double rd(T x, bool bf16) {
   return bf16 ? static_cast<double>(bf16_to_f32(f32_to_bf16(static_cast<float>(x)))) : static_cast<double>(x);
 }
 
-// Row offsets into the [b, t, heads, k] layouts.
-static int64_t row(int64_t bi, int64_t ti, int64_t hi, int64_t t, int64_t heads, int64_t k) {
-  return ((bi * t + ti) * heads + hi) * k;
+// Row offset of (bi, ti, hi) in a [b, t, heads, width] layout.
+static int64_t row(int64_t bi, int64_t ti, int64_t hi, int64_t t, int64_t heads, int64_t width) {
+  return ((bi * t + ti) * heads + hi) * width;
 }
 
 template <class T>
-void attention_forward(int64_t b, int64_t t, int64_t h, int64_t g, int64_t k, double scale,
-                       const T* q, const T* key, const T* v, T* out, T* lse, bool bf16) {
-  const int64_t group = h / g;  // query heads per kv head
+void attention_forward(const AttentionSizes& n, double scale, const AttentionArgs& args, const T* q,
+                       const T* key, const T* v, T* out, T* lse) {
+  const bool bf16 = args.compute == DType::bf16;
+  const int64_t group = n.h / n.g;  // query heads per kv head
   const double ln2 = std::log(2.0);
-  std::vector<double> p(static_cast<size_t>(t)), p_op(static_cast<size_t>(t));
-  for (int64_t bi = 0; bi < b; ++bi) {
-    for (int64_t hi = 0; hi < h; ++hi) {
+  std::vector<double> p(static_cast<size_t>(n.tk)), p_op(static_cast<size_t>(n.tk));
+  for (int64_t bi = 0; bi < n.b; ++bi) {
+    for (int64_t hi = 0; hi < n.h; ++hi) {
       const int64_t gi = hi / group;
-      for (int64_t i = 0; i < t; ++i) {
-        const T* qi = q + row(bi, i, hi, t, h, k);
-        // Scores s_j = scale * q_i . k_j over the visible keys j <= i.
+      for (int64_t i = 0; i < n.tq; ++i) {
+        const T* qi = q + row(bi, i, hi, n.tq, n.h, n.k);
+        T* oi = out + row(bi, i, hi, n.tq, n.h, n.kv);
+        const int64_t visible = attention_visible_keys(args, i, n.tk);  // keys [0, visible)
+        if (visible == 0) {  // nothing to attend to: out 0, lse -inf
+          for (int64_t c = 0; c < n.kv; ++c) oi[c] = T(0);
+          lse[(bi * n.h + hi) * n.tq + i] = -std::numeric_limits<T>::infinity();
+          continue;
+        }
+        // Scores s_j = scale * q_i . k_j over the visible keys.
         double m = -std::numeric_limits<double>::infinity();
-        for (int64_t j = 0; j <= i; ++j) {
-          const T* kj = key + row(bi, j, gi, t, g, k);
+        for (int64_t j = 0; j < visible; ++j) {
+          const T* kj = key + row(bi, j, gi, n.tk, n.g, n.k);
           double s = 0.0;
-          for (int64_t c = 0; c < k; ++c) s += rd(qi[c], bf16) * rd(kj[c], bf16);
+          for (int64_t c = 0; c < n.k; ++c) s += rd(qi[c], bf16) * rd(kj[c], bf16);
           p[j] = s * scale;
           m = std::max(m, p[j]);
         }
@@ -46,51 +54,53 @@ void attention_forward(int64_t b, int64_t t, int64_t h, int64_t g, int64_t k, do
         // the sum of the unrounded terms.
         if (bf16) m = ln2 * std::ceil(m / ln2);
         double sum = 0.0;
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = 0; j < visible; ++j) {
           p[j] = std::exp(p[j] - m);
           sum += p[j];
           p_op[j] = rd(p[j], bf16);
         }
-        T* oi = out + row(bi, i, hi, t, h, k);
-        for (int64_t c = 0; c < k; ++c) {
+        for (int64_t c = 0; c < n.kv; ++c) {
           double acc = 0.0;
-          for (int64_t j = 0; j <= i; ++j) acc += p_op[j] * rd(v[row(bi, j, gi, t, g, k) + c], bf16);
+          for (int64_t j = 0; j < visible; ++j) acc += p_op[j] * rd(v[row(bi, j, gi, n.tk, n.g, n.kv) + c], bf16);
           oi[c] = static_cast<T>(acc / sum);
         }
-        lse[(bi * h + hi) * t + i] = static_cast<T>(m + std::log(sum));
+        lse[(bi * n.h + hi) * n.tq + i] = static_cast<T>(m + std::log(sum));
       }
     }
   }
 }
 
 template <class T>
-void attention_backward(int64_t b, int64_t t, int64_t h, int64_t g, int64_t k, double scale,
-                        const T* dout, const T* q, const T* key, const T* v, const T* out,
-                        const T* lse, T* dq, T* dkey, T* dv, bool bf16) {
-  const int64_t group = h / g;
+void attention_backward(const AttentionSizes& n, double scale, const AttentionArgs& args, const T* dout,
+                        const T* dlse, const T* q, const T* key, const T* v, const T* out, const T* lse,
+                        T* dq, T* dkey, T* dv) {
+  const bool bf16 = args.compute == DType::bf16;
+  const int64_t group = n.h / n.g;
   // dk and dv collect contributions from every query row; accumulate them in double.
-  std::vector<double> dk_acc(static_cast<size_t>(b * t * g * k), 0.0);
-  std::vector<double> dv_acc(dk_acc.size(), 0.0);
-  std::vector<double> p(static_cast<size_t>(t)), ds(static_cast<size_t>(t));
-  for (int64_t bi = 0; bi < b; ++bi) {
-    for (int64_t hi = 0; hi < h; ++hi) {
+  std::vector<double> dk_acc(static_cast<size_t>(n.b * n.tk * n.g * n.k), 0.0);
+  std::vector<double> dv_acc(static_cast<size_t>(n.b * n.tk * n.g * n.kv), 0.0);
+  std::vector<double> p(static_cast<size_t>(n.tk)), ds(static_cast<size_t>(n.tk));
+  for (int64_t bi = 0; bi < n.b; ++bi) {
+    for (int64_t hi = 0; hi < n.h; ++hi) {
       const int64_t gi = hi / group;
-      for (int64_t i = 0; i < t; ++i) {
-        const int64_t qrow = row(bi, i, hi, t, h, k);
+      for (int64_t i = 0; i < n.tq; ++i) {
+        const int64_t qrow = row(bi, i, hi, n.tq, n.h, n.k), orow = row(bi, i, hi, n.tq, n.h, n.kv);
         const T* qi = q + qrow;
-        const T* doi = dout + qrow;
-        const T* oi = out + qrow;
-        const double lse_i = lse[(bi * h + hi) * t + i];
-        // D_i = dout_i . out_i  (= sum_j P_ij dP_ij).
+        const T* doi = dout + orow;
+        const T* oi = out + orow;
+        const int64_t li = (bi * n.h + hi) * n.tq + i;
+        const double lse_i = lse[li];
+        const int64_t visible = attention_visible_keys(args, i, n.tk);
+        // D_i = dout_i . out_i  (= sum_j P_ij dP_ij), less dlse_i: lse_i's gradient adds
+        // P_ij dlse_i to dS_ij (d lse_i / d S_ij = P_ij).
         double d_i = 0.0;
-        for (int64_t c = 0; c < k; ++c) d_i += rd(doi[c], bf16) * oi[c];
-        for (int64_t j = 0; j <= i; ++j) {
-          const int64_t kvrow = row(bi, j, gi, t, g, k);
+        for (int64_t c = 0; c < n.kv; ++c) d_i += rd(doi[c], bf16) * oi[c];
+        if (dlse != nullptr) d_i -= dlse[li];
+        for (int64_t j = 0; j < visible; ++j) {
+          const int64_t krow = row(bi, j, gi, n.tk, n.g, n.k), vrow = row(bi, j, gi, n.tk, n.g, n.kv);
           double s = 0.0, dp = 0.0;
-          for (int64_t c = 0; c < k; ++c) {
-            s += rd(qi[c], bf16) * rd(key[kvrow + c], bf16);
-            dp += rd(doi[c], bf16) * rd(v[kvrow + c], bf16);
-          }
+          for (int64_t c = 0; c < n.k; ++c) s += rd(qi[c], bf16) * rd(key[krow + c], bf16);
+          for (int64_t c = 0; c < n.kv; ++c) dp += rd(doi[c], bf16) * rd(v[vrow + c], bf16);
           // P_ij, recomputed from the saved lse, and dS_ij = P_ij (dP_ij - D_i); as operands of
           // the products below both are rounded in bf16.
           const double pj = std::exp(s * scale - lse_i);
@@ -98,58 +108,53 @@ void attention_backward(int64_t b, int64_t t, int64_t h, int64_t g, int64_t k, d
           ds[j] = rd(pj * (dp - d_i), bf16);
         }
         T* dqi = dq + qrow;
-        for (int64_t c = 0; c < k; ++c) {
+        for (int64_t c = 0; c < n.k; ++c) {
           double acc = 0.0;
-          for (int64_t j = 0; j <= i; ++j) acc += ds[j] * rd(key[row(bi, j, gi, t, g, k) + c], bf16);
+          for (int64_t j = 0; j < visible; ++j) acc += ds[j] * rd(key[row(bi, j, gi, n.tk, n.g, n.k) + c], bf16);
           dqi[c] = static_cast<T>(acc * scale);
         }
-        for (int64_t j = 0; j <= i; ++j) {
-          const int64_t kvrow = row(bi, j, gi, t, g, k);
-          for (int64_t c = 0; c < k; ++c) {
-            dk_acc[kvrow + c] += ds[j] * scale * rd(qi[c], bf16);
-            dv_acc[kvrow + c] += p[j] * rd(doi[c], bf16);
-          }
+        for (int64_t j = 0; j < visible; ++j) {
+          const int64_t krow = row(bi, j, gi, n.tk, n.g, n.k), vrow = row(bi, j, gi, n.tk, n.g, n.kv);
+          for (int64_t c = 0; c < n.k; ++c) dk_acc[krow + c] += ds[j] * scale * rd(qi[c], bf16);
+          for (int64_t c = 0; c < n.kv; ++c) dv_acc[vrow + c] += p[j] * rd(doi[c], bf16);
         }
       }
     }
   }
-  for (size_t n = 0; n < dk_acc.size(); ++n) {
-    dkey[n] = static_cast<T>(dk_acc[n]);
-    dv[n] = static_cast<T>(dv_acc[n]);
-  }
+  for (size_t i = 0; i < dk_acc.size(); ++i) dkey[i] = static_cast<T>(dk_acc[i]);
+  for (size_t i = 0; i < dv_acc.size(); ++i) dv[i] = static_cast<T>(dv_acc[i]);
 }
 
-template void attention_forward<float>(int64_t, int64_t, int64_t, int64_t, int64_t, double,
-                                       const float*, const float*, const float*, float*, float*, bool);
-template void attention_forward<double>(int64_t, int64_t, int64_t, int64_t, int64_t, double,
-                                        const double*, const double*, const double*, double*,
-                                        double*, bool);
-template void attention_backward<float>(int64_t, int64_t, int64_t, int64_t, int64_t, double,
-                                        const float*, const float*, const float*, const float*,
-                                        const float*, const float*, float*, float*, float*, bool);
-template void attention_backward<double>(int64_t, int64_t, int64_t, int64_t, int64_t, double,
-                                         const double*, const double*, const double*,
-                                         const double*, const double*, const double*, double*,
-                                         double*, double*, bool);
+template void attention_forward<float>(const AttentionSizes&, double, const AttentionArgs&, const float*,
+                                       const float*, const float*, float*, float*);
+template void attention_forward<double>(const AttentionSizes&, double, const AttentionArgs&, const double*,
+                                        const double*, const double*, double*, double*);
+template void attention_backward<float>(const AttentionSizes&, double, const AttentionArgs&, const float*,
+                                        const float*, const float*, const float*, const float*, const float*,
+                                        const float*, float*, float*, float*);
+template void attention_backward<double>(const AttentionSizes&, double, const AttentionArgs&, const double*,
+                                         const double*, const double*, const double*, const double*,
+                                         const double*, const double*, double*, double*, double*);
 
 }  // namespace ref
 
-static void forward_ref(const AttentionArgs& args, const Tensor& q, const Tensor& k,
-                        const Tensor& v, Tensor& out, AttentionSaved& saved) {
-  ref::attention_forward(q.size(0), q.size(1), q.size(2), k.size(2), q.size(3),
-                         attention_scale(args, q.size(3)), q.data<float>(), k.data<float>(),
-                         v.data<float>(), out.data<float>(), saved.lse_BHT.data<float>(),
-                         args.compute == DType::bf16);
+static ref::AttentionSizes sizes(const Tensor& q, const Tensor& k, const Tensor& v) {
+  return {q.size(0), q.size(1), k.size(1), q.size(2), k.size(2), q.size(3), v.size(3)};
 }
 
-static void backward_ref(const AttentionArgs& args, const Tensor& dout, const Tensor& q,
-                         const Tensor& k, const Tensor& v, const Tensor& out,
+static void forward_ref(const AttentionArgs& args, const Tensor& q, const Tensor& k,
+                        const Tensor& v, Tensor& out, AttentionSaved& saved) {
+  ref::attention_forward(sizes(q, k, v), attention_scale(args, q.size(3)), args, q.data<float>(),
+                         k.data<float>(), v.data<float>(), out.data<float>(), saved.lse_BHT.data<float>());
+}
+
+static void backward_ref(const AttentionArgs& args, const Tensor& dout, const Tensor& dlse,
+                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                          const AttentionSaved& saved, Tensor& dq, Tensor& dk, Tensor& dv) {
-  ref::attention_backward(q.size(0), q.size(1), q.size(2), k.size(2), q.size(3),
-                          attention_scale(args, q.size(3)), dout.data<float>(), q.data<float>(),
-                          k.data<float>(), v.data<float>(), out.data<float>(),
-                          saved.lse_BHT.data<float>(), dq.data<float>(), dk.data<float>(),
-                          dv.data<float>(), args.compute == DType::bf16);
+  ref::attention_backward(sizes(q, k, v), attention_scale(args, q.size(3)), args, dout.data<float>(),
+                          dlse.defined() ? dlse.data<float>() : nullptr, q.data<float>(), k.data<float>(),
+                          v.data<float>(), out.data<float>(), saved.lse_BHT.data<float>(), dq.data<float>(),
+                          dk.data<float>(), dv.data<float>());
 }
 
 AttentionImpl attention_impl_ref() {
