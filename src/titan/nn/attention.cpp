@@ -48,7 +48,8 @@ Attention::Attention(const AttentionConfig& config, const ModuleBuild& build)
       wv(build.child<LinearModule>("wv")),
       wo(build.child<LinearModule>("wo")),
       rope(build.child<RopeModule>("rope")),
-      config_(config) {
+      config_(config),
+      fqn_(build.fqn()) {
   if (config.qk_norm) {
     q_norm = build.child<RmsNormModule>("q_norm");
     k_norm = build.child<RmsNormModule>("k_norm");
@@ -75,7 +76,11 @@ Tensor Attention::forward(const StepContext& ctx, const Tensor& x_ND, std::any& 
   s.q_BTHK = q;
   s.k_BTGK = k;
   s.o_BTHK = Tensor::empty({B, T, H, K}, DType::f32, q.device());
-  ops::attention_forward(attention_args(*wq), s.q_BTHK, s.k_BTGK, s.v_BTGK, s.o_BTHK, s.attention);
+  if (ctx.sequence != nullptr) {
+    ctx.sequence->forward(fqn_, attention_args(*wq), s.q_BTHK, s.k_BTGK, s.v_BTGK, s.o_BTHK, s.sequence);
+  } else {
+    ops::attention_forward(attention_args(*wq), s.q_BTHK, s.k_BTGK, s.v_BTGK, s.o_BTHK, s.attention);
+  }
   const Tensor o_NX = s.o_BTHK.reshape({B * T, H * K});
   return wo->forward(config_.output_gate ? apply_gate(o_NX, s.gate_NX) : o_NX, s.wo);
 }
@@ -126,9 +131,16 @@ Tensor Attention::backward(const StepContext& ctx, const Tensor& dy_ND, std::any
   }
   Tensor dq = Tensor::empty({B, T, H, K}, DType::f32, on), dk = Tensor::empty({B, T, G, K}, DType::f32, on),
          dv = Tensor::empty({B, T, G, K}, DType::f32, on);
-  ops::attention_backward(attention_args(*wq), do_BTHK, s.q_BTHK, s.k_BTGK, s.v_BTGK, s.o_BTHK, s.attention, dq, dk, dv);
+  if (ctx.sequence != nullptr) {
+    ctx.sequence->backward(fqn_, attention_args(*wq), do_BTHK, s.q_BTHK, s.k_BTGK, s.v_BTGK, s.o_BTHK, s.sequence, dq,
+                           dk, dv);
+  } else {
+    ops::attention_backward(attention_args(*wq), do_BTHK, Tensor(), s.q_BTHK, s.k_BTGK, s.v_BTGK, s.o_BTHK,
+                            s.attention, dq, dk, dv);
+  }
   s.q_BTHK = s.k_BTGK = s.v_BTGK = s.o_BTHK = Tensor();
   s.attention = {};
+  s.sequence.reset();
   rope->backward(ctx, dq);
   rope->backward(ctx, dk);
   if (q_norm) {

@@ -4,6 +4,8 @@
 // Legend: N = B*T tokens, D model dim, H query heads, G kv heads, K head_dim.
 //   q_NHK = rope(q_norm(x wq^T)), k_NGK = rope(k_norm(x wk^T)), v_NGK = x wv^T
 //   o_NHK = attention(q, k, v) (causal), y_ND = o wo^T
+// The attention runs locally over the micro-batch's tokens, or through ctx.sequence when the
+// sequence is more than them (nn/sequence_attention.h), this layer named by its FQN.
 // With output_gate (Qwen3.5's full attention): wq yields [query | gate] per head (2 K wide), and
 // y_ND = (o * sigmoid(gate)) wo^T. RoPE may rotate only part of each head (the tables' head_dim,
 // partial rotary): ops/rope.
@@ -18,6 +20,7 @@
 #include "titan/nn/linear.h"
 #include "titan/nn/rms_norm.h"
 #include "titan/nn/rope.h"
+#include "titan/nn/sequence_attention.h"
 #include "titan/ops/attention/attention.h"
 
 namespace titan::nn {
@@ -65,6 +68,7 @@ class Attention : public AttentionModule {
     std::any q_norm, k_norm;
     Tensor q_BTHK, k_BTGK, v_BTGK, o_BTHK;   // attention's inputs (after norm and RoPE), output
     ops::AttentionSaved attention;           // per-row log-sum-exp
+    std::any sequence;                       // what ctx.sequence keeps instead, when set
     Tensor gate_NX;                          // with output_gate: the gate, [N, H K]
   };
 
@@ -89,6 +93,7 @@ class Attention : public AttentionModule {
 
  private:
   AttentionConfig config_;
+  std::string fqn_;  // "layers.3.attention": the layer's name for ctx.sequence
 };
 
 }  // namespace titan::nn

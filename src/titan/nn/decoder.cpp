@@ -93,7 +93,7 @@ void Decoder::keep_pipeline_part(const std::vector<int64_t>& layer_ids, bool fir
 Tensor Decoder::stage_forward(const Tensor& ids_BT, const Tensor& h_ND, const StageSpan& span, Activations& acts,
                               bool keep) {
   const bool whole = span.first && span.last;
-  acts.ctx = make_context(ids_BT);
+  acts.ctx = make_context(ids_BT, acts.positions_BT, acts.sequence);
   acts.layers.resize(keep ? layers.size() : 1);
   Tensor x_ND = h_ND;
   if (span.first) {
@@ -175,12 +175,24 @@ void Decoder::zero_grad() {
   }
 }
 
-StepContext Decoder::make_context(const Tensor& ids_BT) const {
+StepContext Decoder::make_context(const Tensor& ids_BT, const Tensor& positions_BT, SequenceAttention* sequence) const {
   TITAN_CHECK(ids_BT.ndim() == 2, "[model] input ids: expected [batch, seq], got ", ids_BT.describe());
   StepContext ctx;
   ctx.batch = ids_BT.size(0);
   ctx.seq = ids_BT.size(1);
-  ctx.positions_N = ops::make_positions({ctx.batch, ctx.seq, 0});  // every row starts at 0
+  ctx.sequence = sequence;
+  TITAN_CHECK(sequence == nullptr || config_.num_linear_attention_layers() == 0,
+              "[model] a sequence beyond the micro-batch's tokens reaches attention layers only, and this model has ",
+              config_.num_linear_attention_layers(), " linear-attention (DeltaNet) layers whose state would restart. "
+              "HINT: run the whole sequence in one forward");
+  if (positions_BT.defined()) {
+    TITAN_CHECK(positions_BT.shape() == ids_BT.shape() && positions_BT.dtype() == DType::i64,
+                "[model] positions: expected i64", shape_str(ids_BT.shape()), " like the input ids, got ",
+                positions_BT.describe());
+    ctx.positions_N = positions_BT.contiguous().reshape({ctx.batch * ctx.seq});
+  } else {
+    ctx.positions_N = ops::make_positions({ctx.batch, ctx.seq, 0});  // every row starts at 0
+  }
   ctx.rope = ops::rope_tables({config_.rope_theta, config_.rope_scaling}, ctx.positions_N, config_.rotary_dim());
   return ctx;
 }
@@ -333,10 +345,12 @@ LossResult Decoder::forward_loss(const Tensor& ids_BT, const Tensor& targets_BT)
   return result;
 }
 
-Tensor Decoder::forward_logits(const Tensor& ids_BT) {
+Tensor Decoder::forward_logits(const Tensor& ids_BT, const Tensor& positions_BT, SequenceAttention* sequence) {
   TITAN_CHECK(tp_ == nullptr, "[model] forward_logits is not tensor-parallel");
   check_whole("forward_logits");
   Activations acts;
+  acts.positions_BT = positions_BT;
+  acts.sequence = sequence;
   const Tensor hn_ND = stage_forward(ids_BT, Tensor(), whole_span(), acts, false);
   const Tensor logits_NV = output->logits(hn_ND);
   if (hooks_) hooks_->after_forward(UnitHooks::kRoot);

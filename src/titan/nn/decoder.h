@@ -129,6 +129,11 @@ class UnitHooks {
 // Everything one micro-batch's forward keeps for its backward (llm.c's ActivationTensors): the
 // step context and each module's Saved value. forward_backward makes one per micro-batch.
 struct Activations {
+  // Set by the caller before stage_forward, the micro-batch's view of its sequence: its tokens'
+  // positions, i64 [B, T] (undefined: each row counts 0..T-1, today's training), and who attends
+  // over the sequence when it is more than these tokens (null: nobody, nn/sequence_attention.h).
+  Tensor positions_BT;
+  SequenceAttention* sequence = nullptr;
   StepContext ctx;
   std::any tok_embeddings;
   std::vector<TransformerBlock::Saved> layers;
@@ -212,8 +217,10 @@ class Decoder {
   // Forward-only mean cross-entropy (no gradients, no saved activations); under tensor
   // parallelism through the vocabulary-parallel head (a collective: every tp rank calls it).
   LossResult forward_loss(const Tensor& ids_BT, const Tensor& targets_BT);
-  // Inference forward: logits f32 [B, T, V] (materialized: this is the output).
-  Tensor forward_logits(const Tensor& ids_BT);
+  // Inference forward: logits f32 [B, T, V] (materialized: this is the output). positions_BT
+  // and sequence as Activations' (the tokens as a later part of a longer sequence).
+  Tensor forward_logits(const Tensor& ids_BT, const Tensor& positions_BT = Tensor(),
+                        SequenceAttention* sequence = nullptr);
 
   // Generation with a KV cache (nn/kv_cache.h). An empty cache of `capacity` slots for
   // begin_B.size() rows, row b's first token in slot begin_B[b] (left padding).
@@ -261,7 +268,7 @@ class Decoder {
   void update_expert_bias();
 
  private:
-  StepContext make_context(const Tensor& ids_BT) const;
+  StepContext make_context(const Tensor& ids_BT, const Tensor& positions_BT, SequenceAttention* sequence) const;
   StepContext make_cached_context(int64_t batch, int64_t seq, const KvCache& cache) const;
   void check_whole(const char* what) const;  // forward_backward & co. run the whole model
   // The head's loss and its backward to the final norm's output (dhn_ND), TP-aware.
