@@ -56,6 +56,43 @@ TEST(Mesh, ResolvesMinusOneAndChecksTheProduct) {
   fails({1, -1, 0}, 4, "tensor_parallel_degree=0");
 }
 
+// The named dimensions on simulated ranks of an 8-rank job, dp_shard=2 x cp=2 x tp=2: the rank
+// layout (tp innermost, then cp, then dp_shard) and what the batch split and token accounting read.
+TEST(Mesh, NamedDimensionsIncludeContextParallel) {
+  MeshDegrees d{1, 2, 2};
+  d.cp = 2;
+  d = resolve_mesh(d, 8);
+  EXPECT_EQ(d.describe(), "dp_replicate=1 dp_shard=2 cp=2 tp=2");
+  for (int r = 0; r < 8; ++r) {
+    std::unique_ptr<parallel::Comm> world = parallel::make_meta_comm(r, 8);
+    parallel::DeviceMesh mesh(*world, d);
+    EXPECT_EQ(mesh.tp().rank(), r % 2) << r;
+    EXPECT_EQ(mesh.cp().rank(), r / 2 % 2) << r;
+    EXPECT_EQ(mesh.dp_shard().rank(), r / 4) << r;
+    EXPECT_EQ(mesh.cp().size(), 2);
+    EXPECT_EQ(mesh.dp_rank(), r / 4) << r;
+    EXPECT_EQ(mesh.ways(parallel::BatchSplit::rows), 2);
+    EXPECT_EQ(mesh.way(parallel::BatchSplit::rows), r / 4) << r;
+    EXPECT_EQ(mesh.ways(parallel::BatchSplit::sequence), 2);
+    EXPECT_EQ(mesh.way(parallel::BatchSplit::sequence), r / 2 % 2) << r;
+    EXPECT_EQ(mesh.ranks_per_token(), 2);  // the tp pair shares each token
+    EXPECT_EQ(mesh.replica().size(), 4);    // dp_shard x tp hold each parameter once per cp rank
+    std::vector<std::string> names;
+    for (const parallel::MeshDim& m : mesh.dims()) names.push_back(m.name);
+    EXPECT_EQ(names, (std::vector<std::string>{"pp", "dp_replicate", "dp_shard", "cp", "tp"}));
+    EXPECT_TRUE(mesh.dim("dp_shard").shards_parameters);
+    EXPECT_FALSE(mesh.dim("cp").shards_parameters);
+  }
+  std::unique_ptr<parallel::Comm> world = parallel::make_meta_comm(0, 8);
+  parallel::DeviceMesh mesh(*world, d);
+  try {
+    mesh.dim("sp");
+    ADD_FAILURE() << "no error for dimension sp";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the mesh has no dimension 'sp'"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Mesh, LocalCommunicatorIsTheIdentity) {
   std::unique_ptr<parallel::Comm> comm = parallel::make_local_comm();
   parallel::DeviceMesh mesh(*comm, resolve_mesh({1, -1, 1}, 1));
