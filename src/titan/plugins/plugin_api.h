@@ -44,7 +44,10 @@
 // parallel/ and train/ (issue 28): positions, rows_gather, rows_strided, rows_mask, local_ids,
 // kv_cache_append, moe_load, moe_bias_update, multi_sum_squares, first_nonfinite and the three
 // vocab_parallel_xent ops.
-#define TITAN_PLUGIN_API_VERSION 6
+// 7: attention takes offsets, a key range and a value width (AttentionArgs: mask, q_offset,
+// kv_offset), its backward a dlse after dout; ops::Kernel has an attention_merge alternative; the
+// StepContext carries a SequenceAttention that nn::Attention defers to.
+#define TITAN_PLUGIN_API_VERSION 7
 
 namespace titan::plugins {
 
