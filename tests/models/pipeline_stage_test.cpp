@@ -91,7 +91,7 @@ double run_stages(std::vector<Part>& parts, const std::vector<Tensor>& ids, cons
     for (int64_t s = stages; s-- > 0;) {
       LossResult l;
       dh = at(s).first.stage_backward(dh, targets[m], scale, at(s).second, acts[m][s], l);
-      loss += l.loss_sum;
+      loss += l.sum(kCrossEntropyTerm);
     }
     EXPECT_FALSE(dh.defined());  // the first stage ends in the embedding
   }
@@ -106,7 +106,7 @@ void expect_parts_train_whole_bits(const DecoderConfig& c, const std::vector<int
   for (uint64_t m = 0; m < 2; ++m) {
     ids.push_back(random_ids(2, 16, c.vocab_size, 40 + m));
     targets.push_back(random_ids(2, 16, c.vocab_size, 50 + m));
-    want += whole.forward_backward(ids.back(), targets.back(), 1.0f / 64).loss_sum;
+    want += whole.forward_backward(ids.back(), targets.back(), 1.0f / 64).sum(kCrossEntropyTerm);
   }
   std::vector<Part> cut_parts = cut(c, first_layer, parts);
   const double got = run_stages(cut_parts, ids, targets, 1.0f / 64);
@@ -146,7 +146,7 @@ TEST(PipelineStage, ForwardOnlyStagesGiveForwardLoss) {
   const Tensor hn = parts[1].model->stage_forward(ids, h, parts[1].spans[0], a1, false);
   EXPECT_TRUE(a1.layers.empty());  // nothing kept for a backward
   const LossResult got = parts[1].model->stage_loss(hn, targets, parts[1].spans[0]);
-  EXPECT_EQ(got.loss_sum, want.loss_sum);
+  EXPECT_EQ(got.sum(kCrossEntropyTerm), want.sum(kCrossEntropyTerm));
   EXPECT_EQ(got.num_targets, want.num_targets);
 }
 

@@ -85,9 +85,10 @@ TEST(MoeModel, OneExpertTopOneEqualsTheDenseMlp) {
     moe.zero_grad();
     const nn::LossResult ld = dense.forward_backward(ids, targets);
     const nn::LossResult lm = moe.forward_backward(ids, targets);
-    EXPECT_NEAR(lm.aux_loss, 1.0, 1e-6);
+    EXPECT_NEAR(lm.sum(nn::kAuxLossTerm), 1.0, 1e-6);
     EXPECT_NEAR(lm.loss, ld.loss + moe_config.router_aux_loss_coef, 1e-6);
-    EXPECT_NEAR(lm.loss_sum, ld.loss_sum, 1e-5 * std::fabs(ld.loss_sum));
+    const double ce = ld.sum(nn::kCrossEntropyTerm);
+    EXPECT_NEAR(lm.sum(nn::kCrossEntropyTerm), ce, 1e-5 * std::fabs(ce));
     for (nn::Parameter* p : moe.parameters()) {
       if (p->fqn.find(".moe.") == std::string::npos) {
         for (nn::Parameter* q : dp) {
@@ -110,6 +111,45 @@ TEST(MoeModel, OneExpertTopOneEqualsTheDenseMlp) {
           << "the router cannot change a softmax over one expert";
     }
   }
+}
+
+// The loss terms a decoder returns (nn/loss_terms.h) and the rule each carries: cross-entropy per
+// target with weight 1, and with aux-loss balancing HF's aux loss per forward weighted by
+// router_aux_loss_coef; a call's loss is ce / targets + coef * aux to the bit, as before terms.
+TEST(MoeModel, LossTermsCarryTheirRule) {
+  nn::DecoderConfig c = tiny_dense();
+  EXPECT_EQ(nn::Decoder(c).loss_terms().size(), 1u);
+  c.num_experts = 4;
+  c.num_experts_per_tok = 2;
+  c.moe_hidden_dim = 16;
+  c.load_balance = nn::LoadBalance::aux_loss;
+  c.router_aux_loss_coef = 0.01f;
+  nn::Decoder model(c);
+  init_weights(model, 3);
+  const std::vector<nn::LossTerm> terms = model.loss_terms();
+  ASSERT_EQ(terms.size(), 2u);
+  EXPECT_EQ(terms[0].name, nn::kCrossEntropyTerm);
+  EXPECT_EQ(terms[0].denominator, nn::LossDenominator::targets);
+  EXPECT_EQ(terms[0].weight, 1.0);
+  EXPECT_EQ(terms[1].name, nn::kAuxLossTerm);
+  EXPECT_EQ(terms[1].denominator, nn::LossDenominator::forwards);
+  EXPECT_EQ(terms[1].weight, static_cast<double>(0.01f));
+  const Tensor ids = random_ids(2, 9, c.vocab_size, 4), targets = next_token_targets(ids);
+  model.zero_grad();
+  const nn::LossResult r = model.forward_backward(ids, targets);
+  EXPECT_EQ(r.num_targets, 16);
+  EXPECT_GT(r.sum(nn::kAuxLossTerm), 0.0);
+  EXPECT_EQ(r.sum("mtp"), 0.0);  // a term the model does not have
+  EXPECT_EQ(r.loss, r.sum(nn::kCrossEntropyTerm) / 16.0 + c.router_aux_loss_coef * r.sum(nn::kAuxLossTerm));
+  const nn::LossResult f = model.forward_loss(ids, targets);
+  ASSERT_EQ(f.terms.size(), 2u);
+  EXPECT_NEAR(f.sum(nn::kAuxLossTerm), r.sum(nn::kAuxLossTerm), 1e-12);
+  // Two forwards' sums add term by term; their loss takes the aux term per forward.
+  nn::LossResult both{0.0, 0, model.loss_terms()};
+  both.add(r);
+  both.add(r);
+  EXPECT_EQ(both.num_targets, 32);
+  EXPECT_EQ(both.mean(2), r.loss);
 }
 
 TEST(MoeModel, SparseLayersCountsAndHfNames) {

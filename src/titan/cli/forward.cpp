@@ -96,7 +96,7 @@ int run_forward(int argc, char** argv) {
   out.emplace_back("loss", loss_t);
   if (model->config().num_experts > 0) {
     Tensor aux_t = Tensor::empty({});
-    aux_t.data<float>()[0] = static_cast<float>(loss.aux_loss);
+    aux_t.data<float>()[0] = static_cast<float>(loss.sum(nn::kAuxLossTerm));
     out.emplace_back("aux_loss", aux_t);  // unscaled; in loss (x router_aux_loss_coef) with output_router_logits
   }
   if (args.get_bool("grads")) {

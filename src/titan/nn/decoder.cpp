@@ -128,15 +128,23 @@ LossResult Decoder::stage_loss(const Tensor& hn_ND, const Tensor& targets_BT, co
                            1.0f, no_dx, no_dw)
           : output->loss(hn_ND, targets_BT, 1.0f, no_dx);
   if (hooks_) hooks_->after_forward(UnitHooks::kRoot);
-  LossResult result;
-  result.loss_sum = xent.loss_sum;
-  result.num_targets = xent.num_targets;
-  if (xent.num_targets > 0) result.loss = xent.loss_sum / static_cast<double>(xent.num_targets);
+  LossResult result{0.0, xent.num_targets, loss_terms()};
+  result.terms[0].sum = xent.loss_sum;
+  result.loss = result.mean(1);
   return result;
 }
 
+std::vector<LossTerm> Decoder::loss_terms() const {
+  std::vector<LossTerm> terms = {{std::string(kCrossEntropyTerm), 0.0, LossDenominator::targets, 1.0}};
+  if (config_.load_balance == LoadBalance::aux_loss) {
+    terms.push_back({std::string(kAuxLossTerm), 0.0, LossDenominator::forwards,
+                     static_cast<double>(config_.router_aux_loss_coef)});
+  }
+  return terms;
+}
+
 Tensor Decoder::stage_backward(const Tensor& dh_ND, const Tensor& targets_BT, float grad_scale,
-                               const StageSpan& span, Activations& acts, LossResult& loss, float aux_scale) {
+                               const StageSpan& span, Activations& acts, LossResult& loss, float forward_scale) {
   const bool whole = span.first && span.last;
   Tensor dx_ND = dh_ND;
   if (span.last) {
@@ -144,10 +152,10 @@ Tensor Decoder::stage_backward(const Tensor& dh_ND, const Tensor& targets_BT, fl
     Tensor dhn_ND;
     if (hooks_) hooks_->before_backward(UnitHooks::kRoot);  // before the fused head writes its gradient
     const ops::LmHeadXentResult xent = head_loss_backward(hn_ND, targets_BT, grad_scale, dhn_ND);
-    loss.loss_sum = xent.loss_sum;
-    loss.num_targets = xent.num_targets;
-    loss.loss = xent.num_targets > 0 ? xent.loss_sum / static_cast<double>(xent.num_targets) : 0.0;
-    if (config_.load_balance == LoadBalance::aux_loss) add_aux_loss(acts, aux_scale, loss);
+    loss = LossResult{0.0, xent.num_targets, loss_terms()};
+    loss.terms[0].sum = xent.loss_sum;
+    if (config_.load_balance == LoadBalance::aux_loss) add_aux_loss(acts, forward_scale, loss);
+    loss.loss = loss.mean(1);
     acts.head_input_ND = Tensor();
     dx_ND = norm->backward(dhn_ND, acts.norm);
     if (hooks_ && !whole) hooks_->after_backward(UnitHooks::kRoot);
@@ -241,14 +249,13 @@ static double aux_loss(const RouterTotals& totals, int64_t num_experts, std::vec
   return static_cast<double>(num_experts) * aux / r2;
 }
 
-// What is differentiated: ce_sum * grad_scale + coef * aux_scale * aux. The aux loss of the
-// forward's router totals goes to `result` (its loss includes coef * aux) and its gradient with
-// respect to every router's probs to acts.ctx, where each MoE layer's backward reads it.
-void Decoder::add_aux_loss(Activations& acts, float aux_scale, LossResult& result) const {
+// What is differentiated: ce_sum * grad_scale + coef * forward_scale * aux. The aux loss of the
+// forward's router totals goes to `result`'s aux_loss term and its gradient with respect to every
+// router's probs to acts.ctx, where each MoE layer's backward reads it.
+void Decoder::add_aux_loss(Activations& acts, float forward_scale, LossResult& result) const {
   std::vector<double> dprobs_E;
-  result.aux_loss = aux_loss(acts.router, config_.num_experts, &dprobs_E);
-  result.loss += config_.router_aux_loss_coef * result.aux_loss;
-  for (double& g : dprobs_E) g *= static_cast<double>(config_.router_aux_loss_coef) * aux_scale;
+  result.terms[1].sum = aux_loss(acts.router, config_.num_experts, &dprobs_E);
+  for (double& g : dprobs_E) g *= static_cast<double>(config_.router_aux_loss_coef) * forward_scale;
   acts.ctx.moe_aux_dprobs_E = std::move(dprobs_E);
 }
 
@@ -314,7 +321,7 @@ ops::LmHeadXentResult Decoder::head_loss_backward(const Tensor& hn_ND, const Ten
 }
 
 LossResult Decoder::forward_backward(const Tensor& ids_BT, const Tensor& targets_BT,
-                                     float grad_scale, float aux_scale) {
+                                     float grad_scale, float forward_scale) {
   TITAN_CHECK(targets_BT.shape() == ids_BT.shape(), "[model] targets ", targets_BT.describe(),
               " must have the shape of the input ids ", ids_BT.describe());
   check_whole("forward_backward");
@@ -326,7 +333,7 @@ LossResult Decoder::forward_backward(const Tensor& ids_BT, const Tensor& targets
   const StageSpan all = whole_span();
   stage_forward(ids_BT, Tensor(), all, acts);
   LossResult result;
-  stage_backward(Tensor(), targets_BT, grad_scale, all, acts, result, aux_scale);
+  stage_backward(Tensor(), targets_BT, grad_scale, all, acts, result, forward_scale);
   return result;
 }
 
@@ -339,8 +346,8 @@ LossResult Decoder::forward_loss(const Tensor& ids_BT, const Tensor& targets_BT)
   const Tensor hn_ND = stage_forward(ids_BT, Tensor(), all, acts, false);
   LossResult result = stage_loss(hn_ND, targets_BT, all);
   if (config_.load_balance == LoadBalance::aux_loss) {
-    result.aux_loss = aux_loss(acts.router, config_.num_experts, nullptr);
-    result.loss += config_.router_aux_loss_coef * result.aux_loss;
+    result.terms[1].sum = aux_loss(acts.router, config_.num_experts, nullptr);
+    result.loss = result.mean(1);
   }
   return result;
 }

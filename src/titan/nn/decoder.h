@@ -1,16 +1,20 @@
 // Decoder-only language model: embedding -> blocks -> final norm -> output head (tied to the
-// embedding or its own weight). Loss = mean cross-entropy over non-ignored targets, computed by
-// the fused lm_head + cross-entropy op so [tokens, vocab] logits never exist whole in training.
+// embedding or its own weight). Its loss is a list of named terms (nn/loss_terms.h): the mean
+// cross-entropy over non-ignored targets, computed by the fused lm_head + cross-entropy op so
+// [tokens, vocab] logits never exist whole in training, and HF's MoE load-balancing loss where
+// aux-loss balancing is on.
 // Legend: B batch, T sequence, N = B*T tokens, D dim, V vocab.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "titan/nn/config_tree.h"
 #include "titan/nn/embedding.h"
 #include "titan/nn/head.h"
+#include "titan/nn/loss_terms.h"
 #include "titan/nn/transformer_block.h"
 #include "titan/ops/rope/rope_scaling.h"
 
@@ -74,12 +78,10 @@ struct DecoderConfig {
   int64_t num_embedding_params() const { return vocab_size * dim; }
 };
 
-struct LossResult {
-  double loss = 0.0;        // mean cross-entropy over num_targets (+ router_aux_loss_coef * aux_loss)
-  double loss_sum = 0.0;    // of the cross-entropy only
-  int64_t num_targets = 0;
-  double aux_loss = 0.0;    // HF's load-balancing loss, unscaled (0 unless load_balance = aux_loss)
-};
+// The decoder's loss terms (nn/loss_terms.h; Decoder::loss_terms): cross-entropy, and HF's
+// load-balancing loss with aux-loss balancing.
+inline constexpr std::string_view kCrossEntropyTerm = "ce";
+inline constexpr std::string_view kAuxLossTerm = "aux_loss";
 
 // Tokens routed to each expert, over every MoE layer and expert (since the last reset).
 struct ExpertLoad {
@@ -170,13 +172,18 @@ class Decoder {
   ParameterList parameters();
   void zero_grad();
 
-  // Forward + backward of mean cross-entropy. ids_BT / targets_BT: i64 [B, T]; targets already
-  // aligned with positions (target t is what position t predicts; -100 = ignored). Gradients
-  // accumulate into the parameters' grads, scaled by grad_scale (default 1/num_targets). With
-  // aux-loss balancing, router_aux_loss_coef * aux_scale * aux_loss is added to what is
-  // differentiated (aux_scale: 1 / micro-batches when accumulating).
+  // The terms every LossResult of this decoder holds, in order, with zero sums: "ce" (the
+  // cross-entropy's sum over targets, per target, weight 1) and, with aux-loss balancing,
+  // "aux_loss" (HF's load-balancing loss of each forward, unscaled, per forward, weight
+  // router_aux_loss_coef). The same on every rank of a job (each term's global sum is a collective).
+  std::vector<LossTerm> loss_terms() const;
+  // Forward + backward of the loss terms (nn/loss_terms.h). ids_BT / targets_BT: i64 [B, T];
+  // targets already aligned with positions (target t is what position t predicts; -100 = ignored).
+  // Gradients accumulate into the parameters' grads: the cross-entropy sum's scaled by grad_scale
+  // (default 1/num_targets), a per-forward term's (the aux loss) by its weight * forward_scale
+  // (1 / the forwards of a step when accumulating).
   LossResult forward_backward(const Tensor& ids_BT, const Tensor& targets_BT,
-                              float grad_scale = 0.0f, float aux_scale = 1.0f);
+                              float grad_scale = 0.0f, float forward_scale = 1.0f);
   // Pipeline parallelism (parallel/pipeline.h). Drops every layer not in `layer_ids` (global
   // indices, ascending), the embedding unless `first`, the final norm and head unless `last`
   // (parameters keep their global FQNs; layers and the per-layer recompute choices then hold the
@@ -191,18 +198,18 @@ class Decoder {
   Tensor stage_forward(const Tensor& ids_BT, const Tensor& h_ND, const StageSpan& span, Activations& acts,
                        bool keep = true);
   // The last stage's forward-only loss on its output hn_ND (forward_loss's head; a collective over
-  // tp under tensor parallelism).
+  // tp under tensor parallelism): the cross-entropy term (the others 0).
   LossResult stage_loss(const Tensor& hn_ND, const Tensor& targets_BT, const StageSpan& span);
   // The span of everything this decoder holds: the whole model as one stage, or its pipeline part.
   StageSpan whole_span() const;
   // Backward: dh_ND is the gradient of the stage's output from the next stage; on the last stage the
   // head's cross-entropy against targets_BT (gradients scaled by grad_scale) gives it instead, and
-  // its sums go to `loss`. Returns the gradient of the stage's input (undefined on the first stage).
-  // With aux-loss balancing the last stage also computes the micro-batch's aux loss from the router
-  // totals of every stage (see stage_totals) into `loss`, scaled into the gradients by aux_scale as
-  // forward_backward does.
+  // its terms go to `loss` (which other stages leave as it is). Returns the gradient of the stage's
+  // input (undefined on the first stage). With aux-loss balancing the last stage also computes the
+  // micro-batch's aux loss from the router totals of every stage (see stage_totals) into `loss`,
+  // scaled into the gradients by forward_scale as forward_backward does.
   Tensor stage_backward(const Tensor& dh_ND, const Tensor& targets_BT, float grad_scale, const StageSpan& span,
-                        Activations& acts, LossResult& loss, float aux_scale = 1.0f);
+                        Activations& acts, LossResult& loss, float forward_scale = 1.0f);
   // Aux-loss balancing couples every MoE layer of a forward (HF's loss is over all layers' routing),
   // so under a pipeline two small messages travel beside the activations: forward, the router
   // totals of the stages so far (f64 [2E + 1]: counts, prob sums, rows), which a stage continues
@@ -214,8 +221,9 @@ class Decoder {
   Tensor stage_aux_grad(const Activations& acts) const;
   void set_stage_aux_grad(Activations& acts, const Tensor& dprobs_E) const;
 
-  // Forward-only mean cross-entropy (no gradients, no saved activations); under tensor
-  // parallelism through the vocabulary-parallel head (a collective: every tp rank calls it).
+  // Forward-only loss terms (no gradients, no saved activations), the aux loss included with
+  // aux-loss balancing; under tensor parallelism through the vocabulary-parallel head (a
+  // collective: every tp rank calls it).
   LossResult forward_loss(const Tensor& ids_BT, const Tensor& targets_BT);
   // Inference forward: logits f32 [B, T, V] (materialized: this is the output). positions_BT
   // and sequence as Activations' (the tokens as a later part of a longer sequence).
@@ -262,7 +270,8 @@ class Decoder {
   ParameterList buffers();
   // What a checkpoint holds of the model: parameters() then buffers().
   ParameterList state();
-  // Expert load since the last reset, and the bias-balancing update (which also resets it).
+  // Expert load since the last reset, and the bias-balancing update (which also resets it); after
+  // each step, through the post-step hook parallelize registers (models/decoder/parallelize.h).
   ExpertLoad expert_load() const;
   void reset_expert_load();
   void update_expert_bias();
@@ -271,8 +280,8 @@ class Decoder {
   StepContext make_context(const Tensor& ids_BT, const Tensor& positions_BT, SequenceAttention* sequence) const;
   StepContext make_cached_context(int64_t batch, int64_t seq, const KvCache& cache) const;
   void check_whole(const char* what) const;  // forward_backward & co. run the whole model
+  void add_aux_loss(Activations& acts, float forward_scale, LossResult& result) const;
   // The head's loss and its backward to the final norm's output (dhn_ND), TP-aware.
-  void add_aux_loss(Activations& acts, float aux_scale, LossResult& result) const;
   ops::LmHeadXentResult head_loss_backward(const Tensor& hn_ND, const Tensor& targets_BT, float grad_scale,
                                            Tensor& dhn_ND);
 

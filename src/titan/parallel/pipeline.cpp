@@ -35,7 +35,7 @@ int Pipeline::tag(Message kind, int64_t stage, int64_t micro, int64_t micro_batc
 }
 
 nn::LossResult Pipeline::run(const Tensor& ids_BT, const Tensor& labels_BT, int64_t micro_rows, float grad_scale,
-                             float aux_scale) {
+                             float forward_scale) {
   const int64_t B = ids_BT.size(0), T = ids_BT.size(1), D = model_.config().dim;
   TITAN_CHECK(micro_rows > 0 && B % micro_rows == 0, "[pipeline] ", B, " rows do not split into micro-batches of ",
               micro_rows);
@@ -63,7 +63,7 @@ nn::LossResult Pipeline::run(const Tensor& ids_BT, const Tensor& labels_BT, int6
   // (zeros: a meta run's receive moves nothing).
   const bool totals = model_.stages_carry_router_totals();
   const int64_t E = model_.config().num_experts;
-  nn::LossResult total;
+  nn::LossResult total{0.0, 0, model_.loss_terms()};
   const auto rows = [&](const Tensor& t, int64_t m) { return t.narrow(0, m * micro_rows, micro_rows).contiguous(); };
   for (const PipelineAction& a : pipeline_schedule(kind_, layout_, rank_, M)) {
     const nn::StageSpan& span = spans_[static_cast<size_t>(local_index(a.stage))];
@@ -96,28 +96,26 @@ nn::LossResult Pipeline::run(const Tensor& ids_BT, const Tensor& labels_BT, int6
     }
     nn::LossResult loss;
     Tensor dx_ND =
-        model_.stage_backward(dh_ND, rows(labels_BT, a.micro), grad_scale, span, slot.acts, loss, aux_scale);
+        model_.stage_backward(dh_ND, rows(labels_BT, a.micro), grad_scale, span, slot.acts, loss, forward_scale);
     if (!span.first) {
       send(std::move(dx_ND), a.stage - 1, Message::gradient, a.micro);
       if (totals) send(model_.stage_aux_grad(slot.acts), a.stage - 1, Message::aux_gradient, a.micro);
     }
     slot = Slot{};  // its activations are spent
-    total.loss_sum += loss.loss_sum;
-    total.num_targets += loss.num_targets;
-    total.aux_loss += loss.aux_loss;
+    total.add(loss);
   }
   {
     CommTimer t{stats_.seconds};
     for (InFlight& f : sends) f.pending->wait();
   }
-  if (total.num_targets > 0) total.loss = total.loss_sum / static_cast<double>(total.num_targets);
+  total.loss = total.mean(M);
   return total;
 }
 
 nn::LossResult Pipeline::forward_loss(const Tensor& ids_BT, const Tensor& labels_BT) {
   const int64_t N = ids_BT.numel() / token_shards_, D = model_.config().dim;
   std::vector<std::pair<Tensor, std::unique_ptr<Pending>>> sends;
-  nn::LossResult loss;
+  nn::LossResult loss{0.0, 0, model_.loss_terms()};
   const std::vector<int64_t> stages = layout_.stages_of(rank_);
   for (size_t k = 0; k < stages.size(); ++k) {  // ascending stages: each waits only for the one before
     const int64_t stage = stages[k];

@@ -36,14 +36,14 @@ class Pipeline {
   PipelineScheduleKind kind() const { return kind_; }
   bool holds_last_stage() const;
   // One pipeline step over the rows of ids_BT / labels_BT (i64 [B, T], B a multiple of micro_rows);
-  // returns the cross-entropy sum over the targets and, with aux-loss balancing, the sum of the
-  // micro-batches' aux losses (each scaled by aux_scale into the gradients) on the last stage (0 on
-  // other ranks). The router totals and the aux gradient travel beside the activations
-  // (nn::Decoder::stage_totals).
+  // returns the model's loss terms summed over the micro-batches (nn/loss_terms.h; the aux loss,
+  // one per micro-batch, scaled into the gradients by forward_scale) on the last stage, the same
+  // terms with 0 sums on other ranks. The router totals and the aux gradient travel beside the
+  // activations (nn::Decoder::stage_totals).
   nn::LossResult run(const Tensor& ids_BT, const Tensor& labels_BT, int64_t micro_rows, float grad_scale,
-                     float aux_scale = 1.0f);
+                     float forward_scale = 1.0f);
   // Forward only (validation): the whole batch through this rank's stages in order, nothing saved;
-  // the loss sums on the last stage (0 on other ranks).
+  // the loss terms on the last stage (0 sums on other ranks).
   nn::LossResult forward_loss(const Tensor& ids_BT, const Tensor& labels_BT);
   // Bytes sent and seconds waiting for receives and sends (send_bytes, seconds), since reset_stats.
   const CommStats& stats() const { return stats_; }

@@ -46,12 +46,7 @@ MetaPlan meta_plan(const config::JobConfig& c, const models::ResolvedModel& mode
   const int64_t forwards = accumulation * dp * parallelized.forwards_per_batch(B);
   run_step(parallelized, *optimizer, micro, B * T * accumulation * dp, forwards, c.training.max_norm,
            [&](const StepTotals&) { return c.optimizer.lr; });
-  nn::Decoder& m = parallelized.model();
-  if (model.config.load_balance == nn::LoadBalance::bias) {
-    m.update_expert_bias();
-  } else {
-    m.reset_expert_load();
-  }
+  parallelized.post_step();
   plan.peak = static_cast<double>(memory.stats().peak_bytes - base);
   plan.comm = parallelized.comm_stats();
   return plan;

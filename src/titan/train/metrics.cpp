@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <variant>
 
 #include "titan/core/error.h"
 #include "titan/train/jsonl_writer.h"
@@ -57,14 +58,7 @@ std::string MetricsLogger::format_line(const StepMetrics& m) {
                 m.memory_percent, with_commas(m.tps).c_str(), m.tflops, m.mfu, m.lr,
                 m.step == 1 ? "  (step 1 includes warm-up)" : "");
   std::string out = used > 0 ? line : "";
-  if (m.moe) {
-    std::snprintf(line, sizeof line, "  expert_load: %lld..%lld  aux: %.4f", static_cast<long long>(m.expert_load_min),
-                  static_cast<long long>(m.expert_load_max), m.aux_loss);
-    out += line;
-  }
-  for (size_t r = 0; r < m.ep_rank_load.size(); ++r) {  // "  ep_load: 812/724"
-    out += str(r == 0 ? "  ep_load: " : "/", m.ep_rank_load[r]);
-  }
+  for (const nn::StepMetric& s : m.model_metrics) out += s.console;
   if (m.comm_bytes > 0) {
     std::snprintf(line, sizeof line, "  comm: %.1fMB %.2fs", m.comm_bytes / 1e6, m.comm_seconds);
     out += line;
@@ -91,12 +85,9 @@ void MetricsLogger::record(const StepMetrics& m) {
       row["comm_bytes"] = m.comm_bytes;
       row["comm_seconds"] = m.comm_seconds;
     }
-    if (m.moe) {
-      row["expert_load_min"] = m.expert_load_min;
-      row["expert_load_max"] = m.expert_load_max;
-      row["aux_loss"] = m.aux_loss;
+    for (const nn::StepMetric& s : m.model_metrics) {
+      std::visit([&](const auto& value) { row[s.name] = value; }, s.value);
     }
-    if (!m.ep_rank_load.empty()) row["ep_rank_load"] = m.ep_rank_load;
     jsonl_->write(row);
   }
   if (tensorboard_) {
@@ -108,10 +99,10 @@ void MetricsLogger::record(const StepMetrics& m) {
                                                            {"mfu(%)", m.mfu},
                                                            {"memory/peak_active(GiB)", m.memory_bytes / double(1 << 30)},
                                                            {"memory/peak_active(%)", m.memory_percent}};
-    if (m.moe) {
-      scalars.emplace_back("moe/expert_load_min", static_cast<double>(m.expert_load_min));
-      scalars.emplace_back("moe/expert_load_max", static_cast<double>(m.expert_load_max));
-      scalars.emplace_back("moe/aux_loss", m.aux_loss);
+    for (const nn::StepMetric& s : m.model_metrics) {
+      if (s.tensorboard.empty()) continue;
+      if (const auto* n = std::get_if<int64_t>(&s.value)) scalars.emplace_back(s.tensorboard, static_cast<double>(*n));
+      if (const auto* x = std::get_if<double>(&s.value)) scalars.emplace_back(s.tensorboard, *x);
     }
     tensorboard_->add_scalars(scalars, m.step);
     tensorboard_->flush();

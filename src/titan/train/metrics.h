@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "titan/nn/loss_terms.h"
+
 namespace titan::train {
 
 struct StepMetrics {
@@ -29,16 +31,12 @@ struct StepMetrics {
   double memory_bytes = 0.0;
   double memory_percent = 0.0;
   double data_wait_seconds = 0.0;  // time the step waited for the loader
-  // Mixture of experts (moe = false for a dense model): tokens routed to the least and the most
-  // loaded expert over every MoE layer and micro-batch of the step (uniform: tokens x top_k /
-  // experts), and the HF aux loss (mean over micro-batches, unscaled; 0 unless aux_loss balancing).
-  bool moe = false;
-  int64_t expert_load_min = 0;
-  int64_t expert_load_max = 0;
-  // Expert parallelism: (token, expert) pairs each ep rank's experts processed this step, summed
-  // over the MoE layers and the ep groups; empty without it.
-  std::vector<int64_t> ep_rank_load;
-  double aux_loss = 0.0;
+  // Each loss term's value for the step (nn/loss_terms.h), in the model's order; loss is their
+  // weighted sum. The writers show only those the model reports in model_metrics.
+  std::vector<nn::LossValue> loss_terms;
+  // What the model reports of the step (models::Parallelized::step_metrics lists the decoder's),
+  // written as given: metrics.jsonl fields after the ones above, TensorBoard scalars, console text.
+  std::vector<nn::StepMetric> model_metrics;
   // Multi-rank (FSDP): bytes this rank passed to collectives in the step (all-gathers and
   // reduce-scatters counted at full unit size, HSDP all-reduces at shard size), and the wall time
   // spent in them. comm_bytes = 0: a single-rank run (no comm field in the line).
@@ -51,7 +49,7 @@ struct StepMetrics {
 // second series on loss.svg.
 struct ValidationMetrics {
   int64_t step = 0;         // the training step the model has finished
-  double loss = 0.0;        // mean cross-entropy (nats per target token; no MoE aux loss)
+  double loss = 0.0;        // mean cross-entropy (nats per target token): the model's first loss term alone
   double perplexity = 0.0;  // exp(loss)
   int64_t targets = 0;      // target tokens of the pass, all data-parallel ranks
   int64_t batches = 0;      // global batches of the pass

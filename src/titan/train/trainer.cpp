@@ -169,12 +169,29 @@ int64_t Trainer::next_micro_batches(int64_t step) {
 
 int64_t Trainer::forwards_per_step() const { return accumulation_ * dp_ * model_->forwards_per_batch(B_); }
 
+// The one rule for every loss term a model returns (nn/loss_terms.h): its global sum over its
+// denominator is its value, and the loss is the weighted sum of the values. Every rank holds the
+// same terms (each global_sum is a collective).
+static StepTotals step_loss(models::Parallelized& model, const std::vector<nn::LossTerm>& terms, int64_t targets,
+                            int64_t forwards_per_step) {
+  StepTotals t;
+  for (const nn::LossTerm& term : terms) {
+    const double sum = model.global_sum(term.sum);  // a pipeline's last stage holds them
+    const int64_t denominator = term.denominator == nn::LossDenominator::targets ? targets : forwards_per_step;
+    const double value = sum / static_cast<double>(denominator);
+    t.terms.push_back({term.name, value});
+    t.loss += term.weight * value;
+  }
+  return t;
+}
+
 StepTotals run_step(models::Parallelized& model, Optimizer& optimizer, const std::vector<data::Batch>& micro,
                     int64_t targets, int64_t forwards_per_step, double max_norm,
                     const std::function<double(const StepTotals&)>& lr_for, std::optional<nn::LoraDropoutKey> dropout) {
   model.zero_grad();
-  StepTotals t;
-  const float aux_scale = 1.0f / static_cast<float>(forwards_per_step);
+  const float grad_scale = 1.0f / static_cast<float>(targets);
+  const float forward_scale = 1.0f / static_cast<float>(forwards_per_step);
+  nn::LossResult sums{0.0, 0, model.loss_terms()};
   struct KeyReset {  // unset on every way out, so validation and generation never drop
     ~KeyReset() { nn::set_lora_dropout_key(std::nullopt); }
   } reset;
@@ -184,15 +201,11 @@ StepTotals run_step(models::Parallelized& model, Optimizer& optimizer, const std
       dropout->micro = static_cast<int64_t>(i);
       nn::set_lora_dropout_key(dropout);
     }
-    const nn::LossResult r =
-        model.forward_backward(b.inputs_BT, b.labels_BT, 1.0f / static_cast<float>(targets), aux_scale);
-    t.loss_sum += r.loss_sum;
-    t.aux_sum += r.aux_loss;
+    sums.add(model.forward_backward(b.inputs_BT, b.labels_BT, grad_scale, forward_scale));
   }
   nn::set_lora_dropout_key(std::nullopt);
   model.finish_grads();
-  t.loss_sum = model.global_sum(t.loss_sum);  // a pipeline's last stage holds them
-  t.aux_sum = model.global_sum(t.aux_sum);
+  StepTotals t = step_loss(model, sums.terms, targets, forwards_per_step);
   const SquaresReducer global = [&](double x) { return model.grad_squares(x); };
   t.grad_norm = clip_grad_norm(model.shards(), max_norm, model.sharded() ? global : nullptr, &model.norm_params());
   optimizer.step(lr_for(t));
@@ -213,26 +226,19 @@ StepMetrics Trainer::train_step(int64_t step) {
   model_->reset_comm_stats();
   const double waited_before = loader_->seconds_waiting();
   const int64_t targets = next_micro_batches(step);
-  const nn::DecoderConfig& mc = resolved_.config;
   StepMetrics m;
   m.step = step;
   run_step(*model_, *optimizer_, micro_, targets, forwards_per_step(), c_.training.max_norm, [&](const StepTotals& t) {
-    m.aux_loss = t.aux_sum / static_cast<double>(forwards_per_step());
-    m.loss = t.loss_sum / static_cast<double>(targets) + mc.router_aux_loss_coef * m.aux_loss;
+    m.loss = t.loss;
+    m.loss_terms = t.terms;
     m.grad_norm = t.grad_norm;
     check_finite(step, m.loss, m.grad_norm);
     m.lr = c_.optimizer.lr * schedule_->factor(step);
     return m.lr;
   }, nn::LoraDropoutKey{static_cast<uint64_t>(c_.training.seed), step, 0, dp_rank_});
   for (data::Batch& b : micro_) b = data::Batch{};
-  nn::Decoder& model = model_->model();
-  const nn::ExpertLoad load = model_->expert_load();
-  m.ep_rank_load = model_->ep_rank_loads();
-  if (mc.load_balance == nn::LoadBalance::bias) {
-    model.update_expert_bias();  // from this step's load; resets it
-  } else {
-    model.reset_expert_load();
-  }
+  m.model_metrics = model_->step_metrics(m.loss_terms);  // before the hooks reset what they read
+  model_->post_step();
   m.tokens = B_ * T_ * accumulation_;
   m.seconds = seconds_since(t0);
   m.tps = static_cast<double>(m.tokens) / m.seconds /
@@ -242,9 +248,6 @@ StepMetrics Trainer::train_step(int64_t step) {
   m.memory_bytes = static_cast<double>(host_allocator().stats().peak_bytes);
   m.memory_percent = 100.0 * m.memory_bytes / memory_total_;
   m.data_wait_seconds = loader_->seconds_waiting() - waited_before;
-  m.moe = load.defined;
-  m.expert_load_min = load.min;
-  m.expert_load_max = load.max;
   const parallel::CommStats cs = model_->comm_stats();
   m.comm_seconds = cs.seconds;
   m.comm_bytes =

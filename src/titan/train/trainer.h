@@ -10,12 +10,17 @@
 //   train_step(step)    the step's micro-batches (local_batch_size x seq_len each), forward_backward
 //                       on each, gradients made global (parallelize), clipping (the logged
 //                       grad_norm is the norm before clipping), lr = optimizer.lr x schedule(step),
-//                       AdamW, MoE balancing, the metric line, a validation pass when due
-//                       (train/validator.h: every validation.freq steps and after the last),
+//                       AdamW, the model's post-step hooks, the metric line, a validation pass when
+//                       due (train/validator.h: every validation.freq steps and after the last),
 //                       a checkpoint when due.
 //   run_step()          the step's computation (below): each micro-batch's gradients scaled by
 //                       1 / (target tokens of the whole step), so the step's gradient is that of the
 //                       mean loss over the global batch.
+//
+// The trainer names no model feature. The model returns named loss terms (nn/loss_terms.h), which
+// the trainer turns into the step's loss by one rule (run_step), reports its own step metrics
+// (models::Parallelized::step_metrics), which the metric writers write as given, and registers its
+// own post-step hooks (Parallelized::post_step), which the trainer runs after each update.
 //
 // A non-finite loss or gradient stops the run with an Error naming the step (and the first
 // parameter whose gradient is non-finite). Checkpoints: train/checkpointer.h.
@@ -62,8 +67,8 @@ class Trainer {
   // Runs the steps after the resumed one to training.steps, then the final export.
   TrainSummary train();
   StepMetrics train_step(int64_t step);
-  // The forwards whose aux losses a step averages (HF's aux loss is one per forward): micro-batches x
-  // data-parallel ranks x a pipeline's micro-batches.
+  // The denominator of a per-forward loss term (nn::LossDenominator::forwards): the step's forwards,
+  // micro-batches x data-parallel ranks x a pipeline's micro-batches.
   int64_t forwards_per_step() const;
 
  private:
@@ -111,13 +116,17 @@ class Trainer {
 };
 
 // The computation of one step, the trainer's and a meta run's (train/meta_plan.h): zero_grad, each
-// micro-batch's forward_backward (gradients scaled by 1 / targets, the aux loss by
-// 1 / forwards_per_step), finish_grads, the global loss sums, clipping to max_norm (grad_norm is the
-// norm before), then the optimizer's update at lr_for(the totals) (which may throw: a non-finite step).
+// micro-batch's forward_backward (per-target loss terms' gradients scaled by 1 / targets,
+// per-forward terms' by 1 / forwards_per_step), finish_grads, the loss (each term's global sum over
+// its denominator, weighted into the total; nn/loss_terms.h), clipping to max_norm (grad_norm is
+// the norm before), then the optimizer's update at lr_for(the totals) (which may throw: a
+// non-finite step). The caller runs the model's post_step after it.
 // `dropout`, when set, keys the LoRA dropout masks: its micro field is set to each micro-batch's
 // index around that micro-batch's forward_backward, and the key is unset after.
 struct StepTotals {
-  double loss_sum = 0.0, aux_sum = 0.0, grad_norm = 0.0;
+  std::vector<nn::LossValue> terms;  // each loss term's value for the step, in the model's order
+  double loss = 0.0;                 // sum over the terms of weight x value
+  double grad_norm = 0.0;
 };
 StepTotals run_step(models::Parallelized& model, Optimizer& optimizer, const std::vector<data::Batch>& micro,
                     int64_t targets, int64_t forwards_per_step, double max_norm,

@@ -39,7 +39,7 @@ int64_t Validator::check_set() const {
 ValidationMetrics Validator::run(models::Parallelized& model, int64_t step, const std::function<int()>& stop) const {
   const auto t0 = Clock::now();
   data::PrefetchLoader loader(global_, *tokenizer_);
-  double sums[2] = {0.0, 0.0};  // cross-entropy over targets, target count (this rank's rows)
+  double sums[2] = {0.0, 0.0};  // the first loss term (cross-entropy) over targets, target count (this rank's rows)
   ValidationMetrics r;
   r.step = step;
   while (max_batches_ < 0 || r.batches < max_batches_) {
@@ -47,7 +47,7 @@ ValidationMetrics Validator::run(models::Parallelized& model, int64_t step, cons
     if (!global) break;
     const data::Batch mine = data_parallel_rows(*global, dp_rank_, local_batch_);
     const nn::LossResult l = model.forward_loss(mine.inputs_BT, mine.labels_BT);
-    sums[0] += l.loss_sum;
+    sums[0] += l.terms.front().sum;
     sums[1] += static_cast<double>(l.num_targets);
     ++r.batches;
     if (stop() != 0) {
@@ -55,7 +55,6 @@ ValidationMetrics Validator::run(models::Parallelized& model, int64_t step, cons
       break;
     }
   }
-  model.model().reset_expert_load();  // the pass's routing counts are not the next step's load
   if (r.interrupted) {
     r.seconds = seconds_since(t0);
     return r;

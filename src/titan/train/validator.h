@@ -12,14 +12,14 @@
 //            saved activations (FSDP gathers each block for its forward and frees it; under TP
 //            the vocabulary-parallel head gives every tp rank the loss of all tokens; a pipeline
 //            runs the batch through its stages, the loss on the last one).
-//   reduce   cross-entropy summed over target tokens and the target count, summed over the
-//            pass's batches, then over the data-parallel ranks (an all-reduce on mesh.dp()):
-//            loss = sum / count, perplexity = exp(loss). The MoE aux loss is not part of it.
+//   reduce   the model's own loss term (its first, cross-entropy: nn/loss_terms.h) summed over
+//            target tokens and the target count, summed over the pass's batches, then over the
+//            data-parallel ranks (an all-reduce on mesh.dp()): loss = sum / count,
+//            perplexity = exp(loss). The model's other terms are training objectives, not part of it.
 //
 // A pass leaves the training untouched: it has its own loader (the training cursor and every
 // checkpoint's data state are not involved), writes no gradient and no optimizer state, and
-// clears the MoE expert-load counters it added to (the trainer validates right after a step,
-// when they are empty).
+// forward_loss puts back any step state the model's forward counts (Parallelized::forward_loss).
 #pragma once
 
 #include <functional>

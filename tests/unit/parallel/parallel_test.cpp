@@ -214,6 +214,64 @@ TEST(ExpertParallel, OneRankExchangeLeavesTrainingUnchanged) {
   }
 }
 
+// The seams the trainer reaches an MoE through (train/trainer.h names no model feature): its loss
+// terms, its step metrics in metrics.jsonl's order, a validation forward that leaves the expert
+// load as it found it, and the post-step hook it registered (bias balancing moves the bias, both
+// modes reset the load) before the hooks added after it.
+TEST(Parallelized, MoeStepSeams) {
+  for (const nn::LoadBalance balance : {nn::LoadBalance::aux_loss, nn::LoadBalance::bias}) {
+    nn::DecoderConfig c = models::find_size("debug_moe").config;
+    c.num_layers = 2;
+    c.vocab_size = 256;
+    c.load_balance = balance;
+    auto whole = std::make_unique<nn::Decoder>(c);
+    models::find_family("qwen3").init_weights(*whole, 5);
+    std::unique_ptr<parallel::Comm> comm = parallel::make_local_comm();
+    parallel::DeviceMesh mesh(*comm, resolve_mesh({1, -1, 1}, 1));
+    models::Parallelized p(std::move(whole), models::find_family("qwen3"), mesh, {});
+    EXPECT_EQ(p.loss_terms().size(), balance == nn::LoadBalance::aux_loss ? 2u : 1u);
+    p.zero_grad();
+    EXPECT_EQ(p.forward_backward(ids(2, 16, 3), ids(2, 16, 4), 0.01f, 1.0f).terms.size(), p.loss_terms().size());
+    const nn::ExpertLoad load = p.expert_load();
+    ASSERT_TRUE(load.defined);
+    EXPECT_GT(load.max, 0);
+    (void)p.forward_loss(ids(2, 16, 5), ids(2, 16, 6));
+    EXPECT_EQ(p.expert_load().min, load.min);
+    EXPECT_EQ(p.expert_load().max, load.max);
+
+    const std::vector<nn::StepMetric> m = p.step_metrics({{"ce", 5.0}, {"aux_loss", 0.25}});
+    ASSERT_EQ(m.size(), 3u);
+    EXPECT_EQ(m[0].name, "expert_load_min");
+    EXPECT_EQ(m[1].name, "expert_load_max");
+    EXPECT_EQ(m[2].name, "aux_loss");
+    EXPECT_EQ(std::get<int64_t>(m[1].value), load.max);
+    EXPECT_EQ(std::get<double>(m[2].value), 0.25);
+    EXPECT_EQ(m[0].console + m[1].console + m[2].console,
+              str("  expert_load: ", load.min, "..", load.max, "  aux: 0.2500"));
+    EXPECT_EQ(m[2].tensorboard, "moe/aux_loss");
+
+    std::vector<Tensor> bias;
+    for (nn::Parameter* b : p.model().buffers()) bias.push_back(b->value.clone());
+    EXPECT_EQ(bias.empty(), balance != nn::LoadBalance::bias);
+    std::vector<int> ran;
+    p.add_post_step_hook([&] { ran.push_back(p.expert_load().max == 0 ? 1 : 0); });
+    p.post_step();
+    EXPECT_EQ(ran, std::vector<int>{1});  // after the model's own hook, which reset the load
+    const nn::ParameterList after = p.model().buffers();
+    for (size_t i = 0; i < bias.size(); ++i) {
+      EXPECT_NE(0, std::memcmp(bias[i].data<float>(), after[i]->value.data<float>(), bias[i].nbytes())) << i;
+    }
+  }
+  // A dense model: one term, no metrics, no hook.
+  auto whole = std::make_unique<nn::Decoder>(tiny());
+  std::unique_ptr<parallel::Comm> comm = parallel::make_local_comm();
+  parallel::DeviceMesh mesh(*comm, resolve_mesh({1, -1, 1}, 1));
+  models::Parallelized p(std::move(whole), models::find_family("qwen3"), mesh, {});
+  EXPECT_EQ(p.loss_terms().size(), 1u);
+  EXPECT_TRUE(p.step_metrics({{"ce", 5.0}}).empty());
+  p.post_step();
+}
+
 TEST(TensorParallel, PlanAndLocalConfig) {
   const models::ParallelPlan& plan = models::find_family("qwen3").parallel_plan;
   EXPECT_EQ(plan.tp_split_dim("layers.3.attention.wq.weight"), 0);

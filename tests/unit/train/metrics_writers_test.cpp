@@ -537,6 +537,45 @@ TEST(MetricsLogger, ValidationGoesToEveryWriter) {
             "validate: step     2  loss:   4.5000  perplexity: 90.02  tokens: 1,024 (4 batches)  time: 0.25s");
 }
 
+// What a model reports of a step (nn::StepMetric) is written as given: its fields after the
+// trainer's (comm included) in its order, its scalars on TensorBoard, its text on the console line
+// before the comm part.
+TEST(MetricsLogger, ModelMetricsAreWrittenAsGiven) {
+  TempDir dir("model_metrics");
+  titan::train::MetricsOptions o;
+  o.dump_folder = dir.path().string();
+  o.log_freq = 1;
+  o.total_steps = 1;
+  o.enable_tensorboard = true;
+  o.tb_folder = "tb";
+  o.console = false;
+  titan::train::StepMetrics m;
+  m.step = 1;
+  m.loss = 5.0;
+  m.comm_bytes = 2e6;
+  m.model_metrics = {{"load_min", int64_t{3}, "model/load_min", "  load: 3"},
+                     {"extra_loss", 0.5, "model/extra_loss", ""},
+                     {"rank_load", std::vector<int64_t>{4, 5}, "", "  ranks: 4/5"}};
+  {
+    titan::train::MetricsLogger logger(o);
+    logger.record(m);
+    logger.finish();
+  }
+  std::ifstream in(dir.path() / "metrics.jsonl");
+  std::string line;
+  std::getline(in, line);
+  EXPECT_NE(line.find("\"comm_seconds\":0.0,\"load_min\":3,\"extra_loss\":0.5,\"rank_load\":[4,5]}"),
+            std::string::npos) << line;
+  const std::string text = titan::train::MetricsLogger::format_line(m);
+  EXPECT_NE(text.find("  load: 3  ranks: 4/5  comm: 2.0MB"), std::string::npos) << text;
+  const std::vector<Scalar> s = scalars_of(read_records(read_file(only_event_file(dir.path() / "tb"))));
+  std::vector<std::string> tags;
+  for (const Scalar& x : s) {
+    if (x.tag.rfind("model/", 0) == 0) tags.push_back(x.tag);
+  }
+  EXPECT_EQ(tags, (std::vector<std::string>{"model/load_min", "model/extra_loss"}));
+}
+
 // A metrics.jsonl or a TensorBoard folder (or a folder on its way) that is a symbolic link in the
 // dump folder is refused naming it: following it would truncate, append to or fill a place
 // outside the folder titan was given.

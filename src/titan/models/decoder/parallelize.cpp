@@ -179,6 +179,7 @@ Parallelized::Parallelized(std::unique_ptr<nn::Decoder> whole, const ModelSpec& 
     placements_.push_back(place(p->fqn, pieces_[i].shape, pieces_[i].start));
   }
   for (const auto& [name, shape] : full_) global_.emplace_back(name, place(name, shape, 0).shape);
+  register_moe_balancing();
 }
 
 // Where a TP-local tensor (or a flat piece of one, at `start`) sits in its global parameter.
@@ -264,27 +265,26 @@ void Parallelized::finish_grads() {
   }
 }
 
-std::vector<int64_t> Parallelized::ep_rank_loads() {
-  if (!ep_) return {};
-  const int64_t ep = ep_degree(), local = full_config_.num_experts / ep;
-  std::vector<int64_t> loads(static_cast<size_t>(ep), 0);
-  for (auto& layer : model_->layers) {
-    if (!layer->moe) continue;
-    const std::vector<int64_t>& load = layer->moe->load();
-    for (size_t e = 0; e < load.size(); ++e) loads[e / static_cast<size_t>(local)] += load[e];
-  }
-  if (pipeline_) mesh_.pp().all_reduce_sum(loads.data(), ep);  // every stage's MoE layers
-  return loads;
-}
-
 nn::LossResult Parallelized::forward_backward(const Tensor& ids_BT, const Tensor& labels_BT, float grad_scale,
-                                              float aux_scale) {
-  if (pipeline_) return pipeline_->run(ids_BT, labels_BT, pipeline_micro_rows_, grad_scale, aux_scale);
-  return model_->forward_backward(ids_BT, labels_BT, grad_scale, aux_scale);
+                                              float forward_scale) {
+  if (pipeline_) return pipeline_->run(ids_BT, labels_BT, pipeline_micro_rows_, grad_scale, forward_scale);
+  return model_->forward_backward(ids_BT, labels_BT, grad_scale, forward_scale);
 }
 
 nn::LossResult Parallelized::forward_loss(const Tensor& ids_BT, const Tensor& labels_BT) {
-  return pipeline_ ? pipeline_->forward_loss(ids_BT, labels_BT) : model_->forward_loss(ids_BT, labels_BT);
+  // The routers count what they route in any forward; a validation batch's counts must not reach
+  // the next step's balancing hook or its metrics.
+  std::vector<std::vector<int64_t>> loads;
+  for (auto& layer : model_->layers) {
+    if (layer->moe) loads.push_back(layer->moe->load());
+  }
+  nn::LossResult loss =
+      pipeline_ ? pipeline_->forward_loss(ids_BT, labels_BT) : model_->forward_loss(ids_BT, labels_BT);
+  size_t i = 0;
+  for (auto& layer : model_->layers) {
+    if (layer->moe) layer->moe->load() = std::move(loads[i++]);
+  }
+  return loss;
 }
 
 int64_t Parallelized::forwards_per_batch(int64_t rows) const {
@@ -294,22 +294,6 @@ int64_t Parallelized::forwards_per_batch(int64_t rows) const {
 double Parallelized::dp_sum(double x) {
   if (fsdp_) mesh_.dp().all_reduce_sum(&x, 1);
   return x;
-}
-
-nn::ExpertLoad Parallelized::expert_load() {
-  nn::ExpertLoad load = model_->expert_load();
-  if (!pipeline_ || full_config_.num_experts == 0) return load;
-  // Every stage takes part (one may hold no MoE layer: -inf for both, which any defined load beats).
-  const double none = -std::numeric_limits<double>::infinity();
-  double extremes[2] = {load.defined ? -static_cast<double>(load.min) : none,
-                        load.defined ? static_cast<double>(load.max) : none};
-  mesh_.pp().all_reduce_max(extremes, 2);
-  load.defined = extremes[1] != none;
-  if (load.defined) {
-    load.min = static_cast<int64_t>(-extremes[0]);
-    load.max = static_cast<int64_t>(extremes[1]);
-  }
-  return load;
 }
 
 double Parallelized::pipeline_sum(double x) {

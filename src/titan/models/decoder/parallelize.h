@@ -16,8 +16,10 @@
 //   setup    Parallelized p(std::move(whole), spec, mesh, options)   (every rank: the same whole model)
 //   pipeline with mesh pp > 1 each rank keeps its stages' modules only (parallel/pipeline.h)
 //   step     p.zero_grad(); p.forward_backward(micro-batch) for each; p.finish_grads();
-//            p.global_sum(the losses);
-//            the optimizer updates p.shards(); clipping sums p.grad_squares() over p.norm_params()
+//            p.global_sum(each loss term's sum);
+//            the optimizer updates p.shards(); clipping sums p.grad_squares() over p.norm_params();
+//            p.step_metrics(the terms' values); p.post_step() (the hooks the model registered: an
+//            MoE's expert-bias update or load reset)
 //   export   p.with_full_model(fn): the whole model assembled (one path for every layout), fn on
 //            world rank 0, freed again
 #pragma once
@@ -136,17 +138,34 @@ class Parallelized {
   int64_t shard_numel() const;  // elements this rank holds (values; gradients as many)
 
   void zero_grad();
+  // The model's loss terms (nn::Decoder::loss_terms), zero sums: every LossResult's terms, in order.
+  std::vector<nn::LossTerm> loss_terms() const { return model_->loss_terms(); }
   // One execution path for every layout: a micro-batch (i64 [B, T] ids and labels) through this
-  // rank's part of the model, forward and backward, gradients accumulated (grad_scale and aux_scale
-  // as nn::Decoder::forward_backward's) — the whole model as one stage, or this rank's pipeline
-  // stages over micro-batches of the pipeline's rows. The returned sums are this rank's (a
-  // pipeline's on its last stage only): global_sum makes a step's total global.
-  nn::LossResult forward_backward(const Tensor& ids_BT, const Tensor& labels_BT, float grad_scale, float aux_scale);
-  // Forward only (validation): the cross-entropy sums of the batch, as forward_backward's.
+  // rank's part of the model, forward and backward, gradients accumulated (grad_scale and
+  // forward_scale as nn::Decoder::forward_backward's) — the whole model as one stage, or this
+  // rank's pipeline stages over micro-batches of the pipeline's rows. The returned term sums are
+  // this rank's (a pipeline's on its last stage only): global_sum makes a step's total global.
+  nn::LossResult forward_backward(const Tensor& ids_BT, const Tensor& labels_BT, float grad_scale,
+                                  float forward_scale);
+  // Forward only (validation): the loss terms of the batch, as forward_backward's. No training
+  // state changes: the expert load its routing counts is put back as it was.
   nn::LossResult forward_loss(const Tensor& ids_BT, const Tensor& labels_BT);
   // The forwards one forward_backward of `rows` rows runs (a pipeline runs one per micro-batch):
-  // what the aux loss, one per forward as HF computes it, is averaged over.
+  // what a per-forward loss term (the aux loss, one per forward as HF computes it) is averaged over.
   int64_t forwards_per_batch(int64_t rows) const;
+  // What the step's metrics show of the model beyond its loss (nn::StepMetric), from the step's
+  // state and its loss terms' values. For an MoE: expert_load_min / expert_load_max (tokens routed
+  // to the least and the most loaded expert over every MoE layer and micro-batch; uniform: tokens
+  // x top_k / experts) and aux_loss (the aux term's value, 0 without aux-loss balancing); under
+  // expert parallelism ep_rank_load ((token, expert) pairs each ep rank's experts processed, summed
+  // over the MoE layers and the ep groups). A dense model: none. A collective over pp with a
+  // pipeline; after finish_grads, before post_step (which resets the load).
+  std::vector<nn::StepMetric> step_metrics(const std::vector<nn::LossValue>& losses);
+  // Runs the post-step hooks in the order they were added; once per step, after the optimizer's
+  // update. The decoder registers its MoE balancing at construction: bias balancing updates each
+  // router's expert bias from the step's load, otherwise the load is reset.
+  void post_step();
+  void add_post_step_hook(std::function<void()> hook) { post_step_hooks_.push_back(std::move(hook)); }
   // A sum this rank holds part of (pipeline_sum, then dp_sum): the step's total on every rank.
   double global_sum(double x) { return dp_sum(pipeline_sum(x)); }
   // After the step's last micro-batch: HSDP's replica sum, TP partial gradients summed over tp,
@@ -191,6 +210,9 @@ class Parallelized {
   nn::ParameterList tp_partial_;  // shards whose gradient is a partial sum over tp
   std::unique_ptr<ExpertParallel> ep_;  // null unless expert_parallel_degree > 1
   nn::ParameterList experts_;           // this rank's expert weights (whole, not FSDP-sharded)
+  std::vector<std::function<void()>> post_step_hooks_;
+
+  void register_moe_balancing();  // the MoE's post-step hook (no-op for a dense model)
 
   void split_experts();
   ckpt::TensorPiece place(const std::string& fqn, const Shape& local, int64_t start) const;
