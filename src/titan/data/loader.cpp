@@ -275,7 +275,7 @@ std::optional<Batch> Loader::next() {
     const uint8_t* row_mask = carry_mask_.data() + b * (T + 1);
     int64_t pos = 0;
     for (int64_t t = 0; t < T; ++t) {
-      if (t > 0) pos = row[t - 1] == config_.eot_id ? 0 : pos + 1;
+      if (t > 0) pos = config_.document_positions && row[t - 1] == config_.eot_id ? 0 : pos + 1;
       inputs[b * T + t] = row[t];
       labels[b * T + t] = row_mask[t + 1] ? row[t + 1] : kIgnoreLabel;
       positions[b * T + t] = pos;

@@ -5,10 +5,12 @@
 // Shape legend: B = batch_size rows, T = seq_len tokens per row.
 //   inputs_BT    i64  row[:-1]
 //   labels_BT    i64  row[1:]  (the next token of each input; -100 where masked, see chat data)
-//   positions_BT i64  0 at the start of each row and at each token that follows an eot, else
-//                     previous + 1: each document's tokens count from 0, for document-causal use.
-//                     (Read from the row alone, so no extra state; a document whose text holds a
-//                     literal "<|endoftext|>" encodes to eot there and restarts too.)
+//   positions_BT i64  the tokens' positions, which travel in the batch to the model (RoPE, and the
+//                     attention offsets of a chunk of the row): 0..T-1 per row, the packed row
+//                     being one sequence. With document_positions, 0 also at each token that
+//                     follows an eot: each document counts from 0, for document-causal use (read
+//                     from the row alone, so no extra state; a document whose text holds a
+//                     literal "<|endoftext|>" encodes to eot there and restarts too).
 //
 // Chat data (config.chat set, dataset.format "chat"): a document is a conversation, rendered by the
 // chat template and encoded whole (encode_chat, chat_template.h), no bos (the template writes its
@@ -59,6 +61,7 @@ struct LoaderConfig {
   bool infinite = true;           // false: next() returns nullopt when the data runs out
   std::shared_ptr<const ChatTemplate> chat;  // needed for chat data (unused by other data)
   bool mask_non_assistant = true;            // chat: labels -100 outside assistant spans
+  bool document_positions = false;           // positions restart after each eot (see above)
 };
 
 inline constexpr int64_t kIgnoreLabel = -100;  // a label the loss skips (ops::count_targets' ignore_index)

@@ -321,7 +321,7 @@ ops::LmHeadXentResult Decoder::head_loss_backward(const Tensor& hn_ND, const Ten
 }
 
 LossResult Decoder::forward_backward(const Tensor& ids_BT, const Tensor& targets_BT,
-                                     float grad_scale, float forward_scale) {
+                                     float grad_scale, float forward_scale, const Tensor& positions_BT) {
   TITAN_CHECK(targets_BT.shape() == ids_BT.shape(), "[model] targets ", targets_BT.describe(),
               " must have the shape of the input ids ", ids_BT.describe());
   check_whole("forward_backward");
@@ -330,6 +330,7 @@ LossResult Decoder::forward_backward(const Tensor& ids_BT, const Tensor& targets
     if (n > 0) grad_scale = 1.0f / static_cast<float>(n);
   }
   Activations acts;
+  acts.positions_BT = positions_BT;
   const StageSpan all = whole_span();
   stage_forward(ids_BT, Tensor(), all, acts);
   LossResult result;
@@ -337,11 +338,12 @@ LossResult Decoder::forward_backward(const Tensor& ids_BT, const Tensor& targets
   return result;
 }
 
-LossResult Decoder::forward_loss(const Tensor& ids_BT, const Tensor& targets_BT) {
+LossResult Decoder::forward_loss(const Tensor& ids_BT, const Tensor& targets_BT, const Tensor& positions_BT) {
   TITAN_CHECK(targets_BT.shape() == ids_BT.shape(), "[model] targets ", targets_BT.describe(),
               " must have the shape of the input ids ", ids_BT.describe());
   check_whole("forward_loss");
   Activations acts;
+  acts.positions_BT = positions_BT;
   const StageSpan all = whole_span();
   const Tensor hn_ND = stage_forward(ids_BT, Tensor(), all, acts, false);
   LossResult result = stage_loss(hn_ND, targets_BT, all);

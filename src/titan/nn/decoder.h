@@ -182,8 +182,10 @@ class Decoder {
   // Gradients accumulate into the parameters' grads: the cross-entropy sum's scaled by grad_scale
   // (default 1/num_targets), a per-forward term's (the aux loss) by its weight * forward_scale
   // (1 / the forwards of a step when accumulating).
+  // positions_BT: the tokens' positions, i64 [B, T] (undefined: 0..T-1 per row), as Activations'.
   LossResult forward_backward(const Tensor& ids_BT, const Tensor& targets_BT,
-                              float grad_scale = 0.0f, float forward_scale = 1.0f);
+                              float grad_scale = 0.0f, float forward_scale = 1.0f,
+                              const Tensor& positions_BT = Tensor());
   // Pipeline parallelism (parallel/pipeline.h). Drops every layer not in `layer_ids` (global
   // indices, ascending), the embedding unless `first`, the final norm and head unless `last`
   // (parameters keep their global FQNs; layers and the per-layer recompute choices then hold the
@@ -224,7 +226,7 @@ class Decoder {
   // Forward-only loss terms (no gradients, no saved activations), the aux loss included with
   // aux-loss balancing; under tensor parallelism through the vocabulary-parallel head (a
   // collective: every tp rank calls it).
-  LossResult forward_loss(const Tensor& ids_BT, const Tensor& targets_BT);
+  LossResult forward_loss(const Tensor& ids_BT, const Tensor& targets_BT, const Tensor& positions_BT = Tensor());
   // Inference forward: logits f32 [B, T, V] (materialized: this is the output). positions_BT
   // and sequence as Activations' (the tokens as a later part of a longer sequence).
   Tensor forward_logits(const Tensor& ids_BT, const Tensor& positions_BT = Tensor(),

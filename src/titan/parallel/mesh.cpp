@@ -93,8 +93,6 @@ int64_t DeviceMesh::way(BatchSplit how) const {
   return index;
 }
 
-int64_t DeviceMesh::ranks_per_token() const {
-  return world_.size() / (ways(BatchSplit::rows) * ways(BatchSplit::sequence));
-}
+int64_t DeviceMesh::ranks_per_row() const { return world_.size() / ways(BatchSplit::rows); }
 
 }  // namespace titan::parallel

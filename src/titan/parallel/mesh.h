@@ -86,9 +86,9 @@ class DeviceMesh {
   int64_t ways(BatchSplit how) const;
   // This rank's share along them: its rows share (dp_rank) or its chunk of the sequence.
   int64_t way(BatchSplit how) const;
-  // The ranks that process the same tokens of the batch (world / (rows x sequence ways): tp, pp):
-  // a rank's tokens/s is its share's tokens over them.
-  int64_t ranks_per_token() const;
+  // The ranks that process the same rows of the batch (world / rows ways: pp, cp, tp): a rank's
+  // tokens/s is its rows' tokens over them.
+  int64_t ranks_per_row() const;
 
  private:
   Comm& world_;

@@ -35,7 +35,7 @@ int Pipeline::tag(Message kind, int64_t stage, int64_t micro, int64_t micro_batc
 }
 
 nn::LossResult Pipeline::run(const Tensor& ids_BT, const Tensor& labels_BT, int64_t micro_rows, float grad_scale,
-                             float forward_scale) {
+                             float forward_scale, const Tensor& positions_BT) {
   const int64_t B = ids_BT.size(0), T = ids_BT.size(1), D = model_.config().dim;
   TITAN_CHECK(micro_rows > 0 && B % micro_rows == 0, "[pipeline] ", B, " rows do not split into micro-batches of ",
               micro_rows);
@@ -77,6 +77,7 @@ nn::LossResult Pipeline::run(const Tensor& ids_BT, const Tensor& labels_BT, int6
                                                   Message::router_totals, a.stage, a.micro));
         }
       }
+      if (positions_BT.defined()) slot.acts.positions_BT = rows(positions_BT, a.micro);
       Tensor out_ND = model_.stage_forward(rows(ids_BT, a.micro), h_ND, span, slot.acts);
       slot.live = true;
       if (!span.last) {
@@ -112,7 +113,7 @@ nn::LossResult Pipeline::run(const Tensor& ids_BT, const Tensor& labels_BT, int6
   return total;
 }
 
-nn::LossResult Pipeline::forward_loss(const Tensor& ids_BT, const Tensor& labels_BT) {
+nn::LossResult Pipeline::forward_loss(const Tensor& ids_BT, const Tensor& labels_BT, const Tensor& positions_BT) {
   const int64_t N = ids_BT.numel() / token_shards_, D = model_.config().dim;
   std::vector<std::pair<Tensor, std::unique_ptr<Pending>>> sends;
   nn::LossResult loss{0.0, 0, model_.loss_terms()};
@@ -126,6 +127,7 @@ nn::LossResult Pipeline::forward_loss(const Tensor& ids_BT, const Tensor& labels
       pp_.recv(h_ND, static_cast<int>(layout_.owner(stage - 1)), tag(Message::activation, stage, 0, 1));
     }
     nn::Activations acts;
+    acts.positions_BT = positions_BT;
     Tensor out_ND = model_.stage_forward(ids_BT, h_ND, span, acts, false);
     if (span.last) {
       loss = model_.stage_loss(out_ND, labels_BT, span);

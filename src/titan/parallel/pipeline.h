@@ -40,11 +40,12 @@ class Pipeline {
   // one per micro-batch, scaled into the gradients by forward_scale) on the last stage, the same
   // terms with 0 sums on other ranks. The router totals and the aux gradient travel beside the
   // activations (nn::Decoder::stage_totals).
+  // positions_BT: the rows' positions, i64 [B, T] (undefined: 0..T-1 per row), split like ids.
   nn::LossResult run(const Tensor& ids_BT, const Tensor& labels_BT, int64_t micro_rows, float grad_scale,
-                     float forward_scale = 1.0f);
+                     float forward_scale = 1.0f, const Tensor& positions_BT = Tensor());
   // Forward only (validation): the whole batch through this rank's stages in order, nothing saved;
   // the loss terms on the last stage (0 sums on other ranks).
-  nn::LossResult forward_loss(const Tensor& ids_BT, const Tensor& labels_BT);
+  nn::LossResult forward_loss(const Tensor& ids_BT, const Tensor& labels_BT, const Tensor& positions_BT = Tensor());
   // Bytes sent and seconds waiting for receives and sends (send_bytes, seconds), since reset_stats.
   const CommStats& stats() const { return stats_; }
   void reset_stats() { stats_ = {}; }

@@ -201,7 +201,7 @@ StepTotals run_step(models::Parallelized& model, Optimizer& optimizer, const std
       dropout->micro = static_cast<int64_t>(i);
       nn::set_lora_dropout_key(dropout);
     }
-    sums.add(model.forward_backward(b.inputs_BT, b.labels_BT, grad_scale, forward_scale));
+    sums.add(model.forward_backward(b.inputs_BT, b.labels_BT, grad_scale, forward_scale, b.positions_BT));
   }
   nn::set_lora_dropout_key(std::nullopt);
   model.finish_grads();
@@ -241,8 +241,8 @@ StepMetrics Trainer::train_step(int64_t step) {
   model_->post_step();
   m.tokens = B_ * T_ * accumulation_;
   m.seconds = seconds_since(t0);
-  m.tps = static_cast<double>(m.tokens) / m.seconds /
-          static_cast<double>(model_->tp_degree() * model_->pp_degree());  // per rank
+  // Per rank: this share's tokens over the ranks that process the same rows (pp, cp, tp).
+  m.tps = static_cast<double>(m.tokens) / m.seconds / static_cast<double>(mesh_->ranks_per_row());
   m.tflops = m.tps * flops_per_token_ / 1e12;
   m.mfu = checked_mfu(m.tflops * 1e12, peak_);  // <= 100: a beaten peak is re-measured or raised
   m.memory_bytes = static_cast<double>(host_allocator().stats().peak_bytes);

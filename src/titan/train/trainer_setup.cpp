@@ -66,8 +66,8 @@ void Trainer::setup_mesh() {
   config::validate_expert_parallel_mesh(c_, degrees.dp_shard);
   degrees.ep = ps.expert_parallel_degree;
   mesh_ = std::make_unique<parallel::DeviceMesh>(*world_, degrees);
-  dp_ = degrees.dp();
-  dp_rank_ = mesh_->dp_rank();
+  dp_ = mesh_->ways(parallel::BatchSplit::rows);  // the dimensions that split the batch's rows
+  dp_rank_ = mesh_->way(parallel::BatchSplit::rows);
   config::validate(c_, dp_);
   check_supported(job_features(c_));
   precision_ = resolve_precision(c_);

@@ -46,7 +46,7 @@ ValidationMetrics Validator::run(models::Parallelized& model, int64_t step, cons
     std::optional<data::Batch> global = loader.next();
     if (!global) break;
     const data::Batch mine = data_parallel_rows(*global, dp_rank_, local_batch_);
-    const nn::LossResult l = model.forward_loss(mine.inputs_BT, mine.labels_BT);
+    const nn::LossResult l = model.forward_loss(mine.inputs_BT, mine.labels_BT, mine.positions_BT);
     sums[0] += l.terms.front().sum;
     sums[1] += static_cast<double>(l.num_targets);
     ++r.batches;

@@ -73,8 +73,8 @@ LoaderConfig config_for(const std::string& path, int64_t B, int64_t T) {
 
 // Checks every batch of a finite loader against `want`: row r of the whole run is
 // want[r*(T+1), (r+1)*(T+1)), inputs/labels are its [:-1]/[1:], positions count from 0 at the row
-// start and at each document start. Returns the number of batches.
-int64_t expect_packed(Loader& loader, const Stream& want, int64_t B, int64_t T) {
+// start (and, with document positions, at each document start). Returns the number of batches.
+int64_t expect_packed(Loader& loader, const Stream& want, int64_t B, int64_t T, bool document_positions = false) {
   int64_t row = 0, batches = 0;
   while (auto batch = loader.next()) {
     ++batches;
@@ -87,7 +87,7 @@ int64_t expect_packed(Loader& loader, const Stream& want, int64_t B, int64_t T) 
       int64_t p = 0;
       for (int64_t t = 0; t < T; ++t) {
         const size_t i = static_cast<size_t>(b * T + t);
-        p = (t == 0 || want.doc_start[base + t]) ? 0 : p + 1;
+        p = (t == 0 || (document_positions && want.doc_start[base + t])) ? 0 : p + 1;
         EXPECT_EQ(in[i], want.tokens[base + t]) << "row " << row << " t " << t;
         EXPECT_EQ(lab[i], want.tokens[base + t + 1]) << "row " << row << " t " << t;
         EXPECT_EQ(pos[i], p) << "row " << row << " t " << t;
@@ -116,6 +116,17 @@ TEST(Loader, PacksDocumentsIntoRows) {
     EXPECT_GT(loader.tokens_per_second(), 0.0);
     EXPECT_EQ(loader.state().documents_seen, 40);
   }
+}
+
+TEST(Loader, DocumentPositionsRestartAtEachDocument) {
+  TempDir dir;
+  const auto docs = shakespeare(40);
+  write_file(dir.file("s.jsonl"), jsonl(docs));
+  LoaderConfig c = config_for(dir.file("s.jsonl"), 2, 16);
+  c.infinite = false;
+  c.document_positions = true;
+  Loader loader(c, qwen3());
+  EXPECT_GT(expect_packed(loader, pack(docs), 2, 16, true), 2);
 }
 
 TEST(Loader, BosIsPrependedAndTextFilesSplitOnBlankLines) {

@@ -75,7 +75,7 @@ TEST(Mesh, NamedDimensionsIncludeContextParallel) {
     EXPECT_EQ(mesh.way(parallel::BatchSplit::rows), r / 4) << r;
     EXPECT_EQ(mesh.ways(parallel::BatchSplit::sequence), 2);
     EXPECT_EQ(mesh.way(parallel::BatchSplit::sequence), r / 2 % 2) << r;
-    EXPECT_EQ(mesh.ranks_per_token(), 2);  // the tp pair shares each token
+    EXPECT_EQ(mesh.ranks_per_row(), 4);  // the cp x tp block shares each row
     EXPECT_EQ(mesh.replica().size(), 4);    // dp_shard x tp hold each parameter once per cp rank
     std::vector<std::string> names;
     for (const parallel::MeshDim& m : mesh.dims()) names.push_back(m.name);

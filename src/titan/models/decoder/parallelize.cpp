@@ -266,12 +266,12 @@ void Parallelized::finish_grads() {
 }
 
 nn::LossResult Parallelized::forward_backward(const Tensor& ids_BT, const Tensor& labels_BT, float grad_scale,
-                                              float forward_scale) {
-  if (pipeline_) return pipeline_->run(ids_BT, labels_BT, pipeline_micro_rows_, grad_scale, forward_scale);
-  return model_->forward_backward(ids_BT, labels_BT, grad_scale, forward_scale);
+                                              float forward_scale, const Tensor& positions_BT) {
+  if (pipeline_) return pipeline_->run(ids_BT, labels_BT, pipeline_micro_rows_, grad_scale, forward_scale, positions_BT);
+  return model_->forward_backward(ids_BT, labels_BT, grad_scale, forward_scale, positions_BT);
 }
 
-nn::LossResult Parallelized::forward_loss(const Tensor& ids_BT, const Tensor& labels_BT) {
+nn::LossResult Parallelized::forward_loss(const Tensor& ids_BT, const Tensor& labels_BT, const Tensor& positions_BT) {
   // The routers count what they route in any forward; a validation batch's counts must not reach
   // the next step's balancing hook or its metrics.
   std::vector<std::vector<int64_t>> loads;
@@ -279,7 +279,8 @@ nn::LossResult Parallelized::forward_loss(const Tensor& ids_BT, const Tensor& la
     if (layer->moe) loads.push_back(layer->moe->load());
   }
   nn::LossResult loss =
-      pipeline_ ? pipeline_->forward_loss(ids_BT, labels_BT) : model_->forward_loss(ids_BT, labels_BT);
+      pipeline_ ? pipeline_->forward_loss(ids_BT, labels_BT, positions_BT)
+                : model_->forward_loss(ids_BT, labels_BT, positions_BT);
   size_t i = 0;
   for (auto& layer : model_->layers) {
     if (layer->moe) layer->moe->load() = std::move(loads[i++]);

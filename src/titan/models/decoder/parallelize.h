@@ -145,11 +145,12 @@ class Parallelized {
   // forward_scale as nn::Decoder::forward_backward's) — the whole model as one stage, or this
   // rank's pipeline stages over micro-batches of the pipeline's rows. The returned term sums are
   // this rank's (a pipeline's on its last stage only): global_sum makes a step's total global.
+  // positions_BT: the batch's positions, i64 [B, T] (undefined: 0..T-1 per row).
   nn::LossResult forward_backward(const Tensor& ids_BT, const Tensor& labels_BT, float grad_scale,
-                                  float forward_scale);
+                                  float forward_scale, const Tensor& positions_BT = Tensor());
   // Forward only (validation): the loss terms of the batch, as forward_backward's. No training
   // state changes: the expert load its routing counts is put back as it was.
-  nn::LossResult forward_loss(const Tensor& ids_BT, const Tensor& labels_BT);
+  nn::LossResult forward_loss(const Tensor& ids_BT, const Tensor& labels_BT, const Tensor& positions_BT = Tensor());
   // The forwards one forward_backward of `rows` rows runs (a pipeline runs one per micro-batch):
   // what a per-forward loss term (the aux loss, one per forward as HF computes it) is averaged over.
   int64_t forwards_per_batch(int64_t rows) const;
