@@ -87,7 +87,13 @@ if [[ "${SANITIZE:-1}" != 0 ]]; then
   #   CliParallel.Bf16OptimizerStates (4 runs on FSDP / TP): the meshes move bf16 moments as they move
   #   f32 ones (kept here: FsdpTimesTensorParallel, the checkpoint moves); the bf16 moments themselves run
   #   in AdamW.* (both dtypes) and CliCheckpoint.Bf16OptimizerStatesResumeBitIdentically.
-  sanitizer_repeats='CliParallel\.(FsdpTwoRanks|FsdpFourRanks|ReplicateOnly|TensorParallelMatchesOneRank|Launch|DeadRank|BadMeshes|AuxLossMoePipeline|PlanFromTheMetaDevice|Qwen3_5Meshes|Bf16OptimizerStates)|CliMultiHost\.'
+  #   CliParallel.PipelineSchedulesMatchOneRank (4 meshes, ~27 s here): the schedules are pure data
+  #   (PipelineSchedule.* unit tests), the stages' messages run in InterleavedAndFourStagePipelines
+  #   and PipelineWithAccumulationAndCheckpointing, pp x tp in PipelineTimesTensorParallelExport.
+  #   CliParallel.ExpertParallelMatchesOneRank (6 runs, ~48 s here): the all-to-all exchange, the
+  #   expert_dp sums and both balancings run in ExpertParallelCheckpointMovesToOneRankAndBack and
+  #   ExpertParallelInsidePipelineStagesMatchesOneRank.
+  sanitizer_repeats='CliParallel\.(FsdpTwoRanks|FsdpFourRanks|ReplicateOnly|TensorParallelMatchesOneRank|Launch|DeadRank|BadMeshes|AuxLossMoePipeline|PlanFromTheMetaDevice|Qwen3_5Meshes|Bf16OptimizerStates|PipelineSchedules|ExpertParallelMatches)|CliMultiHost\.'
   sanitizer_repeats+='|CliTrain\.(LearnsBeyondUnigram|Bf16TracksFloat32)|CliCheckpoint\.KilledAtRandomMoments'
   sanitizer_repeats+='|CliChat\.TrainsOnAssistantTokens'
   (cd build-sanitize && DNNL_MAX_CPU_ISA=AVX2 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
