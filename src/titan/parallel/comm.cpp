@@ -117,6 +117,10 @@ class LocalComm final : public Comm {
     no_peers("send", " to rank ", dst);
     return nullptr;
   }
+  std::unique_ptr<Pending> start_recv(Tensor&, int src, int) override {
+    no_peers("recv", " from rank ", src);
+    return nullptr;
+  }
   // The Tensor forms of the collectives (Comm's non-virtual overloads), not hidden by the above.
   using Comm::all_gather;
   using Comm::all_reduce_max;
@@ -307,6 +311,10 @@ class MetaComm final : public Comm {
   void recv(Tensor& t, int src, int tag) override { check_point_to_point("recv", t, src, tag); }
   std::unique_ptr<Pending> start_send(const Tensor& t, int dst, int tag) override {
     check_point_to_point("send", t, dst, tag);
+    return std::make_unique<MetaPending>();
+  }
+  std::unique_ptr<Pending> start_recv(Tensor& t, int src, int tag) override {
+    check_point_to_point("recv", t, src, tag);
     return std::make_unique<MetaPending>();
   }
   using Comm::all_gather;

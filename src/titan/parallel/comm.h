@@ -73,6 +73,12 @@ class Comm {
   // send() that returns at once (the pipeline's sends, so two neighbours sending to each other
   // never wait on each other); `t` must stay alive and unchanged until the Pending is waited for.
   virtual std::unique_ptr<Pending> start_send(const Tensor& t, int dst, int tag) = 0;
+  // recv() that returns at once: the receive is posted now and `t` is filled when the Pending's
+  // wait() returns (a ring exchange: start_send to one neighbour, start_recv from the other, work,
+  // then wait for both; context parallelism's keys and values go round so). `t` must stay alive and
+  // untouched until then. wait() refuses a shorter message in one line, as recv does; a longer one
+  // is the transport's truncation error (the two ranks' shapes are their contract).
+  virtual std::unique_ptr<Pending> start_recv(Tensor& t, int src, int tag) = 0;
 
   // The collectives above on contiguous host tensors (sizes in elements, any shapes):
   //   all_reduce_sum: f32, f64 or i64, in place;

@@ -172,6 +172,35 @@ class MpiPending final : public Pending {
   const std::string& ranks_;   // the communicator's, which outlives its requests
 };
 
+// A posted receive: wait() finishes it and checks the message filled the whole tensor.
+class MpiRecvPending final : public Pending {
+ public:
+  MpiRecvPending(const std::string& ranks, std::string what, MPI_Datatype type, int expected)
+      : ranks_(ranks), what_(std::move(what)), type_(type), expected_(expected) {}
+  MPI_Request request = MPI_REQUEST_NULL;
+  ~MpiRecvPending() override {
+    if (request != MPI_REQUEST_NULL) MPI_Wait(&request, MPI_STATUS_IGNORE);
+  }
+  void wait() override {
+    MPI_Status status;
+    {
+      const Watched w("MPI_Irecv (wait)", ranks_);
+      check(MPI_Wait(&request, &status), "MPI_Wait");
+    }
+    int got = 0, bytes = 0;
+    check(MPI_Get_count(&status, type_, &got), "MPI_Get_count");
+    check(MPI_Get_count(&status, MPI_BYTE, &bytes), "MPI_Get_count");
+    TITAN_CHECK(got == expected_, what_, ": expected ", expected_, " elements, got a message of ", bytes,
+                " bytes. HINT: the receiver's tensor must have the sender's dtype and numel");
+  }
+
+ private:
+  const std::string& ranks_;  // the communicator's, which outlives its requests
+  std::string what_;          // "[comm] recv from rank 1 (tag 3) into f32[4]"
+  MPI_Datatype type_;
+  int expected_;
+};
+
 class MpiComm final : public Comm {
  public:
   explicit MpiComm(MPI_Comm comm, bool owned) : comm_(comm), owned_(owned) {
@@ -268,6 +297,17 @@ class MpiComm final : public Comm {
     const int c = count(t.numel(), "send");
     auto p = std::make_unique<MpiPending>("MPI_Isend (wait)", ranks_);
     check(MPI_Isend(t.raw_data(), c, mpi_type(t.dtype()), dst, tag, comm_, &p->request), "MPI_Isend");
+    return p;
+  }
+
+  std::unique_ptr<Pending> start_recv(Tensor& t, int src, int tag) override {
+    check_point_to_point("recv", t, src, tag);
+    check_tag("recv", " from rank ", src, tag);
+    const int c = count(t.numel(), "recv");
+    const MPI_Datatype type = mpi_type(t.dtype());
+    auto p = std::make_unique<MpiRecvPending>(
+        ranks_, str("[comm] recv from rank ", src, " (tag ", tag, ") into ", t.describe()), type, c);
+    check(MPI_Irecv(t.raw_data(), c, type, src, tag, comm_, &p->request), "MPI_Irecv");
     return p;
   }
 

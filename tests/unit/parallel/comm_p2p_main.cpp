@@ -2,7 +2,8 @@
 // and the Tensor forms of the collectives, each against values computed by formula. Every value
 // below is exact in its dtype, so results are compared for equality.
 //   rank 0 sends x[i] = i / 2 - 3 (f32 [3, 5]); rank 1 returns 2 x + 1 and an i64 tensor; a
-//   message of the wrong size is refused and stays queued; then all_reduce_sum (f32, f64, i64),
+//   message of the wrong size is refused and stays queued; a ring exchange through start_send and
+//   start_recv (a shorter message refused at wait); then all_reduce_sum (f32, f64, i64),
 //   all_gather, start_all_gather, reduce_scatter_sum, all_to_all and all_to_all_v on every rank,
 //   and the argument errors.
 // Prints "[comm_p2p] rank R: N checks passed" per rank, and rank 0 "[comm_p2p] all checks passed
@@ -101,6 +102,29 @@ void point_to_point(Comm& comm) {
   Tensor strided = Tensor::zeros({4, 6}).narrow(1, 0, 3);
   expect_error(comm, "strided send", [&] { comm.send(strided, 1 - comm.rank() % 2, 0); },
                "[comm] send t: expected a contiguous tensor, got f32[4, 3] on cpu, non-contiguous");
+}
+
+// Every rank sends to the next and receives from the previous, both started before either waits
+// (the ring of context parallelism): 64 Ki floats, beyond the eager limit of MPI's shared-memory
+// transport, so blocking sends both ways would wait on each other.
+void ring(Comm& comm) {
+  const int r = comm.rank(), w = comm.size(), next = (r + 1) % w, prev = (r + w - 1) % w;
+  const int64_t n = int64_t{1} << 16;
+  Tensor mine = Tensor::empty({n});
+  for (int64_t i = 0; i < n; ++i) mine.data<float>()[i] = static_cast<float>(1000 * r + i % 1000);
+  Tensor theirs = Tensor::zeros({n});
+  std::unique_ptr<Pending> recv = comm.start_recv(theirs, prev, 20);
+  std::unique_ptr<Pending> send = comm.start_send(mine, next, 20);
+  recv->wait();
+  send->wait();
+  expect_values<float>(comm, "start_recv from the previous rank", theirs,
+                       [&](int64_t i) { return 1000.0 * prev + static_cast<double>(i % 1000); });
+  // A message shorter than the posted tensor is refused when the receive is waited for.
+  Tensor three = Tensor::zeros({3}), four = Tensor::zeros({4});
+  std::unique_ptr<Pending> short_recv = comm.start_recv(four, prev, 21);
+  comm.start_send(three, next, 21)->wait();
+  expect_error(comm, "start_recv of a shorter message", [&] { short_recv->wait(); },
+               str("[comm] recv from rank ", prev, " (tag 21) into f32[4]: expected 4 elements, got a message of 12 bytes"));
 }
 
 void collectives(Comm& comm) {
@@ -204,6 +228,7 @@ int main() {
       return 2;
     }
     point_to_point(*comm);
+    ring(*comm);
     collectives(*comm);
     comm->barrier();
   } catch (const std::exception& e) {
