@@ -260,6 +260,32 @@ void Comm::all_to_all(const Tensor& in, Tensor& out) {
   all_to_all(in.data<int64_t>(), out.data<int64_t>(), in.numel() / size());
 }
 
+void Comm::broadcast(Tensor& t, int root) {
+  check_host(*this, "broadcast", "t", t);
+  TITAN_CHECK(root >= 0 && root < size(), "[comm] broadcast from rank ", root, ": not a rank of this ", size(),
+              "-rank ", backend(), " communicator");
+  if (t.is_meta()) return;
+  broadcast(t.raw_data(), static_cast<int64_t>(t.nbytes()), root);
+}
+
+void Comm::all_reduce_sum(std::span<double> x) {
+  if (x.empty()) return;
+  Tensor t = Tensor::wrap(x.data(), {static_cast<int64_t>(x.size())}, DType::f64, nullptr);
+  all_reduce_sum(t);
+}
+
+void Comm::all_reduce_sum(std::span<int64_t> x) {
+  if (x.empty()) return;
+  Tensor t = Tensor::wrap(x.data(), {static_cast<int64_t>(x.size())}, DType::i64, nullptr);
+  all_reduce_sum(t);
+}
+
+void Comm::all_reduce_max(std::span<double> x) {
+  if (x.empty()) return;
+  Tensor t = Tensor::wrap(x.data(), {static_cast<int64_t>(x.size())}, DType::f64, nullptr);
+  all_reduce_max(t);
+}
+
 void Comm::check_point_to_point(const char* call, const Tensor& t, int peer, int tag) const {
   const char* dir = std::string_view(call) == "send" ? " to rank " : " from rank ";
   TITAN_CHECK(peer >= 0 && peer < size(), "[comm] ", call, dir, peer, ": not a rank of this ", size(), "-rank ",

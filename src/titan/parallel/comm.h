@@ -6,14 +6,17 @@
 // fp32 (FSDP's gradient reduce-scatter), of doubles in fp64 (losses, norms). Calls are blocking
 // unless they return a Pending; every rank of a communicator must make the same calls in the same
 // order.
-// Two forms: raw pointers (the virtuals each backend implements) and Tensors (non-virtual: they
-// check contiguity, dtype, sizes and the device once, then call the raw form). Point-to-point
-// send/recv take Tensors only.
+// The public API is Tensors (non-virtual collectives: they check contiguity, dtype, sizes and the
+// device once, then call the backend's protected raw-pointer form; point to point is Tensors all
+// the way), plus small host-value helpers over the Tensor forms (losses, counts, flags). Every
+// transfer has a Pending form or gets one as a backend needs it: start_all_gather, start_send,
+// start_recv today.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -35,27 +38,6 @@ class Comm {
   virtual int size() const = 0;
   virtual const char* backend() const = 0;  // "mpi", "local"
 
-  // In place: data[i] = sum over ranks of data[i].
-  virtual void all_reduce_sum(float* data, int64_t n) = 0;
-  virtual void all_reduce_sum(double* data, int64_t n) = 0;
-  virtual void all_reduce_sum(int64_t* data, int64_t n) = 0;
-  virtual void all_reduce_max(double* data, int64_t n) = 0;
-  // out[size * n] = every rank's in[n], in rank order.
-  virtual void all_gather(const float* in, float* out, int64_t n) = 0;
-  virtual std::unique_ptr<Pending> start_all_gather(const float* in, float* out, int64_t n) = 0;
-  // out[n] = sum over ranks r of in[rank() * n .. (rank() + 1) * n) of rank r's in[size * n].
-  virtual void reduce_scatter_sum(const float* in, float* out, int64_t n) = 0;
-  // The same over bf16 values, summed in bf16 as NCCL's bf16 reduction does: each pairwise sum is
-  // taken in f32 and rounded to bf16 (training.mixed_precision_reduce=bfloat16; half the traffic).
-  virtual void reduce_scatter_sum(const uint16_t* in, uint16_t* out, int64_t n) = 0;
-  // All to all with per-rank sizes (expert parallelism's token exchange): `in` is size() blocks in
-  // rank order, send_counts[r] elements for rank r; `out` receives recv_counts[s] elements from
-  // each rank s, in rank order. recv_counts[s] must be rank s's send_counts[rank()]: exchange the
-  // counts first with all_to_all.
-  virtual void all_to_all_v(const float* in, const int64_t* send_counts, float* out, const int64_t* recv_counts) = 0;
-  // out[s * n, (s + 1) * n) = rank s's in[rank() * n, (rank() + 1) * n): n values to each rank.
-  virtual void all_to_all(const int64_t* in, int64_t* out, int64_t n) = 0;
-  virtual void broadcast(void* data, int64_t bytes, int root) = 0;
   virtual void barrier() = 0;
   // Ranks with the same color form a new communicator, ordered by key.
   virtual std::unique_ptr<Comm> split(int color, int key) = 0;
@@ -98,12 +80,46 @@ class Comm {
                     const std::vector<int64_t>& recv_counts);
   void all_to_all(const Tensor& in, Tensor& out);
 
+  //   broadcast: any dtype, root's values into every rank's t (same dtype and numel everywhere).
+  void broadcast(Tensor& t, int root);
+  // Host values through the Tensor forms: a few sums or maxima in place, and one sum returned.
+  void all_reduce_sum(std::span<double> x);
+  void all_reduce_sum(std::span<int64_t> x);
+  void all_reduce_max(std::span<double> x);
+  double sum(double x) {
+    all_reduce_sum(std::span<double>(&x, 1));
+    return x;
+  }
+
   // Every rank's string (rank order), on every rank.
   std::vector<std::string> all_gather_strings(const std::string& mine);
   // root's string, on every rank.
   std::string broadcast_string(const std::string& s, int root);
 
  protected:
+  // What each backend implements under the Tensor forms (called only after their checks).
+  // In place: data[i] = sum over ranks of data[i].
+  virtual void all_reduce_sum(float* data, int64_t n) = 0;
+  virtual void all_reduce_sum(double* data, int64_t n) = 0;
+  virtual void all_reduce_sum(int64_t* data, int64_t n) = 0;
+  virtual void all_reduce_max(double* data, int64_t n) = 0;
+  // out[size * n] = every rank's in[n], in rank order.
+  virtual void all_gather(const float* in, float* out, int64_t n) = 0;
+  virtual std::unique_ptr<Pending> start_all_gather(const float* in, float* out, int64_t n) = 0;
+  // out[n] = sum over ranks r of in[rank() * n .. (rank() + 1) * n) of rank r's in[size * n].
+  virtual void reduce_scatter_sum(const float* in, float* out, int64_t n) = 0;
+  // The same over bf16 values, summed in bf16 as NCCL's bf16 reduction does: each pairwise sum is
+  // taken in f32 and rounded to bf16 (training.mixed_precision_reduce=bfloat16; half the traffic).
+  virtual void reduce_scatter_sum(const uint16_t* in, uint16_t* out, int64_t n) = 0;
+  // All to all with per-rank sizes (expert parallelism's token exchange): `in` is size() blocks in
+  // rank order, send_counts[r] elements for rank r; `out` receives recv_counts[s] elements from
+  // each rank s, in rank order. recv_counts[s] must be rank s's send_counts[rank()]: exchange the
+  // counts first with all_to_all.
+  virtual void all_to_all_v(const float* in, const int64_t* send_counts, float* out, const int64_t* recv_counts) = 0;
+  // out[s * n, (s + 1) * n) = rank s's in[rank() * n, (rank() + 1) * n): n values to each rank.
+  virtual void all_to_all(const int64_t* in, int64_t* out, int64_t n) = 0;
+  virtual void broadcast(void* data, int64_t bytes, int root) = 0;
+
   // What every send/recv checks before moving bytes: `t` is a defined, contiguous tensor on the
   // CPU, `peer` is another rank of this communicator and tag >= 0. `call` is "send" or "recv".
   void check_point_to_point(const char* call, const Tensor& t, int peer, int tag) const;

@@ -151,7 +151,7 @@ void Muon::step(double lr) {
     if (shared) group_->all_reduce_sum(whole);
     const int owner = shared ? static_cast<int>(j % static_cast<size_t>(group_->size())) : 0;
     if (!shared || group_->rank() == owner) ops::newton_schulz(whole, orth, cfg_.newton_schulz);
-    if (shared && values) group_->broadcast(orth.raw_data(), orth.nbytes(), owner);
+    if (shared && values) group_->broadcast(orth, owner);
     for (Piece* piece : mine) {
       if (values) {  // this piece's elements of the orthogonalised matrix, into its update buffer
         const float* src = orth.data<float>();

@@ -62,14 +62,10 @@ std::string first_difference(const std::string& mine, const std::string& rank0) 
 void check_ranks_agree(parallel::Comm& world, const config::JobConfig& c) {
   if (world.size() == 1) return;
   const std::string mine = job_text(c);
-  int64_t bytes = static_cast<int64_t>(mine.size());
-  world.broadcast(&bytes, sizeof bytes, 0);
-  std::string rank0(static_cast<size_t>(bytes), '\0');
-  if (world.rank() == 0) rank0 = mine;
-  world.broadcast(rank0.data(), bytes, 0);
+  const std::string rank0 = world.broadcast_string(mine, 0);
   const std::string difference = mine == rank0 ? "" : first_difference(mine, rank0);
   int64_t differing = mine == rank0 ? 0 : 1;
-  world.all_reduce_sum(&differing, 1);
+  world.all_reduce_sum(std::span<int64_t>(&differing, 1));
   if (mine != rank0) {
     config::config_fail("this rank's job differs from rank 0's (", difference.empty() ? "the config's text" : difference,
                         "); every rank must run the same config and read the same data. HINT: start every rank with "

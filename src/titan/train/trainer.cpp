@@ -149,7 +149,7 @@ TrainSummary Trainer::train() {
 // reaches the ranks of a job at different moments, so they agree here, once per step).
 int Trainer::agreed_stop_signal() const {
   double signal = StopSignals::pending();
-  if (world_->size() > 1) world_->all_reduce_max(&signal, 1);
+  if (world_->size() > 1) world_->all_reduce_max(std::span<double>(&signal, 1));
   return static_cast<int>(signal);
 }
 

@@ -60,7 +60,7 @@ ValidationMetrics Validator::run(models::Parallelized& model, int64_t step, cons
     return r;
   }
   for (double& s : sums) s = model.pipeline_sum(s);  // a pipeline's last stage has them
-  model.mesh().dp().all_reduce_sum(sums, 2);
+  model.mesh().dp().all_reduce_sum(std::span<double>(sums));
   TITAN_CHECK(sums[1] > 0, "[validation] the pass at step ", step, " saw no target tokens in ",
               global_.dataset.path, ". HINT: check the validation set");
   r.targets = static_cast<int64_t>(sums[1]);

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -143,6 +144,21 @@ void collectives(Comm& comm) {
   for (int64_t i = 0; i < n.numel(); ++i) n.data<int64_t>()[i] = (r + 1) * (int64_t{1} << 40) + i;
   comm.all_reduce_sum(n);
   expect_values<int64_t>(comm, "all_reduce_sum i64", n, [&](int64_t i) { return tri * (int64_t{1} << 40) + w * i; });
+
+  // The host-value helpers and the Tensor broadcast.
+  double pair[2] = {0.5 * (r + 1), -static_cast<double>(r)};
+  comm.all_reduce_sum(std::span<double>(pair));
+  Tensor pair_t = Tensor::wrap(pair, {2}, DType::f64, nullptr);
+  expect_values<double>(comm, "all_reduce_sum span", pair_t, [&](int64_t i) { return i == 0 ? 0.5 * tri : -(tri - w); });
+  double peak[1] = {static_cast<double>(10 * r)};
+  comm.all_reduce_max(std::span<double>(peak));
+  Tensor peak_t = Tensor::wrap(peak, {1}, DType::f64, nullptr);
+  expect_values<double>(comm, "all_reduce_max span", peak_t, [&](int64_t) { return 10.0 * (w - 1); });
+  Tensor from_last = Tensor::empty({3}, DType::i64);
+  for (int64_t i = 0; i < 3; ++i) from_last.data<int64_t>()[i] = (int64_t{1} << 40) * r + i;
+  comm.broadcast(from_last, static_cast<int>(w - 1));
+  expect_values<int64_t>(comm, "broadcast from the last rank", from_last,
+                         [&](int64_t i) { return (int64_t{1} << 40) * (w - 1) + i; });
 
   // all_gather: rank r contributes 100 r + i; out holds every rank's piece in rank order.
   Tensor in = Tensor::empty({5});

@@ -98,10 +98,16 @@ TEST(Mesh, LocalCommunicatorIsTheIdentity) {
   parallel::DeviceMesh mesh(*comm, resolve_mesh({1, -1, 1}, 1));
   EXPECT_EQ(mesh.dp_shard().size(), 1);
   EXPECT_EQ(mesh.tp().size(), 1);
-  float in[3] = {1, 2, 3}, out[3] = {};
-  mesh.dp().all_gather(in, out, 3);
-  EXPECT_EQ(out[2], 3.0f);
-  mesh.dp().start_all_gather(in, out, 3)->wait();
+  Tensor in = Tensor::empty({3}), out = Tensor::zeros({3});
+  for (int64_t i = 0; i < 3; ++i) in.data<float>()[i] = static_cast<float>(i + 1);
+  mesh.dp().all_gather(in, out);
+  EXPECT_EQ(out.data<float>()[2], 3.0f);
+  mesh.dp().start_all_gather(in, out)->wait();
+  EXPECT_EQ(mesh.dp().sum(2.5), 2.5);
+  Tensor b = Tensor::zeros({2}, DType::i64);
+  b.data<int64_t>()[1] = 7;
+  mesh.dp().broadcast(b, 0);
+  EXPECT_EQ(b.data<int64_t>()[1], 7);
   EXPECT_EQ(comm->all_gather_strings("x"), std::vector<std::string>{"x"});
   EXPECT_EQ(comm->broadcast_string("y", 0), "y");
 }

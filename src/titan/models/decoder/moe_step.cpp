@@ -72,7 +72,7 @@ std::vector<int64_t> Parallelized::ep_rank_loads() {
     const std::vector<int64_t>& load = layer->moe->load();
     for (size_t e = 0; e < load.size(); ++e) loads[e / static_cast<size_t>(local)] += load[e];
   }
-  if (pipeline_) mesh_.pp().all_reduce_sum(loads.data(), ep);  // every stage's MoE layers
+  if (pipeline_) mesh_.pp().all_reduce_sum(std::span<int64_t>(loads.data(), static_cast<size_t>(ep)));  // every stage's MoE layers
   return loads;
 }
 
@@ -83,7 +83,7 @@ nn::ExpertLoad Parallelized::expert_load() {
   const double none = -std::numeric_limits<double>::infinity();
   double extremes[2] = {load.defined ? -static_cast<double>(load.min) : none,
                         load.defined ? static_cast<double>(load.max) : none};
-  mesh_.pp().all_reduce_max(extremes, 2);
+  mesh_.pp().all_reduce_max(std::span<double>(extremes));
   load.defined = extremes[1] != none;
   if (load.defined) {
     load.min = static_cast<int64_t>(-extremes[0]);

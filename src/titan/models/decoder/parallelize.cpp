@@ -261,7 +261,7 @@ void Parallelized::finish_grads() {
   for (auto& layer : model_->layers) {
     if (!layer->moe) continue;
     std::vector<int64_t>& load = layer->moe->load();
-    mesh_.dp().all_reduce_sum(load.data(), static_cast<int64_t>(load.size()));
+    mesh_.dp().all_reduce_sum(std::span<int64_t>(load));
   }
 }
 
@@ -293,20 +293,16 @@ int64_t Parallelized::forwards_per_batch(int64_t rows) const {
 }
 
 double Parallelized::dp_sum(double x) {
-  if (fsdp_) mesh_.dp().all_reduce_sum(&x, 1);
-  return x;
+  return fsdp_ ? mesh_.dp().sum(x) : x;
 }
 
 double Parallelized::pipeline_sum(double x) {
-  if (pipeline_) mesh_.pp().all_reduce_sum(&x, 1);
-  return x;
+  return pipeline_ ? mesh_.pp().sum(x) : x;
 }
 
 double Parallelized::grad_squares(double local) {
   if (!fsdp_) return local;
-  mesh_.dp_shard().all_reduce_sum(&local, 1);
-  mesh_.tp().all_reduce_sum(&local, 1);
-  return pipeline_sum(local);
+  return pipeline_sum(mesh_.tp().sum(mesh_.dp_shard().sum(local)));
 }
 
 CommStats Parallelized::comm_stats() const {
